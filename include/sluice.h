@@ -1,0 +1,211 @@
+/*
+ * sluice.h: the public API of libsluice.
+ *
+ * A rate limiter answers one question: may this caller do this now? libsluice
+ * answers it with pure functions. Each algorithm keeps a few bytes of *state*
+ * per key; a take reads the state, the limit and the current time, and writes
+ * the new state and a *decision*. Nothing here reads a clock, allocates, locks
+ * or does I/O: the caller passes `now` and owns the memory.
+ *
+ * Time is an int64 count of nanoseconds on a clock the caller chooses (usually
+ * CLOCK_MONOTONIC), in [0, SL_TIME_MAX]. All arithmetic is on integers, so a
+ * decision is exact and the same on every machine.
+ *
+ * How GCRA sees time (T = period / limit, the emission interval; tau = burst * T):
+ *
+ *            now                         TAT                   now + tau
+ *   ----------|---------------------------|-------------------------|------>
+ *             |<---- debt: TAT - now ---->|                         |
+ *             |<--------------------- tolerance tau --------------->|
+ *
+ *   A request of cost c is admitted when max(TAT, now) + c*T <= now + tau,
+ *   and then TAT := max(TAT, now) + c*T. The distance from TAT to now + tau,
+ *   in units of T, is the number of requests still available right now.
+ *   That is exactly a token bucket of capacity `burst` that refills `limit`
+ *   tokens per `period`, stored as one timestamp.
+ *
+ * States: a state is sl_state_size(limit) bytes, 8-byte aligned, and an
+ * all-zero state means "never seen": zeroed memory is a full bucket.
+ */
+#ifndef SLUICE_H
+#define SLUICE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SLUICE_VERSION "0.1.0"
+
+/* Time limits. `now` must lie in [0, SL_TIME_MAX] (about 146 years of
+ * nanoseconds); a period, and burst * period / limit, at most SL_SPAN_MAX
+ * (about 73 years). These bounds make every sum of times fit in an int64. */
+#define SL_TIME_MAX ((int64_t)((UINT64_C(1) << 62) - 1))
+#define SL_SPAN_MAX ((int64_t)((UINT64_C(1) << 61) - 1))
+
+/* retry_after_ns when no wait will ever do: the cost exceeds what the limit can
+ * admit at once. */
+#define SL_NEVER INT64_MAX
+
+/* The largest limit of the algorithms whose state grows with the limit. */
+#define SL_SLIDING_LOG_MAX 65536  /* 8 bytes per admitted unit: 512 KiB a key */
+#define SL_CONCURRENCY_MAX 65536  /* 24 bytes per lease held */
+
+/* Every result code of libsluice. Negative values are errors; sl_strerror()
+ * says what was wrong. A rejection is not an error: it is a decision. */
+typedef enum sl_status {
+    SL_OK = 0,
+    SL_ERR_LIMIT = -1,     /* limit is zero, negative, or too large for the algorithm */
+    SL_ERR_PERIOD = -2,    /* period is zero, negative or longer than SL_SPAN_MAX */
+    SL_ERR_BURST = -3,     /* burst is negative */
+    SL_ERR_COST = -4,      /* cost is negative */
+    SL_ERR_OVERFLOW = -5,  /* burst * period / limit does not fit in SL_SPAN_MAX */
+    SL_ERR_TIME = -6,      /* now is negative or above SL_TIME_MAX */
+    SL_ERR_ALGORITHM = -7, /* unknown algorithm */
+    SL_ERR_RATE = -8,      /* the rate rounds to zero time between requests (redis-cell mode) */
+    SL_ERR_NOMEM = -9,     /* out of memory, or the store's memory cap is reached */
+    SL_ERR_KEY = -10,      /* key is empty or longer than the store allows */
+    SL_ERR_IO = -11,       /* a file could not be read or written */
+    SL_ERR_CORRUPT = -12,  /* a snapshot is truncated or fails its checksum */
+    SL_ERR_VERSION = -13,  /* a snapshot was written by an unknown format version */
+    SL_ERR_ARGUMENT = -14, /* any other invalid argument */
+} sl_status;
+
+/* A fixed English message for a status, never NULL; static storage. */
+const char *sl_strerror(int status);
+
+/* The HTTP status that reports `status` to a client: 400 for bad input,
+ * 503 for a store that cannot serve, 500 otherwise (200 for SL_OK). */
+int sl_http_status(int status);
+
+typedef enum sl_algorithm {
+    SL_GCRA = 0,          /* leaky bucket as a meter: one timestamp */
+    SL_TOKEN_BUCKET,      /* tokens and the time of the last refill */
+    SL_LEAKY_BUCKET,      /* leaky bucket as a queue: admits with a delay */
+    SL_FIXED_WINDOW,      /* a counter per aligned window */
+    SL_SLIDING_LOG,       /* exact: one timestamp per admitted unit */
+    SL_SLIDING_WINDOW,    /* two counters, the previous weighted by overlap */
+    SL_CONCURRENCY,       /* leases with a TTL: limit = max in flight, period = TTL */
+    SL_ALGORITHM_COUNT
+} sl_algorithm;
+
+/* The algorithm's name as used in requests and configs ("gcra",
+ * "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+ * "sliding_window", "concurrency"); NULL for an unknown value. */
+const char *sl_algorithm_name(sl_algorithm a);
+
+/* Looks up an algorithm by its name (len bytes, not necessarily
+ * NUL-terminated, case-sensitive). Returns SL_OK and sets *out, or
+ * SL_ERR_ALGORITHM. */
+int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out);
+
+/*
+ * A limit: `limit` units per `period_ns`, at most `burst` at once.
+ * Fill it with sl_limit_init(); the derived fields are the rate as an exact
+ * fraction, computed once so that a take never divides by the period.
+ */
+typedef struct sl_limit {
+    sl_algorithm algorithm;
+    uint32_t flags;        /* SL_LIMIT_CELL: redis-cell's arithmetic, see below */
+    int64_t limit;         /* units per period (for SL_CONCURRENCY: leases in flight) */
+    int64_t period_ns;     /* window length or refill period (SL_CONCURRENCY: lease TTL) */
+    int64_t burst;         /* bucket capacity or queue size, in units */
+
+    /* Derived. The emission interval T = period / limit is kept exactly as
+     * reduced_period / den, that is interval_ns + interval_frac / den
+     * nanoseconds, and the tolerance tau = burst * T likewise. */
+    int64_t reduced_period; /* period / gcd(period, limit) */
+    int64_t den;            /* limit / gcd(period, limit) */
+    int64_t interval_ns, interval_frac;
+    int64_t tolerance_ns, tolerance_frac;
+} sl_limit;
+
+#define SL_LIMIT_CELL 1u
+
+/*
+ * Fills *l for `algorithm` with `limit` units per `period_ns`, and at most
+ * `burst` at once; burst 0 means "same as limit". Fixed and sliding windows
+ * and the sliding log ignore burst (their limit is per window).
+ * Returns SL_OK, or an SL_ERR_* naming the invalid parameter; *l is then
+ * unusable.
+ */
+int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t period_ns,
+                  int64_t burst);
+
+/*
+ * Fills *l with redis-cell's CL.THROTTLE arithmetic: GCRA with
+ * burst = max_burst + 1, T = period / count truncated to a whole nanosecond
+ * as redis-cell truncates it, and `remaining` computed from microseconds as
+ * redis-cell computes it. Returns SL_ERR_* for negative or zero arguments, and
+ * SL_ERR_RATE when T truncates to less than one microsecond.
+ */
+int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s);
+
+/* Bytes of state one key needs under *l (8-byte aligned; zero = never seen). */
+size_t sl_state_size(const sl_limit *l);
+
+/*
+ * What a client must be told. Durations are nanoseconds from `now`.
+ */
+typedef struct sl_decision {
+    bool allowed;
+    int64_t limit;          /* most units available at once (burst, or the window's limit) */
+    int64_t remaining;      /* units still available right after this decision */
+    int64_t reset_after_ns; /* until the state is back to "never seen" */
+    int64_t retry_after_ns; /* 0 when allowed; else until this cost would be
+                               admitted; SL_NEVER when it never can */
+    int64_t delay_ns;       /* SL_LEAKY_BUCKET: how long an admitted caller must
+                               wait before going ahead; 0 otherwise */
+    uint64_t lease_id;      /* SL_CONCURRENCY: the lease granted; 0 otherwise */
+} sl_decision;
+
+/*
+ * Takes `cost` units at time `now`: decides, and when admitted updates
+ * *state. Cost 0 peeks (nothing is consumed). Returns SL_OK with *d filled, or
+ * SL_ERR_COST / SL_ERR_TIME for invalid input, leaving *state untouched.
+ */
+int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d);
+
+/* As sl_take, but never writes *state: what would a take of `cost` answer? */
+int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d);
+
+/*
+ * The time from which *state is equivalent to "never seen" (a full bucket, a
+ * past window, no lease held) if nothing else is taken; 0 when it already is.
+ * A store reclaims the state then; Redis expires the key then.
+ */
+int64_t sl_state_expires_at(const sl_limit *l, const void *state);
+
+/*
+ * Moves every timestamp in a state of `size` bytes (as sl_state_size gave)
+ * by delta_ns: a snapshot taken on one monotonic clock is restored on another
+ * by rebasing each state by (new clock - old clock). Times saturate at 0 and
+ * SL_TIME_MAX. Needs only the algorithm and the size, not the whole limit.
+ */
+void sl_state_rebase(sl_algorithm algorithm, void *state, size_t size, int64_t delta_ns);
+
+/*
+ * Releases lease `lease_id` of an SL_CONCURRENCY state at time `now`.
+ * Returns 1 when it was held, 0 when it is unknown or has expired, or an
+ * SL_ERR_* for invalid input.
+ */
+int sl_lease_release(const sl_limit *l, void *state, int64_t now, uint64_t lease_id);
+
+/*
+ * The 5 integers of redis-cell's CL.THROTTLE reply, from a decision made under
+ * a limit from sl_limit_init_cell(): limited (0/1), limit, remaining,
+ * retry_after and reset_after in whole seconds, rounded up when the
+ * millisecond part is not zero; retry_after is -1 when allowed or never.
+ */
+void sl_cell_reply(const sl_decision *d, int64_t out[5]);
+
+/* ---- the keyed store (src/store/) ---- */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SLUICE_H */

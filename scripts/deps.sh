@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The one list of Debian 12 packages sluice needs to build, test and benchmark.
+# Installs the missing ones with apt-get (through sudo when not root).
+# Usage: scripts/deps.sh        install what is missing
+#        scripts/deps.sh --list print the list
+set -euo pipefail
+
+packages=(
+  build-essential   # gcc, make
+  cmake             # the build
+  pkg-config        # finds the libraries below
+  libcriterion-dev  # unit tests
+)
+
+if [[ ${1:-} == --list ]]; then
+  printf '%s\n' "${packages[@]}"
+  exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null || true)
+  [[ $status == "install ok installed" ]] || missing+=("$p")
+done
+((${#missing[@]} == 0)) && exit 0
+
+echo "scripts/deps.sh: installing ${missing[*]}" >&2
+sudo=()
+((EUID == 0)) || sudo=(sudo)
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

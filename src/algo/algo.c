@@ -1,0 +1,142 @@
+/*
+ * algo.c: the generic entry points of libsluice's algorithms.
+ *
+ * sl_limit_init turns "limit per period, burst" into an exact fraction once,
+ * so that a take never divides by the period; sl_take and its siblings check
+ * their inputs once and dispatch through the table below.
+ */
+#include <string.h>
+
+#include "algo/algo.h"
+#include "common/arith.h"
+
+static const sl_algo_ops *const sl_algos[SL_ALGORITHM_COUNT] = {
+    [SL_GCRA] = &sl_gcra_ops,
+    [SL_TOKEN_BUCKET] = &sl_token_bucket_ops,
+    [SL_LEAKY_BUCKET] = &sl_leaky_bucket_ops,
+    [SL_FIXED_WINDOW] = &sl_fixed_window_ops,
+    [SL_SLIDING_LOG] = &sl_sliding_log_ops,
+    [SL_SLIDING_WINDOW] = &sl_sliding_window_ops,
+    [SL_CONCURRENCY] = &sl_concurrency_ops,
+};
+
+static const sl_algo_ops *sl_algo_get(sl_algorithm a)
+{
+    return (unsigned)a < SL_ALGORITHM_COUNT ? sl_algos[a] : NULL;
+}
+
+const char *sl_algorithm_name(sl_algorithm a)
+{
+    const sl_algo_ops *ops = sl_algo_get(a);
+    return ops ? ops->name : NULL;
+}
+
+int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out)
+{
+    for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+        const char *n = sl_algos[a]->name;
+        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+            *out = (sl_algorithm)a;
+            return SL_OK;
+        }
+    }
+    return SL_ERR_ALGORITHM;
+}
+
+int64_t sl_time_rebase(int64_t t, int64_t delta_ns)
+{
+    return sl_add_clamp(sl_max64(t, 0), delta_ns, SL_TIME_MAX);
+}
+
+/*
+ * The rate limit/period as an exact fraction: T = period / limit is kept as
+ * reduced_period / den (the fraction in lowest terms), i.e. interval_ns whole
+ * nanoseconds plus interval_frac / den; the tolerance tau = burst * T the same
+ * way. Limits and bursts are capped at SL_SPAN_MAX so that sums of them fit.
+ */
+int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t period_ns,
+                  int64_t burst)
+{
+    const sl_algo_ops *ops = sl_algo_get(algorithm);
+    memset(l, 0, sizeof *l);
+    if (ops == NULL)
+        return SL_ERR_ALGORITHM;
+    if (limit <= 0 || limit > SL_SPAN_MAX)
+        return SL_ERR_LIMIT;
+    if (period_ns <= 0 || period_ns > SL_SPAN_MAX)
+        return SL_ERR_PERIOD;
+    if (burst < 0 || burst > SL_SPAN_MAX)
+        return SL_ERR_BURST;
+    if (burst == 0)
+        burst = limit;
+
+    int64_t g = sl_gcd(period_ns, limit);
+    l->algorithm = algorithm;
+    l->limit = limit;
+    l->period_ns = period_ns;
+    l->burst = burst;
+    l->reduced_period = period_ns / g;
+    l->den = limit / g;
+    l->interval_ns = l->reduced_period / l->den;
+    l->interval_frac = l->reduced_period % l->den;
+
+    /* tau = burst * reduced_period / den, as whole ns and a remainder. */
+    sl_u128 tau = (sl_u128)(uint64_t)burst * (uint64_t)l->reduced_period;
+    sl_u128 tau_ns = tau / (uint64_t)l->den;
+    if (tau_ns > (sl_u128)SL_SPAN_MAX)
+        return SL_ERR_OVERFLOW;
+    l->tolerance_ns = (int64_t)tau_ns;
+    l->tolerance_frac = (int64_t)(tau % (uint64_t)l->den);
+    return ops->init(l);
+}
+
+size_t sl_state_size(const sl_limit *l)
+{
+    const sl_algo_ops *ops = sl_algo_get(l->algorithm);
+    return ops ? ops->state_size(l) : 0;
+}
+
+static int sl_check_input(const sl_limit *l, int64_t now, int64_t cost)
+{
+    if (sl_algo_get(l->algorithm) == NULL)
+        return SL_ERR_ALGORITHM;
+    if (cost < 0)
+        return SL_ERR_COST;
+    if (now < 0 || now > SL_TIME_MAX)
+        return SL_ERR_TIME;
+    return SL_OK;
+}
+
+int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    int rc = sl_check_input(l, now, cost);
+    if (rc != SL_OK)
+        return rc;
+    sl_algos[l->algorithm]->take(l, state, now, cost, cost > 0, d);
+    return SL_OK;
+}
+
+int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    int rc = sl_check_input(l, now, cost);
+    if (rc != SL_OK)
+        return rc;
+    /* With commit false the algorithm only reads *state. */
+    sl_algos[l->algorithm]->take(l, (void *)state, now, cost, false, d);
+    return SL_OK;
+}
+
+int64_t sl_state_expires_at(const sl_limit *l, const void *state)
+{
+    const sl_algo_ops *ops = sl_algo_get(l->algorithm);
+    return ops ? ops->expires_at(l, state) : 0;
+}
+
+void sl_state_rebase(sl_algorithm algorithm, void *state, size_t size, int64_t delta_ns)
+{
+    const sl_algo_ops *ops = sl_algo_get(algorithm);
+    if (ops != NULL && delta_ns != 0)
+        ops->rebase(state, size, delta_ns);
+}

@@ -1,0 +1,50 @@
+/*
+ * algo.h: the table of algorithms, internal to libsluice.
+ *
+ * Each algorithm lives in one file of src/algo/ and fills one entry of
+ * sl_algos[]. Every function here is pure: no clock, allocation, lock or I/O.
+ * The generic entry points in algo.c validate the inputs once (cost >= 0,
+ * 0 <= now <= SL_TIME_MAX), so an algorithm's take cannot fail.
+ */
+#ifndef SL_ALGO_H
+#define SL_ALGO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sluice.h"
+
+typedef struct sl_algo_ops {
+    const char *name;
+    /* Checks and derives what the common part of sl_limit_init has not:
+     * returns SL_OK or an SL_ERR_*. */
+    int (*init)(sl_limit *l);
+    size_t (*state_size)(const sl_limit *l);
+    /* Decides a take of `cost` at `now`; writes *state only when `commit`
+     * (a peek passes false, and then *state is never written). */
+    void (*take)(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                 sl_decision *d);
+    int64_t (*expires_at)(const sl_limit *l, const void *state);
+    void (*rebase)(void *state, size_t size, int64_t delta_ns);
+} sl_algo_ops;
+
+extern const sl_algo_ops sl_gcra_ops;
+extern const sl_algo_ops sl_token_bucket_ops;
+extern const sl_algo_ops sl_leaky_bucket_ops;
+extern const sl_algo_ops sl_fixed_window_ops;
+extern const sl_algo_ops sl_sliding_log_ops;
+extern const sl_algo_ops sl_sliding_window_ops;
+extern const sl_algo_ops sl_concurrency_ops;
+
+/* GCRA's decision, shared with the leaky bucket (the same conformance test:
+ * a queue only adds the wait). With `queue`, an admitted request is told
+ * how long to wait for its turn in d->delay_ns. */
+void sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                    bool queue, sl_decision *d);
+int64_t sl_gcra_expires_at(const sl_limit *l, const void *state);
+void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
+
+/* Moves one timestamp by delta, saturating into [0, SL_TIME_MAX]. */
+int64_t sl_time_rebase(int64_t t, int64_t delta_ns);
+
+#endif /* SL_ALGO_H */

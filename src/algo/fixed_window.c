@@ -1,0 +1,82 @@
+/*
+ * fixed_window.c: a counter per window of `period`, aligned to multiples of
+ * the period on the caller's clock.
+ *
+ * At most `limit` units are admitted per window, but a caller can spend the
+ * whole limit just before a boundary and again just after it: up to 2 * limit
+ * in a span of barely more than an instant. Cheap and predictable; pick it
+ * when quotas reset on the clock ("1000 a day") rather than to smooth load.
+ *
+ * State: the start of the window the count belongs to, and the count. A
+ * window lasts while start <= now < start + period; a rebased state keeps its
+ * own window until it ends, then windows are aligned again.
+ */
+#include "algo/algo.h"
+#include "common/arith.h"
+
+typedef struct sl_fixed_window_state {
+    int64_t start; /* ns */
+    int64_t count; /* units admitted in [start, start + period); 0 = never seen */
+} sl_fixed_window_state;
+
+static int sl_fw_init(sl_limit *l)
+{
+    l->burst = l->limit;
+    return SL_OK;
+}
+
+static size_t sl_fw_state_size(const sl_limit *l)
+{
+    return sizeof(sl_fixed_window_state);
+}
+
+static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                       sl_decision *d)
+{
+    sl_fixed_window_state *s = state;
+    int64_t start = s->start, count = s->count;
+    int64_t p = l->period_ns;
+
+    if (count <= 0 || count > l->limit || now < start || now - start >= p) {
+        start = now - now % p;
+        count = 0;
+    }
+
+    d->limit = l->limit;
+    if (cost > l->limit) {
+        d->retry_after_ns = SL_NEVER;
+    } else if (count + cost <= l->limit) {
+        d->allowed = true;
+        count += cost;
+        if (commit) {
+            s->start = start;
+            s->count = count;
+        }
+    } else {
+        d->retry_after_ns = start + p - now;
+    }
+    d->remaining = l->limit - count;
+    d->reset_after_ns = count == 0 ? 0 : start + p - now;
+}
+
+static int64_t sl_fw_expires_at(const sl_limit *l, const void *state)
+{
+    const sl_fixed_window_state *s = state;
+    return s->count <= 0 ? 0 : sl_add_clamp(s->start, l->period_ns, SL_TIME_MAX);
+}
+
+static void sl_fw_rebase(void *state, size_t size, int64_t delta_ns)
+{
+    sl_fixed_window_state *s = state;
+    if (size >= sizeof *s && s->count != 0)
+        s->start = sl_time_rebase(s->start, delta_ns);
+}
+
+const sl_algo_ops sl_fixed_window_ops = {
+    .name = "fixed_window",
+    .init = sl_fw_init,
+    .state_size = sl_fw_state_size,
+    .take = sl_fw_take,
+    .expires_at = sl_fw_expires_at,
+    .rebase = sl_fw_rebase,
+};

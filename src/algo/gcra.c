@@ -1,0 +1,212 @@
+/*
+ * gcra.c: the generic cell rate algorithm (leaky bucket as a meter).
+ *
+ * State: one theoretical arrival time (TAT), kept exactly as whole
+ * nanoseconds plus a fraction frac/den of a nanosecond, because the emission
+ * interval T = period / limit is rarely a whole number of nanoseconds
+ * (1 s / 7 is not). With tau = burst * T:
+ *
+ *     start = max(TAT, now)
+ *     admit when start + cost*T - now <= tau;  then TAT = start + cost*T
+ *
+ * TAT - now is the debt: how far ahead of the nominal schedule the key is.
+ * remaining = burst - ceil(debt / T); reset_after = debt (until the bucket is
+ * full again); a rejected take may retry after start + cost*T - tau - now.
+ * This is exactly a token bucket of capacity `burst` refilled `limit` per
+ * `period` (token_bucket.c is that bucket, written the obvious way; the tests
+ * check that the two agree on every decision).
+ */
+#include "algo/algo.h"
+#include "common/arith.h"
+
+typedef struct sl_gcra_state {
+    int64_t tat;  /* whole nanoseconds of the TAT; 0 with frac 0 = never seen */
+    int64_t frac; /* the TAT's fraction of a nanosecond, in 1/den units, [0, den) */
+} sl_gcra_state;
+
+/* A duration (ns + frac/den) rounded up to whole nanoseconds. */
+static inline int64_t sl_mixed_ceil(int64_t ns, int64_t frac)
+{
+    return ns + (frac > 0);
+}
+
+/* ceil(duration / T) for a duration ns + frac/den: how many whole emission
+ * intervals it spans, i.e. ceil((ns*den + frac) / reduced_period). */
+static int64_t sl_intervals_ceil(const sl_limit *l, int64_t ns, int64_t frac)
+{
+    if (l->den == 1)
+        return ns / l->reduced_period + (ns % l->reduced_period != 0);
+    sl_u128 v = (sl_u128)(uint64_t)ns * (uint64_t)l->den + (uint64_t)frac;
+    sl_u128 p = (sl_u128)(uint64_t)l->reduced_period;
+    return sl_sat64(v / p + (v % p != 0));
+}
+
+/* redis-cell's remaining: (tau - debt) / T, both truncated to microseconds,
+ * divided and truncated (T is whole nanoseconds in this mode, den = 1). */
+static int64_t sl_cell_remaining(const sl_limit *l, int64_t debt_ns)
+{
+    int64_t next_us = (l->tolerance_ns - debt_ns) / 1000;
+    return next_us / (l->interval_ns / 1000);
+}
+
+void sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                    bool queue, sl_decision *d)
+{
+    sl_gcra_state *s = state;
+    int64_t t = s->tat, f = s->frac;
+
+    if (f < 0 || f >= l->den) /* a state written under another rate */
+        f = 0;
+    if (t < now) {
+        t = now;
+        f = 0;
+    } else if (t - now > l->tolerance_ns || (t - now == l->tolerance_ns && f > l->tolerance_frac)) {
+        /* More debt than tau cannot arise from takes under this limit (it can
+         * after a change of limit): cap it, so that a key is never locked out
+         * for longer than the limit itself allows. */
+        t = now + l->tolerance_ns;
+        f = l->tolerance_frac;
+    }
+
+    /* debt before this take: (t - now) + f/den */
+    int64_t debt_ns = t - now, debt_frac = f;
+    d->limit = l->burst;
+
+    if (cost > l->burst) {
+        d->allowed = false;
+        d->retry_after_ns = SL_NEVER;
+    } else {
+        /* inc = cost * T, which fits: cost <= burst and burst * T = tau. */
+        int64_t inc_ns, inc_frac;
+        if (cost == 1) {
+            inc_ns = l->interval_ns;
+            inc_frac = l->interval_frac;
+        } else {
+            sl_u128 m = (sl_u128)(uint64_t)cost * (uint64_t)l->interval_frac;
+            inc_ns = cost * l->interval_ns + (int64_t)(m / (uint64_t)l->den);
+            inc_frac = (int64_t)(m % (uint64_t)l->den);
+        }
+        int64_t new_ns = debt_ns + inc_ns, new_frac = debt_frac + inc_frac;
+        if (new_frac >= l->den) {
+            new_frac -= l->den;
+            new_ns++;
+        }
+        d->allowed = new_ns < l->tolerance_ns ||
+                     (new_ns == l->tolerance_ns && new_frac <= l->tolerance_frac);
+        if (d->allowed) {
+            if (queue) /* the caller's turn comes at start = max(TAT, now) */
+                d->delay_ns = sl_mixed_ceil(debt_ns, debt_frac);
+            if (commit) {
+                s->tat = now + new_ns;
+                s->frac = new_frac;
+            }
+            debt_ns = new_ns;
+            debt_frac = new_frac;
+        } else {
+            /* retry when the new debt would have shrunk to tau */
+            int64_t r_ns = new_ns - l->tolerance_ns, r_frac = new_frac - l->tolerance_frac;
+            if (r_frac < 0) {
+                r_frac += l->den;
+                r_ns--;
+            }
+            d->retry_after_ns = sl_mixed_ceil(r_ns, r_frac);
+        }
+    }
+
+    d->reset_after_ns = sl_mixed_ceil(debt_ns, debt_frac);
+    if (l->flags & SL_LIMIT_CELL)
+        d->remaining = sl_cell_remaining(l, debt_ns);
+    else
+        d->remaining = l->burst - sl_intervals_ceil(l, debt_ns, debt_frac);
+}
+
+static void sl_gcra_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                         sl_decision *d)
+{
+    sl_gcra_decide(l, state, now, cost, commit, false, d);
+}
+
+static int sl_gcra_init(sl_limit *l)
+{
+    return SL_OK;
+}
+
+static size_t sl_gcra_state_size(const sl_limit *l)
+{
+    return sizeof(sl_gcra_state);
+}
+
+int64_t sl_gcra_expires_at(const sl_limit *l, const void *state)
+{
+    const sl_gcra_state *s = state;
+    return s->tat <= 0 ? 0 : sl_mixed_ceil(s->tat, s->frac);
+}
+
+void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns)
+{
+    sl_gcra_state *s = state;
+    if (size >= sizeof *s && (s->tat != 0 || s->frac != 0))
+        s->tat = sl_time_rebase(s->tat, delta_ns);
+}
+
+const sl_algo_ops sl_gcra_ops = {
+    .name = "gcra",
+    .init = sl_gcra_init,
+    .state_size = sl_gcra_state_size,
+    .take = sl_gcra_take,
+    .expires_at = sl_gcra_expires_at,
+    .rebase = sl_gcra_rebase,
+};
+
+/*
+ * redis-cell's CL.THROTTLE key max_burst count period [quantity]:
+ * limit = max_burst + 1, T = period / count computed as redis-cell computes it
+ * (nanoseconds through a double, truncated), tau = T * (max_burst + 1).
+ */
+int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s)
+{
+    int64_t period_ns, burst, tau;
+    if (max_burst < 0 || max_burst >= SL_SPAN_MAX)
+        return SL_ERR_BURST;
+    if (count <= 0 || count > SL_SPAN_MAX)
+        return SL_ERR_LIMIT;
+    if (period_s <= 0 || __builtin_mul_overflow(period_s, INT64_C(1000000000), &period_ns) ||
+        period_ns > SL_SPAN_MAX)
+        return SL_ERR_PERIOD;
+    int rc = sl_limit_init(l, SL_GCRA, count, period_ns, 1);
+    if (rc != SL_OK)
+        return rc;
+
+    int64_t t = (int64_t)((double)period_ns / (double)count);
+    if (t < 1000)
+        return SL_ERR_RATE;
+    burst = max_burst + 1;
+    if (__builtin_mul_overflow(t, burst, &tau) || tau > SL_SPAN_MAX)
+        return SL_ERR_OVERFLOW;
+    l->flags = SL_LIMIT_CELL;
+    l->burst = burst;
+    l->reduced_period = t;
+    l->den = 1;
+    l->interval_ns = t;
+    l->interval_frac = 0;
+    l->tolerance_ns = tau;
+    l->tolerance_frac = 0;
+    return SL_OK;
+}
+
+/* Whole seconds, plus one when the millisecond part is not zero, as
+ * redis-cell rounds its reply. */
+static int64_t sl_cell_seconds(int64_t ns)
+{
+    int64_t s = ns / 1000000000;
+    return s + ((ns % 1000000000) / 1000000 > 0);
+}
+
+void sl_cell_reply(const sl_decision *d, int64_t out[5])
+{
+    out[0] = d->allowed ? 0 : 1;
+    out[1] = d->limit;
+    out[2] = d->remaining;
+    out[3] = (d->allowed || d->retry_after_ns == SL_NEVER) ? -1 : sl_cell_seconds(d->retry_after_ns);
+    out[4] = sl_cell_seconds(d->reset_after_ns);
+}

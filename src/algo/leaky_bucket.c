@@ -1,0 +1,36 @@
+/*
+ * leaky_bucket.c: the leaky bucket as a queue (a shaper).
+ *
+ * Requests join a queue that drains one unit every T = period / limit. A
+ * request is admitted when the queue, with it, holds at most `burst` units'
+ * worth of work, and is told how long to wait for its turn: the admitted
+ * stream leaves spaced by T. That conformance test is GCRA's (the meter and
+ * the queue are the two readings of one leaky bucket), so the state and the
+ * decision are GCRA's; the queue only adds d->delay_ns.
+ */
+#include "algo/algo.h"
+
+static int sl_leaky_init(sl_limit *l)
+{
+    return SL_OK;
+}
+
+static size_t sl_leaky_state_size(const sl_limit *l)
+{
+    return sl_gcra_ops.state_size(l);
+}
+
+static void sl_leaky_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                          sl_decision *d)
+{
+    sl_gcra_decide(l, state, now, cost, commit, true, d);
+}
+
+const sl_algo_ops sl_leaky_bucket_ops = {
+    .name = "leaky_bucket",
+    .init = sl_leaky_init,
+    .state_size = sl_leaky_state_size,
+    .take = sl_leaky_take,
+    .expires_at = sl_gcra_expires_at,
+    .rebase = sl_gcra_rebase,
+};

@@ -1,0 +1,110 @@
+/*
+ * token_bucket.c: the token bucket, written the obvious way.
+ *
+ * A bucket holds at most `burst` tokens and gains `limit` tokens per `period`,
+ * that is den tokens every reduced_period nanoseconds (the rate in lowest
+ * terms). A take of `cost` is admitted when the bucket holds at least `cost`
+ * tokens, and removes them.
+ *
+ * State: an anchor time A and the debt D, the tokens missing at A:
+ *
+ *     tokens(now) = min(burst, burst - D + floor((now - A) * den / reduced_period))
+ *
+ * Tokens accrue in fractions, so A only moves by whole reduced periods (each
+ * credits exactly den tokens) or to `now` when the bucket is full: every
+ * number stays an integer and nothing is rounded away. An all-zero state
+ * (D = 0) is a full bucket.
+ */
+#include "algo/algo.h"
+#include "common/arith.h"
+
+typedef struct sl_token_bucket_state {
+    int64_t anchor; /* ns; tokens are counted from here */
+    int64_t debt;   /* tokens missing at the anchor, in [0, burst + den) */
+} sl_token_bucket_state;
+
+static int sl_tb_init(sl_limit *l)
+{
+    return SL_OK;
+}
+
+static size_t sl_tb_state_size(const sl_limit *l)
+{
+    return sizeof(sl_token_bucket_state);
+}
+
+/* Time (ns, rounded up) until `tokens` more tokens have accrued. */
+static int64_t sl_tb_time_for(const sl_limit *l, int64_t tokens)
+{
+    return sl_muldiv_ceil(tokens, l->reduced_period, l->den);
+}
+
+static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                       sl_decision *d)
+{
+    sl_token_bucket_state *s = state;
+    int64_t a = s->anchor, debt = s->debt;
+    int64_t cap = l->burst;
+
+    if (debt < 0 || debt > cap + l->den) /* not a state of this limit: start full */
+        debt = 0;
+    if (a > now) /* the clock went back: accrue from now, never from the future */
+        a = now;
+
+    /* Refill. */
+    int64_t accrued = debt == 0 ? 0 : sl_muldiv_floor(now - a, l->den, l->reduced_period);
+    if (accrued >= debt) {
+        a = now; /* full: the fraction of a token beyond the brim is lost */
+        debt = 0;
+        accrued = 0;
+    } else if (now - a >= l->reduced_period) {
+        int64_t periods = (now - a) / l->reduced_period; /* each credits den tokens */
+        a += periods * l->reduced_period;
+        debt -= periods * l->den;
+        accrued -= periods * l->den;
+    }
+    int64_t tokens = cap - debt + accrued;
+
+    d->limit = cap;
+    if (cost > cap) {
+        d->allowed = false;
+        d->retry_after_ns = SL_NEVER;
+    } else if (tokens >= cost) {
+        d->allowed = true;
+        debt += cost;
+        tokens -= cost;
+        if (commit) {
+            s->anchor = a;
+            s->debt = debt;
+        }
+    } else {
+        d->allowed = false;
+        d->retry_after_ns = a + sl_tb_time_for(l, debt + cost - cap) - now;
+    }
+    d->remaining = tokens;
+    d->reset_after_ns = debt == 0 ? 0 : a + sl_tb_time_for(l, debt) - now;
+}
+
+static int64_t sl_tb_expires_at(const sl_limit *l, const void *state)
+{
+    const sl_token_bucket_state *s = state;
+    if (s->debt <= 0 || s->debt > l->burst + l->den)
+        return 0;
+    return sl_add_clamp(s->anchor, sl_tb_time_for(l, s->debt), SL_TIME_MAX);
+}
+
+static void sl_tb_rebase(void *state, size_t size, int64_t delta_ns)
+{
+    sl_token_bucket_state *s = state;
+    if (size >= sizeof *s && s->debt != 0)
+        s->anchor = sl_time_rebase(s->anchor, delta_ns);
+}
+
+const sl_algo_ops sl_token_bucket_ops = {
+    .name = "token_bucket",
+    .init = sl_tb_init,
+    .state_size = sl_tb_state_size,
+    .take = sl_tb_take,
+    .expires_at = sl_tb_expires_at,
+    .rebase = sl_tb_rebase,
+};
