@@ -2,22 +2,24 @@
  * sliding_window.c: the sliding window counter.
  *
  * Two counters: the units admitted in the current aligned window and in the
- * previous one. At `elapsed` ns into the current window, the count over the
- * last `period` is estimated as if the previous window's units were spread
- * evenly over it:
+ * previous one. The sliding window (now - period, now] holds the nanoseconds
+ * now - period + 1 .. now, which overlap period - 1 - elapsed of the previous
+ * window's period nanoseconds, `elapsed` being now's offset in the current
+ * window. The count over it is estimated as if the previous window's units
+ * were spread evenly:
  *
- *     estimate = prev * (period - elapsed) / period + cur
+ *     estimate = prev * (period - 1 - elapsed) / period + cur
  *
  * and a take of `cost` is admitted when estimate + cost <= limit, compared
- * exactly as prev * (period - elapsed) + (cur + cost) * period
+ * exactly as prev * (period - 1 - elapsed) + (cur + cost) * period
  * <= limit * period, without dividing.
  *
- * Error bound (docs/algorithms.md): the estimate counts the previous window's
- * units as spread evenly. Where they were bunched late, the true count over
- * (now - period, now] exceeds the estimate by at most prev * elapsed / period,
- * so it never exceeds limit + prev * elapsed / period < 2 * limit; and each
- * aligned window holds at most `limit`. Where they were spread evenly, the
- * estimate is the true count.
+ * Error bound (docs/algorithms.md): where the previous window's units were
+ * bunched late, the true count over (now - period, now] exceeds the estimate
+ * by at most prev * (elapsed + 1) / period, so it never exceeds
+ * limit + prev * (elapsed + 1) / period < 2 * limit; and each aligned window
+ * holds at most `limit`. Where they were spread evenly, the estimate is the
+ * true count.
  *
  * State: the start of the current window and both counts; 24 bytes.
  */
@@ -64,9 +66,9 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     if (cur == 0 && prev == 0)
         start = now - now % p;
 
-    int64_t elapsed = now - start;
-    /* prev's weighted share, exactly: prev * (p - elapsed) / p */
-    sl_u128 weighted = (sl_u128)(uint64_t)prev * (uint64_t)(p - elapsed);
+    int64_t overlap = p - 1 - (now - start); /* of prev's ns, still in the window */
+    /* prev's weighted share, exactly: prev * overlap / p */
+    sl_u128 weighted = (sl_u128)(uint64_t)prev * (uint64_t)overlap;
     sl_u128 budget = (sl_u128)(uint64_t)lim * (uint64_t)p;
 
     d->limit = lim;
@@ -81,15 +83,15 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
             s->prev = prev;
         }
     } else if (cur + cost <= lim) {
-        /* Later in this window prev's share shrinks enough: when
-         * prev * (p - e) <= (lim - cur - cost) * p. prev > 0 here. */
+        /* Later in this window prev's share shrinks enough: at the offset e
+         * where prev * (p - 1 - e) <= (lim - cur - cost) * p. prev > 0 here. */
         int64_t room = sl_muldiv_floor(lim - cur - cost, p, prev);
-        d->retry_after_ns = start + (p - sl_min64(room, p)) - now;
+        d->retry_after_ns = start + (p - 1 - sl_min64(room, p - 1)) - now;
     } else {
         /* Not before the next window, where cur becomes prev (cur > 0):
-         * cur * (p - e) <= (lim - cost) * p. */
+         * cur * (p - 1 - e) <= (lim - cost) * p. */
         int64_t room = sl_muldiv_floor(lim - cost, p, cur);
-        d->retry_after_ns = start + p + (p - sl_min64(room, p)) - now;
+        d->retry_after_ns = start + p + (p - 1 - sl_min64(room, p - 1)) - now;
     }
     int64_t share = (int64_t)(weighted / (uint64_t)p) + (weighted % (uint64_t)p != 0);
     d->remaining = sl_max64(lim - cur - share, 0);

@@ -48,22 +48,22 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
 
     if (debt < 0 || debt > cap + l->den) /* not a state of this limit: start full */
         debt = 0;
-    if (a > now) /* the clock went back: accrue from now, never from the future */
-        a = now;
-
-    /* Refill. */
-    int64_t accrued = debt == 0 ? 0 : sl_muldiv_floor(now - a, l->den, l->reduced_period);
+    /* Refill. If the clock stepped back before the anchor, nothing accrues
+     * until it catches up; the anchor never moves back. */
+    int64_t elapsed = now > a ? now - a : 0;
+    int64_t accrued = debt == 0 ? 0 : sl_muldiv_floor(elapsed, l->den, l->reduced_period);
     if (accrued >= debt) {
         a = now; /* full: the fraction of a token beyond the brim is lost */
         debt = 0;
         accrued = 0;
-    } else if (now - a >= l->reduced_period) {
-        int64_t periods = (now - a) / l->reduced_period; /* each credits den tokens */
+    } else if (elapsed >= l->reduced_period) {
+        int64_t periods = elapsed / l->reduced_period; /* each credits den tokens */
         a += periods * l->reduced_period;
         debt -= periods * l->den;
         accrued -= periods * l->den;
     }
-    int64_t tokens = cap - debt + accrued;
+    /* Negative only after the clock stepped back past a take. */
+    int64_t tokens = sl_max64(cap - debt + accrued, 0);
 
     d->limit = cap;
     if (cost > cap) {
