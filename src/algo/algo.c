@@ -87,6 +87,9 @@ int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t pe
         return SL_ERR_OVERFLOW;
     l->tolerance_ns = (int64_t)tau_ns;
     l->tolerance_frac = (int64_t)(tau % (uint64_t)l->den);
+    sl_divider_init(&l->by_reduced_period, (uint64_t)l->reduced_period);
+    sl_divider_init(&l->by_den, (uint64_t)l->den);
+    sl_divider_init(&l->by_period, (uint64_t)period_ns);
     return ops->init(l);
 }
 

@@ -36,11 +36,10 @@ extern const sl_algo_ops sl_sliding_log_ops;
 extern const sl_algo_ops sl_sliding_window_ops;
 extern const sl_algo_ops sl_concurrency_ops;
 
-/* GCRA's decision, shared with the leaky bucket (the same conformance test:
- * a queue only adds the wait). With `queue`, an admitted request is told
- * how long to wait for its turn in d->delay_ns. */
-void sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
-                    bool queue, sl_decision *d);
+/* The leaky bucket's take is GCRA's decision (the same conformance test: a
+ * queue only adds the wait, in d->delay_ns), so it lives in gcra.c. */
+void sl_leaky_bucket_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                          sl_decision *d);
 int64_t sl_gcra_expires_at(const sl_limit *l, const void *state);
 void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
 

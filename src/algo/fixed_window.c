@@ -38,7 +38,7 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     int64_t p = l->period_ns;
 
     if (count <= 0 || count > l->limit || now < start || now - start >= p) {
-        start = now - now % p;
+        start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
         count = 0;
     }
 

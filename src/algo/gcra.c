@@ -34,23 +34,30 @@ static inline int64_t sl_mixed_ceil(int64_t ns, int64_t frac)
  * intervals it spans, i.e. ceil((ns*den + frac) / reduced_period). */
 static int64_t sl_intervals_ceil(const sl_limit *l, int64_t ns, int64_t frac)
 {
-    if (l->den == 1)
-        return ns / l->reduced_period + (ns % l->reduced_period != 0);
+    uint64_t n;
+    if (!__builtin_mul_overflow((uint64_t)ns, (uint64_t)l->den, &n) &&
+        !__builtin_add_overflow(n, (uint64_t)frac, &n))
+        return (int64_t)sl_divide_ceil(&l->by_reduced_period, n);
     sl_u128 v = (sl_u128)(uint64_t)ns * (uint64_t)l->den + (uint64_t)frac;
     sl_u128 p = (sl_u128)(uint64_t)l->reduced_period;
     return sl_sat64(v / p + (v % p != 0));
 }
 
 /* redis-cell's remaining: (tau - debt) / T, both truncated to microseconds,
- * divided and truncated (T is whole nanoseconds in this mode, den = 1). */
+ * divided and truncated (T is whole nanoseconds in this mode, den = 1;
+ * debt <= tau, so nothing here is negative). */
 static int64_t sl_cell_remaining(const sl_limit *l, int64_t debt_ns)
 {
-    int64_t next_us = (l->tolerance_ns - debt_ns) / 1000;
-    return next_us / (l->interval_ns / 1000);
+    uint64_t next_us = (uint64_t)(l->tolerance_ns - debt_ns) / 1000;
+    return (int64_t)sl_divide(&l->by_cell_interval_us, next_us);
 }
 
-void sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
-                    bool queue, sl_decision *d)
+/* GCRA's decision; with `queue`, an admitted request is also told how long
+ * to wait for its turn (the leaky bucket as a queue). Inlined into both takes
+ * below, so that each is one call with the `queue` branch folded away. */
+static inline __attribute__((always_inline)) void
+sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit, bool queue,
+               sl_decision *d)
 {
     sl_gcra_state *s = state;
     int64_t t = s->tat, f = s->frac;
@@ -82,9 +89,17 @@ void sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, b
             inc_ns = l->interval_ns;
             inc_frac = l->interval_frac;
         } else {
-            sl_u128 m = (sl_u128)(uint64_t)cost * (uint64_t)l->interval_frac;
-            inc_ns = cost * l->interval_ns + (int64_t)(m / (uint64_t)l->den);
-            inc_frac = (int64_t)(m % (uint64_t)l->den);
+            /* cost * interval_frac can need 128 bits; rarely does. */
+            uint64_t m, q;
+            if (!__builtin_mul_overflow((uint64_t)cost, (uint64_t)l->interval_frac, &m)) {
+                q = sl_divide(&l->by_den, m);
+                inc_frac = (int64_t)(m - q * (uint64_t)l->den);
+            } else {
+                sl_u128 w = (sl_u128)(uint64_t)cost * (uint64_t)l->interval_frac;
+                q = (uint64_t)(w / (uint64_t)l->den);
+                inc_frac = (int64_t)(w % (uint64_t)l->den);
+            }
+            inc_ns = cost * l->interval_ns + (int64_t)q;
         }
         int64_t new_ns = debt_ns + inc_ns, new_frac = debt_frac + inc_frac;
         if (new_frac >= l->den) {
@@ -124,6 +139,12 @@ static void sl_gcra_take(const sl_limit *l, void *state, int64_t now, int64_t co
                          sl_decision *d)
 {
     sl_gcra_decide(l, state, now, cost, commit, false, d);
+}
+
+void sl_leaky_bucket_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                          sl_decision *d)
+{
+    sl_gcra_decide(l, state, now, cost, commit, true, d);
 }
 
 static int sl_gcra_init(sl_limit *l)
@@ -191,6 +212,9 @@ int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t pe
     l->interval_frac = 0;
     l->tolerance_ns = tau;
     l->tolerance_frac = 0;
+    sl_divider_init(&l->by_reduced_period, (uint64_t)t);
+    sl_divider_init(&l->by_den, 1);
+    sl_divider_init(&l->by_cell_interval_us, (uint64_t)(t / 1000));
     return SL_OK;
 }
 

@@ -20,17 +20,11 @@ static size_t sl_leaky_state_size(const sl_limit *l)
     return sl_gcra_ops.state_size(l);
 }
 
-static void sl_leaky_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
-                          sl_decision *d)
-{
-    sl_gcra_decide(l, state, now, cost, commit, true, d);
-}
-
 const sl_algo_ops sl_leaky_bucket_ops = {
     .name = "leaky_bucket",
     .init = sl_leaky_init,
     .state_size = sl_leaky_state_size,
-    .take = sl_leaky_take,
+    .take = sl_leaky_bucket_take,
     .expires_at = sl_gcra_expires_at,
     .rebase = sl_gcra_rebase,
 };

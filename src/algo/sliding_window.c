@@ -52,19 +52,19 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
 
     if (cur < 0 || cur > lim || prev < 0 || prev > lim || now < start) {
         cur = prev = 0; /* never seen, or not a state of this limit */
-        start = now - now % p;
+        start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
     } else if (now - start >= p) {
         if (now - start < 2 * p) { /* the next window: cur becomes prev */
             start += p;
             prev = cur;
         } else {
-            start = now - now % p;
+            start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
             prev = 0;
         }
         cur = 0;
     }
     if (cur == 0 && prev == 0)
-        start = now - now % p;
+        start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
 
     int64_t overlap = p - 1 - (now - start); /* of prev's ns, still in the window */
     /* prev's weighted share, exactly: prev * overlap / p */
@@ -93,7 +93,9 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
         int64_t room = sl_muldiv_floor(lim - cost, p, cur);
         d->retry_after_ns = start + p + (p - 1 - sl_min64(room, p - 1)) - now;
     }
-    int64_t share = (int64_t)(weighted / (uint64_t)p) + (weighted % (uint64_t)p != 0);
+    int64_t share = weighted <= UINT64_MAX
+                        ? (int64_t)sl_divide_ceil(&l->by_period, (uint64_t)weighted)
+                        : (int64_t)(weighted / (uint64_t)p) + (weighted % (uint64_t)p != 0);
     d->remaining = sl_max64(lim - cur - share, 0);
     d->reset_after_ns = cur > 0 ? start + 2 * p - now : prev > 0 ? start + p - now : 0;
 }

@@ -33,10 +33,23 @@ static size_t sl_tb_state_size(const sl_limit *l)
     return sizeof(sl_token_bucket_state);
 }
 
-/* Time (ns, rounded up) until `tokens` more tokens have accrued. */
+/* Time (ns, rounded up) until `tokens` more tokens have accrued:
+ * ceil(tokens * reduced_period / den). */
 static int64_t sl_tb_time_for(const sl_limit *l, int64_t tokens)
 {
+    uint64_t n;
+    if (!__builtin_mul_overflow((uint64_t)tokens, (uint64_t)l->reduced_period, &n))
+        return sl_sat64(sl_divide_ceil(&l->by_den, n));
     return sl_muldiv_ceil(tokens, l->reduced_period, l->den);
+}
+
+/* Whole tokens accrued over `elapsed` ns: floor(elapsed * den / reduced_period). */
+static int64_t sl_tb_accrued(const sl_limit *l, int64_t elapsed)
+{
+    uint64_t n;
+    if (!__builtin_mul_overflow((uint64_t)elapsed, (uint64_t)l->den, &n))
+        return sl_sat64(sl_divide(&l->by_reduced_period, n));
+    return sl_muldiv_floor(elapsed, l->den, l->reduced_period);
 }
 
 static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
@@ -51,13 +64,14 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     /* Refill. If the clock stepped back before the anchor, nothing accrues
      * until it catches up; the anchor never moves back. */
     int64_t elapsed = now > a ? now - a : 0;
-    int64_t accrued = debt == 0 ? 0 : sl_muldiv_floor(elapsed, l->den, l->reduced_period);
+    int64_t accrued = debt == 0 ? 0 : sl_tb_accrued(l, elapsed);
     if (accrued >= debt) {
         a = now; /* full: the fraction of a token beyond the brim is lost */
         debt = 0;
         accrued = 0;
     } else if (elapsed >= l->reduced_period) {
-        int64_t periods = elapsed / l->reduced_period; /* each credits den tokens */
+        /* each whole reduced period credits den tokens */
+        int64_t periods = (int64_t)sl_divide(&l->by_reduced_period, (uint64_t)elapsed);
         a += periods * l->reduced_period;
         debt -= periods * l->den;
         accrued -= periods * l->den;
