@@ -102,6 +102,13 @@ const char *sl_algorithm_name(sl_algorithm a);
  * SL_ERR_ALGORITHM. */
 int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out);
 
+/* A divisor prepared at configuration time so that a take divides by
+ * multiplying (internal to libsluice; see src/common/arith.h). */
+typedef struct sl_divider {
+    uint64_t d, magic;
+    uint8_t shift1, shift2;
+} sl_divider;
+
 /*
  * A limit: `limit` units per `period_ns`, at most `burst` at once.
  * Fill it with sl_limit_init(); the derived fields are the rate as an exact
@@ -121,6 +128,8 @@ typedef struct sl_limit {
     int64_t den;            /* limit / gcd(period, limit) */
     int64_t interval_ns, interval_frac;
     int64_t tolerance_ns, tolerance_frac;
+    sl_divider by_reduced_period, by_den, by_period;
+    sl_divider by_cell_interval_us; /* SL_LIMIT_CELL only */
 } sl_limit;
 
 #define SL_LIMIT_CELL 1u
@@ -130,7 +139,8 @@ typedef struct sl_limit {
  * `burst` at once; burst 0 means "same as limit". Fixed and sliding windows
  * and the sliding log ignore burst (their limit is per window).
  * Returns SL_OK, or an SL_ERR_* naming the invalid parameter; *l is then
- * unusable.
+ * unusable. This prepares the divisions a take would otherwise do, so it
+ * costs several takes: keep a limit, or cache them by their parameters.
  */
 int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t period_ns,
                   int64_t burst);
