@@ -10,6 +10,8 @@ packages=(
   cmake             # the build
   pkg-config        # finds the libraries below
   libcriterion-dev  # unit tests
+  clang             # fuzz targets (libFuzzer)
+  libclang-rt-14-dev # libFuzzer, ASan and UBSan runtimes for clang
 )
 
 if [[ ${1:-} == --list ]]; then

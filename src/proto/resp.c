@@ -1,0 +1,888 @@
+/*
+ * resp.c: the RESP request parser, reply encoder and reply parser.
+ * See resp.h for the contract; this file explains only the how.
+ */
+#include "proto/resp.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The parsers' own results while a frame is being walked. */
+enum { R_OK = 0, R_MORE = SL_RESP_INCOMPLETE, R_ERR = SL_RESP_ERROR };
+
+/* Messages. Redis's own wording where Redis has one (networking.c). */
+static const char E_MBULK_LEN[] = "Protocol error: invalid multibulk length";
+static const char E_BULK_LEN[] = "Protocol error: invalid bulk length";
+static const char E_BIG_INLINE[] = "Protocol error: too big inline request";
+static const char E_QUOTES[] = "Protocol error: unbalanced quotes in request";
+static const char E_BULK_CRLF[] = "Protocol error: bulk string not terminated by CRLF";
+static const char E_BIG_REQUEST[] = "Protocol error: too big request";
+static const char E_TOO_MANY_ARGS[] = "Protocol error: too many arguments";
+/* The reply parser's. */
+static const char E_LINE_CRLF[] = "Protocol error: line not terminated by CRLF";
+static const char E_BIG_LINE[] = "Protocol error: too big line";
+static const char E_INTEGER[] = "Protocol error: invalid integer";
+static const char E_DOUBLE[] = "Protocol error: invalid double";
+static const char E_BOOL[] = "Protocol error: invalid boolean";
+static const char E_NULL[] = "Protocol error: invalid null";
+static const char E_AGG_LEN[] = "Protocol error: invalid aggregate length";
+static const char E_DEPTH[] = "Protocol error: reply nested too deep";
+static const char E_ELEMENTS[] = "Protocol error: reply has too many elements";
+static const char E_VERBATIM[] = "Protocol error: invalid verbatim string";
+
+/* Writes "<prefix>'<c>'" into errbuf, the byte shown as itself when printable
+ * ASCII and as \xHH otherwise (Redis prints it raw, which lets a client put a
+ * CR in our error line). Returns errbuf. */
+static const char *quote_byte(char *errbuf, size_t size, const char *prefix, unsigned char c)
+{
+    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
+        snprintf(errbuf, size, "%s'%c'", prefix, c);
+    else
+        snprintf(errbuf, size, "%s'\\x%02x'", prefix, c);
+    return errbuf;
+}
+
+/*
+ * Reads a length header's digits at p[0 .. avail): canonical decimal (no
+ * sign, no leading zero except "0" itself), at most `cap`, then CR LF.
+ * On R_OK, *out is the value and *used the bytes taken, CR LF included.
+ * Any byte that cannot continue a valid header is R_ERR at once, and so is
+ * a value that already exceeds cap, since more digits only make it larger:
+ * "$600000000" fails as soon as its digits pass the cap.
+ */
+static int parse_length(const char *p, size_t avail, uint64_t cap, uint64_t *out, size_t *used)
+{
+    uint64_t v = 0;
+    size_t i = 0;
+    for (;; i++) {
+        if (i == avail)
+            return R_MORE;
+        unsigned char c = (unsigned char)p[i];
+        if (c >= '0' && c <= '9') {
+            if (i == 1 && p[0] == '0')
+                return R_ERR; /* leading zero */
+            unsigned d = c - '0';
+            if (d > cap || v > (cap - d) / 10) /* v * 10 + d > cap, without overflow */
+                return R_ERR;
+            v = v * 10 + d;
+            continue;
+        }
+        if (c != '\r' || i == 0)
+            return R_ERR;
+        if (i + 1 == avail)
+            return R_MORE;
+        if (p[i + 1] != '\n')
+            return R_ERR;
+        *out = v;
+        *used = i + 2;
+        return R_OK;
+    }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Requests                                                                 */
+/* ------------------------------------------------------------------------ */
+
+enum { KIND_NONE = 0, KIND_MULTIBULK = 1, KIND_INLINE = 2 };
+
+void sl_resp_request_init(sl_resp_request *req, sl_resp_slice *argv, size_t argv_cap)
+{
+    memset(req, 0, sizeof *req);
+    req->argv = argv;
+    req->argv_cap = argv_cap;
+}
+
+void sl_resp_request_reset(sl_resp_request *req)
+{
+    req->st_base = NULL;
+    req->st_pos = 0;
+    req->st_expect = 0;
+    req->st_kind = KIND_NONE;
+}
+
+void sl_resp_limits_default(sl_resp_limits *lim)
+{
+    lim->max_args = SL_RESP_DEFAULT_MAX_ARGS;
+    lim->max_bulk_len = SL_RESP_DEFAULT_MAX_BULK;
+    lim->max_inline_len = SL_RESP_DEFAULT_MAX_INLINE;
+    lim->max_request_len = SL_RESP_DEFAULT_MAX_REQUEST;
+}
+
+/* The caps in force: lim's, with zero fields taken from the defaults. */
+static sl_resp_limits effective_limits(const sl_resp_limits *lim, const sl_resp_request *req)
+{
+    sl_resp_limits l;
+    sl_resp_limits_default(&l);
+    if (lim) {
+        if (lim->max_args)
+            l.max_args = lim->max_args;
+        if (lim->max_bulk_len)
+            l.max_bulk_len = lim->max_bulk_len;
+        if (lim->max_inline_len)
+            l.max_inline_len = lim->max_inline_len;
+        if (lim->max_request_len)
+            l.max_request_len = lim->max_request_len;
+    }
+    if (l.max_args > req->argv_cap)
+        l.max_args = req->argv_cap;
+    return l;
+}
+
+static int request_error(sl_resp_request *req, const char *msg)
+{
+    req->errstr = msg;
+    req->argc = 0;
+    sl_resp_request_reset(req);
+    return SL_RESP_ERROR;
+}
+
+/* Ends a complete command of `n` bytes: the next call starts afresh. */
+static int request_done(sl_resp_request *req, size_t n)
+{
+    sl_resp_request_reset(req);
+    return (int)n;
+}
+
+/*
+ * The multibulk body, resumable: st_pos is the offset of the next argument's
+ * "$" (or 0 before the count line is read), req->argc the arguments already
+ * in argv. Bulk payloads are jumped over, never scanned, so a resumed call
+ * costs only the headers it has not yet seen.
+ */
+static int parse_multibulk(const char *buf, size_t len, sl_resp_request *req,
+                           const sl_resp_limits *l)
+{
+    size_t pos = req->st_pos;
+    if (pos == 0) {
+        uint64_t count;
+        size_t used;
+        int rc = parse_length(buf + 1, len - 1, l->max_args, &count, &used);
+        if (rc == R_ERR) /* past the cap and malformed read the same, as in Redis */
+            return request_error(req, E_MBULK_LEN);
+        if (rc == R_MORE)
+            return SL_RESP_INCOMPLETE;
+        pos = 1 + used;
+        if (count == 0) /* "*0": an empty command, which Redis skips */
+            return request_done(req, pos);
+        req->st_expect = (size_t)count;
+        req->argc = 0;
+    }
+
+    while (req->argc < req->st_expect) {
+        req->st_pos = pos;
+        if (pos == len)
+            return SL_RESP_INCOMPLETE;
+        if (buf[pos] != '$')
+            return request_error(req, quote_byte(req->errbuf, sizeof req->errbuf,
+                                                 "Protocol error: expected '$', got ",
+                                                 (unsigned char)buf[pos]));
+        uint64_t blen;
+        size_t used;
+        int rc = parse_length(buf + pos + 1, len - pos - 1, l->max_bulk_len, &blen, &used);
+        if (rc == R_ERR)
+            return request_error(req, E_BULK_LEN);
+        if (rc == R_MORE) {
+            /* The digits seen so far are below the cap; the request cap can
+             * still be checked when they are all there. */
+            return SL_RESP_INCOMPLETE;
+        }
+        size_t data = pos + 1 + used;
+        /* data <= len and blen <= max_bulk_len <= SIZE_MAX: check the sum
+         * against the request cap by subtraction, which cannot wrap. */
+        if (data > l->max_request_len || blen > l->max_request_len - data ||
+            2 > l->max_request_len - data - blen)
+            return request_error(req, E_BIG_REQUEST);
+        size_t end = data + (size_t)blen; /* <= max_request_len, no overflow */
+        /* Check the terminator bytes as soon as they are here. */
+        if (len > end && buf[end] != '\r')
+            return request_error(req, E_BULK_CRLF);
+        if (len > end + 1 && buf[end + 1] != '\n')
+            return request_error(req, E_BULK_CRLF);
+        if (len < end + 2)
+            return SL_RESP_INCOMPLETE;
+        req->argv[req->argc].ptr = buf + data;
+        req->argv[req->argc].len = (size_t)blen;
+        req->argc++;
+        pos = end + 2;
+    }
+    return request_done(req, pos);
+}
+
+/* isspace() in the C locale, without the locale. */
+static int is_space(unsigned char c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+static int hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+/*
+ * Splits an inline line s[0 .. n) into words, with Redis's rules (see
+ * resp.h). With argv == NULL it only checks the line and counts its words,
+ * writing nothing; with argv it unescapes each word in place, starting at
+ * the word's first byte (each input byte yields at most one output byte, so
+ * the write position never passes the read position), and records it.
+ * Returns the number of words, or -1 for unbalanced quotes (*err set), or
+ * -2 when there are more than `cap` words.
+ */
+static long split_inline(char *s, size_t n, sl_resp_slice *argv, size_t cap)
+{
+    size_t p = 0, argc = 0;
+    for (;;) {
+        while (p < n && is_space((unsigned char)s[p]))
+            p++;
+        if (p == n)
+            return (long)argc;
+        if (argc == cap)
+            return -2;
+        size_t start = p, w = p;
+        int inq = 0, insq = 0;
+        for (;;) {
+            unsigned char c = p < n ? (unsigned char)s[p] : 0;
+            if (inq) {
+                if (p == n)
+                    return -1;
+                if (c == '\\' && p + 3 < n && s[p + 1] == 'x' &&
+                    hex_value((unsigned char)s[p + 2]) >= 0 &&
+                    hex_value((unsigned char)s[p + 3]) >= 0) {
+                    c = (unsigned char)(hex_value((unsigned char)s[p + 2]) * 16 +
+                                        hex_value((unsigned char)s[p + 3]));
+                    p += 4;
+                } else if (c == '\\' && p + 1 < n) {
+                    switch (s[p + 1]) {
+                    case 'n': c = '\n'; break;
+                    case 'r': c = '\r'; break;
+                    case 't': c = '\t'; break;
+                    case 'b': c = '\b'; break;
+                    case 'a': c = '\a'; break;
+                    default: c = (unsigned char)s[p + 1]; break;
+                    }
+                    p += 2;
+                } else if (c == '"') {
+                    /* A closing quote must end the word. */
+                    if (p + 1 < n && !is_space((unsigned char)s[p + 1]))
+                        return -1;
+                    p++;
+                    break;
+                } else {
+                    p++;
+                }
+                if (argv)
+                    s[w] = (char)c;
+                w++;
+            } else if (insq) {
+                if (p == n)
+                    return -1;
+                if (c == '\\' && p + 1 < n && s[p + 1] == '\'') {
+                    c = '\'';
+                    p += 2;
+                } else if (c == '\'') {
+                    if (p + 1 < n && !is_space((unsigned char)s[p + 1]))
+                        return -1;
+                    p++;
+                    break;
+                } else {
+                    p++;
+                }
+                if (argv)
+                    s[w] = (char)c;
+                w++;
+            } else {
+                if (p == n || c == ' ' || c == '\n' || c == '\r' || c == '\t')
+                    break;
+                p++;
+                if (c == '"') {
+                    inq = 1;
+                } else if (c == '\'') {
+                    insq = 1;
+                } else {
+                    if (argv)
+                        s[w] = (char)c;
+                    w++;
+                }
+            }
+        }
+        if (argv) {
+            argv[argc].ptr = s + start;
+            argv[argc].len = w - start;
+        }
+        argc++;
+    }
+}
+
+/*
+ * An inline line, resumable: st_pos counts the bytes already searched for
+ * the LF. The search stops at max_inline_len + 2 bytes (the longest line
+ * plus CR LF), so a client that never sends a LF is refused once it has
+ * sent that many bytes.
+ */
+static int parse_inline(char *buf, size_t len, sl_resp_request *req, const sl_resp_limits *l)
+{
+    size_t window = l->max_inline_len > SIZE_MAX - 2 ? SIZE_MAX : l->max_inline_len + 2;
+    size_t limit = len < window ? len : window;
+    size_t from = req->st_pos;
+    const char *nl = from < limit ? memchr(buf + from, '\n', limit - from) : NULL;
+    if (!nl) {
+        if (len >= window)
+            return request_error(req, E_BIG_INLINE);
+        req->st_pos = limit;
+        return SL_RESP_INCOMPLETE;
+    }
+    size_t lf = (size_t)(nl - buf), end = lf;
+    if (end > 0 && buf[end - 1] == '\r')
+        end--;
+    if (end > l->max_inline_len)
+        return request_error(req, E_BIG_INLINE);
+
+    /* First check and count without writing, so that a refused line is left
+     * as it came; then unescape in place. */
+    long argc = split_inline(buf, end, NULL, l->max_args);
+    if (argc == -1)
+        return request_error(req, E_QUOTES);
+    if (argc == -2)
+        return request_error(req, E_TOO_MANY_ARGS);
+    split_inline(buf, end, req->argv, l->max_args);
+    req->argc = (size_t)argc;
+    req->is_inline = 1;
+    return request_done(req, lf + 1);
+}
+
+int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_limits *lim)
+{
+    sl_resp_limits l = effective_limits(lim, req);
+    req->errstr = NULL;
+    /* A frame's length is returned as an int: keep every cap below INT_MAX. */
+    if (l.max_request_len > INT32_MAX - 2)
+        l.max_request_len = INT32_MAX - 2;
+    if (l.max_inline_len > INT32_MAX - 2)
+        l.max_inline_len = INT32_MAX - 2;
+    if (req->st_kind != KIND_NONE && (req->st_base != buf || req->st_pos > len))
+        sl_resp_request_reset(req);
+    if (req->st_kind == KIND_NONE) {
+        req->argc = 0;
+        req->is_inline = 0;
+        if (len == 0)
+            return SL_RESP_INCOMPLETE;
+        req->st_base = buf;
+        req->st_pos = 0;
+        req->st_kind = buf[0] == '*' ? KIND_MULTIBULK : KIND_INLINE;
+    }
+    if (req->st_kind == KIND_MULTIBULK)
+        return parse_multibulk(buf, len, req, &l);
+    return parse_inline(buf, len, req, &l);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Replies: the encoder                                                     */
+/* ------------------------------------------------------------------------ */
+
+void sl_resp_buf_init(sl_resp_buf *b, int proto, size_t max)
+{
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->max = max ? max : SL_RESP_DEFAULT_MAX_OUTPUT;
+    b->proto = proto;
+    b->failed = 0;
+}
+
+void sl_resp_buf_clear(sl_resp_buf *b)
+{
+    b->len = 0;
+    b->failed = 0;
+}
+
+void sl_resp_buf_free(sl_resp_buf *b)
+{
+    free(b->data);
+    b->data = NULL;
+    b->len = b->cap = 0;
+    b->failed = 0;
+}
+
+/* Makes room for `need` more bytes: returns where they go, or NULL (and sets
+ * `failed`) when len + need would pass max or realloc fails. Grows by
+ * doubling, from 256 bytes, clamped to max. */
+static char *reserve(sl_resp_buf *b, size_t need)
+{
+    if (b->failed)
+        return NULL;
+    if (need > b->max || b->len > b->max - need) {
+        b->failed = 1;
+        return NULL;
+    }
+    size_t want = b->len + need;
+    if (want > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < want)
+            cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
+        if (cap > b->max)
+            cap = b->max;
+        char *p = realloc(b->data, cap);
+        if (!p) {
+            b->failed = 1;
+            return NULL;
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    return b->data + b->len;
+}
+
+static int append(sl_resp_buf *b, const void *p, size_t n)
+{
+    char *w = reserve(b, n);
+    if (!w)
+        return -1;
+    if (n)
+        memcpy(w, p, n);
+    b->len += n;
+    return 0;
+}
+
+/* Writes the decimal digits of v at the end of a 20-byte area ending at
+ * `end`; returns the first digit. */
+static char *u64_digits(char *end, uint64_t v)
+{
+    do {
+        *--end = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return end;
+}
+
+/* "<type><v>\r\n" with v signed. */
+static int add_header_i64(sl_resp_buf *b, char type, int64_t v)
+{
+    char tmp[24];
+    char *end = tmp + sizeof tmp;
+    *--end = '\n';
+    *--end = '\r';
+    /* -(v + 1) + 1 avoids negating INT64_MIN. */
+    uint64_t mag = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
+    char *s = u64_digits(end, mag);
+    if (v < 0)
+        *--s = '-';
+    *--s = type;
+    return append(b, s, (size_t)(tmp + sizeof tmp - s));
+}
+
+static int add_header_size(sl_resp_buf *b, char type, size_t n)
+{
+    char tmp[24];
+    char *end = tmp + sizeof tmp;
+    *--end = '\n';
+    *--end = '\r';
+    char *s = u64_digits(end, (uint64_t)n);
+    *--s = type;
+    return append(b, s, (size_t)(tmp + sizeof tmp - s));
+}
+
+/* Appends `type`, s with CR and LF turned into spaces, CR LF. */
+static int add_line(sl_resp_buf *b, const char *prefix, size_t plen, const char *s, size_t len)
+{
+    if (len > SIZE_MAX - plen - 2)
+        return b->failed = 1, -1;
+    char *w = reserve(b, plen + len + 2);
+    if (!w)
+        return -1;
+    memcpy(w, prefix, plen);
+    for (size_t i = 0; i < len; i++)
+        w[plen + i] = (s[i] == '\r' || s[i] == '\n') ? ' ' : s[i];
+    w[plen + len] = '\r';
+    w[plen + len + 1] = '\n';
+    b->len += plen + len + 2;
+    return 0;
+}
+
+int sl_resp_add_simple(sl_resp_buf *b, const char *s, size_t len)
+{
+    return add_line(b, "+", 1, s, len);
+}
+
+int sl_resp_add_error(sl_resp_buf *b, const char *msg, size_t len)
+{
+    if (len > 0 && msg[0] == '-')
+        return add_line(b, "", 0, msg, len);
+    return add_line(b, "-ERR ", 5, msg, len);
+}
+
+int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        n = 0;
+    if ((size_t)n >= sizeof msg)
+        n = sizeof msg - 1;
+    return sl_resp_add_error(b, msg, (size_t)n);
+}
+
+int sl_resp_add_int(sl_resp_buf *b, int64_t v)
+{
+    return add_header_i64(b, ':', v);
+}
+
+int sl_resp_add_bulk(sl_resp_buf *b, const void *p, size_t len)
+{
+    if (add_header_size(b, '$', len) < 0)
+        return -1;
+    if (len > SIZE_MAX - 2)
+        return b->failed = 1, -1;
+    char *w = reserve(b, len + 2);
+    if (!w)
+        return -1;
+    if (len)
+        memcpy(w, p, len);
+    w[len] = '\r';
+    w[len + 1] = '\n';
+    b->len += len + 2;
+    return 0;
+}
+
+int sl_resp_add_null(sl_resp_buf *b)
+{
+    if (b->proto >= 3)
+        return append(b, "_\r\n", 3);
+    return append(b, "$-1\r\n", 5);
+}
+
+int sl_resp_add_array(sl_resp_buf *b, size_t n)
+{
+    return add_header_size(b, '*', n);
+}
+
+int sl_resp_add_map(sl_resp_buf *b, size_t n)
+{
+    if (b->proto >= 3)
+        return add_header_size(b, '%', n);
+    if (n > SIZE_MAX / 2)
+        return b->failed = 1, -1;
+    return add_header_size(b, '*', n * 2);
+}
+
+int sl_resp_add_double(sl_resp_buf *b, double v)
+{
+    char tmp[40];
+    int n;
+    if (isnan(v))
+        n = snprintf(tmp, sizeof tmp, "nan");
+    else if (isinf(v))
+        n = snprintf(tmp, sizeof tmp, v > 0 ? "inf" : "-inf");
+    else {
+        /* The shortest form that reads back as the same double. */
+        int prec = 15;
+        do
+            n = snprintf(tmp, sizeof tmp, "%.*g", prec, v);
+        while (prec++ < 17 && strtod(tmp, NULL) != v);
+    }
+    if (b->proto >= 3)
+        return add_line(b, ",", 1, tmp, (size_t)n);
+    return sl_resp_add_bulk(b, tmp, (size_t)n);
+}
+
+int sl_resp_add_bool(sl_resp_buf *b, int v)
+{
+    if (b->proto >= 3)
+        return append(b, v ? "#t\r\n" : "#f\r\n", 4);
+    return append(b, v ? ":1\r\n" : ":0\r\n", 4);
+}
+
+int sl_resp_add_throttle(sl_resp_buf *b, const int64_t v[5])
+{
+    sl_resp_add_array(b, 5);
+    for (int i = 0; i < 5; i++)
+        sl_resp_add_int(b, v[i]);
+    return b->failed ? -1 : 0;
+}
+
+int sl_resp_add_command(sl_resp_buf *b, const sl_resp_slice *argv, size_t argc)
+{
+    sl_resp_add_array(b, argc);
+    for (size_t i = 0; i < argc; i++)
+        sl_resp_add_bulk(b, argv[i].ptr, argv[i].len);
+    return b->failed ? -1 : 0;
+}
+
+int sl_resp_add_raw(sl_resp_buf *b, const void *p, size_t len)
+{
+    return append(b, p, len);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Replies: the parser                                                      */
+/* ------------------------------------------------------------------------ */
+
+#define REPLY_DEFAULT_MAX_BULK ((size_t)512 * 1024 * 1024)
+#define REPLY_DEFAULT_MAX_LINE ((size_t)64 * 1024)
+
+/* Finds the CR LF ending the line at buf[pos ..): R_OK with *end the offset
+ * of the CR, R_MORE, or R_ERR (*msg set) for a CR not followed by LF or a
+ * line longer than max. A line cannot hold a CR. */
+static int find_line(const char *buf, size_t len, size_t pos, size_t max, size_t *end,
+                     const char **msg)
+{
+    size_t avail = len - pos;
+    size_t scan = avail < max + 1 ? avail : max + 1;
+    const char *cr = memchr(buf + pos, '\r', scan);
+    if (!cr) {
+        if (avail > max) {
+            *msg = E_BIG_LINE;
+            return R_ERR;
+        }
+        return R_MORE;
+    }
+    size_t at = (size_t)(cr - buf);
+    if (at + 1 == len)
+        return R_MORE;
+    if (buf[at + 1] != '\n') {
+        *msg = E_LINE_CRLF;
+        return R_ERR;
+    }
+    *end = at;
+    return R_OK;
+}
+
+/* A signed decimal integer filling s[0 .. n) exactly: an optional sign, then
+ * at least one digit, within int64. */
+static int parse_i64(const char *s, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    int neg = 0;
+    if (n > 0 && (s[0] == '-' || s[0] == '+')) {
+        neg = s[0] == '-';
+        i = 1;
+    }
+    if (i == n)
+        return -1;
+    uint64_t v = 0, cap = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (cap - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    /* v <= 2^63 when negative: -(v - 1) - 1 stays in range. */
+    *out = neg ? (v == 0 ? 0 : -(int64_t)(v - 1) - 1) : (int64_t)v;
+    return 0;
+}
+
+static int parse_double_text(const char *s, size_t n, double *out)
+{
+    char tmp[64];
+    if (n == 0 || n >= sizeof tmp)
+        return -1;
+    memcpy(tmp, s, n);
+    tmp[n] = '\0';
+    if (!strcmp(tmp, "inf") || !strcmp(tmp, "+inf")) {
+        *out = INFINITY;
+        return 0;
+    }
+    if (!strcmp(tmp, "-inf")) {
+        *out = -INFINITY;
+        return 0;
+    }
+    if (!strcmp(tmp, "nan") || !strcmp(tmp, "-nan")) {
+        *out = NAN;
+        return 0;
+    }
+    /* strtod would also take hex, "infinity" and leading spaces: allow only
+     * the characters of a decimal float. */
+    for (size_t i = 0; i < n; i++)
+        if (!strchr("0123456789+-.eE", tmp[i]))
+            return -1;
+    char *endp;
+    *out = strtod(tmp, &endp);
+    return endp == tmp + n ? 0 : -1;
+}
+
+static int reply_error(sl_resp_reply *rep, const char *msg)
+{
+    rep->errstr = msg;
+    rep->count = 0;
+    return SL_RESP_ERROR;
+}
+
+int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
+                        const sl_resp_reply_limits *lim)
+{
+    size_t max_depth = SL_RESP_MAX_DEPTH, max_bulk = REPLY_DEFAULT_MAX_BULK,
+           max_line = REPLY_DEFAULT_MAX_LINE;
+    if (lim) {
+        if (lim->max_depth && lim->max_depth < SL_RESP_MAX_DEPTH)
+            max_depth = lim->max_depth;
+        if (lim->max_bulk_len)
+            max_bulk = lim->max_bulk_len;
+        if (lim->max_line_len)
+            max_line = lim->max_line_len;
+    }
+    /* The frame's length is returned as an int. */
+    if (max_bulk > INT32_MAX - 2)
+        max_bulk = INT32_MAX - 2;
+    if (max_line > INT32_MAX - 2)
+        max_line = INT32_MAX - 2;
+    rep->errstr = NULL;
+    rep->count = 0;
+
+    /* stack[d] counts the children still due at depth d + 1; `pending` is
+     * their sum, so that count + pending never passes nodes_cap: a reply
+     * declaring more elements than fit is refused at its header. */
+    size_t stack[SL_RESP_MAX_DEPTH];
+    size_t depth = 0, pending = 0, n = 0, pos = 0;
+
+    for (;;) {
+        if (pos >= len)
+            return SL_RESP_INCOMPLETE;
+        if (pos > (size_t)INT32_MAX)
+            return reply_error(rep, E_ELEMENTS);
+        if (n == rep->nodes_cap)
+            return reply_error(rep, E_ELEMENTS);
+        sl_resp_value *v = &rep->nodes[n];
+        memset(v, 0, sizeof *v);
+        unsigned char t = (unsigned char)buf[pos];
+        size_t end, children = 0;
+        const char *msg = NULL;
+        int rc;
+
+        switch (t) {
+        case '+': case '-': case ':': case '_': case '#': case ',': case '(':
+        case '$': case '*': case '%': case '~': case '=': case '!':
+            rc = find_line(buf, len, pos + 1, max_line, &end, &msg);
+            if (rc == R_MORE)
+                return SL_RESP_INCOMPLETE;
+            if (rc == R_ERR)
+                return reply_error(rep, msg);
+            break;
+        case '>': case '|':
+            return reply_error(rep, quote_byte(rep->errbuf, sizeof rep->errbuf,
+                                               "Protocol error: unsupported type ", t));
+        default:
+            return reply_error(rep, quote_byte(rep->errbuf, sizeof rep->errbuf,
+                                               "Protocol error: invalid type ", t));
+        }
+        const char *line = buf + pos + 1;
+        size_t line_len = end - pos - 1;
+        size_t next = end + 2;
+
+        switch (t) {
+        case '+': case '-': case '(':
+            v->type = (sl_resp_type)t;
+            v->str = line;
+            v->len = line_len;
+            if (t == '(' && parse_i64(line, line_len, &v->integer) < 0) {
+                /* A big number need not fit in int64; keep only its text. */
+                size_t i = line_len > 0 && (line[0] == '-' || line[0] == '+');
+                if (i == line_len)
+                    return reply_error(rep, E_INTEGER);
+                for (; i < line_len; i++)
+                    if (line[i] < '0' || line[i] > '9')
+                        return reply_error(rep, E_INTEGER);
+                v->integer = 0;
+            }
+            break;
+        case ':':
+            v->type = SL_RESP_INT;
+            if (parse_i64(line, line_len, &v->integer) < 0)
+                return reply_error(rep, E_INTEGER);
+            break;
+        case '_':
+            v->type = SL_RESP_NIL;
+            if (line_len != 0)
+                return reply_error(rep, E_NULL);
+            break;
+        case '#':
+            v->type = SL_RESP_BOOL;
+            if (line_len != 1 || (line[0] != 't' && line[0] != 'f'))
+                return reply_error(rep, E_BOOL);
+            v->integer = line[0] == 't';
+            break;
+        case ',':
+            v->type = SL_RESP_DOUBLE;
+            v->str = line;
+            v->len = line_len;
+            if (parse_double_text(line, line_len, &v->dbl) < 0)
+                return reply_error(rep, E_DOUBLE);
+            break;
+        case '$': case '=': case '!': {
+            int64_t blen;
+            if (parse_i64(line, line_len, &blen) < 0 || (blen < 0 && !(t == '$' && blen == -1)) ||
+                (blen >= 0 && (uint64_t)blen > max_bulk) || (line_len > 0 && line[0] == '+'))
+                return reply_error(rep, E_BULK_LEN);
+            if (blen == -1) { /* RESP2's null bulk string */
+                v->type = SL_RESP_NIL;
+                break;
+            }
+            v->type = (sl_resp_type)t;
+            size_t data = next, stop = data + (size_t)blen; /* blen <= INT32_MAX */
+            if (len > stop && buf[stop] != '\r')
+                return reply_error(rep, E_BULK_CRLF);
+            if (len > stop + 1 && buf[stop + 1] != '\n')
+                return reply_error(rep, E_BULK_CRLF);
+            if (len < stop + 2)
+                return SL_RESP_INCOMPLETE;
+            if (t == '=' && (blen < 4 || buf[data + 3] != ':'))
+                return reply_error(rep, E_VERBATIM);
+            v->str = buf + data;
+            v->len = (size_t)blen;
+            next = stop + 2;
+            break;
+        }
+        case '*': case '%': case '~': {
+            int64_t cnt;
+            if (parse_i64(line, line_len, &cnt) < 0 || (cnt < 0 && !(t == '*' && cnt == -1)) ||
+                (line_len > 0 && line[0] == '+'))
+                return reply_error(rep, E_AGG_LEN);
+            if (cnt == -1) { /* RESP2's null array */
+                v->type = SL_RESP_NIL;
+                break;
+            }
+            v->type = (sl_resp_type)t;
+            v->count = (size_t)cnt;
+            /* Nodes still free once this one and every child already
+             * declared (this node excluded, when it is one) are counted. */
+            size_t room = rep->nodes_cap - n - 1 - (pending - (depth > 0));
+            if ((uint64_t)cnt > room || (t == '%' && (size_t)cnt > room / 2))
+                return reply_error(rep, E_ELEMENTS);
+            children = t == '%' ? (size_t)cnt * 2 : (size_t)cnt;
+            break;
+        }
+        }
+
+        n++;
+        pos = next;
+        if (depth > 0)
+            pending--; /* this node was one of them */
+        if (children > 0) {
+            if (depth == max_depth)
+                return reply_error(rep, E_DEPTH);
+            stack[depth++] = children;
+            pending += children;
+            continue;
+        }
+        /* A complete node: it closes every aggregate whose last child it was. */
+        while (depth > 0 && --stack[depth - 1] == 0)
+            depth--;
+        if (depth == 0) {
+            if (pos > (size_t)INT32_MAX)
+                return reply_error(rep, E_ELEMENTS);
+            rep->count = n;
+            return (int)pos;
+        }
+    }
+}
