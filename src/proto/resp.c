@@ -34,8 +34,9 @@ static const char E_ELEMENTS[] = "Protocol error: reply has too many elements";
 static const char E_VERBATIM[] = "Protocol error: invalid verbatim string";
 
 /* Writes "<prefix>'<c>'" into errbuf, the byte shown as itself when printable
- * ASCII and as \xHH otherwise (Redis prints it raw, which lets a client put a
- * CR in our error line). Returns errbuf. */
+ * ASCII and as \xHH otherwise, so that the error line stays one clean line of
+ * text (Redis prints the byte raw, CR and LF turned into spaces). Returns
+ * errbuf. */
 static const char *quote_byte(char *errbuf, size_t size, const char *prefix, unsigned char c)
 {
     if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\')
@@ -234,8 +235,8 @@ static int hex_value(unsigned char c)
  * writing nothing; with argv it unescapes each word in place, starting at
  * the word's first byte (each input byte yields at most one output byte, so
  * the write position never passes the read position), and records it.
- * Returns the number of words, or -1 for unbalanced quotes (*err set), or
- * -2 when there are more than `cap` words.
+ * Returns the number of words, -1 for unbalanced quotes, or -2 when there
+ * are more than `cap` words.
  */
 static long split_inline(char *s, size_t n, sl_resp_slice *argv, size_t cap)
 {
@@ -368,7 +369,8 @@ int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_lim
         l.max_request_len = INT32_MAX - 2;
     if (l.max_inline_len > INT32_MAX - 2)
         l.max_inline_len = INT32_MAX - 2;
-    if (req->st_kind != KIND_NONE && (req->st_base != buf || req->st_pos > len))
+    /* A moved or shrunk buffer cannot continue the remembered command. */
+    if (req->st_kind != KIND_NONE && (req->st_base != buf || req->st_pos > len || len == 0))
         sl_resp_request_reset(req);
     if (req->st_kind == KIND_NONE) {
         req->argc = 0;

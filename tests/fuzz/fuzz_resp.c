@@ -3,7 +3,8 @@
  *
  * The first input byte picks what to fuzz, the rest is the material:
  *   byte % 4 == 0  the request parser on raw bytes (a pipeline), with the
- *                  defaults or, when bit 7 is set, tiny caps
+ *                  defaults or, when bit 7 is set, tiny caps; bit 6 makes the
+ *                  resumed parse see its buffer shrink now and then
  *   byte % 4 == 1  the reply parser on raw bytes, then re-encodes what it read
  *   byte % 4 == 2  argv built from the bytes, encoded as a multibulk request
  *                  and as a fully quoted inline line, parsed back, compared
@@ -56,7 +57,7 @@ static void check_error_text(const char *e)
 }
 
 /* Mode 0: the request parser. */
-static void fuzz_requests(const uint8_t *in, size_t n, int tiny)
+static void fuzz_requests(const uint8_t *in, size_t n, int tiny, int shrink)
 {
     sl_resp_limits small = {.max_args = 4, .max_bulk_len = 16, .max_inline_len = 32,
                             .max_request_len = 64};
@@ -79,6 +80,10 @@ static void fuzz_requests(const uint8_t *in, size_t n, int tiny)
         rb = sl_resp_parse(grow, k, &b, lim);
         if (rb != SL_RESP_INCOMPLETE)
             break;
+        /* A caller that shrinks the buffer now and then (against the rules)
+         * restarts the command: still INCOMPLETE, still no read past len. */
+        if (shrink && k % 3 == 1)
+            CHECK(sl_resp_parse(grow, k / 2, &b, lim) == SL_RESP_INCOMPLETE);
     }
     /* Both stop at the same place with the same answer: a valid frame of ra
      * bytes is INCOMPLETE for every shorter length. */
@@ -440,7 +445,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     uint8_t mode = data[0];
     switch (mode % 4) {
-    case 0: fuzz_requests(data + 1, size - 1, mode & 0x80); break;
+    case 0: fuzz_requests(data + 1, size - 1, mode & 0x80, mode & 0x40); break;
     case 1: fuzz_replies(data + 1, size - 1, mode & 0x80); break;
     case 2: fuzz_command_roundtrip(data + 1, size - 1); break;
     case 3: fuzz_reply_roundtrip(data + 1, size - 1, mode & 0x80 ? 3 : 2); break;

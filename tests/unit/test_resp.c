@@ -180,9 +180,9 @@ Test(resp_request, inline_quotes)
     ARG(p, 2, "c d");
     done(p);
 
-    p = PARSE("ECHO \"\\x41\\x4a\\x7e\\xff\\x00z\"\n");
+    p = PARSE("ECHO \"\\x41\\x4a\\x7e\\xff\\x00z\\x4A\\xFf\"\n");
     cr_assert_eq(p->req.argc, 2);
-    assert_arg(p, 1, "AJ~\xff\0z", 6);
+    assert_arg(p, 1, "AJ~\xff\0zJ\xff", 8);
     done(p);
 
     p = PARSE("ECHO \"\\n\\r\\t\\b\\a\\\"\\\\\\q\"\n");
@@ -516,6 +516,28 @@ Test(resp_request, reset_forgets_the_state)
     cr_assert(memcmp(argv[0].ptr, "PING", 4) == 0);
 }
 
+/* A caller that breaks the append-only rule (the buffer shrank) gets a
+ * fresh parse, never a read past len. */
+Test(resp_request, shrunk_buffer_restarts)
+{
+    sl_resp_slice argv[4];
+    sl_resp_request req;
+    sl_resp_request_init(&req, argv, 4);
+    char *buf = malloc(14);
+    memcpy(buf, "*1\r\n$4\r\nPING\r\n", 14);
+    cr_assert_eq(sl_resp_parse(buf, 1, &req, NULL), SL_RESP_INCOMPLETE);
+    cr_assert_eq(sl_resp_parse(buf, 0, &req, NULL), SL_RESP_INCOMPLETE);
+    cr_assert_eq(sl_resp_parse(buf, 10, &req, NULL), SL_RESP_INCOMPLETE);
+    cr_assert_eq(sl_resp_parse(buf, 5, &req, NULL), SL_RESP_INCOMPLETE);
+    cr_assert_eq(sl_resp_parse(buf, 14, &req, NULL), 14);
+    cr_assert_eq(req.argc, 1);
+    memcpy(buf, "PING\r\n", 6);
+    cr_assert_eq(sl_resp_parse(buf, 3, &req, NULL), SL_RESP_INCOMPLETE);
+    cr_assert_eq(sl_resp_parse(buf, 1, &req, NULL), SL_RESP_INCOMPLETE);
+    cr_assert_eq(sl_resp_parse(buf, 6, &req, NULL), 6);
+    free(buf);
+}
+
 /* Builds a pipeline of `count` commands, alternating multibulk (through the
  * encoder) and inline, each carrying its index. */
 static sl_resp_buf build_pipeline(size_t count)
@@ -661,6 +683,14 @@ Test(resp_encode, errors)
     sl_resp_buf_clear(&b);
     sl_resp_add_simple(&b, "a\nb", 3);
     BUF_IS(&b, "+a b\r\n");
+    /* A formatted message is cut at 511 bytes, and the line still ends. */
+    sl_resp_buf_clear(&b);
+    char longarg[2000];
+    memset(longarg, 'x', sizeof longarg - 1);
+    longarg[sizeof longarg - 1] = '\0';
+    sl_resp_add_errorf(&b, "%s", longarg);
+    cr_assert_eq(b.len, 5 + 511 + 2);
+    cr_assert(memcmp(b.data + b.len - 3, "x\r\n", 3) == 0);
     sl_resp_buf_free(&b);
 }
 
@@ -835,6 +865,13 @@ Test(resp_reply, scalars)
     r = REPLY(",-inf\r\n");
     cr_assert(isinf(r->nodes[0].dbl) && r->nodes[0].dbl < 0);
     reply_done(r);
+    r = REPLY(",inf\r\n");
+    cr_assert(isinf(r->nodes[0].dbl) && r->nodes[0].dbl > 0);
+    reply_done(r);
+    r = REPLY(",nan\r\n");
+    cr_assert(isnan(r->nodes[0].dbl));
+    node_str(&r->nodes[0], SL_RESP_DOUBLE, "nan");
+    reply_done(r);
 
     r = REPLY("(3492890328409238509324850943850943825024385\r\n");
     node_str(&r->nodes[0], SL_RESP_BIGNUM, "3492890328409238509324850943850943825024385");
@@ -891,6 +928,10 @@ Test(resp_reply, errors)
     REPLY_ERROR(":9223372036854775808\r\n", "Protocol error: invalid integer");
     REPLY_ERROR(":99999999999999999999\r\n", "Protocol error: invalid integer");
     REPLY_ERROR("(12a\r\n", "Protocol error: invalid integer");
+    REPLY_ERROR("(-\r\n", "Protocol error: invalid integer");
+    REPLY_ERROR("(\r\n", "Protocol error: invalid integer");
+    REPLY_ERROR("$1\r\na\rX", "Protocol error: bulk string not terminated by CRLF");
+    REPLY_ERROR("$3\r\nabcd", "Protocol error: bulk string not terminated by CRLF");
     REPLY_ERROR("$-2\r\n", "Protocol error: invalid bulk length");
     REPLY_ERROR("$abc\r\n", "Protocol error: invalid bulk length");
     REPLY_ERROR("$99999999999999999999\r\n", "Protocol error: invalid bulk length");
@@ -914,6 +955,12 @@ Test(resp_reply, caps)
     /* More elements declared than nodes: refused on the header. */
     expect_reply_error("*1000\r\n", 7, 10, "Protocol error: reply has too many elements");
     expect_reply_error("%5\r\n", 4, 10, "Protocol error: reply has too many elements");
+    /* 4 pairs need 9 nodes: refused with 8, accepted with 9. */
+    expect_reply_error("%4\r\n", 4, 8, "Protocol error: reply has too many elements");
+    reply_run *m = reply_lim("%4\r\n:1\r\n:2\r\n:3\r\n:4\r\n:5\r\n:6\r\n:7\r\n:8\r\n", 36, 9, NULL);
+    cr_assert_eq(m->rc, 36);
+    cr_assert_eq(m->rep.count, 9);
+    reply_done(m);
     expect_reply_error("*2\r\n*2\r\n:1\r\n:2\r\n*1\r\n", 20, 5,
                        "Protocol error: reply has too many elements");
     reply_run *r = reply_lim("*2\r\n*2\r\n:1\r\n:2\r\n:3\r\n", 20, 5, NULL);
