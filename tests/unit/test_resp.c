@@ -731,6 +731,10 @@ Test(resp_encode, throttle_and_command)
     sl_resp_slice argv[2] = {{"GET", 3}, {"k", 1}};
     cr_assert_eq(sl_resp_add_command(&b, argv, 2), 0);
     BUF_IS(&b, "*5\r\n:0\r\n:16\r\n:15\r\n:-1\r\n:2\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
+    sl_resp_buf_clear(&b);
+    int64_t x[5] = {1, INT64_MAX, 0, INT64_MIN, -10};
+    cr_assert_eq(sl_resp_add_throttle(&b, x), 0);
+    BUF_IS(&b, "*5\r\n:1\r\n:9223372036854775807\r\n:0\r\n:-9223372036854775808\r\n:-10\r\n");
     sl_resp_buf_free(&b);
 }
 
@@ -754,6 +758,13 @@ Test(resp_encode, growth_and_cap)
 
     /* A cap: the write that would pass it fails, and so does every later one. */
     sl_resp_buf_init(&b, 2, 16);
+    cr_assert_eq(sl_resp_add_int(&b, 1000000), 0);          /* 10 bytes */
+    cr_assert_eq(sl_resp_add_int(&b, -10), 0);              /* 6 more: 16 exactly */
+    BUF_IS(&b, ":1000000\r\n:-10\r\n");
+    int64_t v[5] = {0, 0, 0, 0, 0};
+    cr_assert_eq(sl_resp_add_throttle(&b, v), -1);
+    cr_assert_eq(b.len, 16); /* nothing of it written */
+    sl_resp_buf_clear(&b);
     cr_assert_eq(sl_resp_add_simple(&b, "OK", 2), 0);       /* 5 bytes */
     cr_assert_eq(sl_resp_add_bulk(&b, "0123456", 7), -1);   /* 4 + 9 > 11 left */
     cr_assert_eq(b.failed, 1);
