@@ -1,0 +1,175 @@
+"""Many clients on one key never exceed its burst; a pipeline of 10 000 commands answers
+10 000 replies, in order."""
+
+import threading
+
+import pytest
+
+from respclient import Conn, encode, as_map
+
+CLIENTS = 8
+TAKES = 100
+BURST = 50  # per hour: refill during the test (a second or two) is negligible
+
+
+def hammer(server, make_args):
+    """CLIENTS connections, TAKES requests each, all released at once by a barrier.
+    make_args(n, i) -> the command of connection n's i-th request; returns the replies
+    of every connection."""
+    barrier = threading.Barrier(CLIENTS)
+    replies = [None] * CLIENTS
+    errors = []
+
+    def run(n):
+        try:
+            with server.conn(timeout=20) as c:
+                barrier.wait(timeout=20)
+                out = []
+                for i in range(TAKES):
+                    out.append(c.call(*make_args(n, i)))
+                replies[n] = out
+        except BaseException as e:  # reported by the main thread
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+        assert not t.is_alive(), "a client thread hung"
+    if errors:
+        raise errors[0]
+    return replies
+
+
+@pytest.mark.parametrize("algorithm", ["gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log"])
+def test_many_clients_never_exceed_burst(server, key, algorithm):
+    replies = hammer(server, lambda n, i: ("SL.TAKE", key, BURST, 3600, "ALGORITHM", algorithm))
+    allowed = 0
+    seen_remaining = []
+    for conn_replies in replies:
+        for reply in conn_replies:
+            d = as_map(reply)
+            allowed += d["allowed"]
+            if d["allowed"]:
+                seen_remaining.append(d["remaining"])
+    assert allowed == BURST, "%d of %d admitted by a limit of %d" % (allowed, CLIENTS * TAKES, BURST)
+    # each admitted take saw a distinct remaining: BURST-1 ... 0, each exactly once
+    assert sorted(seen_remaining) == list(range(BURST)), sorted(seen_remaining)
+
+
+def test_many_clients_cl_throttle(server, key):
+    replies = hammer(server, lambda n, i: ("CL.THROTTLE", key, BURST - 1, BURST, 3600))
+    flat = [r for conn_replies in replies for r in conn_replies]
+    assert sum(1 for r in flat if r[0] == 0) == BURST
+    assert sorted(r[2] for r in flat if r[0] == 0) == list(range(BURST))
+
+
+def test_many_clients_leases(server, key):
+    replies = hammer(server, lambda n, i: ("SL.ACQUIRE", key, 10, 60000))
+    ids = [r for conn_replies in replies for r in conn_replies if r is not None]
+    assert len(ids) == 10 and len(set(ids)) == 10
+
+
+def test_many_clients_takemany(server, key):
+    # two limits shared by all: a global one of 50 and per-connection ones of 100; the
+    # global one must admit exactly 50 across everyone, and the all-or-nothing rule means
+    # the per-connection limits lost only what the global one admitted
+    def args(n, i):
+        return ("SL.TAKEMANY", 2, key + ":global", "%s:conn%d" % (key, n),
+                "LIMIT", BURST, 3600, "LIMIT", 1000, 3600)
+
+    replies = hammer(server, args)
+    per_conn = [sum(as_map(r)["allowed"] for r in conn_replies) for conn_replies in replies]
+    assert sum(per_conn) == BURST
+    with server.conn() as c:
+        d = as_map(c.call("SL.PEEK", key + ":global", BURST, 3600, "COST", 0))
+        assert d["remaining"] == 0
+        for n in range(CLIENTS):
+            d = as_map(c.call("SL.PEEK", "%s:conn%d" % (key, n), 1000, 3600, "COST", 0))
+            assert d["remaining"] == 1000 - per_conn[n], "conn %d: a rejected TAKEMANY consumed" % n
+
+
+PIPELINE = 10000
+
+
+def pipeline_raw(server, commands, timeout=60):
+    """Sends every command in one stream (from a thread, so that neither side can block
+    the other on full socket buffers) and reads len(commands) replies."""
+    data = b"".join(encode(*c) for c in commands)
+    with server.conn(timeout=timeout) as c:
+        err = []
+
+        def send():
+            try:
+                c.send(data)
+            except BaseException as e:
+                err.append(e)
+
+        t = threading.Thread(target=send, daemon=True)
+        t.start()
+        replies = [c.read_reply() for _ in range(len(commands))]
+        t.join(timeout)
+        assert not err, err
+        assert c.call("PING") == "PONG"
+        return replies
+
+
+def test_pipeline_echo_in_order(server):
+    replies = pipeline_raw(server, [("ECHO", "msg-%d" % i) for i in range(PIPELINE)])
+    assert len(replies) == PIPELINE
+    bad = [i for i, r in enumerate(replies) if r != b"msg-%d" % i]
+    assert not bad, "out of order or wrong at %d: %r" % (bad[0], replies[bad[0]])
+
+
+def test_pipeline_takes_in_order(server, key):
+    # one key, 10 000 takes: remaining must count down by exactly one per reply
+    # (T = 100 s: no refill during the test)
+    replies = pipeline_raw(server, [("SL.TAKE", key, PIPELINE, 1000000)] * PIPELINE)
+    remaining = [as_map(r)["remaining"] for r in replies]
+    assert remaining == list(range(PIPELINE - 1, -1, -1))
+
+
+def test_pipeline_redis_py(r, key):
+    p = r.pipeline(transaction=False)
+    for i in range(PIPELINE):
+        p.execute_command("CL.THROTTLE", "%s:%d" % (key, i % 100), 199, 200, 3600)
+    replies = p.execute()
+    assert len(replies) == PIPELINE
+    for i, reply in enumerate(replies):
+        assert reply[:3] == [0, 200, 199 - i // 100], (i, reply)
+
+
+def test_pipeline_mixed_with_errors(server, key):
+    cmds = []
+    for i in range(1000):
+        cmds.append(("ECHO", str(i)))
+        cmds.append(("SL.TAKE", key, "x", 60))  # an error reply, in its place
+    replies = pipeline_raw(server, cmds)
+    for i in range(1000):
+        assert replies[2 * i] == str(i).encode()
+        assert replies[2 * i + 1].__class__.__name__ == "Error"
+
+
+def test_parallel_pipelines(server, key):
+    results = [None] * 4
+    errors = []
+
+    def run(n):
+        try:
+            results[n] = pipeline_raw(server, [("SL.TAKE", "%s:%d:%d" % (key, n, i % 10), 2000, 360000)
+                                               for i in range(5000)])
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(n,), daemon=True) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(90)
+        assert not t.is_alive()
+    assert not errors, errors
+    for n in range(4):
+        rem = [as_map(r)["remaining"] for r in results[n]]
+        assert rem == [1999 - i // 10 for i in range(5000)]
