@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# sluiced vs Redis on the Redis protocol, with the same load generator in the same run.
+#
+#   bench/resp_compare.sh            prints a markdown table (and the raw CSV lines)
+#
+# Both servers run on one core (taskset -c $SERVER_CPU: sluiced with --threads 1),
+# redis-benchmark on another ($CLIENT_CPU), $CLIENTS clients, pipelining 1 and 16:
+#   - sluiced CL.THROTTLE on 100 000 random keys vs Redis running a token bucket in Lua
+#     (bench/lua/token_bucket.lua, EVALSHA: the common way to rate limit on Redis today)
+#   - sluiced CL.THROTTLE vs Redis answering PING (Redis doing nothing)
+# then the resident memory per key of each after $RSS_KEYS keys are loaded through a
+# pipeline (VmRSS before and after, from /proc/PID/status).
+#
+# Environment: SLUICED (default build/bin/sluiced), REDIS_SERVER (redis-server),
+# SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (300000),
+# REQUESTS_P16 (2000000), RSS_KEYS (1000000).
+# Needs redis-server and redis-tools (redis-benchmark, redis-cli) from Debian.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SLUICED=${SLUICED:-build/bin/sluiced}
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+CLIENTS=${CLIENTS:-50}
+KEYSPACE=${KEYSPACE:-100000}
+REQUESTS_P1=${REQUESTS_P1:-300000}
+REQUESTS_P16=${REQUESTS_P16:-2000000}
+RSS_KEYS=${RSS_KEYS:-1000000}
+# The limit every request checks: 100 per hour, burst 100 (so that the keys stay in the
+# stores for the whole run: a bucket that is full again is reclaimed by sluiced and
+# expired by the Lua script's PEXPIRE).
+CELL_ARGS=(99 100 3600)                 # CL.THROTTLE key max_burst count period_s
+LUA_ARGS=(100 100 3600000 1)            # capacity, tokens per period, period_ms, cost
+
+for tool in "$REDIS_SERVER" redis-benchmark redis-cli taskset python3; do
+  command -v "$tool" >/dev/null || { echo "resp_compare: $tool not found (scripts/deps.sh)" >&2; exit 1; }
+done
+[[ -x $SLUICED ]] || { echo "resp_compare: $SLUICED not built (make)" >&2; exit 1; }
+ncpu=$(nproc)
+if ((ncpu < 2)); then
+  echo "resp_compare: needs 2 cores (server and load generator pinned apart); this machine has $ncpu" >&2
+  exit 1
+fi
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+wait_ping() { # port pid
+  for _ in $(seq 1 200); do
+    kill -0 "$2" 2>/dev/null || { echo "resp_compare: server on port $1 exited" >&2; return 1; }
+    [[ $(redis-cli -p "$1" PING 2>/dev/null) == PONG ]] && return 0
+    sleep 0.05
+  done
+  echo "resp_compare: no PONG on port $1 within 10 s" >&2
+  return 1
+}
+
+rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+
+start_sluiced() {
+  SL_PORT=$(free_port)
+  taskset -c "$SERVER_CPU" "$SLUICED" --port "$SL_PORT" --http-port 0 --threads 1 \
+    2>"$work/sluiced.log" &
+  SL_PID=$!
+  pids+=("$SL_PID")
+  wait_ping "$SL_PORT" "$SL_PID"
+}
+
+start_redis() {
+  RD_PORT=$(free_port)
+  taskset -c "$SERVER_CPU" "$REDIS_SERVER" --port "$RD_PORT" --bind 127.0.0.1 --save '' \
+    --appendonly no --daemonize no --logfile "$work/redis.log" &
+  RD_PID=$!
+  pids+=("$RD_PID")
+  wait_ping "$RD_PORT" "$RD_PID"
+  SHA=$(redis-cli -p "$RD_PORT" SCRIPT LOAD "$(cat bench/lua/token_bucket.lua)")
+  [[ $SHA =~ ^[0-9a-f]{40}$ ]] || { echo "resp_compare: SCRIPT LOAD failed: $SHA" >&2; exit 1; }
+}
+
+stop() { # pid
+  kill "$1" 2>/dev/null || true
+  wait "$1" 2>/dev/null || true
+}
+
+# One redis-benchmark run; prints "rps p50 p99" (latencies in ms).
+bench() { # port pipeline requests command...
+  local port=$1 pipe=$2 n=$3
+  shift 3
+  local out
+  out=$(taskset -c "$CLIENT_CPU" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -n "$n" \
+    -P "$pipe" -r "$KEYSPACE" --csv "$@" 2>/dev/null | tail -n 1)
+  echo "$out" >>"$work/raw.csv"
+  # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
+  echo "$out" | awk -F'","' '{gsub(/"/, "", $0); split($0, f, ","); printf "%s %s %s\n", f[2], f[5], f[7]}'
+}
+
+# Sends CL.THROTTLE (sluiced) or EVALSHA (redis) for keys 0..RSS_KEYS-1 through one
+# pipe (redis-cli --pipe), as fast as the server takes them.
+load_keys() { # port kind
+  python3 - "$1" "$2" "$RSS_KEYS" "${SHA:-}" "${CELL_ARGS[*]}" "${LUA_ARGS[*]}" <<'EOF' | redis-cli -p "$1" --pipe >"$work/pipe.$2.log"
+import sys
+port, kind, n, sha, cell, lua = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5].split(), sys.argv[6].split()
+out = sys.stdout.buffer
+def cmd(*args):
+    b = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a.encode()
+        b.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(b)
+chunk = []
+for i in range(n):
+    key = "rss:%d" % i
+    if kind == "sluiced":
+        chunk.append(cmd("CL.THROTTLE", key, *cell))
+    else:
+        chunk.append(cmd("EVALSHA", sha, "1", key, *lua))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+EOF
+}
+
+declare -A R
+
+echo "resp_compare: $(nproc) cores; servers on CPU $SERVER_CPU, redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
+echo "resp_compare: $("$REDIS_SERVER" --version | head -c 60); sluiced: $SLUICED" >&2
+
+start_sluiced
+start_redis
+for pipe in 1 16; do
+  n=$REQUESTS_P1
+  ((pipe == 16)) && n=$REQUESTS_P16
+  echo "resp_compare: pipeline $pipe, $n requests per run" >&2
+  R[sl_cell_$pipe]=$(bench "$SL_PORT" "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
+  R[rd_lua_$pipe]=$(bench "$RD_PORT" "$pipe" "$n" EVALSHA "$SHA" 1 "key:__rand_int__" "${LUA_ARGS[@]}")
+  R[rd_ping_$pipe]=$(bench "$RD_PORT" "$pipe" "$n" PING)
+  R[sl_ping_$pipe]=$(bench "$SL_PORT" "$pipe" "$n" PING)
+done
+# sanity: the load reached the servers (keys stored, replies not errors)
+sl_keys=$(redis-cli -p "$SL_PORT" INFO | tr -d '\r' | awk -F: '$1 == "keys" {print $2}')
+rd_keys=$(redis-cli -p "$RD_PORT" DBSIZE)
+echo "resp_compare: keys after the throughput runs: sluiced $sl_keys, redis $rd_keys" >&2
+stop "$SL_PID"
+stop "$RD_PID"
+
+# Memory: fresh servers, RSS before and after RSS_KEYS distinct keys.
+start_sluiced
+sl_rss0=$(rss_kb "$SL_PID")
+load_keys "$SL_PORT" sluiced
+sl_rss1=$(rss_kb "$SL_PID")
+sl_keys=$(redis-cli -p "$SL_PORT" INFO | tr -d '\r' | awk -F: '$1 == "keys" {print $2}')
+stop "$SL_PID"
+start_redis
+rd_rss0=$(rss_kb "$RD_PID")
+load_keys "$RD_PORT" redis
+rd_rss1=$(rss_kb "$RD_PID")
+rd_keys=$(redis-cli -p "$RD_PORT" DBSIZE)
+rd_used=$(redis-cli -p "$RD_PORT" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}')
+stop "$RD_PID"
+
+row() { # label pipeline key
+  read -r rps p50 p99 <<<"${R[$3]}"
+  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99"
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+first() { echo "${R[$1]}" | awk '{print $1}'; }
+
+echo
+echo "| server and command | pipeline | requests/s | p50 ms | p99 ms |"
+echo "|---|---:|---:|---:|---:|"
+for pipe in 1 16; do
+  row "sluiced CL.THROTTLE" "$pipe" "sl_cell_$pipe"
+  row "Redis EVALSHA token bucket (Lua)" "$pipe" "rd_lua_$pipe"
+  row "Redis PING" "$pipe" "rd_ping_$pipe"
+  row "sluiced PING" "$pipe" "sl_ping_$pipe"
+done
+echo
+echo "| ratio | pipeline 1 | pipeline 16 |"
+echo "|---|---:|---:|"
+echo "| sluiced CL.THROTTLE / Redis EVALSHA token bucket | $(ratio "$(first sl_cell_1)" "$(first rd_lua_1)")× | $(ratio "$(first sl_cell_16)" "$(first rd_lua_16)")× |"
+echo "| sluiced CL.THROTTLE / Redis PING | $(ratio "$(first sl_cell_1)" "$(first rd_ping_1)")× | $(ratio "$(first sl_cell_16)" "$(first rd_ping_16)")× |"
+echo
+echo "| memory after $RSS_KEYS keys | keys held | VmRSS before | VmRSS after | bytes per key |"
+echo "|---|---:|---:|---:|---:|"
+per_key() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (n > 0) printf "%.0f", (b - a) * 1024 / n; else print "n/a" }'; }
+echo "| sluiced (CL.THROTTLE state) | ${sl_keys:-?} | ${sl_rss0} kB | ${sl_rss1} kB | $(per_key "$sl_rss0" "$sl_rss1" "${sl_keys:-0}") |"
+echo "| Redis (Lua token bucket hash + TTL) | ${rd_keys:-?} | ${rd_rss0} kB | ${rd_rss1} kB | $(per_key "$rd_rss0" "$rd_rss1" "${rd_keys:-0}") (used_memory $rd_used) |"
+echo
+echo "raw redis-benchmark CSV lines (in run order: sluiced CL.THROTTLE, Redis EVALSHA, Redis PING, sluiced PING; P1 then P16):" >&2
+cat "$work/raw.csv" >&2
