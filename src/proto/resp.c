@@ -618,6 +618,27 @@ int sl_resp_add_double(sl_resp_buf *b, double v)
     return sl_resp_add_bulk(b, tmp, (size_t)n);
 }
 
+int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_t len)
+{
+    if (b->proto < 3)
+        return sl_resp_add_bulk(b, p, len);
+    if (len > SIZE_MAX - 6)
+        return b->failed = 1, -1;
+    if (add_header_size(b, '=', len + 4) < 0)
+        return -1;
+    char *w = reserve(b, len + 6);
+    if (!w)
+        return -1;
+    memcpy(w, fmt, 3);
+    w[3] = ':';
+    if (len)
+        memcpy(w + 4, p, len);
+    w[len + 4] = '\r';
+    w[len + 5] = '\n';
+    b->len += len + 6;
+    return 0;
+}
+
 int sl_resp_add_bool(sl_resp_buf *b, int v)
 {
     if (b->proto >= 3)

@@ -315,7 +315,7 @@ static void gen_node(tree_gen *g, int depth)
     memset(w, 0, sizeof *w);
     int v3 = g->b->proto == 3;
     uint8_t op = next_byte(&g->c);
-    switch (op % 9) {
+    switch (op % 10) {
     case 0: {
         int64_t x = 0;
         for (int i = 0; i < 8; i++)
@@ -325,16 +325,20 @@ static void gen_node(tree_gen *g, int depth)
         w->integer = x;
         break;
     }
-    case 1: case 2: {
+    case 1: case 2: case 6: {
         size_t len = next_byte(&g->c) % 48;
         if (len > g->c.n)
             len = g->c.n;
         const char *s = (const char *)g->c.p;
         g->c.p += len;
         g->c.n -= len;
-        if (op % 9 == 1) {
+        if (op % 10 == 1) {
             sl_resp_add_bulk(g->b, s, len);
             w->type = SL_RESP_BULK;
+        } else if (op % 10 == 6) {
+            sl_resp_add_verbatim(g->b, "txt", s, len);
+            /* RESP3: the parser hands back the "txt:" prefix too. */
+            w->type = v3 ? SL_RESP_VERBATIM : SL_RESP_BULK;
         } else {
             /* CR and LF are written as spaces; the parser reads the line. */
             sl_resp_add_simple(g->b, s, len);
@@ -366,7 +370,7 @@ static void gen_node(tree_gen *g, int depth)
     }
     default: {
         size_t count = depth >= 6 ? 0 : next_byte(&g->c) % 5;
-        int map = op % 9 == 8;
+        int map = op % 10 == 9;
         if (map)
             sl_resp_add_map(g->b, count);
         else
@@ -417,6 +421,10 @@ static void fuzz_reply_roundtrip(const uint8_t *in, size_t n, int proto)
                 double d = strtod(tmp, NULL);
                 CHECK((isnan(d) && isnan(want->dbl)) || d == want->dbl);
             }
+            break;
+        case SL_RESP_VERBATIM:
+            CHECK(got->len == want->len + 4 && !memcmp(got->str, "txt:", 4));
+            CHECK(!memcmp(got->str + 4, want->str, want->len));
             break;
         case SL_RESP_STATUS:
             CHECK(got->len == want->len);

@@ -718,7 +718,14 @@ Test(resp_encode, version_dependent)
     sl_resp_add_double(&b, NAN);
     sl_resp_add_double(&b, 1e300);
     sl_resp_add_array(&b, 0);
-    BUF_IS(&b, "_\r\n%2\r\n#t\r\n#f\r\n,1.5\r\n,0.1\r\n,-inf\r\n,inf\r\n,nan\r\n,1e+300\r\n*0\r\n");
+    sl_resp_add_verbatim(&b, "txt", "a\r\nb", 4);
+    BUF_IS(&b, "_\r\n%2\r\n#t\r\n#f\r\n,1.5\r\n,0.1\r\n,-inf\r\n,inf\r\n,nan\r\n,1e+300\r\n*0\r\n"
+               "=8\r\ntxt:a\r\nb\r\n");
+    /* RESP2 reads the text as a bulk string. */
+    sl_resp_buf_clear(&b);
+    b.proto = 2;
+    sl_resp_add_verbatim(&b, "txt", "a\r\nb", 4);
+    BUF_IS(&b, "$4\r\na\r\nb\r\n");
     sl_resp_buf_free(&b);
 }
 
