@@ -214,6 +214,159 @@ void sl_cell_reply(const sl_decision *d, int64_t out[5]);
 
 /* ---- the keyed store (src/store/) ---- */
 
+/*
+ * A store maps keys (byte strings) to algorithm states, for many threads at
+ * once. The store keeps only states: the limit comes with every call, so
+ * ad-hoc limits (CL.THROTTLE, HTTP ?limit=) need no registration. A take
+ * on one key is linearizable: all takes on a key happen one after the other.
+ *
+ * Memory: every byte the store allocates is counted against max_memory.
+ * States that have become equivalent to "never seen" (a refilled bucket, a
+ * past window) are reclaimed as the store goes. At the cap, the state that
+ * expires soonest among a small sample is evicted: an eviction makes that
+ * key's state "never seen", so it can only ever make a limit *more lenient*
+ * for that key, never stricter. Evictions are counted.
+ *
+ * Keys used with a different algorithm, or with a limit whose state has a
+ * different size (a sliding log or concurrency limit whose `limit`
+ * changed), start again from "never seen": the old state is dropped.
+ *
+ * Time: `now` is the caller's clock (CLOCK_MONOTONIC nanoseconds, read once
+ * per batch); the store never reads a clock. See docs/store.md.
+ */
+typedef struct sl_store sl_store;
+
+typedef struct sl_store_config {
+    size_t max_memory;  /* hard cap in bytes, all overhead included; 0 = no cap.
+                           A cap below 256 KiB is refused (SL_ERR_ARGUMENT). */
+    size_t max_key_len; /* longest key in bytes; 0 = 512; at most 65535 */
+    unsigned shards;    /* independent locks; 0 = 64 (fewer under a small cap:
+                           each shard gets at least 128 KiB); rounded up to a
+                           power of two, at most 4096 */
+    uint64_t seed;      /* hash seed: pass random bytes so that clients cannot
+                           choose keys that collide; any value works */
+} sl_store_config;
+
+/* The most (key, limit) items sl_store_take_many checks at once. */
+#define SL_TAKE_MANY_MAX 8
+
+/* One item of a multi-limit take. The key and the limit stay the caller's. */
+typedef struct sl_take_item {
+    const void *key;      /* keylen bytes, not necessarily NUL-terminated */
+    size_t keylen;        /* 1 .. max_key_len */
+    const sl_limit *limit; /* from sl_limit_init / sl_limit_init_cell */
+    int64_t cost;         /* units to take, >= 0 (0 peeks) */
+} sl_take_item;
+
+typedef struct sl_store_stats {
+    uint64_t keys;        /* states held */
+    uint64_t bytes_used;  /* bytes allocated by the store, all overhead included */
+    uint64_t max_memory;  /* the cap (0 = none) */
+    uint64_t evictions;   /* live states dropped at the cap */
+    uint64_t reclaimed;   /* states dropped because they had become "never seen" */
+    uint64_t reinits;     /* states reset because a key changed algorithm or size */
+} sl_store_stats;
+
+/*
+ * Creates a store; cfg may be NULL for the defaults (no cap). On SL_OK,
+ * *out is a new store the caller frees with sl_store_free(). Returns
+ * SL_ERR_ARGUMENT for an invalid config, SL_ERR_NOMEM when the allocation
+ * fails.
+ */
+int sl_store_new(const sl_store_config *cfg, sl_store **out);
+
+/* Frees the store and every state in it; NULL is allowed. No other thread
+ * may be using the store. */
+void sl_store_free(sl_store *s);
+
+/*
+ * Takes `cost` units from `key` under limit *l at time `now`, and fills *d.
+ * A key not seen before starts from "never seen"; cost 0 peeks.
+ * Returns SL_OK (a rejection is SL_OK with d->allowed false), SL_ERR_KEY for
+ * an empty or too long key, SL_ERR_COST / SL_ERR_TIME as sl_take does,
+ * SL_ERR_NOMEM when a new key cannot be stored because nothing can be
+ * evicted (nothing is consumed then), SL_ERR_ARGUMENT for a NULL pointer.
+ */
+int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                  int64_t cost, sl_decision *d);
+
+/*
+ * Answers what a take of `cost` would answer, without consuming anything or
+ * storing the key. Same results as sl_store_take, never SL_ERR_NOMEM.
+ */
+int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                  int64_t cost, sl_decision *d);
+
+/*
+ * Takes from n (1 .. SL_TAKE_MANY_MAX) limits at once, all or nothing: when
+ * every item is admitted, all are consumed and *failed_index is -1; when
+ * any rejects, nothing is consumed, *failed_index is the first item that
+ * rejects, and out[i] says what item i alone would answer now (a peek of
+ * its cost). An item may repeat a key with the same algorithm and state
+ * size: its takes then add up. out has n entries, the caller's.
+ * Returns SL_OK (whether admitted or not), or an error as sl_store_take
+ * (SL_ERR_ARGUMENT also for n out of range, or one key under two
+ * algorithms); on an error nothing is consumed.
+ */
+int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
+                       sl_decision *out, int *failed_index);
+
+/*
+ * Forgets `key`: its next take starts from "never seen".
+ * Returns 1 when the key was held, 0 when not, SL_ERR_KEY for a bad key.
+ */
+int sl_store_reset(sl_store *s, const void *key, size_t keylen);
+
+/*
+ * Releases lease `lease_id` of the SL_CONCURRENCY state of `key` under *l.
+ * Returns 1 when the lease was held, 0 when the key, the lease or a state of
+ * that shape is unknown or the lease has expired, or SL_ERR_*.
+ */
+int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                     int64_t now, uint64_t lease_id);
+
+/*
+ * Reclaims states that are "never seen" again at `now`, looking at up to
+ * max_records stored states in each shard, from where the last sweep
+ * stopped (SIZE_MAX: all of them).
+ * Takes already reclaim a little as they go; a server may also call this
+ * from a timer so that memory follows the active keys when traffic stops.
+ * Returns the number of states reclaimed.
+ */
+size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records);
+
+/* Fills *st with the store's counters (each shard is read under its lock). */
+void sl_store_get_stats(sl_store *s, sl_store_stats *st);
+
+/*
+ * Writes every live state to `path`, atomically: a temporary file beside
+ * it, fsync, rename, fsync of the directory. now_mono is `now` on the
+ * store's clock and now_wall the wall clock (CLOCK_REALTIME nanoseconds),
+ * read together; both are written so that a restore can tell how much time
+ * passed. Takes may run meanwhile (each shard is copied under its lock).
+ * Returns SL_OK, SL_ERR_IO (errno tells why; the old file is untouched), or
+ * SL_ERR_NOMEM.
+ */
+int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall);
+
+/*
+ * Loads a snapshot written by sl_store_snapshot_save into s. Every
+ * timestamp moves by (now_mono - snapshot's mono) - (now_wall - snapshot's
+ * wall): the wall clock measures how long the process was down, so
+ * buckets refill and windows pass during the downtime; a wall clock that
+ * went backwards counts as no time passed (stricter, never more lenient).
+ * States that have expired meanwhile are skipped; a key already in s is
+ * replaced. The whole file is verified before anything is loaded:
+ * SL_ERR_CORRUPT for a truncated file, a bad checksum or a malformed
+ * record, SL_ERR_VERSION for an unknown format version or byte order,
+ * SL_ERR_KEY for a key longer than this store allows, SL_ERR_IO when it
+ * cannot be read; then nothing is loaded. SL_ERR_NOMEM when the cap is
+ * reached and nothing can be evicted (what was loaded stays).
+ * *loaded (may be NULL) gets the number of states stored.
+ */
+int sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall,
+                           size_t *loaded);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,303 @@
+/*
+ * bench_store: the keyed store's speed and memory.
+ *
+ *   hot      one key, GCRA, one thread: ns per take
+ *   uniform  N keys of 16 bytes, uniformly random: ns per take, and per bare
+ *            lookup in the same table (hash, lock, probe, compare): the ratio
+ *   zipf     the same with a Zipf(0.99) key distribution
+ *   threads  distinct keys, 1 thread then 2 threads: the speedup
+ *   memory   bytes per key after inserting N keys (the store's own count,
+ *            and the process's resident memory growth)
+ *   flood    distinct keys against a small cap: inserts per second with
+ *            eviction
+ *
+ * Usage: bench_store [--keys N] [--ops N]   (defaults 1000000, 4000000: under
+ * a minute; the figures in docs/benchmarks.md use --keys 10000000)
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "store/store_internal.h"
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static long rss_bytes(void)
+{
+    long pages = 0, resident = 0;
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (f) {
+        if (fscanf(f, "%ld %ld", &pages, &resident) != 2)
+            resident = 0;
+        fclose(f);
+    }
+    return resident * sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += UINT64_C(0x9E3779B97F4A7C15));
+    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
+    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
+    return z ^ (z >> 31);
+}
+
+/* Key i: 16 bytes, like an API key id or an IPv6 address. */
+static inline void key_of(uint64_t i, unsigned char key[16])
+{
+    uint64_t a = i * UINT64_C(0x9E3779B97F4A7C15), b = i ^ UINT64_C(0x5bd1e9955bd1e995);
+    memcpy(key, &a, 8);
+    memcpy(key + 8, &b, 8);
+}
+
+static sl_store *new_store(size_t cap)
+{
+    sl_store_config c = {.max_memory = cap, .seed = 12345};
+    sl_store *s;
+    if (sl_store_new(&c, &s) != SL_OK) {
+        fprintf(stderr, "sl_store_new failed\n");
+        exit(1);
+    }
+    return s;
+}
+
+static sl_limit gcra;
+static volatile uint64_t sink;
+
+static void bench_hot(long ops)
+{
+    sl_store *s = new_store(0);
+    unsigned char key[16];
+    key_of(1, key);
+    sl_decision d;
+    int64_t t = 1000000000;
+    uint64_t allowed = 0;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        sl_store_take(s, key, 16, &gcra, t + i * 1000, 1, &d);
+        allowed += d.allowed;
+    }
+    int64_t dt = now_ns() - t0;
+    sink += allowed;
+    printf("hot      1 key, GCRA, 1 thread:            %6.1f ns/take\n", (double)dt / (double)ops);
+    sl_store_free(s);
+}
+
+/* x^-theta for x >= 1, without libm (the benchmarks link libsluice only):
+ * ln by atanh series on the mantissa, exp by halving and a Taylor series. */
+static double pow_neg(double x, double theta)
+{
+    int e = 0;
+    while (x >= 2.0) {
+        x /= 2.0;
+        e++;
+    }
+    double y = (x - 1.0) / (x + 1.0), y2 = y * y, term = y, ln = 0;
+    for (int k = 1; k < 40; k += 2) {
+        ln += term / k;
+        term *= y2;
+    }
+    double z = -theta * (2.0 * ln + e * 0.69314718055994530942);
+    int halvings = 0;
+    while (z < -0.5) {
+        z /= 2.0;
+        halvings++;
+    }
+    double r = 1.0, t = 1.0;
+    for (int k = 1; k < 20; k++) {
+        t *= z / k;
+        r += t;
+    }
+    while (halvings--)
+        r *= r;
+    return r;
+}
+
+/* Zipf(theta) over [0, n): inverse CDF by binary search over a table. */
+static uint32_t *zipf_indices(long n, long ops, double theta, uint64_t seed)
+{
+    double *cdf = malloc((size_t)n * sizeof *cdf);
+    uint32_t *out = malloc((size_t)ops * sizeof *out);
+    double sum = 0;
+    for (long i = 0; i < n; i++) {
+        sum += pow_neg((double)(i + 1), theta);
+        cdf[i] = sum;
+    }
+    for (long i = 0; i < ops; i++) {
+        double u = (double)(rng_next(&seed) >> 11) / 9007199254740992.0 * sum;
+        long lo = 0, hi = n - 1;
+        while (lo < hi) {
+            long mid = (lo + hi) / 2;
+            if (cdf[mid] < u)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        /* Scatter the popular ranks over the key space. */
+        out[i] = (uint32_t)(((uint64_t)lo * UINT64_C(2654435761)) % (uint64_t)n);
+    }
+    free(cdf);
+    return out;
+}
+
+static uint32_t *uniform_indices(long n, long ops, uint64_t seed)
+{
+    uint32_t *out = malloc((size_t)ops * sizeof *out);
+    for (long i = 0; i < ops; i++)
+        out[i] = (uint32_t)(rng_next(&seed) % (uint64_t)n);
+    return out;
+}
+
+static void run_access(sl_store *s, const char *name, const uint32_t *idx, long ops)
+{
+    unsigned char key[16];
+    sl_decision d;
+    uint64_t found = 0;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        key_of(idx[i], key);
+        found += sl_store_debug_contains(s, key, 16);
+    }
+    int64_t lookup = now_ns() - t0;
+    int64_t t = 2000000000;
+    t0 = now_ns();
+    for (long i = 0; i < ops; i++) {
+        key_of(idx[i], key);
+        sl_store_take(s, key, 16, &gcra, t + i, 1, &d);
+        found += d.allowed;
+    }
+    int64_t take = now_ns() - t0;
+    sink += found;
+    printf("%-8s take %6.1f ns, bare lookup %6.1f ns:  ratio %.2f\n", name,
+           (double)take / (double)ops, (double)lookup / (double)ops, (double)take / (double)lookup);
+}
+
+typedef struct thread_arg {
+    sl_store *s;
+    uint64_t base;
+    long keys, ops;
+    int64_t ns;
+} thread_arg;
+
+static void *thread_run(void *p)
+{
+    thread_arg *a = p;
+    unsigned char key[16];
+    sl_decision d;
+    uint64_t seed = a->base, ok = 0;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < a->ops; i++) {
+        key_of(a->base + rng_next(&seed) % (uint64_t)a->keys, key);
+        sl_store_take(a->s, key, 16, &gcra, 3000000000 + i, 1, &d);
+        ok += d.allowed;
+    }
+    a->ns = now_ns() - t0;
+    sink += ok;
+    return NULL;
+}
+
+static void bench_threads(long keys, long ops)
+{
+    /* Distinct keys per thread; a working set that fits in cache, so that
+     * the figure shows locking and sharing, not DRAM bandwidth. */
+    sl_store *s = new_store(0);
+    long per = keys < 100000 ? keys : 100000;
+    thread_arg a[2] = {{s, 0, per, ops, 0}, {s, 1u << 30, per, ops, 0}};
+    thread_run(&a[0]);
+    thread_run(&a[1]); /* both key sets present */
+    thread_run(&a[0]);
+    double one = (double)ops / ((double)a[0].ns / 1e9);
+    pthread_t t[2];
+    int64_t t0 = now_ns();
+    for (int i = 0; i < 2; i++)
+        pthread_create(&t[i], NULL, thread_run, &a[i]);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    double two = 2.0 * (double)ops / ((double)(now_ns() - t0) / 1e9);
+    printf("threads  %ld keys each: 1 thread %.2f M/s, 2 threads %.2f M/s: speedup %.2fx\n", per,
+           one / 1e6, two / 1e6, two / one);
+    sl_store_free(s);
+}
+
+static void bench_flood(long keys)
+{
+    const size_t cap = 8u << 20;
+    sl_limit l;
+    sl_limit_init(&l, SL_GCRA, 100, INT64_C(3600000000000), 0);
+    sl_store *s = new_store(cap);
+    unsigned char key[16];
+    sl_decision d;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < keys; i++) {
+        key_of((uint64_t)i + (UINT64_C(1) << 40), key);
+        sl_store_take(s, key, 16, &l, 1000000000 + i, 1, &d);
+    }
+    int64_t dt = now_ns() - t0;
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    printf("flood    %ld new keys, cap 8 MiB: %6.1f ns/insert, %llu held, %llu evicted, %llu bytes\n",
+           keys, (double)dt / (double)keys, (unsigned long long)st.keys,
+           (unsigned long long)st.evictions, (unsigned long long)st.bytes_used);
+    sl_store_free(s);
+}
+
+int main(int argc, char **argv)
+{
+    long keys = 1000000, ops = 4000000;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--keys") && i + 1 < argc)
+            keys = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--ops") && i + 1 < argc)
+            ops = atol(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--keys N] [--ops N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (keys < 1 || ops < 1 || keys > UINT32_MAX)
+        return 2;
+    /* A generous limit: the benchmark measures the store, and an admitted
+     * take writes the state (the more expensive path). */
+    sl_limit_init(&gcra, SL_GCRA, 1000000, 1000000000, 0);
+    printf("bench_store: %ld keys, %ld ops\n", keys, ops);
+    bench_hot(ops * 5);
+
+    long rss0 = rss_bytes();
+    sl_store *s = new_store(0);
+    unsigned char key[16];
+    sl_decision d;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < keys; i++) {
+        key_of((uint64_t)i, key);
+        sl_store_take(s, key, 16, &gcra, 1000000000, 1, &d);
+    }
+    int64_t fill = now_ns() - t0;
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    long rss1 = rss_bytes();
+    printf("memory   %llu keys (16-byte keys, GCRA): %.1f bytes/key accounted, %.1f bytes/key "
+           "resident; insert %.1f ns/key\n",
+           (unsigned long long)st.keys, (double)st.bytes_used / (double)st.keys,
+           (double)(rss1 - rss0) / (double)st.keys, (double)fill / (double)keys);
+
+    uint32_t *u = uniform_indices(keys, ops, 1);
+    run_access(s, "uniform", u, ops);
+    free(u);
+    uint32_t *z = zipf_indices(keys, ops, 0.99, 2);
+    run_access(s, "zipf", z, ops);
+    free(z);
+    sl_store_free(s);
+
+    bench_threads(keys, ops);
+    bench_flood(keys);
+    return (int)(sink & 0);
+}

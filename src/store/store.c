@@ -1,0 +1,1290 @@
+/*
+ * store.c: the concurrent keyed store: shards, index, record pages,
+ * reclaim, eviction, takes. The layout is drawn in store_internal.h and
+ * explained in docs/store.md.
+ *
+ * Order of this file: allocator hook, hash, locks, pages, index, reclaim and
+ * eviction, the public operations, debug hooks.
+ */
+#define _GNU_SOURCE
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/store_internal.h"
+
+/* A state this size or smaller is computed in a stack buffer before the key
+ * is stored, so that a take that does not change anything stores nothing. */
+#define SL_SCRATCH_BYTES 512u
+/* Records the amortized reclaim looks at on each insert (nginx's limit_req
+ * looks at two or three states per request for the same reason). */
+#define SL_SWEEP_PER_INSERT 2u
+/* Records of one page an eviction samples to find the state that expires
+ * soonest (Redis samples 5 keys for its approximated LRU). */
+#define SL_EVICT_SAMPLE 5u
+
+/* ---- allocation, with a hook that makes the nth allocation fail ---- */
+
+static atomic_long sl_fail_countdown;
+
+void sl_store_debug_fail_alloc(long nth) { atomic_store(&sl_fail_countdown, nth); }
+
+static bool sl_alloc_should_fail(void)
+{
+    if (atomic_load_explicit(&sl_fail_countdown, memory_order_relaxed) <= 0)
+        return false;
+    return atomic_fetch_sub(&sl_fail_countdown, 1) == 1;
+}
+
+void *sl_store_malloc(size_t n) { return sl_alloc_should_fail() ? NULL : malloc(n); }
+
+void *sl_store_calloc(size_t n, size_t size)
+{
+    return sl_alloc_should_fail() ? NULL : calloc(n, size);
+}
+
+void sl_store_mfree(void *p) { free(p); }
+
+/* ---- hash ---- */
+
+static inline uint64_t sl_fold(uint64_t a, uint64_t b)
+{
+    unsigned __int128 m = (unsigned __int128)a * b;
+    return (uint64_t)m ^ (uint64_t)(m >> 64);
+}
+
+static inline uint64_t sl_load64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+/* Loads 1..8 bytes into the low end of a word. */
+static inline uint64_t sl_load_tail(const unsigned char *p, size_t n)
+{
+    uint64_t v = 0;
+    memcpy(&v, p, n);
+    return v;
+}
+
+#define SL_K1 UINT64_C(0xa0761d6478bd642f)
+#define SL_K2 UINT64_C(0xe7037ed1a0b428db)
+#define SL_K3 UINT64_C(0x8ebc6af09c88c6e3)
+
+/*
+ * Folds 16 bytes at a time through a 64x64->128-bit multiply, whose high
+ * and low halves depend on every input bit; the seed enters every round so
+ * that collisions cannot be computed without it.
+ */
+uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed)
+{
+    const unsigned char *p = key;
+    uint64_t h = seed ^ SL_K3;
+    size_t n = len;
+    while (n > 16) {
+        h = sl_fold(sl_load64(p) ^ SL_K1 ^ h, sl_load64(p + 8) ^ SL_K2 ^ seed);
+        p += 16;
+        n -= 16;
+    }
+    uint64_t a, b;
+    if (n > 8) {
+        a = sl_load64(p);
+        b = sl_load_tail(p + 8, n - 8);
+    } else {
+        a = n ? sl_load_tail(p, n) : 0;
+        b = 0;
+    }
+    h = sl_fold(a ^ SL_K1 ^ h, b ^ SL_K2 ^ seed ^ (uint64_t)len);
+    return sl_fold(h ^ SL_K3, SL_K1 ^ seed);
+}
+
+static inline uint32_t sl_tag_of(uint64_t h)
+{
+    uint32_t t = (uint32_t)(h & 0x7f);
+    return t ? t : 1;
+}
+
+/* The home group: multiply-shift maps 32 hash bits onto [0, ngroups), so
+ * the index can grow by 1.5x instead of doubling. */
+static inline uint32_t sl_home_group(uint64_t h, uint32_t ngroups)
+{
+    return (uint32_t)(((h >> 7) & 0xffffffffu) * (uint64_t)ngroups >> 32);
+}
+
+sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h)
+{
+    return s->nshards == 1 ? &s->shards[0] : &s->shards[h >> s->shard_shift];
+}
+
+/* ---- locks ---- */
+
+static inline void sl_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+void sl_spin_lock(sl_spin *l)
+{
+    for (;;) {
+        if (!atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
+            return;
+        unsigned spins = 0;
+        while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
+            if (++spins < 64)
+                sl_cpu_relax();
+            else
+                sched_yield();
+        }
+    }
+}
+
+void sl_spin_unlock(sl_spin *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
+
+/* ---- ticks ---- */
+
+uint64_t sl_store_tick_of(int64_t expires_ns)
+{
+    if (expires_ns <= 0)
+        return 0;
+    uint64_t t = ((uint64_t)expires_ns + ((UINT64_C(1) << SL_TICK_SHIFT) - 1)) >> SL_TICK_SHIFT;
+    return t >= SL_TICK_NEVER ? SL_TICK_NEVER : t;
+}
+
+/* The tick that has fully passed at `now`: a record whose tick is at most
+ * this is equivalent to "never seen". */
+static inline uint64_t sl_now_tick(int64_t now) { return now <= 0 ? 0 : (uint64_t)now >> SL_TICK_SHIFT; }
+
+static inline bool sl_tick_expired(uint64_t tick, uint64_t now_tick)
+{
+    return tick != SL_TICK_NEVER && tick <= now_tick;
+}
+
+static inline void sl_rec_set_expiry(uint64_t *rec, uint64_t tick)
+{
+    sl_rec_meta *m = sl_rec_meta_of(rec);
+    m->exp_lo = (uint32_t)tick;
+    m->exp_hi = (uint8_t)(tick >> 32);
+}
+
+/* ---- records and pages ---- */
+
+static inline uint32_t sl_key_units(size_t keylen) { return (uint32_t)((keylen + 7) / 8); }
+
+
+static inline uint64_t *sl_rec_state(uint64_t *rec) { return rec + 1; }
+
+static inline size_t sl_rec_units(const sl_shard *sh, uint32_t slot)
+{
+    return sh->pages[sl_slot_page(slot)].units;
+}
+
+size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot)
+{
+    uint64_t *rec = sl_shard_record(sh, slot);
+    return (sl_rec_units(sh, slot) - 1 - sl_key_units(sl_rec_meta_of(rec)->keylen)) * 8;
+}
+
+static inline unsigned char *sl_rec_key(const sl_shard *sh, uint32_t slot, uint64_t *rec)
+{
+    size_t key_units = sl_key_units(sl_rec_meta_of(rec)->keylen);
+    return (unsigned char *)(rec + sl_rec_units(sh, slot) - key_units);
+}
+
+static bool sl_within_budget(const sl_shard *sh, size_t extra)
+{
+    return extra <= sh->budget && sh->used <= sh->budget - extra;
+}
+
+static void sl_partial_unlink(sl_shard *sh, uint16_t id)
+{
+    sl_page *pg = &sh->pages[id];
+    if (pg->prev != SL_PAGE_NONE)
+        sh->pages[pg->prev].next = pg->next;
+    else
+        sh->partial[pg->units] = pg->next;
+    if (pg->next != SL_PAGE_NONE)
+        sh->pages[pg->next].prev = pg->prev;
+    pg->next = pg->prev = SL_PAGE_NONE;
+}
+
+static void sl_partial_push(sl_shard *sh, uint16_t id)
+{
+    sl_page *pg = &sh->pages[id];
+    pg->prev = SL_PAGE_NONE;
+    pg->next = sh->partial[pg->units];
+    if (pg->next != SL_PAGE_NONE)
+        sh->pages[pg->next].prev = id;
+    sh->partial[pg->units] = id;
+}
+
+/*
+ * Gets a free page id, growing the page table when needed (within budget,
+ * which must leave `then` bytes for the page itself). Returns SL_PAGE_NONE
+ * when the budget or the id space is exhausted or malloc fails.
+ */
+static uint16_t sl_page_id_get(sl_shard *sh, size_t then, bool *oom)
+{
+    *oom = false;
+    if (sh->free_pages == SL_PAGE_NONE) {
+        if (sh->pages_len >= SL_MAX_PAGES)
+            return SL_PAGE_NONE;
+        uint32_t len = sh->pages_len ? sh->pages_len * 2 : 8;
+        if (len > SL_MAX_PAGES)
+            len = SL_MAX_PAGES;
+        size_t extra = (size_t)(len - sh->pages_len) * sizeof(sl_page);
+        if (!sl_within_budget(sh, extra + then))
+            return SL_PAGE_NONE;
+        sl_page *np = sl_alloc_should_fail() ? NULL : realloc(sh->pages, (size_t)len * sizeof(sl_page));
+        if (!np) {
+            *oom = true;
+            return SL_PAGE_NONE;
+        }
+        sh->pages = np;
+        for (uint32_t i = len; i-- > sh->pages_len;) {
+            memset(&np[i], 0, sizeof np[i]);
+            np[i].next = sh->free_pages;
+            sh->free_pages = (uint16_t)i;
+        }
+        sh->used += extra;
+        sh->pages_len = len;
+    }
+    return sh->free_pages;
+}
+
+/*
+ * Allocates a record of `units` 8-byte units without evicting: from a page
+ * of that size with room, else from a new page within budget. Returns true
+ * and sets *slot_ref (page << 9 | index) on success; *oom says that malloc
+ * itself failed (as opposed to the budget being full).
+ */
+static bool sl_rec_alloc_noevict(sl_shard *sh, uint32_t units, uint32_t *slot_ref, bool *oom)
+{
+    *oom = false;
+    bool small = units <= SL_SMALL_MAX_UNITS;
+    uint16_t id = small ? sh->partial[units] : SL_PAGE_NONE;
+    if (id == SL_PAGE_NONE) {
+        size_t bytes = small ? SL_PAGE_BYTES : (size_t)units * 8;
+        if (!sl_within_budget(sh, bytes))
+            return false;
+        id = sl_page_id_get(sh, bytes, oom);
+        if (id == SL_PAGE_NONE)
+            return false;
+        uint64_t *base = sl_store_malloc(bytes);
+        if (!base) {
+            *oom = true;
+            return false;
+        }
+        sl_page *pg = &sh->pages[id];
+        sh->free_pages = pg->next;
+        pg->base = base;
+        pg->units = units;
+        pg->cap = (uint16_t)(small ? SL_PAGE_UNITS / units : 1);
+        pg->live = 0;
+        pg->bump = 0;
+        pg->free_head = 0;
+        pg->next = pg->prev = SL_PAGE_NONE;
+        sh->used += bytes;
+        if (small)
+            sl_partial_push(sh, id);
+    }
+    sl_page *pg = &sh->pages[id];
+    uint32_t idx;
+    if (pg->free_head) {
+        idx = pg->free_head - 1u;
+        pg->free_head = sl_rec_meta_of(pg->base + (size_t)idx * pg->units)->keylen;
+    } else {
+        idx = pg->bump++;
+    }
+    pg->live++;
+    if (small && pg->live == pg->cap)
+        sl_partial_unlink(sh, id);
+    *slot_ref = ((uint32_t)id << 9) | idx;
+    return true;
+}
+
+/* Returns a record to its page; frees the page when it empties. */
+static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
+{
+    uint16_t id = (uint16_t)sl_slot_page(slot_ref);
+    uint32_t idx = sl_slot_index(slot_ref);
+    sl_page *pg = &sh->pages[id];
+    bool small = pg->units <= SL_SMALL_MAX_UNITS;
+    if (pg->live == 1) {
+        /* The page empties: give its memory back, so that memory follows
+         * the active keys. */
+        if (small && pg->live < pg->cap)
+            sl_partial_unlink(sh, id);
+        sh->used -= small ? SL_PAGE_BYTES : (size_t)pg->units * 8;
+        sl_store_mfree(pg->base);
+        memset(pg, 0, sizeof *pg);
+        pg->next = sh->free_pages;
+        sh->free_pages = id;
+        return;
+    }
+    uint64_t *rec = pg->base + (size_t)idx * pg->units;
+    sl_rec_meta *m = sl_rec_meta_of(rec);
+    m->flags = 0;
+    m->keylen = pg->free_head;
+    pg->free_head = (uint16_t)(idx + 1);
+    if (pg->live == pg->cap)
+        sl_partial_push(sh, id);
+    pg->live--;
+}
+
+/* ---- the index ---- */
+
+static inline bool sl_rec_matches(const sl_shard *sh, uint32_t slot, const void *key, size_t keylen)
+{
+    uint64_t *rec = sl_shard_record(sh, slot);
+    return sl_rec_meta_of(rec)->keylen == keylen &&
+           memcmp(sl_rec_key(sh, slot, rec), key, keylen) == 0;
+}
+
+/* Finds the key; returns its slot position, or -1. */
+static long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_t keylen)
+{
+    if (!sh->ngroups)
+        return -1;
+    uint32_t tag = sl_tag_of(h);
+    uint32_t g = sl_home_group(h, sh->ngroups);
+    for (uint32_t probes = 0; probes < sh->ngroups; probes++) {
+        const uint32_t *grp = sh->slots + (size_t)g * SL_GROUP_SLOTS;
+        bool empty = false;
+        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
+            uint32_t v = grp[i];
+            if ((v >> SL_SLOT_TAG_SHIFT) == tag && sl_rec_matches(sh, v, key, keylen))
+                return (long)g * SL_GROUP_SLOTS + i;
+            empty |= v == SL_SLOT_EMPTY;
+        }
+        if (empty)
+            return -1;
+        g = g + 1 == sh->ngroups ? 0 : g + 1;
+    }
+    return -1;
+}
+
+/* Places a full slot value in the first free slot of its probe sequence;
+ * the caller has made room. */
+static void sl_index_place(uint32_t *slots, uint32_t ngroups, uint64_t h, uint32_t v, uint32_t *tombs)
+{
+    uint32_t g = sl_home_group(h, ngroups);
+    for (;;) {
+        uint32_t *grp = slots + (size_t)g * SL_GROUP_SLOTS;
+        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
+            if (grp[i] <= SL_SLOT_DELETED) {
+                if (grp[i] == SL_SLOT_DELETED)
+                    (*tombs)--;
+                grp[i] = v;
+                return;
+            }
+        }
+        g = g + 1 == ngroups ? 0 : g + 1;
+    }
+}
+
+/* Deletes the slot at pos (not the record). A slot may become empty again
+ * only when its group already has an empty slot: then no probe ever went
+ * past this group, and no key depends on it being full. */
+static void sl_index_erase(sl_shard *sh, size_t pos)
+{
+    uint32_t *grp = sh->slots + pos / SL_GROUP_SLOTS * SL_GROUP_SLOTS;
+    bool empty = false;
+    for (unsigned i = 0; i < SL_GROUP_SLOTS; i++)
+        empty |= grp[i] == SL_SLOT_EMPTY;
+    if (empty) {
+        sh->slots[pos] = SL_SLOT_EMPTY;
+    } else {
+        sh->slots[pos] = SL_SLOT_DELETED;
+        sh->tombs++;
+    }
+    sh->count--;
+}
+
+static inline uint64_t sl_slot_hash(const sl_store *s, const sl_shard *sh, uint32_t v)
+{
+    uint64_t *rec = sl_shard_record(sh, v);
+    size_t keylen = sl_rec_meta_of(rec)->keylen;
+    return sl_store_hash(sl_rec_key(sh, v, rec), keylen, s->seed);
+}
+
+/* Most slots a table of ngroups may have in use (full or deleted): 7/8. */
+static inline uint32_t sl_index_limit(uint32_t ngroups) { return ngroups * 7; }
+
+/*
+ * Rebuilds the index with `ngroups` groups (the same number: drops the
+ * tombstones in place, without allocating) from the record pages, which
+ * hold every key: walking them is sequential memory, where walking the old
+ * index would jump to a random record for each key's hash.
+ */
+static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
+{
+    size_t n = (size_t)ngroups * SL_GROUP_SLOTS;
+    uint32_t *slots = sh->slots;
+    if (ngroups != sh->ngroups) {
+        slots = sl_store_calloc(n, sizeof *slots);
+        if (!slots)
+            return SL_ERR_NOMEM;
+    } else {
+        memset(slots, 0, n * sizeof *slots);
+    }
+    uint32_t tombs = 0;
+    for (uint32_t id = 0; id < sh->pages_len; id++) {
+        const sl_page *pg = &sh->pages[id];
+        for (uint32_t idx = 0; pg->base && idx < pg->bump; idx++) {
+            uint64_t *rec = pg->base + (size_t)idx * pg->units;
+            const sl_rec_meta *m = sl_rec_meta_of(rec);
+            if (!(m->flags & SL_REC_LIVE))
+                continue;
+            const uint64_t *key = rec + pg->units - sl_key_units(m->keylen);
+            uint64_t h = sl_store_hash(key, m->keylen, s->seed);
+            uint32_t v = (sl_tag_of(h) << SL_SLOT_TAG_SHIFT) | (id << 9) | idx;
+            sl_index_place(slots, ngroups, h, v, &tombs);
+        }
+    }
+    if (slots != sh->slots) {
+        sh->used -= (size_t)sh->ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
+        sl_store_mfree(sh->slots);
+        sh->used += n * sizeof(uint32_t);
+        sh->slots = slots;
+        sh->ngroups = ngroups;
+    }
+    sh->tombs = 0;
+    return SL_OK;
+}
+
+static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now);
+static bool sl_evict_page(sl_store *s, sl_shard *sh);
+
+/*
+ * Makes room in the index for one more key: drops tombstones, or grows by
+ * half, or (at the memory cap) evicts a batch and then drops tombstones.
+ */
+static int sl_index_reserve(sl_store *s, sl_shard *sh, int64_t now)
+{
+    if (sh->count + sh->tombs < sl_index_limit(sh->ngroups))
+        return SL_OK;
+    if (sh->tombs && sh->tombs >= sh->count / 4)
+        return sl_index_rebuild(s, sh, sh->ngroups); /* amortized: a quarter of the keys were deleted */
+    uint32_t ngroups = sh->ngroups < 2 ? 2 : sh->ngroups + sh->ngroups / 2;
+    if (ngroups > UINT32_MAX / (SL_GROUP_SLOTS * 8) ||
+        sh->count >= SL_MAX_PAGES * (SL_PAGE_UNITS / SL_MIN_UNITS))
+        return SL_ERR_NOMEM; /* cannot happen with 15-bit page ids; keeps the sums in range */
+    size_t bytes = (size_t)ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
+    if (!sl_within_budget(sh, bytes) && bytes <= sh->budget / 4) {
+        /* At the cap, the index gets its room first (records are most of a
+         * shard's bytes): free whole pages of records until the larger table
+         * fits. This happens once per growth, and growth stops when the
+         * number of keys stops growing, as it does at the cap. */
+        while (!sl_within_budget(sh, bytes) && sl_evict_page(s, sh))
+            ;
+    }
+    if (sl_within_budget(sh, bytes)) {
+        int rc = sl_index_rebuild(s, sh, ngroups);
+        if (rc == SL_OK || sh->budget == SIZE_MAX)
+            return rc;
+    }
+    /* The index may not take more than a quarter of the shard (or malloc
+     * failed): evict single states, then drop the tombstones they left. */
+    uint32_t batch = sh->count / 8 + 1;
+    for (uint32_t i = 0; i < batch; i++)
+        if (!sl_evict_one(s, sh, 0, now))
+            break;
+    if (sh->tombs)
+        sl_index_rebuild(s, sh, sh->ngroups);
+    return sh->count + sh->tombs < sl_index_limit(sh->ngroups) ? SL_OK : SL_ERR_NOMEM;
+}
+
+/* Removes the key at slot position pos: index slot and record. */
+static void sl_shard_remove(sl_shard *sh, size_t pos)
+{
+    uint32_t v = sh->slots[pos];
+    sl_index_erase(sh, pos);
+    sl_rec_free(sh, v & SL_SLOT_REF_MASK);
+}
+
+/* ---- reclaim and eviction ---- */
+
+/*
+ * Reclaim and eviction walk the record pages, not the index: records of a
+ * page lie side by side, so looking at eight of them costs a few cache
+ * lines instead of eight misses; the index is touched only to unlink the
+ * one record chosen, found again through its key's hash.
+ */
+
+/* Removes the record `ref` (page << 9 | index) and its index slot. */
+static void sl_shard_remove_rec(const sl_store *s, sl_shard *sh, uint32_t ref)
+{
+    uint64_t *rec = sl_shard_record(sh, ref);
+    uint64_t h = sl_store_hash(sl_rec_key(sh, ref, rec), sl_rec_meta_of(rec)->keylen, s->seed);
+    uint32_t g = sl_home_group(h, sh->ngroups);
+    for (uint32_t probes = 0; probes < sh->ngroups; probes++) {
+        uint32_t *grp = sh->slots + (size_t)g * SL_GROUP_SLOTS;
+        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
+            if (grp[i] > SL_SLOT_DELETED && (grp[i] & SL_SLOT_REF_MASK) == ref) {
+                sl_shard_remove(sh, (size_t)g * SL_GROUP_SLOTS + i);
+                return;
+            }
+        }
+        g = g + 1 == sh->ngroups ? 0 : g + 1;
+    }
+}
+
+/* Is record idx of page pg live and not pinned? */
+static inline uint64_t *sl_page_live_rec(const sl_page *pg, uint32_t idx)
+{
+    uint64_t *rec = pg->base + (size_t)idx * pg->units;
+    uint8_t f = sl_rec_meta_of(rec)->flags;
+    return (f & SL_REC_LIVE) && !(f & SL_REC_PINNED) ? rec : NULL;
+}
+
+/* Looks at up to n records from where the last sweep stopped and reclaims
+ * those that are "never seen" again. Returns how many it reclaimed. */
+static size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_t n)
+{
+    size_t done = 0, looked = 0, pages_seen = 0;
+    uint64_t now_tick = sl_now_tick(now);
+    while (looked < n && sh->count && pages_seen <= sh->pages_len) {
+        if (sh->sweep_page >= sh->pages_len) {
+            sh->sweep_page = 0;
+            sh->sweep_rec = 0;
+        }
+        const sl_page *pg = &sh->pages[sh->sweep_page];
+        if (!pg->base || sh->sweep_rec >= pg->bump) {
+            sh->sweep_page++;
+            sh->sweep_rec = 0;
+            pages_seen++;
+            continue;
+        }
+        uint32_t idx = sh->sweep_rec++;
+        looked++;
+        uint64_t *rec = sl_page_live_rec(pg, idx);
+        if (rec && sl_tick_expired(sl_rec_expiry(rec), now_tick)) {
+            sl_shard_remove_rec(s, sh, (sh->sweep_page << 9) | idx);
+            sh->reclaimed++;
+            done++;
+        }
+    }
+    return done;
+}
+
+/* The next page holding live records, of `units` when units != 0, after
+ * the last one eviction used; SL_PAGE_NONE when there is none. */
+static uint32_t sl_next_victim_page(sl_shard *sh, uint32_t units)
+{
+    for (uint32_t k = 0; k < sh->pages_len; k++) {
+        uint32_t id = sh->evict_page + 1 + k;
+        if (id >= sh->pages_len)
+            id -= sh->pages_len;
+        const sl_page *pg = &sh->pages[id];
+        if (pg->base && pg->live && (!units || pg->units == units)) {
+            sh->evict_page = id;
+            return id;
+        }
+    }
+    return SL_PAGE_NONE;
+}
+
+/*
+ * Evicts one state: among SL_EVICT_SAMPLE records of one page (of
+ * want_units when there are such pages, so that the freed record is one
+ * the caller can use), an expired one if any (a reclaim, not an
+ * eviction), else the one that expires soonest: the one whose loss
+ * forgives the least. Pages are visited in turn. Returns false when
+ * nothing could be evicted (no records, or all pinned).
+ */
+static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now)
+{
+    uint64_t now_tick = sl_now_tick(now);
+    for (int pass = 0; pass < 2; pass++) {
+        uint32_t units = pass == 0 ? want_units : 0;
+        if (pass == 0 && !units)
+            continue;
+        for (uint32_t tries = 0; tries < sh->pages_len; tries++) {
+            uint32_t id = sl_next_victim_page(sh, units);
+            if (id == SL_PAGE_NONE)
+                break;
+            const sl_page *pg = &sh->pages[id];
+            uint32_t best = UINT32_MAX;
+            uint64_t best_exp = UINT64_MAX;
+            uint32_t start = sh->evict_rec % pg->bump;
+            uint32_t take = pg->bump < SL_EVICT_SAMPLE ? pg->bump : SL_EVICT_SAMPLE;
+            sh->evict_rec += SL_EVICT_SAMPLE;
+            for (uint32_t k = 0; k < take; k++) {
+                uint32_t idx = start + k < pg->bump ? start + k : start + k - pg->bump;
+                uint64_t *rec = sl_page_live_rec(pg, idx);
+                if (!rec)
+                    continue;
+                uint64_t e = sl_rec_expiry(rec);
+                if (sl_tick_expired(e, now_tick)) {
+                    sl_shard_remove_rec(s, sh, (id << 9) | idx);
+                    sh->reclaimed++;
+                    return true;
+                }
+                if (e < best_exp) {
+                    best_exp = e;
+                    best = idx;
+                }
+            }
+            if (best != UINT32_MAX) {
+                sl_shard_remove_rec(s, sh, (id << 9) | best);
+                sh->evictions++;
+                return true;
+            }
+            /* All pinned or free where we looked: try the next page. */
+        }
+    }
+    return false;
+}
+
+/*
+ * Evicts every unpinned record of the page with the fewest live records,
+ * so that a whole page comes free: used when evicting single states keeps
+ * freeing records of the wrong size. Returns false when no memory came free.
+ */
+static bool sl_evict_page(sl_store *s, sl_shard *sh)
+{
+    uint32_t best = SL_PAGE_NONE, best_live = UINT32_MAX;
+    for (uint32_t id = 0; id < sh->pages_len; id++) {
+        const sl_page *pg = &sh->pages[id];
+        if (pg->base && pg->live && pg->live < best_live) {
+            best_live = pg->live;
+            best = id;
+        }
+    }
+    if (best == SL_PAGE_NONE)
+        return false;
+    size_t before = sh->used;
+    uint32_t bump = sh->pages[best].bump;
+    for (uint32_t idx = 0; idx < bump && sh->pages[best].base; idx++) {
+        if (!sl_page_live_rec(&sh->pages[best], idx))
+            continue;
+        sl_shard_remove_rec(s, sh, (best << 9) | idx);
+        sh->evictions++;
+    }
+    return sh->used < before;
+}
+
+/*
+ * Allocates a record of `units`, evicting at the cap: single states first
+ * (bounded), then, if the freed records keep being of another size, one
+ * whole page. Returns SL_OK with *ref set, or SL_ERR_NOMEM.
+ */
+static int sl_rec_alloc(sl_store *s, sl_shard *sh, uint32_t units, int64_t now, uint32_t *ref)
+{
+    for (unsigned attempt = 0; attempt < 64; attempt++) {
+        bool oom;
+        if (sl_rec_alloc_noevict(sh, units, ref, &oom))
+            return SL_OK;
+        if (oom && sh->budget == SIZE_MAX)
+            return SL_ERR_NOMEM; /* malloc failed and there is no cap to evict towards */
+        bool freed = attempt < 16 ? sl_evict_one(s, sh, units, now) : false;
+        if (!freed && !sl_evict_page(s, sh))
+            return SL_ERR_NOMEM;
+    }
+    return SL_ERR_NOMEM;
+}
+
+/*
+ * Stores a new key (absent from the index) with a copy of `state`; the
+ * caller holds the lock. Returns SL_OK and the slot value via *out_ref, or
+ * SL_ERR_NOMEM with nothing changed but evictions.
+ */
+static int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                           sl_algorithm algorithm, const void *state, size_t size, uint64_t tick,
+                           uint8_t extra_flags, int64_t now, uint32_t *out_ref)
+{
+    sl_shard_sweep(s, sh, now, SL_SWEEP_PER_INSERT);
+    int rc = sl_index_reserve(s, sh, now);
+    if (rc != SL_OK)
+        return rc;
+    uint32_t units = 1 + (uint32_t)(size / 8) + sl_key_units(keylen);
+    uint32_t ref;
+    rc = sl_rec_alloc(s, sh, units, now, &ref);
+    if (rc != SL_OK)
+        return rc;
+    /* Evictions during the allocation only lower count + tombs, so the
+     * room reserved above is still there. */
+    uint64_t *rec = sl_shard_record(sh, ref);
+    sl_rec_meta *m = sl_rec_meta_of(rec);
+    m->flags = (uint8_t)((unsigned)algorithm | SL_REC_LIVE | extra_flags);
+    m->keylen = (uint16_t)keylen;
+    sl_rec_set_expiry(rec, tick);
+    memcpy(sl_rec_state(rec), state, size);
+    uint64_t *key_words = rec + units - sl_key_units(keylen);
+    key_words[sl_key_units(keylen) - 1] = 0; /* padding stays zero */
+    memcpy(key_words, key, keylen);
+    uint32_t v = ((uint32_t)sl_tag_of(h) << SL_SLOT_TAG_SHIFT) | ref;
+    sl_index_place(sh->slots, sh->ngroups, h, v, &sh->tombs);
+    sh->count++;
+    if (out_ref)
+        *out_ref = v;
+    return SL_OK;
+}
+
+int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                 sl_algorithm algorithm, const void *state, size_t size, int64_t expires_ns,
+                 int64_t now)
+{
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos >= 0)
+        sl_shard_remove(sh, (size_t)pos);
+    return sl_shard_insert(s, sh, h, key, keylen, algorithm, state, size,
+                           sl_store_tick_of(expires_ns), 0, now, NULL);
+}
+
+/* Does the stored record fit this limit (same algorithm, same state size)? */
+static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, sl_algorithm algorithm, size_t size)
+{
+    uint64_t *rec = sl_shard_record(sh, v);
+    return (sl_rec_meta_of(rec)->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
+           sl_shard_record_state_size(sh, v) == size;
+}
+
+/* ---- the public operations ---- */
+
+static unsigned sl_log2_ceil(unsigned v)
+{
+    unsigned b = 0;
+    while ((1u << b) < v)
+        b++;
+    return b;
+}
+
+int sl_store_new(const sl_store_config *cfg, sl_store **out)
+{
+    sl_store_config c = {0};
+    if (!out)
+        return SL_ERR_ARGUMENT;
+    *out = NULL;
+    if (cfg)
+        c = *cfg;
+    if (c.max_key_len == 0)
+        c.max_key_len = 512;
+    if (c.max_key_len > UINT16_MAX || c.shards > 4096)
+        return SL_ERR_ARGUMENT;
+    if (c.max_memory && c.max_memory < 256 * 1024)
+        return SL_ERR_ARGUMENT;
+    unsigned bits = sl_log2_ceil(c.shards ? c.shards : 64);
+    /* Under a cap, each shard needs room for its index and a few pages;
+     * fewer, larger shards waste less of a small cap. */
+    while (c.max_memory && bits > 0 && (c.max_memory >> bits) < 128 * 1024)
+        bits--;
+    uint32_t nshards = 1u << bits;
+
+    sl_store *s = sl_store_calloc(1, sizeof *s);
+    if (!s)
+        return SL_ERR_NOMEM;
+    size_t shard_bytes = (size_t)nshards * sizeof(sl_shard);
+    s->shards = sl_alloc_should_fail() ? NULL : aligned_alloc(64, shard_bytes);
+    if (!s->shards) {
+        sl_store_mfree(s);
+        return SL_ERR_NOMEM;
+    }
+    memset(s->shards, 0, shard_bytes);
+    s->nshards = nshards;
+    s->shard_shift = 64 - bits;
+    s->max_key_len = c.max_key_len;
+    s->max_memory = c.max_memory;
+    s->seed = c.seed;
+    s->fixed_bytes = sizeof *s + shard_bytes;
+    size_t budget = SIZE_MAX;
+    if (c.max_memory) {
+        if (c.max_memory <= s->fixed_bytes) {
+            sl_store_free(s);
+            return SL_ERR_ARGUMENT;
+        }
+        budget = (c.max_memory - s->fixed_bytes) / nshards;
+    }
+    for (uint32_t i = 0; i < nshards; i++) {
+        sl_shard *sh = &s->shards[i];
+        atomic_init(&sh->lock.held, 0);
+        sh->budget = budget;
+        sh->free_pages = SL_PAGE_NONE;
+        for (unsigned u = 0; u <= SL_SMALL_MAX_UNITS; u++)
+            sh->partial[u] = SL_PAGE_NONE;
+    }
+    *out = s;
+    return SL_OK;
+}
+
+void sl_store_free(sl_store *s)
+{
+    if (!s)
+        return;
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        sl_shard *sh = &s->shards[i];
+        for (uint32_t id = 0; id < sh->pages_len; id++)
+            sl_store_mfree(sh->pages[id].base);
+        sl_store_mfree(sh->pages);
+        sl_store_mfree(sh->slots);
+    }
+    free(s->shards);
+    sl_store_mfree(s);
+}
+
+/* Validates a key and a limit; sets *size to the state size. */
+static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                              size_t *size)
+{
+    if (!l)
+        return SL_ERR_ARGUMENT;
+    if (!key || keylen == 0 || keylen > s->max_key_len)
+        return SL_ERR_KEY;
+    if ((unsigned)l->algorithm >= SL_ALGORITHM_COUNT)
+        return SL_ERR_ALGORITHM;
+    size_t sz = sl_state_size(l);
+    if (sz == 0 || sz % 8 || sz > (size_t)UINT16_MAX * 8 * 64)
+        return SL_ERR_LIMIT;
+    *size = sz;
+    return SL_OK;
+}
+
+/* A zeroed scratch state: the stack buffer when it fits, else the heap. */
+static void *sl_scratch_get(unsigned char *stack, size_t size)
+{
+    if (size <= SL_SCRATCH_BYTES) {
+        memset(stack, 0, size);
+        return stack;
+    }
+    return sl_store_calloc(1, size);
+}
+
+static void sl_scratch_put(unsigned char *stack, void *p)
+{
+    if (p != stack)
+        sl_store_mfree(p);
+}
+
+int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                  int64_t cost, sl_decision *d)
+{
+    size_t size;
+    if (!s || !d)
+        return SL_ERR_ARGUMENT;
+    int rc = sl_check_key_limit(s, key, keylen, l, &size);
+    if (rc != SL_OK)
+        return rc;
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+
+    sl_spin_lock(&sh->lock);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos >= 0) {
+        uint32_t v = sh->slots[pos];
+        if (sl_rec_compatible(sh, v, l->algorithm, size)) {
+            /* The hot path: decide in place. */
+            uint64_t *rec = sl_shard_record(sh, v);
+            rc = sl_take(l, sl_rec_state(rec), now, cost, d);
+            if (rc == SL_OK && cost > 0)
+                sl_rec_set_expiry(rec, sl_store_tick_of(sl_state_expires_at(l, sl_rec_state(rec))));
+            sl_spin_unlock(&sh->lock);
+            return rc;
+        }
+    }
+    /* A new key, or one whose state has another shape: decide on a zeroed
+     * scratch state first, so that an invalid or empty-handed take stores
+     * nothing and the old state is only dropped when the take is valid. */
+    unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
+    void *scratch = sl_scratch_get(stack, size);
+    if (!scratch) {
+        sl_spin_unlock(&sh->lock);
+        return SL_ERR_NOMEM;
+    }
+    rc = sl_take(l, scratch, now, cost, d);
+    if (rc == SL_OK) {
+        if (pos >= 0) {
+            sl_shard_remove(sh, (size_t)pos);
+            sh->reinits++;
+        }
+        int64_t exp = sl_state_expires_at(l, scratch);
+        if (exp > now)
+            rc = sl_shard_insert(s, sh, h, key, keylen, l->algorithm, scratch, size,
+                                 sl_store_tick_of(exp), 0, now, NULL);
+    }
+    sl_spin_unlock(&sh->lock);
+    sl_scratch_put(stack, scratch);
+    return rc;
+}
+
+int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                  int64_t cost, sl_decision *d)
+{
+    size_t size;
+    if (!s || !d)
+        return SL_ERR_ARGUMENT;
+    int rc = sl_check_key_limit(s, key, keylen, l, &size);
+    if (rc != SL_OK)
+        return rc;
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
+    void *zero = NULL;
+
+    sl_spin_lock(&sh->lock);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
+        rc = sl_peek(l, sl_rec_state(sl_shard_record(sh, sh->slots[pos])), now, cost, d);
+        sl_spin_unlock(&sh->lock);
+        return rc;
+    }
+    sl_spin_unlock(&sh->lock);
+    /* Absent (or of another shape, which a take would reset): the answer
+     * for "never seen" needs no lock. */
+    zero = sl_scratch_get(stack, size);
+    if (!zero)
+        return SL_ERR_NOMEM;
+    rc = sl_peek(l, zero, now, cost, d);
+    sl_scratch_put(stack, zero);
+    return rc;
+}
+
+int sl_store_reset(sl_store *s, const void *key, size_t keylen)
+{
+    if (!s)
+        return SL_ERR_ARGUMENT;
+    if (!key || keylen == 0 || keylen > s->max_key_len)
+        return SL_ERR_KEY;
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    sl_spin_lock(&sh->lock);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos >= 0)
+        sl_shard_remove(sh, (size_t)pos);
+    sl_spin_unlock(&sh->lock);
+    return pos >= 0;
+}
+
+int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                     uint64_t lease_id)
+{
+    size_t size;
+    if (!s)
+        return SL_ERR_ARGUMENT;
+    int rc = sl_check_key_limit(s, key, keylen, l, &size);
+    if (rc != SL_OK)
+        return rc;
+    if (l->algorithm != SL_CONCURRENCY)
+        return SL_ERR_ALGORITHM;
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    sl_spin_lock(&sh->lock);
+    long pos = sl_index_find(sh, h, key, keylen);
+    rc = 0;
+    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
+        uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+        rc = sl_lease_release(l, sl_rec_state(rec), now, lease_id);
+        if (rc == 1) {
+            int64_t exp = sl_state_expires_at(l, sl_rec_state(rec));
+            if (exp <= now) {
+                /* The last lease went back: the state is "never seen" again. */
+                sl_shard_remove(sh, (size_t)pos);
+                sh->reclaimed++;
+            } else {
+                sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+            }
+        }
+    }
+    sl_spin_unlock(&sh->lock);
+    return rc;
+}
+
+size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records)
+{
+    size_t done = 0;
+    if (!s)
+        return 0;
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        sl_shard *sh = &s->shards[i];
+        sl_spin_lock(&sh->lock);
+        done += sl_shard_sweep(s, sh, now, max_records);
+        sl_spin_unlock(&sh->lock);
+    }
+    return done;
+}
+
+void sl_store_get_stats(sl_store *s, sl_store_stats *st)
+{
+    memset(st, 0, sizeof *st);
+    if (!s)
+        return;
+    st->bytes_used = s->fixed_bytes;
+    st->max_memory = s->max_memory;
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        sl_shard *sh = &s->shards[i];
+        sl_spin_lock(&sh->lock);
+        st->keys += sh->count;
+        st->bytes_used += sh->used;
+        st->evictions += sh->evictions;
+        st->reclaimed += sh->reclaimed;
+        st->reinits += sh->reinits;
+        sl_spin_unlock(&sh->lock);
+    }
+}
+
+/* ---- multi-limit take ---- */
+
+typedef struct sl_many_item {
+    uint64_t h;
+    sl_shard *sh;
+    size_t size;     /* state bytes */
+    int rep;         /* the first item with the same key (itself if none) */
+    long pos;        /* slot position of a compatible record, or -1 */
+    bool stale;      /* an incompatible record is stored under the key */
+    uint64_t *rec;   /* the record, once found or inserted */
+    void *scratch;   /* the state the takes run on */
+} sl_many_item;
+
+static bool sl_same_key(const sl_take_item *a, const sl_take_item *b)
+{
+    return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
+}
+
+/* Locks the distinct shards of the items in address order: every caller
+ * takes them in the same order, so two multi-takes cannot deadlock. */
+static size_t sl_lock_shards(sl_many_item *m, size_t n, sl_shard **locked)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        size_t j = 0;
+        while (j < k && locked[j] != m[i].sh)
+            j++;
+        if (j == k)
+            locked[k++] = m[i].sh;
+    }
+    for (size_t i = 1; i < k; i++) {
+        sl_shard *x = locked[i];
+        size_t j = i;
+        for (; j > 0 && locked[j - 1] > x; j--)
+            locked[j] = locked[j - 1];
+        locked[j] = x;
+    }
+    for (size_t i = 0; i < k; i++)
+        sl_spin_lock(&locked[i]->lock);
+    return k;
+}
+
+static void sl_unlock_shards(sl_shard **locked, size_t k)
+{
+    for (size_t i = k; i-- > 0;)
+        sl_spin_unlock(&locked[i]->lock);
+}
+
+int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
+                       sl_decision *out, int *failed_index)
+{
+    sl_many_item m[SL_TAKE_MANY_MAX];
+    sl_shard *locked[SL_TAKE_MANY_MAX];
+    if (!s || !items || !out || !failed_index || n == 0 || n > SL_TAKE_MANY_MAX)
+        return SL_ERR_ARGUMENT;
+    *failed_index = -1;
+
+    /* Outside any lock: validate, hash, find repeated keys, get scratch. */
+    size_t scratch_bytes = 0;
+    for (size_t i = 0; i < n; i++) {
+        int rc = sl_check_key_limit(s, items[i].key, items[i].keylen, items[i].limit, &m[i].size);
+        if (rc != SL_OK)
+            return rc;
+        m[i].h = sl_store_hash(items[i].key, items[i].keylen, s->seed);
+        m[i].sh = sl_store_shard_of(s, m[i].h);
+        m[i].rep = (int)i;
+        m[i].pos = -1;
+        m[i].stale = false;
+        m[i].rec = NULL;
+        for (size_t j = 0; j < i; j++) {
+            if (m[j].rep == (int)j && m[j].h == m[i].h && sl_same_key(&items[i], &items[j])) {
+                if (items[j].limit->algorithm != items[i].limit->algorithm || m[j].size != m[i].size)
+                    return SL_ERR_ARGUMENT;
+                m[i].rep = (int)j;
+                break;
+            }
+        }
+        if (m[i].rep == (int)i) {
+            if (__builtin_add_overflow(scratch_bytes, m[i].size, &scratch_bytes))
+                return SL_ERR_NOMEM;
+        }
+    }
+    unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
+    unsigned char *buf = scratch_bytes <= sizeof stack ? stack : sl_store_malloc(scratch_bytes);
+    if (!buf)
+        return SL_ERR_NOMEM;
+    size_t off = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].rep == (int)i) {
+            m[i].scratch = buf + off;
+            off += m[i].size;
+        } else {
+            m[i].scratch = m[m[i].rep].scratch;
+        }
+    }
+
+    size_t nlocked = sl_lock_shards(m, n, locked);
+    int rc = SL_OK;
+
+    /* 1. Copy each key's state (or "never seen") into scratch. */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].rep != (int)i)
+            continue;
+        long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
+        if (pos >= 0 && sl_rec_compatible(m[i].sh, m[i].sh->slots[pos], items[i].limit->algorithm, m[i].size)) {
+            m[i].pos = pos;
+            m[i].rec = sl_shard_record(m[i].sh, m[i].sh->slots[pos]);
+            memcpy(m[i].scratch, sl_rec_state(m[i].rec), m[i].size);
+        } else {
+            m[i].stale = pos >= 0;
+            memset(m[i].scratch, 0, m[i].size);
+        }
+    }
+    /* 2. Decide every item in order on the scratch states. */
+    for (size_t i = 0; i < n && rc == SL_OK; i++) {
+        rc = sl_take(items[i].limit, m[i].scratch, now, items[i].cost, &out[i]);
+        if (rc == SL_OK && !out[i].allowed)
+            *failed_index = (int)i;
+        if (*failed_index >= 0)
+            break;
+    }
+    if (rc != SL_OK)
+        goto done;
+    if (*failed_index >= 0) {
+        /* Rejected: nothing is consumed; tell what each limit alone says. */
+        for (size_t i = 0; i < n && rc == SL_OK; i++) {
+            sl_many_item *r = &m[m[i].rep];
+            if (r->rec) {
+                rc = sl_peek(items[i].limit, sl_rec_state(r->rec), now, items[i].cost, &out[i]);
+            } else {
+                memset(r->scratch, 0, r->size);
+                rc = sl_peek(items[i].limit, r->scratch, now, items[i].cost, &out[i]);
+            }
+        }
+        goto done;
+    }
+    /* 3. Admitted: pin the records found, so that storing the new keys
+     * (which may evict) cannot drop them; drop the stale ones; insert the
+     * new keys pinned. */
+    for (size_t i = 0; i < n; i++)
+        if (m[i].rep == (int)i && m[i].rec)
+            sl_rec_meta_of(m[i].rec)->flags |= SL_REC_PINNED;
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].rep != (int)i || !m[i].stale)
+            continue;
+        long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
+        if (pos >= 0) {
+            sl_shard_remove(m[i].sh, (size_t)pos);
+            m[i].sh->reinits++;
+        }
+    }
+    for (size_t i = 0; i < n && rc == SL_OK; i++) {
+        if (m[i].rep != (int)i || m[i].rec)
+            continue;
+        if (sl_state_expires_at(items[i].limit, m[i].scratch) <= now)
+            continue; /* still "never seen": nothing to store */
+        uint32_t v;
+        rc = sl_shard_insert(s, m[i].sh, m[i].h, items[i].key, items[i].keylen,
+                             items[i].limit->algorithm, m[i].scratch, m[i].size, 0, SL_REC_PINNED,
+                             now, &v);
+        if (rc == SL_OK) {
+            m[i].rec = sl_shard_record(m[i].sh, v);
+            m[i].pos = -2; /* inserted by this call */
+        }
+    }
+    if (rc != SL_OK) {
+        /* Out of memory: take back the keys this call inserted (they are
+         * not consumed yet), so that nothing is consumed. */
+        for (size_t i = 0; i < n; i++) {
+            if (m[i].rep != (int)i || !m[i].rec)
+                continue;
+            if (m[i].pos == -2) {
+                long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
+                if (pos >= 0)
+                    sl_shard_remove(m[i].sh, (size_t)pos);
+            } else {
+                sl_rec_meta_of(m[i].rec)->flags &= (uint8_t)~SL_REC_PINNED;
+            }
+        }
+        goto done;
+    }
+    /* 4. Commit: write every state back, set its expiry, unpin. */
+    for (size_t i = 0; i < n; i++) {
+        if (m[i].rep != (int)i || !m[i].rec)
+            continue;
+        memcpy(sl_rec_state(m[i].rec), m[i].scratch, m[i].size);
+        /* The expiry of a repeated key follows its last limit... */
+        int64_t exp = sl_state_expires_at(items[i].limit, m[i].scratch);
+        for (size_t j = i + 1; j < n; j++) {
+            /* ...or the latest of its limits, so that no limit's state is
+             * reclaimed while it still matters. */
+            if (m[j].rep == (int)i) {
+                int64_t e = sl_state_expires_at(items[j].limit, m[i].scratch);
+                if (e > exp)
+                    exp = e;
+            }
+        }
+        sl_rec_set_expiry(m[i].rec, sl_store_tick_of(exp));
+        sl_rec_meta_of(m[i].rec)->flags &= (uint8_t)~SL_REC_PINNED;
+    }
+done:
+    sl_unlock_shards(locked, nlocked);
+    if (buf != stack)
+        sl_store_mfree(buf);
+    return rc;
+}
+
+/* ---- debug hooks ---- */
+
+bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
+{
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    sl_spin_lock(&sh->lock);
+    bool found = sl_index_find(sh, h, key, keylen) >= 0;
+    sl_spin_unlock(&sh->lock);
+    return found;
+}
+
+int sl_store_debug_check(sl_store *s)
+{
+    for (uint32_t i = 0; i < s->nshards; i++) {
+        sl_shard *sh = &s->shards[i];
+        sl_spin_lock(&sh->lock);
+        int bad = 0;
+        size_t total = (size_t)sh->ngroups * SL_GROUP_SLOTS;
+        uint32_t full = 0, tombs = 0;
+        size_t bytes = total * sizeof(uint32_t) + (size_t)sh->pages_len * sizeof(sl_page);
+        for (size_t pos = 0; pos < total && !bad; pos++) {
+            uint32_t v = sh->slots[pos];
+            if (v == SL_SLOT_DELETED)
+                tombs++;
+            if (v <= SL_SLOT_DELETED)
+                continue;
+            full++;
+            uint64_t *rec = sl_shard_record(sh, v);
+            sl_rec_meta *meta = sl_rec_meta_of(rec);
+            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & SL_REC_PINNED))
+                bad = __LINE__;
+            else if (sl_index_find(sh, sl_slot_hash(s, sh, v), sl_rec_key(sh, v, rec), meta->keylen) != (long)pos)
+                bad = __LINE__;
+        }
+        uint32_t live = 0;
+        for (uint32_t id = 0; id < sh->pages_len && !bad; id++) {
+            sl_page *pg = &sh->pages[id];
+            if (!pg->base)
+                continue;
+            live += pg->live;
+            bytes += pg->units <= SL_SMALL_MAX_UNITS ? SL_PAGE_BYTES : (size_t)pg->units * 8;
+            if (pg->live == 0 || pg->live > pg->cap)
+                bad = __LINE__;
+        }
+        if (!bad && (full != sh->count || tombs != sh->tombs || live != sh->count))
+            bad = __LINE__;
+        if (!bad && bytes != sh->used)
+            bad = __LINE__;
+        if (!bad && sh->budget != SIZE_MAX && sh->used > sh->budget)
+            bad = __LINE__;
+        sl_spin_unlock(&sh->lock);
+        if (bad)
+            return bad;
+    }
+    return 0;
+}

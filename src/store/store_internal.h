@@ -1,0 +1,186 @@
+/*
+ * store_internal.h: the keyed store's data structures, shared by store.c and
+ * snapshot.c, and a few hooks for tests and benchmarks. Not installed.
+ *
+ * One store is a fixed array of shards; a key's 64-bit hash picks its shard
+ * (top bits), its group in the shard's index (middle bits) and a 7-bit tag
+ * (low bits). Each shard has its own lock, index and record pages, and its
+ * own share of the memory cap, so two threads on different shards never
+ * touch the same cache line.
+ *
+ * The index: groups of 8 slots of 4 bytes (one 32-byte half cache line per
+ * group), probed group after group from the key's home group.
+ *
+ *     slot (uint32):  31      25 24 23          9 8        0
+ *                    +----------+--+-------------+----------+
+ *                    |   tag    |0 |    page     |  record  |
+ *                    +----------+--+-------------+----------+
+ *     0 = empty, 1 = deleted (tombstone); a full slot has a tag in 1..127.
+ *
+ * The records: pages of 16 KiB, each holding records of one size (in
+ * 8-byte units, 4 to 256 units); a record larger than 2 KiB gets a page of
+ * its own, allocated at its exact size. A record is
+ *
+ *     +--------------------+------------------------+---------------------+
+ *     | meta (8 bytes)     | state (S bytes, 8-     | key (keylen bytes,  |
+ *     | expires, flags,    | aligned, as sl_take    | padded to 8)        |
+ *     | algorithm, keylen  | reads and writes it)   |                     |
+ *     +--------------------+------------------------+---------------------+
+ *
+ * so a 16-byte key with a 16-byte GCRA state costs 40 bytes of record and
+ * about 5 to 7 bytes of index (4-byte slots at a load of 0.58 to 0.875).
+ */
+#ifndef SL_STORE_INTERNAL_H
+#define SL_STORE_INTERNAL_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sluice.h"
+
+/* ---- sizes ---- */
+
+#define SL_PAGE_BYTES 16384u                 /* one page of small records */
+#define SL_PAGE_UNITS (SL_PAGE_BYTES / 8u)   /* 2048 units of 8 bytes */
+#define SL_SMALL_MAX_UNITS 256u              /* larger records get a page of their own */
+#define SL_MIN_UNITS 4u                      /* meta + 16-byte state + 1..8 key bytes */
+#define SL_PAGE_NONE 0x7fffu                 /* "no page" in 15-bit page ids */
+#define SL_MAX_PAGES 0x7fffu                 /* page ids 0..0x7ffe: 512 MiB of pages a shard */
+
+#define SL_GROUP_SLOTS 8u
+#define SL_SLOT_EMPTY 0u
+#define SL_SLOT_DELETED 1u
+#define SL_SLOT_TAG_SHIFT 25
+#define SL_SLOT_REF_MASK 0x00ffffffu         /* page << 9 | record index */
+
+/* Record flags (meta.flags): the low 4 bits hold the algorithm. */
+#define SL_REC_ALGO_MASK 0x0fu
+#define SL_REC_LIVE 0x10u                    /* the record holds a key (else: free) */
+#define SL_REC_PINNED 0x20u                  /* a multi-take holds it: never evict */
+
+/* Expiry is kept in ticks of 2^20 ns (about 1.05 ms), rounded up, in 40
+ * bits: enough for 36 years of a monotonic clock. */
+#define SL_TICK_SHIFT 20
+#define SL_TICK_NEVER ((UINT64_C(1) << 40) - 1) /* saturated: never reclaimed, only evicted */
+
+/* The 8-byte header of every record. */
+typedef struct sl_rec_meta {
+    uint32_t exp_lo;  /* low 32 bits of the expiry tick */
+    uint8_t exp_hi;   /* high 8 bits of the expiry tick */
+    uint8_t flags;    /* algorithm | SL_REC_LIVE | SL_REC_PINNED */
+    uint16_t keylen;  /* key bytes; in a free record: next free index + 1 */
+} sl_rec_meta;
+
+/* One page of records, or one large record (cap == 1). 24 bytes. */
+typedef struct sl_page {
+    uint64_t *base;    /* the records; NULL when the page id is free */
+    uint32_t units;    /* size of each record in 8-byte units */
+    uint16_t cap;      /* records the page holds */
+    uint16_t live;     /* records in use */
+    uint16_t bump;     /* records handed out at least once (never-used tail starts here) */
+    uint16_t free_head; /* first free record + 1, 0 = none (below bump) */
+    uint16_t next;     /* partial list of its size, or free page ids list */
+    uint16_t prev;     /* partial list of its size */
+} sl_page;
+
+/* A spinlock: a take holds it for tens of nanoseconds, far less than a
+ * futex round trip; waiters yield after a while so that a preempted holder
+ * on an oversubscribed machine gets the CPU back. */
+typedef struct sl_spin {
+    atomic_int held;
+} sl_spin;
+
+typedef struct sl_shard {
+    _Alignas(64) sl_spin lock;
+    uint32_t ngroups;    /* index size in groups of 8 slots (0 before first use) */
+    uint32_t count;      /* keys held */
+    uint32_t tombs;      /* deleted slots */
+    uint32_t sweep_page; /* where the amortized reclaim looks next: page id... */
+    uint32_t sweep_rec;  /* ...and record in it */
+    uint32_t evict_page; /* the page eviction sampled last */
+    uint32_t evict_rec;  /* where in a page eviction samples next */
+    uint32_t *slots;     /* ngroups * 8 slots */
+    sl_page *pages;      /* page table, pages_len entries */
+    uint32_t pages_len;  /* entries allocated in the page table */
+    uint16_t free_pages; /* list of unused page ids (SL_PAGE_NONE = empty) */
+    uint16_t partial[SL_SMALL_MAX_UNITS + 1]; /* per record size: pages with room */
+    size_t used;         /* bytes this shard holds: index + page table + pages */
+    size_t budget;       /* bytes this shard may hold (SIZE_MAX without a cap) */
+    uint64_t evictions;  /* live states dropped at the cap */
+    uint64_t reclaimed;  /* states dropped because they had become "never seen" */
+    uint64_t reinits;    /* states reset because a key changed algorithm or size */
+} sl_shard;
+
+struct sl_store {
+    sl_shard *shards;
+    uint32_t nshards;
+    unsigned shard_shift; /* 64 - log2(nshards); a shift of 64 is avoided */
+    size_t max_key_len;
+    size_t max_memory;    /* 0: no cap */
+    size_t fixed_bytes;   /* the store and its shard array */
+    uint64_t seed;
+};
+
+/* ---- functions shared by store.c and snapshot.c ---- */
+
+/* The key hash: seeded, 64 bits, fast on short keys. */
+uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed);
+
+sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h);
+void sl_spin_lock(sl_spin *l);
+void sl_spin_unlock(sl_spin *l);
+
+static inline uint32_t sl_slot_page(uint32_t slot) { return (slot >> 9) & 0x7fffu; }
+static inline uint32_t sl_slot_index(uint32_t slot) { return slot & 0x1ffu; }
+
+/* Pointer to the record a full slot value (or a page << 9 | index
+ * reference) refers to. */
+static inline uint64_t *sl_shard_record(const sl_shard *sh, uint32_t slot)
+{
+    const sl_page *pg = &sh->pages[sl_slot_page(slot)];
+    return pg->base + (size_t)sl_slot_index(slot) * pg->units;
+}
+/* Record accessors. */
+static inline sl_rec_meta *sl_rec_meta_of(uint64_t *rec) { return (sl_rec_meta *)(void *)rec; }
+static inline uint64_t sl_rec_expiry(const uint64_t *rec)
+{
+    const sl_rec_meta *m = (const sl_rec_meta *)(const void *)rec;
+    return (uint64_t)m->exp_lo | ((uint64_t)m->exp_hi << 32);
+}
+/* The state's size in bytes, from the record's size and key length. */
+size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot);
+
+/* Converts expires_at nanoseconds to a tick (rounded up, saturating). */
+uint64_t sl_store_tick_of(int64_t expires_ns);
+
+/*
+ * Inserts or replaces `key` with a copy of `state` (size bytes) under
+ * `algorithm`, expiring at expires_ns; the caller holds the shard's lock.
+ * Used by the snapshot loader. Returns SL_OK or SL_ERR_NOMEM.
+ */
+int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                 sl_algorithm algorithm, const void *state, size_t size, int64_t expires_ns,
+                 int64_t now);
+
+/* ---- hooks for tests and benchmarks ---- */
+
+/* Makes the nth allocation the store makes from now on fail (1 = the next
+ * one), once; 0 turns the hook off. Process-wide. */
+void sl_store_debug_fail_alloc(long nth);
+
+/* Is the key present? A bare lookup (hash, lock, probe, compare), so that a
+ * benchmark can measure the table alone. */
+bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen);
+
+/* Checks the shard invariants (counts, page lists, every key findable);
+ * returns 0 when they hold, or a line number in store.c of the first broken one. */
+int sl_store_debug_check(sl_store *s);
+
+/* The allocator every store allocation goes through (honours the hook). */
+void *sl_store_malloc(size_t n);
+void *sl_store_calloc(size_t n, size_t size);
+void sl_store_mfree(void *p);
+
+#endif /* SL_STORE_INTERNAL_H */

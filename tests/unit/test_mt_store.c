@@ -1,0 +1,403 @@
+/*
+ * The keyed store under threads (also run under ThreadSanitizer): N
+ * threads on one key admit exactly what one thread admits; many keys
+ * likewise; multi-limit takes crossing shards, issued from many threads in
+ * any order, admit the same total as one thread and consume each limit
+ * exactly as often as they were admitted (all or nothing, no deadlock);
+ * leases never exceed their limit; snapshots and sweeps run beside takes.
+ *
+ * A plain program with its own main, not a Criterion suite: Criterion cannot
+ * start under ThreadSanitizer (Snaipe/Criterion issue 274, "Could not
+ * initialize inheritable arena"), and `make test` runs the files named
+ * test_mt_* under ThreadSanitizer. It exits 1 when any check fails.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store_internal.h"
+#include "testlib.h"
+
+#define NTHREADS 4
+
+static atomic_int check_failures;
+
+__attribute__((format(printf, 4, 5))) static bool check_at(bool ok, const char *where, const char *expr,
+                                                           const char *fmt, ...)
+{
+    if (ok)
+        return true;
+    atomic_fetch_add(&check_failures, 1);
+    fprintf(stderr, "%s: check failed: %s", where, expr);
+    if (fmt[1]) { /* fmt is " " followed by the caller's message, if any */
+        va_list ap;
+        va_start(ap, fmt);
+        fputc(':', stderr);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+    }
+    fputc('\n', stderr);
+    return false;
+}
+
+#define CHECK_STR2(x) #x
+#define CHECK_STR(x) CHECK_STR2(x)
+#define CHECK(cond, ...) check_at((cond), __FILE__ ":" CHECK_STR(__LINE__), #cond, " " __VA_ARGS__)
+#define CHECK_EQ(a, b, ...) CHECK((a) == (b), __VA_ARGS__)
+#define CHECK_LT(a, b, ...) CHECK((a) < (b), __VA_ARGS__)
+#define CHECK_LEQ(a, b, ...) CHECK((a) <= (b), __VA_ARGS__)
+#define CHECK_GT(a, b, ...) CHECK((a) > (b), __VA_ARGS__)
+
+static sl_store *new_store(unsigned shards)
+{
+    sl_store_config c = {.shards = shards, .seed = 77};
+    sl_store *s;
+    CHECK_EQ(sl_store_new(&c, &s), SL_OK);
+    return s;
+}
+
+typedef struct one_key_arg {
+    sl_store *s;
+    const sl_limit *l;
+    int tries;
+    int64_t admitted;
+} one_key_arg;
+
+static void *one_key_worker(void *p)
+{
+    one_key_arg *a = p;
+    /* Time does not move: the total admitted is exactly the limit's
+     * capacity, whatever the interleaving. */
+    for (int i = 0; i < a->tries; i++) {
+        sl_decision d;
+        if (sl_store_take(a->s, "hot", 3, a->l, 1000 * NS_PER_SEC, 1, &d) == SL_OK && d.allowed)
+            a->admitted++;
+    }
+    return NULL;
+}
+
+static void one_key_admits_what_one_thread_admits(void)
+{
+    sl_limit lims[5];
+    CHECK_EQ(sl_limit_init(&lims[0], SL_GCRA, 1000, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&lims[1], SL_TOKEN_BUCKET, 1000, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&lims[2], SL_FIXED_WINDOW, 1000, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&lims[3], SL_SLIDING_WINDOW, 1000, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&lims[4], SL_SLIDING_LOG, 1000, 3600 * NS_PER_SEC, 0), SL_OK);
+    for (int li = 0; li < 5; li++) {
+        /* The single-threaded answer. */
+        sl_store *s = new_store(0);
+        one_key_arg single = {s, &lims[li], NTHREADS * 600, 0};
+        one_key_worker(&single);
+        sl_store_free(s);
+
+        s = new_store(0);
+        pthread_t t[NTHREADS];
+        one_key_arg a[NTHREADS];
+        for (int i = 0; i < NTHREADS; i++) {
+            a[i] = (one_key_arg){s, &lims[li], 600, 0};
+            pthread_create(&t[i], NULL, one_key_worker, &a[i]);
+        }
+        int64_t total = 0;
+        for (int i = 0; i < NTHREADS; i++) {
+            pthread_join(t[i], NULL);
+            total += a[i].admitted;
+        }
+        CHECK_EQ(single.admitted, 1000);
+        CHECK_EQ(total, single.admitted, "%s: %lld admitted by %d threads",
+                     sl_algorithm_name(lims[li].algorithm), (long long)total, NTHREADS);
+        sl_store_free(s);
+    }
+}
+
+typedef struct many_keys_arg {
+    sl_store *s;
+    const sl_limit *l;
+    int id;
+    int64_t admitted;
+} many_keys_arg;
+
+enum { MANY_KEYS = 2000 };
+
+static void *many_keys_worker(void *p)
+{
+    many_keys_arg *a = p;
+    test_rng rng = {(uint64_t)a->id + 1};
+    char key[24];
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(key, sizeof key, "k%d", (int)test_range(&rng, 0, MANY_KEYS - 1));
+        sl_decision d;
+        if (sl_store_take(a->s, key, (size_t)n, a->l, 1000 * NS_PER_SEC, 1, &d) == SL_OK && d.allowed)
+            a->admitted++;
+    }
+    return NULL;
+}
+
+static void many_keys_admit_exactly_their_capacity(void)
+{
+    sl_limit l;
+    CHECK_EQ(sl_limit_init(&l, SL_GCRA, 7, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(8);
+    pthread_t t[NTHREADS];
+    many_keys_arg a[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (many_keys_arg){s, &l, i, 0};
+        pthread_create(&t[i], NULL, many_keys_worker, &a[i]);
+    }
+    int64_t total = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(t[i], NULL);
+        total += a[i].admitted;
+    }
+    /* 80 000 takes on 2000 keys: every key gets its 7, no more. */
+    char key[24];
+    int64_t consumed = 0;
+    for (int k = 0; k < MANY_KEYS; k++) {
+        int n = snprintf(key, sizeof key, "k%d", k);
+        sl_decision d;
+        CHECK_EQ(sl_store_peek(s, key, (size_t)n, &l, 1000 * NS_PER_SEC, 0, &d), SL_OK);
+        consumed += 7 - d.remaining;
+    }
+    CHECK_EQ(total, consumed);
+    CHECK_EQ(total, 7 * MANY_KEYS);
+    CHECK_EQ(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
+/* Multi-limit takes: users nested in tenants nested in one global limit
+ * (a laminar family), time standing still. Whatever the order, greedy
+ * all-or-nothing admission ends with a maximal set of requests, and in a
+ * laminar family every maximal set has the same size: the total admitted
+ * must equal the single-threaded answer. */
+enum { USERS = 64, TENANTS = 8, PER_THREAD = 3000 };
+
+typedef struct multi_arg {
+    sl_store *s;
+    const sl_limit *user, *tenant, *global;
+    int id;
+    int64_t admitted;
+    atomic_llong *per_user, *per_tenant;
+} multi_arg;
+
+static void *multi_worker(void *p)
+{
+    multi_arg *a = p;
+    test_rng rng = {(uint64_t)a->id * 7919 + 3};
+    for (int i = 0; i < PER_THREAD; i++) {
+        int u = (int)test_range(&rng, 0, USERS - 1), t = u % TENANTS;
+        char uk[16], tk[16];
+        int un = snprintf(uk, sizeof uk, "u%d", u), tn = snprintf(tk, sizeof tk, "t%d", t);
+        sl_take_item it[3] = {{uk, (size_t)un, a->user, 1},
+                              {tk, (size_t)tn, a->tenant, 1},
+                              {"global", 6, a->global, 1}};
+        /* Items in any order: the store locks shards in its own order. */
+        for (int k = 2; k > 0; k--) {
+            int j = (int)test_range(&rng, 0, k);
+            sl_take_item tmp = it[k];
+            it[k] = it[j];
+            it[j] = tmp;
+        }
+        sl_decision out[3];
+        int failed;
+        CHECK_EQ(sl_store_take_many(a->s, it, 3, 1000 * NS_PER_SEC, out, &failed), SL_OK);
+        if (failed < 0) {
+            a->admitted++;
+            atomic_fetch_add(&a->per_user[u], 1);
+            atomic_fetch_add(&a->per_tenant[t], 1);
+        }
+    }
+    return NULL;
+}
+
+static int64_t run_multi(int threads, atomic_llong *per_user, atomic_llong *per_tenant, sl_store **out)
+{
+    static sl_limit user, tenant, global;
+    CHECK_EQ(sl_limit_init(&user, SL_GCRA, 40, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&tenant, SL_FIXED_WINDOW, 250, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&global, SL_TOKEN_BUCKET, 1500, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(16);
+    pthread_t t[NTHREADS];
+    multi_arg a[NTHREADS];
+    int64_t total = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (multi_arg){s, &user, &tenant, &global, i, 0, per_user, per_tenant};
+        if (threads > 1)
+            pthread_create(&t[i], NULL, multi_worker, &a[i]);
+        else
+            multi_worker(&a[i]); /* the same requests, one after the other */
+    }
+    for (int i = 0; i < NTHREADS; i++) {
+        if (threads > 1)
+            pthread_join(t[i], NULL);
+        total += a[i].admitted;
+    }
+    *out = s;
+    return total;
+}
+
+static void multi_limit_takes_across_shards_match_one_thread(void)
+{
+    static atomic_llong pu1[USERS], pt1[TENANTS], pu[USERS], pt[TENANTS];
+    sl_store *s1, *s;
+    int64_t single = run_multi(1, pu1, pt1, &s1);
+    int64_t total = run_multi(NTHREADS, pu, pt, &s);
+    CHECK_EQ(total, single, "threads admitted %lld, one thread %lld", (long long)total,
+                 (long long)single);
+    CHECK_LT(single, NTHREADS * PER_THREAD, "the limits did bite");
+    /* All or nothing: each limit was consumed exactly once per admitted
+     * request that named it. */
+    sl_limit user, tenant, global;
+    CHECK_EQ(sl_limit_init(&user, SL_GCRA, 40, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&tenant, SL_FIXED_WINDOW, 250, 3600 * NS_PER_SEC, 0), SL_OK);
+    CHECK_EQ(sl_limit_init(&global, SL_TOKEN_BUCKET, 1500, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_decision d;
+    char k[16];
+    for (int u = 0; u < USERS; u++) {
+        int n = snprintf(k, sizeof k, "u%d", u);
+        CHECK_EQ(sl_store_peek(s, k, (size_t)n, &user, 1000 * NS_PER_SEC, 0, &d), SL_OK);
+        CHECK_EQ(40 - d.remaining, atomic_load(&pu[u]), "user %d", u);
+    }
+    for (int t = 0; t < TENANTS; t++) {
+        int n = snprintf(k, sizeof k, "t%d", t);
+        CHECK_EQ(sl_store_peek(s, k, (size_t)n, &tenant, 1000 * NS_PER_SEC, 0, &d), SL_OK);
+        CHECK_EQ(250 - d.remaining, atomic_load(&pt[t]), "tenant %d", t);
+    }
+    CHECK_EQ(sl_store_peek(s, "global", 6, &global, 1000 * NS_PER_SEC, 0, &d), SL_OK);
+    CHECK_EQ(1500 - d.remaining, total);
+    CHECK_EQ(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+    sl_store_free(s1);
+}
+
+typedef struct lease_arg {
+    sl_store *s;
+    const sl_limit *l;
+    atomic_int *held;
+    atomic_int *max_held;
+    int id;
+} lease_arg;
+
+static void *lease_worker(void *p)
+{
+    lease_arg *a = p;
+    int64_t now = 1000 * NS_PER_SEC;
+    for (int i = 0; i < 3000; i++) {
+        sl_decision d;
+        CHECK_EQ(sl_store_take(a->s, "pool", 4, a->l, now, 1, &d), SL_OK);
+        if (!d.allowed)
+            continue;
+        int h = atomic_fetch_add(a->held, 1) + 1;
+        int m = atomic_load(a->max_held);
+        while (h > m && !atomic_compare_exchange_weak(a->max_held, &m, h))
+            ;
+        atomic_fetch_sub(a->held, 1);
+        CHECK_EQ(sl_store_release(a->s, "pool", 4, a->l, now, d.lease_id), 1);
+    }
+    return NULL;
+}
+
+static void leases_never_exceed_the_limit(void)
+{
+    sl_limit l;
+    CHECK_EQ(sl_limit_init(&l, SL_CONCURRENCY, 3, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0);
+    atomic_int held = 0, max_held = 0;
+    pthread_t t[NTHREADS];
+    lease_arg a[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (lease_arg){s, &l, &held, &max_held, i};
+        pthread_create(&t[i], NULL, lease_worker, &a[i]);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    CHECK_LEQ(atomic_load(&max_held), 3);
+    CHECK_GT(atomic_load(&max_held), 0);
+    sl_store_free(s);
+}
+
+/* Takes with a moving clock, sweeps, stats and snapshots all at once: no
+ * data race (ThreadSanitizer), invariants hold, the snapshot loads. */
+typedef struct mixed_arg {
+    sl_store *s;
+    const sl_limit *l;
+    int id;
+    atomic_int *stop;
+} mixed_arg;
+
+static void *mixed_worker(void *p)
+{
+    mixed_arg *a = p;
+    test_rng rng = {(uint64_t)a->id + 100};
+    char key[24];
+    int64_t now = NS_PER_SEC;
+    for (int i = 0; i < 30000; i++) {
+        now += test_range(&rng, 0, 20000);
+        int n = snprintf(key, sizeof key, "m%d", (int)test_range(&rng, 0, 5000));
+        sl_decision d;
+        switch (test_range(&rng, 0, 9)) {
+        case 0: sl_store_reset(a->s, key, (size_t)n); break;
+        case 1: sl_store_peek(a->s, key, (size_t)n, a->l, now, 1, &d); break;
+        default: CHECK_EQ(sl_store_take(a->s, key, (size_t)n, a->l, now, 1, &d), SL_OK);
+        }
+    }
+    return NULL;
+}
+
+static void snapshots_sweeps_and_takes_together(void)
+{
+    sl_limit l;
+    CHECK_EQ(sl_limit_init(&l, SL_GCRA, 10, 100 * NS_PER_MS, 0), SL_OK);
+    sl_store *s = new_store(4);
+    pthread_t t[NTHREADS];
+    mixed_arg a[NTHREADS];
+    atomic_int stop = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (mixed_arg){s, &l, i, &stop};
+        pthread_create(&t[i], NULL, mixed_worker, &a[i]);
+    }
+    char path[] = "/tmp/sl_mt_snap_XXXXXX";
+    int fd = mkstemp(path);
+    CHECK(fd >= 0);
+    close(fd);
+    for (int i = 0; i < 5; i++) {
+        CHECK_EQ(sl_store_snapshot_save(s, path, NS_PER_SEC, 0), SL_OK);
+        sl_store_sweep(s, NS_PER_SEC + 300 * NS_PER_MS, 256);
+        sl_store_stats st;
+        sl_store_get_stats(s, &st);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    CHECK_EQ(sl_store_debug_check(s), 0);
+    sl_store *b = new_store(0);
+    CHECK_EQ(sl_store_snapshot_load(b, path, NS_PER_SEC, 0, NULL), SL_OK);
+    unlink(path);
+    sl_store_free(b);
+    sl_store_free(s);
+}
+
+int main(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv; /* ctest passes Criterion's --jobs; there is nothing to choose here */
+    static const struct {
+        const char *name;
+        void (*run)(void);
+    } tests[] = {
+        {"one_key_admits_what_one_thread_admits", one_key_admits_what_one_thread_admits},
+        {"many_keys_admit_exactly_their_capacity", many_keys_admit_exactly_their_capacity},
+        {"multi_limit_takes_across_shards_match_one_thread", multi_limit_takes_across_shards_match_one_thread},
+        {"leases_never_exceed_the_limit", leases_never_exceed_the_limit},
+        {"snapshots_sweeps_and_takes_together", snapshots_sweeps_and_takes_together},
+    };
+    for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
+        int before = atomic_load(&check_failures);
+        tests[i].run();
+        printf("[%s] mt_store::%s\n", atomic_load(&check_failures) == before ? "PASS" : "FAIL",
+               tests[i].name);
+    }
+    return atomic_load(&check_failures) ? 1 : 0;
+}

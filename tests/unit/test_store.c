@@ -1,0 +1,573 @@
+/*
+ * The keyed store, one thread: every decision equals the one sl_take makes
+ * on a private state (the model that always tells the truth), under random
+ * traces with reclaim, resets, algorithm changes and index rehashes; keys
+ * are validated; peeks store nothing; memory is accounted to the byte; the
+ * multi-limit take is all-or-nothing; leases come back; every allocation
+ * failure leaves the store whole.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "store/store_internal.h"
+#include "testlib.h"
+
+static sl_store *new_store(size_t max_memory, unsigned shards)
+{
+    sl_store_config c = {.max_memory = max_memory, .shards = shards, .seed = 42};
+    sl_store *s = NULL;
+    cr_assert_eq(sl_store_new(&c, &s), SL_OK);
+    return s;
+}
+
+static void expect_same(const sl_decision *a, const sl_decision *b, const char *what, int step)
+{
+    cr_expect_eq(a->allowed, b->allowed, "%s step %d: allowed", what, step);
+    cr_expect_eq(a->limit, b->limit, "%s step %d: limit", what, step);
+    cr_expect_eq(a->remaining, b->remaining, "%s step %d: remaining", what, step);
+    cr_expect_eq(a->reset_after_ns, b->reset_after_ns, "%s step %d: reset_after", what, step);
+    cr_expect_eq(a->retry_after_ns, b->retry_after_ns, "%s step %d: retry_after", what, step);
+    cr_expect_eq(a->delay_ns, b->delay_ns, "%s step %d: delay", what, step);
+    /* Lease ids count per state: a state reclaimed with no lease held
+     * starts again from 1 in the store, not in the model. */
+    cr_expect_eq(a->lease_id != 0, b->lease_id != 0, "%s step %d: lease", what, step);
+}
+
+#define NLIMITS 8
+static void make_limits(sl_limit *l)
+{
+    cr_assert_eq(sl_limit_init(&l[0], SL_GCRA, 10, NS_PER_SEC, 5), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[1], SL_TOKEN_BUCKET, 20, 2 * NS_PER_SEC, 20), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[2], SL_FIXED_WINDOW, 7, 500 * NS_PER_MS, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[3], SL_SLIDING_WINDOW, 9, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[4], SL_SLIDING_LOG, 6, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[5], SL_SLIDING_LOG, 12, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[6], SL_LEAKY_BUCKET, 5, NS_PER_SEC, 3), SL_OK);
+    cr_assert_eq(sl_limit_init(&l[7], SL_CONCURRENCY, 3, NS_PER_SEC, 0), SL_OK);
+}
+
+/* The model: one private state per key, reset when the key changes shape. */
+typedef struct model_key {
+    int limit;   /* index of the limit last used, -1 = never */
+    void *state;
+    uint64_t last_lease;       /* the model's id of the last lease granted */
+    uint64_t last_store_lease; /* the store's id of the same lease */
+} model_key;
+
+static void model_take(model_key *m, const sl_limit *lims, int li, int64_t now, int64_t cost,
+                       sl_decision *d)
+{
+    if (m->limit < 0 || lims[m->limit].algorithm != lims[li].algorithm ||
+        sl_state_size(&lims[m->limit]) != sl_state_size(&lims[li])) {
+        free(m->state);
+        m->state = calloc(1, sl_state_size(&lims[li]));
+    }
+    m->limit = li;
+    cr_assert_eq(sl_take(&lims[li], m->state, now, cost, d), SL_OK);
+}
+
+/* Random traces: takes with random costs and time steps on 300 keys under
+ * 8 limits, peeks, resets, lease releases, sweeps; with a small index
+ * (1 shard) so that it grows, rehashes and reclaims all along. */
+Test(store, matches_model_on_random_traces)
+{
+    sl_limit lims[NLIMITS];
+    make_limits(lims);
+    for (uint64_t seed = 1; seed <= 3; seed++) {
+        test_rng rng = {seed};
+        sl_store *s = new_store(0, seed == 1 ? 1 : 4);
+        enum { NKEYS = 300 };
+        model_key model[NKEYS];
+        for (int k = 0; k < NKEYS; k++)
+            model[k] = (model_key){-1, NULL, 0, 0};
+        int64_t now = 5 * NS_PER_SEC;
+        for (int step = 0; step < 40000; step++) {
+            int k = (int)test_range(&rng, 0, NKEYS - 1);
+            char key[40];
+            int keylen = snprintf(key, sizeof key, "key:%d:%s", k, k % 7 ? "" : "a-longer-suffix");
+            int li = (int)test_range(&rng, 0, k % 5 == 0 ? NLIMITS - 1 : 0);
+            if (k % 5 == 1)
+                li = 4 + (int)test_range(&rng, 0, 1); /* sliding logs of two sizes */
+            int op = (int)test_range(&rng, 0, 99);
+            now += test_range(&rng, 0, 3) == 0 ? test_range(&rng, 0, 2 * NS_PER_SEC)
+                                              : test_range(&rng, 0, 20 * NS_PER_MS);
+            sl_decision got, want;
+            if (op < 80) {
+                int64_t cost = test_range(&rng, 0, 4);
+                cr_assert_eq(sl_store_take(s, key, (size_t)keylen, &lims[li], now, cost, &got), SL_OK);
+                model_take(&model[k], lims, li, now, cost, &want);
+                expect_same(&got, &want, "take", step);
+                if (want.lease_id) {
+                    model[k].last_lease = want.lease_id;
+                    model[k].last_store_lease = got.lease_id;
+                }
+            } else if (op < 90) {
+                int64_t cost = test_range(&rng, 0, 3);
+                cr_assert_eq(sl_store_peek(s, key, (size_t)keylen, &lims[li], now, cost, &got), SL_OK);
+                if (model[k].limit == li || (model[k].limit >= 0 &&
+                                             lims[model[k].limit].algorithm == lims[li].algorithm &&
+                                             sl_state_size(&lims[model[k].limit]) == sl_state_size(&lims[li]))) {
+                    cr_assert_eq(sl_peek(&lims[li], model[k].state, now, cost, &want), SL_OK);
+                } else {
+                    void *z = calloc(1, sl_state_size(&lims[li]));
+                    cr_assert_eq(sl_peek(&lims[li], z, now, cost, &want), SL_OK);
+                    free(z);
+                }
+                expect_same(&got, &want, "peek", step);
+            } else if (op < 93) {
+                sl_store_reset(s, key, (size_t)keylen);
+                free(model[k].state);
+                model[k] = (model_key){-1, NULL, 0, 0};
+            } else if (op < 97) {
+                if (model[k].limit == 7) {
+                    int r = sl_store_release(s, key, (size_t)keylen, &lims[7], now, model[k].last_store_lease);
+                    int w = sl_lease_release(&lims[7], model[k].state, now, model[k].last_lease);
+                    cr_expect_eq(r, w, "release step %d", step);
+                }
+            } else {
+                sl_store_sweep(s, now, 64);
+            }
+            if (step % 5000 == 0)
+                cr_assert_eq(sl_store_debug_check(s), 0, "invariants at step %d", step);
+        }
+        cr_assert_eq(sl_store_debug_check(s), 0);
+        sl_store_stats st;
+        sl_store_get_stats(s, &st);
+        cr_expect_gt(st.reclaimed, 0, "expired states are reclaimed as the store goes");
+        cr_expect_gt(st.reinits, 0, "keys changed shape");
+        cr_expect_eq(st.evictions, 0, "no cap, no eviction");
+        for (int k = 0; k < NKEYS; k++)
+            free(model[k].state);
+        sl_store_free(s);
+    }
+}
+
+Test(store, validates_keys)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 0);
+    char big[600];
+    memset(big, 'k', sizeof big);
+    cr_expect_eq(sl_store_take(s, big, 0, &l, 1, 1, &d), SL_ERR_KEY);
+    cr_expect_eq(sl_store_take(s, NULL, 3, &l, 1, 1, &d), SL_ERR_KEY);
+    cr_expect_eq(sl_store_take(s, big, 513, &l, 1, 1, &d), SL_ERR_KEY, "longer is an error, not a truncation");
+    cr_expect_eq(sl_store_take(s, big, 512, &l, 1, 1, &d), SL_OK);
+    cr_expect_eq(sl_store_take(s, big, 511, &l, 1, 1, &d), SL_OK, "a prefix is another key");
+    cr_expect_eq(sl_store_peek(s, big, 513, &l, 1, 1, &d), SL_ERR_KEY);
+    cr_expect_eq(sl_store_reset(s, big, 513), SL_ERR_KEY);
+    cr_expect_eq(sl_store_take(s, "a", 1, &l, -1, 1, &d), SL_ERR_TIME);
+    cr_expect_eq(sl_store_take(s, "a", 1, &l, 1, -1, &d), SL_ERR_COST);
+    cr_expect_eq(sl_store_take(s, "a", 1, NULL, 1, 1, &d), SL_ERR_ARGUMENT);
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 2, "invalid takes store nothing");
+    sl_store_free(s);
+
+    sl_store_config c = {.max_key_len = 2000};
+    cr_assert_eq(sl_store_new(&c, &s), SL_OK);
+    cr_expect_eq(sl_store_take(s, big, 600, &l, 1, 1, &d), SL_OK, "a configured longer maximum");
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+    c.max_key_len = 70000;
+    cr_expect_eq(sl_store_new(&c, &s), SL_ERR_ARGUMENT);
+    c = (sl_store_config){.max_memory = 1000};
+    cr_expect_eq(sl_store_new(&c, &s), SL_ERR_ARGUMENT);
+}
+
+Test(store, binary_keys_and_large_states)
+{
+    sl_limit l, big;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 1, NS_PER_SEC, 1), SL_OK);
+    cr_assert_eq(sl_limit_init(&big, SL_SLIDING_LOG, 1000, NS_PER_SEC, 0), SL_OK); /* 8 KB: own page */
+    sl_store_config c = {.max_key_len = 65535};
+    sl_store *s;
+    cr_assert_eq(sl_store_new(&c, &s), SL_OK);
+    unsigned char k1[3] = {0, 1, 0}, k2[3] = {0, 1, 1};
+    cr_expect(sl_store_take(s, k1, 3, &l, 1, 1, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_take(s, k2, 3, &l, 1, 1, &d) == SL_OK && d.allowed, "NUL bytes are key bytes");
+    cr_expect(sl_store_take(s, k1, 3, &l, 1, 1, &d) == SL_OK && !d.allowed);
+    char *longkey = calloc(1, 65535);
+    for (int i = 0; i < 1000; i++)
+        cr_expect(sl_store_take(s, longkey, 65535, &big, 10, 1, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_take(s, longkey, 65535, &big, 10, 1, &d) == SL_OK && !d.allowed);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    cr_expect_eq(sl_store_reset(s, longkey, 65535), 1);
+    cr_expect_eq(sl_store_reset(s, longkey, 65535), 0);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    free(longkey);
+    sl_store_free(s);
+}
+
+Test(store, peek_and_cost_zero_store_nothing)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 0);
+    cr_expect(sl_store_peek(s, "k", 1, &l, 100, 1, &d) == SL_OK && d.allowed && d.remaining == 9);
+    cr_expect(sl_store_take(s, "k", 1, &l, 100, 0, &d) == SL_OK && d.allowed && d.remaining == 10);
+    cr_expect(sl_store_take(s, "k", 1, &l, 100, 11, &d) == SL_OK && !d.allowed, "too costly");
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 0, "peeks, cost 0 and rejections of new keys leave nothing stored");
+    cr_expect(sl_store_take(s, "k", 1, &l, 100, 4, &d) == SL_OK && d.allowed && d.remaining == 6);
+    cr_expect(sl_store_peek(s, "k", 1, &l, 100, 6, &d) == SL_OK && d.allowed && d.remaining == 0);
+    cr_expect(sl_store_peek(s, "k", 1, &l, 100, 7, &d) == SL_OK && !d.allowed);
+    cr_expect(sl_store_take(s, "k", 1, &l, 100, 6, &d) == SL_OK && d.allowed, "peeks consumed nothing");
+    sl_store_free(s);
+}
+
+Test(store, other_algorithm_or_size_starts_fresh)
+{
+    sl_limit g, t, log5, log9;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&g, SL_GCRA, 2, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&t, SL_TOKEN_BUCKET, 2, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&log5, SL_SLIDING_LOG, 5, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&log9, SL_SLIDING_LOG, 9, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 0);
+    for (int i = 0; i < 2; i++)
+        cr_expect(sl_store_take(s, "u", 1, &g, 100, 1, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_take(s, "u", 1, &g, 100, 1, &d) == SL_OK && !d.allowed);
+    cr_expect(sl_store_take(s, "u", 1, &t, 100, 1, &d) == SL_OK && d.allowed && d.remaining == 1,
+              "same key, other algorithm of the same size: a fresh state");
+    for (int i = 0; i < 5; i++)
+        cr_expect(sl_store_take(s, "u", 1, &log5, 100, 1, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_take(s, "u", 1, &log5, 100, 1, &d) == SL_OK && !d.allowed);
+    cr_expect(sl_store_take(s, "u", 1, &log9, 100, 1, &d) == SL_OK && d.allowed && d.remaining == 8,
+              "same algorithm, other state size: a fresh state");
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.reinits, 3);
+    cr_expect_eq(st.keys, 1);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
+Test(store, reclaims_never_seen_states_and_gives_memory_back)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 4);
+    sl_store_stats empty, st;
+    sl_store_get_stats(s, &empty);
+    char key[32];
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(key, sizeof key, "first:%d", i);
+        cr_assert(sl_store_take(s, key, (size_t)n, &l, NS_PER_SEC, 1, &d) == SL_OK && d.allowed);
+    }
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 20000);
+    /* 110 ms later (expiry is kept in ticks of about 1 ms, rounded up) each
+     * bucket (10/s) has refilled its one token: new keys
+     * sweep the old ones out as they go, so memory follows active keys. */
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(key, sizeof key, "second:%d", i);
+        cr_assert(sl_store_take(s, key, (size_t)n, &l, NS_PER_SEC + 110 * NS_PER_MS, 1, &d) == SL_OK);
+    }
+    sl_store_get_stats(s, &st);
+    cr_expect_lt(st.keys, 26000, "amortized reclaim kept up (%llu keys)", (unsigned long long)st.keys);
+    cr_expect_gt(st.reclaimed, 14000);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    size_t n = sl_store_sweep(s, 10 * NS_PER_SEC, SIZE_MAX);
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 0, "a full sweep reclaims every expired state (%zu)", n);
+    /* Only the (grown) index stays; every page went back. */
+    cr_expect_lt(st.bytes_used, empty.bytes_used + 4 * 64 * 1024, "bytes %llu",
+                 (unsigned long long)st.bytes_used);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
+Test(store, cap_holds_and_evictions_are_counted)
+{
+    sl_limit l;
+    sl_decision d;
+    /* A long period: nothing expires, so only eviction can make room. */
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 5, 3600 * NS_PER_SEC, 0), SL_OK);
+    const size_t cap = 1u << 20;
+    sl_store *s = new_store(cap, 0);
+    char key[32];
+    sl_store_stats st;
+    for (int i = 0; i < 200000; i++) {
+        int n = snprintf(key, sizeof key, "flood:%d", i);
+        cr_assert_eq(sl_store_take(s, key, (size_t)n, &l, NS_PER_SEC + i, 1, &d), SL_OK);
+        cr_assert(d.allowed);
+        if (i % 20000 == 0) {
+            sl_store_get_stats(s, &st);
+            cr_assert_leq(st.bytes_used, cap);
+        }
+    }
+    sl_store_get_stats(s, &st);
+    cr_expect_leq(st.bytes_used, cap);
+    cr_expect_gt(st.bytes_used, cap / 2, "the cap is used, not wasted");
+    cr_expect_eq(st.evictions + st.keys, 200000, "every key is held or counted as evicted");
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    /* Eviction chose among the oldest debts: the newest keys are there. */
+    int newest = 0;
+    for (int i = 199900; i < 200000; i++) {
+        int n = snprintf(key, sizeof key, "flood:%d", i);
+        newest += sl_store_debug_contains(s, key, (size_t)n);
+    }
+    cr_expect_gt(newest, 90);
+    sl_store_free(s);
+}
+
+Test(store, take_many_is_all_or_nothing)
+{
+    sl_limit user, tenant;
+    sl_decision out[SL_TAKE_MANY_MAX];
+    int failed;
+    cr_assert_eq(sl_limit_init(&user, SL_GCRA, 5, 60 * NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&tenant, SL_FIXED_WINDOW, 3, 60 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 0);
+    sl_take_item it[2] = {{"user:1", 6, &user, 1}, {"tenant:1", 8, &tenant, 1}};
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(sl_store_take_many(s, it, 2, NS_PER_SEC, out, &failed), SL_OK);
+        cr_expect(failed == -1 && out[0].allowed && out[1].allowed);
+    }
+    cr_assert_eq(sl_store_take_many(s, it, 2, NS_PER_SEC, out, &failed), SL_OK);
+    cr_expect_eq(failed, 1, "the tenant limit rejects");
+    cr_expect(out[0].allowed && out[0].remaining == 1, "out[0] is a peek: 2 left, 1 after this cost");
+    cr_expect(!out[1].allowed);
+    sl_decision d;
+    cr_expect(sl_store_peek(s, "user:1", 6, &user, NS_PER_SEC, 2, &d) == SL_OK && d.allowed,
+              "the user limit was not consumed by the rejected request");
+    cr_expect(sl_store_peek(s, "user:1", 6, &user, NS_PER_SEC, 3, &d) == SL_OK && !d.allowed);
+
+    /* The same key twice adds up; rejected takes store no new key. */
+    sl_take_item twice[2] = {{"x", 1, &user, 3}, {"x", 1, &user, 3}};
+    cr_assert_eq(sl_store_take_many(s, twice, 2, NS_PER_SEC, out, &failed), SL_OK);
+    cr_expect_eq(failed, 1);
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 2, "x was not stored");
+    twice[1].cost = 2;
+    cr_assert_eq(sl_store_take_many(s, twice, 2, NS_PER_SEC, out, &failed), SL_OK);
+    cr_expect(failed == -1 && out[1].remaining == 0);
+    cr_expect(sl_store_peek(s, "x", 1, &user, NS_PER_SEC, 1, &d) == SL_OK && !d.allowed);
+
+    /* Errors: one key under two algorithms, n out of range, bad items. */
+    sl_take_item clash[2] = {{"y", 1, &user, 1}, {"y", 1, &tenant, 1}};
+    cr_expect_eq(sl_store_take_many(s, clash, 2, NS_PER_SEC, out, &failed), SL_ERR_ARGUMENT);
+    cr_expect_eq(sl_store_take_many(s, clash, 0, NS_PER_SEC, out, &failed), SL_ERR_ARGUMENT);
+    cr_expect_eq(sl_store_take_many(s, clash, 9, NS_PER_SEC, out, &failed), SL_ERR_ARGUMENT);
+    sl_take_item bad[2] = {{"z", 1, &user, 1}, {"w", 1, &user, -1}};
+    cr_expect_eq(sl_store_take_many(s, bad, 2, NS_PER_SEC, out, &failed), SL_ERR_COST);
+    bad[1] = (sl_take_item){"", 0, &user, 1};
+    cr_expect_eq(sl_store_take_many(s, bad, 2, NS_PER_SEC, out, &failed), SL_ERR_KEY);
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 3, "errors consume nothing");
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
+/* Eight limits on keys spread over the shards, against a model of the
+ * same: decisions and final states agree. */
+Test(store, take_many_matches_model)
+{
+    sl_limit lims[NLIMITS];
+    make_limits(lims);
+    test_rng rng = {7};
+    sl_store *s = new_store(0, 8);
+    enum { NKEYS = 40 };
+    model_key model[NKEYS];
+    for (int k = 0; k < NKEYS; k++)
+        model[k] = (model_key){-1, NULL, 0, 0};
+    char names[NKEYS][16];
+    for (int k = 0; k < NKEYS; k++)
+        snprintf(names[k], sizeof names[k], "m%d", k);
+    int64_t now = NS_PER_SEC;
+    for (int step = 0; step < 5000; step++) {
+        now += test_range(&rng, 0, 50 * NS_PER_MS);
+        size_t n = (size_t)test_range(&rng, 1, SL_TAKE_MANY_MAX);
+        sl_take_item it[SL_TAKE_MANY_MAX];
+        int keys[SL_TAKE_MANY_MAX];
+        for (size_t i = 0; i < n; i++) {
+            int k;
+            bool again;
+            do { /* distinct keys: repeated keys are tested above */
+                k = (int)test_range(&rng, 0, NKEYS - 1);
+                again = false;
+                for (size_t j = 0; j < i; j++)
+                    again |= keys[j] == k;
+            } while (again);
+            keys[i] = k;
+            it[i] = (sl_take_item){names[k], strlen(names[k]), &lims[k % 7], test_range(&rng, 0, 2)};
+        }
+        sl_decision out[SL_TAKE_MANY_MAX], want;
+        int failed;
+        cr_assert_eq(sl_store_take_many(s, it, n, now, out, &failed), SL_OK);
+        /* Model: peek all; admitted iff every peek admits; then take all. */
+        bool all = true;
+        int first = -1;
+        for (size_t i = 0; i < n; i++) {
+            model_key *m = &model[keys[i]];
+            if (m->limit != keys[i] % 7) {
+                free(m->state);
+                m->state = calloc(1, sl_state_size(&lims[keys[i] % 7]));
+                m->limit = keys[i] % 7;
+            }
+            cr_assert_eq(sl_peek(&lims[m->limit], m->state, now, it[i].cost, &want), SL_OK);
+            if (!want.allowed && first < 0)
+                first = (int)i;
+            all &= want.allowed;
+            if (!all)
+                expect_same(&out[i], &want, "rejected many", step);
+        }
+        cr_expect_eq(failed, all ? -1 : first, "step %d", step);
+        for (size_t i = 0; i < n && all; i++) {
+            cr_assert_eq(sl_take(&lims[keys[i] % 7], model[keys[i]].state, now, it[i].cost, &want), SL_OK);
+            expect_same(&out[i], &want, "admitted many", step);
+        }
+    }
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    for (int k = 0; k < NKEYS; k++)
+        free(model[k].state);
+    sl_store_free(s);
+}
+
+Test(store, leases_come_back)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_CONCURRENCY, 2, 10 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 0);
+    uint64_t a, b;
+    cr_assert(sl_store_take(s, "db", 2, &l, NS_PER_SEC, 1, &d) == SL_OK && d.allowed);
+    a = d.lease_id;
+    cr_assert(sl_store_take(s, "db", 2, &l, NS_PER_SEC, 1, &d) == SL_OK && d.allowed);
+    b = d.lease_id;
+    cr_expect_neq(a, b);
+    cr_expect(sl_store_take(s, "db", 2, &l, NS_PER_SEC, 1, &d) == SL_OK && !d.allowed);
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, a), 1);
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, a), 0, "released twice");
+    cr_expect_eq(sl_store_release(s, "nope", 4, &l, NS_PER_SEC, a), 0, "unknown key");
+    cr_expect(sl_store_take(s, "db", 2, &l, NS_PER_SEC, 1, &d) == SL_OK && d.allowed);
+    uint64_t c = d.lease_id;
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, b), 1);
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, c), 1);
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 0, "no lease held: the state is gone at once");
+    /* A lease not released expires with its TTL. */
+    cr_assert(sl_store_take(s, "db", 2, &l, NS_PER_SEC, 2, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_take(s, "db", 2, &l, 12 * NS_PER_SEC, 2, &d) == SL_OK && d.allowed);
+    sl_limit g;
+    cr_assert_eq(sl_limit_init(&g, SL_GCRA, 2, NS_PER_SEC, 0), SL_OK);
+    cr_expect_eq(sl_store_release(s, "db", 2, &g, NS_PER_SEC, 1), SL_ERR_ALGORITHM);
+    sl_store_free(s);
+}
+
+/* Every allocation the store makes may fail: for each n, make the nth
+ * fail during a workload that grows the index and the page table, uses
+ * big states and multi-takes; each call answers SL_OK or SL_ERR_NOMEM,
+ * nothing is consumed by a failed call, the invariants hold, and
+ * AddressSanitizer sees no leak. */
+Test(store, survives_every_allocation_failure)
+{
+    sl_limit l, big;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 3, 60 * NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&big, SL_SLIDING_LOG, 600, 60 * NS_PER_SEC, 0), SL_OK);
+    int failures_seen = 0;
+    for (long nth = 1; nth <= 60; nth++) {
+        sl_store *s = new_store(0, 2);
+        sl_store_debug_fail_alloc(nth);
+        char key[32];
+        int nomem = 0;
+        for (int i = 0; i < 400; i++) {
+            int n = snprintf(key, sizeof key, "k%d", i);
+            const sl_limit *lim = i % 50 == 0 ? &big : &l;
+            sl_decision d;
+            int rc = sl_store_take(s, key, (size_t)n, lim, NS_PER_SEC, 1, &d);
+            cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM, "rc %d", rc);
+            if (rc == SL_ERR_NOMEM) {
+                nomem++;
+                /* Nothing was consumed: the key is absent and full. */
+                cr_assert_eq(sl_store_debug_contains(s, key, (size_t)n), false);
+                continue;
+            }
+            cr_assert(d.allowed);
+            if (i % 7 == 0) {
+                sl_take_item it[3] = {{key, (size_t)n, lim, 1}, {"shared", 6, &l, 0}, {"m", 1, &l, 0}};
+                sl_decision out[3];
+                int failed;
+                snprintf(key + n, sizeof key - (size_t)n, "+");
+                it[0].keylen = (size_t)n + 1;
+                rc = sl_store_take_many(s, it, 3, NS_PER_SEC, out, &failed);
+                cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM);
+                if (rc == SL_ERR_NOMEM) {
+                    nomem++;
+                    cr_assert_eq(sl_store_debug_contains(s, key, (size_t)n + 1), false);
+                }
+            }
+        }
+        cr_assert_eq(sl_store_debug_check(s), 0, "invariants after failing allocation %ld", nth);
+        sl_store_debug_fail_alloc(0);
+        char path[] = "/tmp/sl_store_oom_XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        close(fd);
+        sl_store_debug_fail_alloc(1);
+        int rc = sl_store_snapshot_save(s, path, NS_PER_SEC, NS_PER_SEC);
+        cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM);
+        sl_store_debug_fail_alloc(0);
+        unlink(path);
+        failures_seen += nomem > 0;
+        sl_store_free(s);
+    }
+    cr_expect_gt(failures_seen, 20, "the hook reached the store's allocations");
+}
+
+/* Deletes leave tombstones; churn in one shard forces rehashes in place
+ * (no allocation) again and again: every key stays findable. */
+Test(store, churn_rehashes_in_place)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 5, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 1);
+    test_rng rng = {99};
+    enum { LIVE = 3000 };
+    static bool present[100000];
+    memset(present, 0, sizeof present);
+    char key[24];
+    int held = 0;
+    for (int round = 0; round < 60000; round++) {
+        int k = (int)test_range(&rng, 0, 99999);
+        int n = snprintf(key, sizeof key, "c%d", k);
+        if (present[k] || held >= LIVE) {
+            /* delete a present key (this one, or the next present one) */
+            while (!present[k])
+                k = (k + 1) % 100000;
+            n = snprintf(key, sizeof key, "c%d", k);
+            cr_assert_eq(sl_store_reset(s, key, (size_t)n), 1);
+            present[k] = false;
+            held--;
+        } else {
+            cr_assert_eq(sl_store_debug_contains(s, key, (size_t)n), false);
+            cr_assert(sl_store_take(s, key, (size_t)n, &l, NS_PER_SEC, 1, &d) == SL_OK && d.allowed);
+            present[k] = true;
+            held++;
+        }
+        if (round % 10000 == 0)
+            cr_assert_eq(sl_store_debug_check(s), 0, "round %d", round);
+    }
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    int found = 0;
+    for (int k = 0; k < 100000; k++) {
+        int n = snprintf(key, sizeof key, "c%d", k);
+        cr_assert_eq(sl_store_debug_contains(s, key, (size_t)n), present[k], "key %d", k);
+        found += present[k];
+    }
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, (uint64_t)found);
+    sl_store_free(s);
+}
