@@ -22,6 +22,7 @@ Reply types:
 """
 
 import socket
+import threading
 import time
 
 
@@ -238,3 +239,25 @@ def as_map(reply):
             k = k.decode()
         out[str(k)] = v
     return out
+
+
+def pipeline(conn, commands, timeout=60):
+    """Sends every command in one stream (from a thread, so that neither side can block
+    the other on full socket buffers) and reads len(commands) replies, in order."""
+    data = b"".join(encode(*c) for c in commands)
+    err = []
+
+    def send():
+        try:
+            conn.send(data)
+        except BaseException as e:
+            err.append(e)
+
+    t = threading.Thread(target=send, daemon=True)
+    t.start()
+    deadline = time.monotonic() + timeout
+    replies = [conn._read(deadline) for _ in range(len(commands))]
+    t.join(max(0.1, deadline - time.monotonic()))
+    assert not t.is_alive(), "the sender did not finish"
+    assert not err, err
+    return replies

@@ -6,7 +6,7 @@ import time
 import pytest
 import redis
 
-from respclient import Conn, Error, Simple, Verbatim, as_map
+from respclient import Conn, Error, Simple, Verbatim, as_map, pipeline
 
 HELLO_FIELDS = {"server", "version", "proto", "id", "mode", "role", "modules"}
 
@@ -205,6 +205,35 @@ def test_unknown_command_error_shape(raw, args, want):
     assert raw.call("PING") == "PONG"
 
 
+@pytest.mark.parametrize("args", [
+    ("SL.POLICY", "a\r\n+OK", "k"),
+    ("SL.TAKE", "k", 10, 60, "ALGORITHM", "x\r\n:1"),
+    ("SL.TAKE", "k", "1\r\n", 60),
+    ("SL.TAKE", "k", 10, "6\r\n0"),
+    ("CL.THROTTLE", "k", "\r\n", 1, 1),
+    ("SL.TAKE", "k", 10, 60, "BU\r\nRST", 1),
+    ("CLIENT", "NO\r\nPE"),
+    (b"FOO\r\nBAR!", b"a\r\nb"),
+])
+def test_error_replies_stay_one_line(raw, args):
+    """Errors that quote what the client sent must not let it inject reply lines."""
+    raw.send_command(*args)
+    e = raw.read_reply()
+    assert isinstance(e, Error), (args, e)
+    assert "\r" not in e.message and "\n" not in e.message
+    raw.send_command("PING")
+    assert raw.read_reply() == "PONG", "the reply stream is out of step after %r" % (args,)
+
+
+def test_long_arguments_in_errors_are_cut(raw):
+    # (Redis shows up to 128 bytes of the name and of the arguments, and turns CR and LF
+    # into spaces; the exact cut and replacement are not checked here)
+    raw.send_command("NOPE" * 1000, "x" * 60000)
+    e = raw.read_reply()
+    assert isinstance(e, Error) and len(e.message) < 400, len(e.message)
+    assert e.message.startswith("ERR unknown command 'NOPENOPE") and "', with args beginning with: 'xxx" in e.message
+
+
 def test_unknown_subcommand(raw):
     assert error_of(raw, "CLIENT", "NOPE").startswith("ERR ")
     assert error_of(raw, "COMMAND", "NOPE").startswith("ERR ")
@@ -400,3 +429,21 @@ def test_idle_timeout(make_server):
                 break
         assert closed, "an idle connection was not closed within 6 s of a 1 s idle timeout"
         assert time.monotonic() - t0 >= 0.9, "closed before the idle timeout"
+
+
+def test_max_memory_evicts(make_server):
+    s = make_server(args=["--max-memory", "1m"])
+    n = 50000  # several MB of state at any per-key cost: well past the cap
+    with s.conn(timeout=60) as c:
+        replies = pipeline(c, [("SL.TAKE", "mem:%d" % i, 1, 3600) for i in range(n)])
+        bad = [(i, r) for i, r in enumerate(replies) if isinstance(r, Error) or as_map(r)["allowed"] != 1]
+        assert not bad, "a new key under a memory cap: evict the idlest, admit it; got %r" % (bad[:3],)
+        info = info_sections(c.call("INFO").decode())
+        fields = dict(info.get("stats", {}), **info.get("memory", {}), **info.get("keyspace", {}))
+        evicted = int_fields(fields, "evict")
+        assert evicted and max(evicted.values()) > 0, fields
+        keys = int_fields(fields, "keys")
+        assert keys and min(v for k, v in keys.items() if "evict" not in k and "reclaim" not in k) < n, fields
+        # the newest key is held: it was just drained
+        assert as_map(c.call("SL.TAKE", "mem:%d" % (n - 1), 1, 3600))["allowed"] == 0
+    s.assert_serving()

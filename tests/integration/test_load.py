@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from respclient import Conn, encode, as_map
+from respclient import as_map, pipeline
 
 CLIENTS = 8
 TAKES = 100
@@ -95,23 +95,8 @@ PIPELINE = 10000
 
 
 def pipeline_raw(server, commands, timeout=60):
-    """Sends every command in one stream (from a thread, so that neither side can block
-    the other on full socket buffers) and reads len(commands) replies."""
-    data = b"".join(encode(*c) for c in commands)
     with server.conn(timeout=timeout) as c:
-        err = []
-
-        def send():
-            try:
-                c.send(data)
-            except BaseException as e:
-                err.append(e)
-
-        t = threading.Thread(target=send, daemon=True)
-        t.start()
-        replies = [c.read_reply() for _ in range(len(commands))]
-        t.join(timeout)
-        assert not err, err
+        replies = pipeline(c, commands, timeout)
         assert c.call("PING") == "PONG"
         return replies
 
