@@ -368,6 +368,7 @@ def test_lease_expires_after_ttl(client, key):
         time.sleep(0.05)
     assert b is not None, "the lease did not expire within 10 s of its 300 ms ttl"
     assert time.monotonic() - t0 >= 0.2, "the lease expired before its ttl"
+    assert b != a, "the expired lease's id was issued again"
     assert client.call("SL.RELEASE", key, a) == 0, "an expired lease"
     assert client.call("SL.RELEASE", key, b) == 1
 
@@ -408,3 +409,36 @@ def test_redis_py_decisions(r, key):
     assert r.execute_command("SL.RESET", key) == 1
     with pytest.raises(redis.ResponseError, match="wrong number of arguments for 'sl.take' command"):
         r.execute_command("SL.TAKE", key)
+
+
+def _reclaimed(c):
+    info = c.call("INFO").decode()
+    return sum(int(line.split(":", 1)[1]) for line in info.splitlines()
+               if line.startswith("reclaim") and ":" in line and line.split(":", 1)[1].strip().isdigit())
+
+
+def test_expired_lease_id_never_comes_back(server, key):
+    """A holder whose lease expired must not be able to release the next holder's lease:
+    once the expired state is reclaimed (the server's sweep), a new lease on the same key
+    must not get the old id again."""
+    keys = ["%s:%d" % (key, i) for i in range(5)]
+    with server.conn() as c:
+        before = _reclaimed(c)
+        old = {k: c.call("SL.ACQUIRE", k, 1, 200) for k in keys}
+        # wait until the sweep has reclaimed the expired leases' keys (INFO's reclaim
+        # counter), or 3 s when the server does not count them
+        deadline = time.monotonic() + 10
+        has_counter = "reclaim" in c.call("INFO").decode()
+        while True:
+            if has_counter and _reclaimed(c) >= before + len(keys):
+                break
+            if not has_counter and time.monotonic() > deadline - 7:
+                break
+            assert time.monotonic() < deadline, "the expired leases' keys were not reclaimed within 10 s"
+            time.sleep(0.05)
+        for k in keys:
+            new = c.call("SL.ACQUIRE", k, 1, 60000)
+            assert isinstance(new, bytes)
+            assert new != old[k], "an expired lease's id was issued again: %r" % new
+            assert c.call("SL.RELEASE", k, old[k]) == 0, "the expired holder released the new lease"
+            assert c.call("SL.RELEASE", k, new) == 1
