@@ -122,3 +122,22 @@ def test_sigterm_right_after_start_still_writes_the_snapshot(make_server, tmp_pa
         assert rc == 0, "attempt %d: SIGTERM right after start-up: exit status %d (no snapshot written: %s)" % (
             attempt, rc, not os.path.exists(snap))
         assert os.path.exists(snap)
+
+
+def test_leases_survive_a_restart(make_server, tmp_path):
+    """Leases in flight are state like any other: after a restart with the snapshot they
+    are still held, and their holders can still release them."""
+    snap = str(tmp_path / "leases.snapshot")
+    s = make_server(args=["--snapshot", snap])
+    with s.conn() as c:
+        a = c.call("SL.ACQUIRE", "lease:k", 2, 600000)
+        b = c.call("SL.ACQUIRE", "lease:k", 2, 600000)
+        assert isinstance(a, bytes) and isinstance(b, bytes)
+    assert s.stop() == 0
+    s2 = make_server(args=["--snapshot", snap])
+    with s2.conn() as c:
+        assert c.call("SL.ACQUIRE", "lease:k", 2, 600000) is None, "the two leases were lost in the restart"
+        assert c.call("SL.RELEASE", "lease:k", a) == 1, "a holder cannot release its lease after a restart"
+        new = c.call("SL.ACQUIRE", "lease:k", 2, 600000)
+        assert isinstance(new, bytes) and new not in (a, b)
+        assert c.call("SL.RELEASE", "lease:k", b) == 1
