@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from respclient import as_map, pipeline
+from respclient import as_map, encode, pipeline
 
 CLIENTS = 8
 TAKES = 100
@@ -158,3 +158,62 @@ def test_parallel_pipelines(server, key):
     for n in range(4):
         rem = [as_map(r)["remaining"] for r in results[n]]
         assert rem == [1999 - i // 10 for i in range(5000)]
+
+
+def test_half_closed_client_gets_its_replies(server, key):
+    """`printf 'PING\\r\\n...' | nc`: the client sends everything, then shuts its write
+    side; every reply must still arrive before the server closes."""
+    import socket
+    cmds = b"PING\r\n" + b"".join(b"ECHO %d\r\n" % i for i in range(1000)) + \
+        ("CL.THROTTLE %s 15 30 60\r\n" % key).encode()
+    with server.conn() as c:
+        c.send(cmds)
+        c.sock.shutdown(socket.SHUT_WR)
+        got = c.wait_closed(10)
+    want = b"+PONG\r\n" + b"".join(b"$%d\r\n%d\r\n" % (len(str(i)), i) for i in range(1000)) + \
+        b"*5\r\n:0\r\n:16\r\n:15\r\n:-1\r\n:2\r\n"
+    assert got == want, "got %d bytes of %d; the tail: %r" % (len(got), len(want), got[-80:])
+
+
+def test_slow_reader_does_not_stall_others(make_server):
+    """One client pipelines big replies and never reads them; on the same worker thread
+    another client must still be served promptly."""
+    import socket
+    import time
+    s = make_server(args=["--threads", "1"])
+    hog = s.conn()
+    try:
+        hog.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        big = encode("ECHO", "x" * 60000)
+        stop = threading.Event()
+
+        def flood():
+            try:
+                hog.sock.settimeout(0.2)
+                sent = 0
+                while not stop.is_set() and sent < 3000:
+                    try:
+                        hog.sock.sendall(big)
+                        sent += 1
+                    except socket.timeout:
+                        pass  # the server stopped reading us: fine
+            except OSError:
+                pass
+
+        t = threading.Thread(target=flood, daemon=True)
+        t.start()
+        try:
+            with s.conn() as other:
+                worst = 0.0
+                for i in range(50):
+                    t0 = time.monotonic()
+                    assert other.call("ECHO", str(i), timeout=5) == str(i).encode()
+                    worst = max(worst, time.monotonic() - t0)
+                    time.sleep(0.01)
+                assert worst < 2.0, "a client waited %.1f s behind a slow reader" % worst
+        finally:
+            stop.set()
+            t.join(10)
+    finally:
+        hog.close()
+    s.assert_serving()
