@@ -10,6 +10,8 @@
  *            and the process's resident memory growth)
  *   flood    distinct keys against a small cap: inserts per second with
  *            eviction
+ *   floor    a dependent random load in a buffer the size of the table: what
+ *            one cache miss costs on this machine, to read the others by
  *
  * Usage: bench_store [--keys N] [--ops N]   (defaults 1000000, 4000000: under
  * a minute; the figures in docs/benchmarks.md use --keys 10000000)
@@ -29,6 +31,28 @@ static int64_t now_ns(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* CPU time of the process: on a shared machine, wall time also counts
+ * the time other processes had the CPU; single-threaded phases report
+ * both. */
+static int64_t cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static double loadavg(void)
+{
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1)
+            l = -1;
+        fclose(f);
+    }
+    return l;
 }
 
 static long rss_bytes(void)
@@ -81,14 +105,25 @@ static void bench_hot(long ops)
     sl_decision d;
     int64_t t = 1000000000;
     uint64_t allowed = 0;
-    int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), c0 = cpu_ns();
     for (long i = 0; i < ops; i++) {
         sl_store_take(s, key, 16, &gcra, t + i * 1000, 1, &d);
         allowed += d.allowed;
     }
-    int64_t dt = now_ns() - t0;
+    int64_t dt = now_ns() - t0, dc = cpu_ns() - c0;
+    /* The algorithm alone, on a private state: the store's overhead is
+     * the difference. */
+    int64_t st[2] = {0, 0};
+    int64_t c1 = cpu_ns();
+    for (long i = 0; i < ops; i++) {
+        sl_take(&gcra, st, t + i * 1000, 1, &d);
+        allowed += d.allowed + (sl_state_expires_at(&gcra, st) > 0);
+    }
+    int64_t da = cpu_ns() - c1;
     sink += allowed;
-    printf("hot      1 key, GCRA, 1 thread:            %6.1f ns/take\n", (double)dt / (double)ops);
+    printf("hot      1 key, GCRA, 1 thread: %6.1f ns/take CPU (%.1f wall); sl_take + "
+           "sl_state_expires_at alone %.1f ns CPU\n",
+           (double)dc / (double)ops, (double)dt / (double)ops, (double)da / (double)ops);
     sl_store_free(s);
 }
 
@@ -162,22 +197,22 @@ static void run_access(sl_store *s, const char *name, const uint32_t *idx, long 
     unsigned char key[16];
     sl_decision d;
     uint64_t found = 0;
-    int64_t t0 = now_ns();
+    int64_t c0 = cpu_ns();
     for (long i = 0; i < ops; i++) {
         key_of(idx[i], key);
         found += sl_store_debug_contains(s, key, 16);
     }
-    int64_t lookup = now_ns() - t0;
+    int64_t lookup = cpu_ns() - c0;
     int64_t t = 2000000000;
-    t0 = now_ns();
+    c0 = cpu_ns();
     for (long i = 0; i < ops; i++) {
         key_of(idx[i], key);
         sl_store_take(s, key, 16, &gcra, t + i, 1, &d);
         found += d.allowed;
     }
-    int64_t take = now_ns() - t0;
+    int64_t take = cpu_ns() - c0;
     sink += found;
-    printf("%-8s take %6.1f ns, bare lookup %6.1f ns:  ratio %.2f\n", name,
+    printf("%-8s take %6.1f ns CPU, bare lookup %6.1f ns CPU: ratio %.2f\n", name,
            (double)take / (double)ops, (double)lookup / (double)ops, (double)take / (double)lookup);
 }
 
@@ -185,8 +220,16 @@ typedef struct thread_arg {
     sl_store *s;
     uint64_t base;
     long keys, ops;
-    int64_t ns;
+    int64_t ns;  /* wall */
+    int64_t cpu; /* this thread's CPU time */
 } thread_arg;
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 static void *thread_run(void *p)
 {
@@ -194,13 +237,14 @@ static void *thread_run(void *p)
     unsigned char key[16];
     sl_decision d;
     uint64_t seed = a->base, ok = 0;
-    int64_t t0 = now_ns();
+    int64_t t0 = now_ns(), c0 = thread_cpu_ns();
     for (long i = 0; i < a->ops; i++) {
         key_of(a->base + rng_next(&seed) % (uint64_t)a->keys, key);
         sl_store_take(a->s, key, 16, &gcra, 3000000000 + i, 1, &d);
         ok += d.allowed;
     }
     a->ns = now_ns() - t0;
+    a->cpu = thread_cpu_ns() - c0;
     sink += ok;
     return NULL;
 }
@@ -211,11 +255,12 @@ static void bench_threads(long keys, long ops)
      * the figure shows locking and sharing, not DRAM bandwidth. */
     sl_store *s = new_store(0);
     long per = keys < 100000 ? keys : 100000;
-    thread_arg a[2] = {{s, 0, per, ops, 0}, {s, 1u << 30, per, ops, 0}};
+    thread_arg a[2] = {{s, 0, per, ops, 0, 0}, {s, 1u << 30, per, ops, 0, 0}};
     thread_run(&a[0]);
     thread_run(&a[1]); /* both key sets present */
     thread_run(&a[0]);
     double one = (double)ops / ((double)a[0].ns / 1e9);
+    double one_cpu = (double)a[0].cpu / (double)ops;
     pthread_t t[2];
     int64_t t0 = now_ns();
     for (int i = 0; i < 2; i++)
@@ -223,8 +268,10 @@ static void bench_threads(long keys, long ops)
     for (int i = 0; i < 2; i++)
         pthread_join(t[i], NULL);
     double two = 2.0 * (double)ops / ((double)(now_ns() - t0) / 1e9);
-    printf("threads  %ld keys each: 1 thread %.2f M/s, 2 threads %.2f M/s: speedup %.2fx\n", per,
-           one / 1e6, two / 1e6, two / one);
+    double two_cpu = (double)(a[0].cpu + a[1].cpu) / (2.0 * (double)ops);
+    printf("threads  %ld keys each: 1 thread %.2f M/s, 2 threads %.2f M/s: speedup %.2fx wall; "
+           "CPU per take %.1f ns alone, %.1f ns side by side (%.2fx by CPU)\n",
+           per, one / 1e6, two / 1e6, two / one, one_cpu, two_cpu, 2.0 * one_cpu / two_cpu);
     sl_store_free(s);
 }
 
@@ -236,18 +283,48 @@ static void bench_flood(long keys)
     sl_store *s = new_store(cap);
     unsigned char key[16];
     sl_decision d;
-    int64_t t0 = now_ns();
+    int64_t c0 = cpu_ns();
     for (long i = 0; i < keys; i++) {
         key_of((uint64_t)i + (UINT64_C(1) << 40), key);
         sl_store_take(s, key, 16, &l, 1000000000 + i, 1, &d);
     }
-    int64_t dt = now_ns() - t0;
+    int64_t dt = cpu_ns() - c0;
     sl_store_stats st;
     sl_store_get_stats(s, &st);
-    printf("flood    %ld new keys, cap 8 MiB: %6.1f ns/insert, %llu held, %llu evicted, %llu bytes\n",
+    printf("flood    %ld new keys, cap 8 MiB: %6.1f ns/insert CPU, %llu held, %llu evicted, %llu bytes\n",
            keys, (double)dt / (double)keys, (unsigned long long)st.keys,
            (unsigned long long)st.evictions, (unsigned long long)st.bytes_used);
     sl_store_free(s);
+}
+
+/* One dependent random load in `bytes` of memory: a pointer chase over a
+ * random cycle, one cache line per step. */
+static double chase_ns(size_t bytes)
+{
+    size_t n = bytes / 64;
+    uint64_t *a = malloc(n * 64);
+    uint32_t *perm = malloc(n * sizeof *perm);
+    uint64_t seed = 9;
+    for (size_t i = 0; i < n; i++)
+        perm[i] = (uint32_t)i;
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rng_next(&seed) % (i + 1);
+        uint32_t t = perm[i];
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    for (size_t i = 0; i < n; i++)
+        a[(size_t)perm[i] * 8] = (uint64_t)perm[(i + 1) % n] * 8;
+    uint64_t p = 0;
+    const long steps = 2000000;
+    int64_t t0 = now_ns();
+    for (long i = 0; i < steps; i++)
+        p = a[p];
+    double ns = (double)(now_ns() - t0) / (double)steps;
+    sink += p;
+    free(a);
+    free(perm);
+    return ns;
 }
 
 int main(int argc, char **argv)
@@ -268,27 +345,30 @@ int main(int argc, char **argv)
     /* A generous limit: the benchmark measures the store, and an admitted
      * take writes the state (the more expensive path). */
     sl_limit_init(&gcra, SL_GCRA, 1000000, 1000000000, 0);
-    printf("bench_store: %ld keys, %ld ops\n", keys, ops);
+    printf("bench_store: %ld keys, %ld ops, load average %.2f on %ld CPUs\n", keys, ops, loadavg(),
+           sysconf(_SC_NPROCESSORS_ONLN));
     bench_hot(ops * 5);
 
     long rss0 = rss_bytes();
     sl_store *s = new_store(0);
     unsigned char key[16];
     sl_decision d;
-    int64_t t0 = now_ns();
+    int64_t c0 = cpu_ns();
     for (long i = 0; i < keys; i++) {
         key_of((uint64_t)i, key);
         sl_store_take(s, key, 16, &gcra, 1000000000, 1, &d);
     }
-    int64_t fill = now_ns() - t0;
+    int64_t fill = cpu_ns() - c0;
     sl_store_stats st;
     sl_store_get_stats(s, &st);
     long rss1 = rss_bytes();
     printf("memory   %llu keys (16-byte keys, GCRA): %.1f bytes/key accounted, %.1f bytes/key "
-           "resident; insert %.1f ns/key\n",
+           "resident; insert %.1f ns/key CPU\n",
            (unsigned long long)st.keys, (double)st.bytes_used / (double)st.keys,
            (double)(rss1 - rss0) / (double)st.keys, (double)fill / (double)keys);
 
+    printf("floor    one dependent random load in %.0f MiB: %.1f ns\n",
+           (double)st.bytes_used / 1048576.0, chase_ns(st.bytes_used));
     uint32_t *u = uniform_indices(keys, ops, 1);
     run_access(s, "uniform", u, ops);
     free(u);

@@ -60,12 +60,24 @@ static inline uint64_t sl_load64(const unsigned char *p)
     return v;
 }
 
-/* Loads 1..8 bytes into the low end of a word. */
-static inline uint64_t sl_load_tail(const unsigned char *p, size_t n)
+static inline uint64_t sl_load32(const unsigned char *p)
 {
-    uint64_t v = 0;
-    memcpy(&v, p, n);
+    uint32_t v;
+    memcpy(&v, p, 4);
     return v;
+}
+
+/* Loads 0..8 bytes into a word with fixed-size loads only (a
+ * variable-length memcpy would be a call): two overlapping loads cover
+ * 4..8 bytes, three single bytes cover 1..3. Every byte lands somewhere,
+ * so two strings of the same length n < 8 are equal iff their words are. */
+static inline uint64_t sl_load_small(const unsigned char *p, size_t n)
+{
+    if (n >= 4)
+        return sl_load32(p) | (sl_load32(p + n - 4) << 32);
+    if (n == 0)
+        return 0;
+    return (uint64_t)p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)p[n - 1] << 16);
 }
 
 #define SL_K1 UINT64_C(0xa0761d6478bd642f)
@@ -75,7 +87,9 @@ static inline uint64_t sl_load_tail(const unsigned char *p, size_t n)
 /*
  * Folds 16 bytes at a time through a 64x64->128-bit multiply, whose high
  * and low halves depend on every input bit; the seed enters every round so
- * that collisions cannot be computed without it.
+ * that collisions cannot be computed without it. The last 1..16 bytes are
+ * read as overlapping words, and the length is mixed in, so that keys
+ * whose words coincide but whose lengths differ still hash apart.
  */
 uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed)
 {
@@ -90,13 +104,25 @@ uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed)
     uint64_t a, b;
     if (n > 8) {
         a = sl_load64(p);
-        b = sl_load_tail(p + 8, n - 8);
+        b = sl_load64(p + n - 8);
     } else {
-        a = n ? sl_load_tail(p, n) : 0;
+        a = sl_load_small(p, n);
         b = 0;
     }
     h = sl_fold(a ^ SL_K1 ^ h, b ^ SL_K2 ^ seed ^ (uint64_t)len);
     return sl_fold(h ^ SL_K3, SL_K1 ^ seed);
+}
+
+/* Are the n bytes at a and b equal? Word compares, no call: keys are short
+ * and the compare is on every take's path. */
+static inline bool sl_key_equal(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    if (n < 8)
+        return sl_load_small(a, n) == sl_load_small(b, n);
+    for (size_t i = 0; i + 8 < n; i += 8)
+        if (sl_load64(a + i) != sl_load64(b + i))
+            return false;
+    return sl_load64(a + n - 8) == sl_load64(b + n - 8);
 }
 
 static inline uint32_t sl_tag_of(uint64_t h)
@@ -339,8 +365,7 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
 static inline bool sl_rec_matches(const sl_shard *sh, uint32_t slot, const void *key, size_t keylen)
 {
     uint64_t *rec = sl_shard_record(sh, slot);
-    return sl_rec_meta_of(rec)->keylen == keylen &&
-           memcmp(sl_rec_key(sh, slot, rec), key, keylen) == 0;
+    return sl_rec_meta_of(rec)->keylen == keylen && sl_key_equal(sl_rec_key(sh, slot, rec), key, keylen);
 }
 
 /* Finds the key; returns its slot position, or -1. */
@@ -738,9 +763,10 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
 /* Does the stored record fit this limit (same algorithm, same state size)? */
 static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, sl_algorithm algorithm, size_t size)
 {
-    uint64_t *rec = sl_shard_record(sh, v);
-    return (sl_rec_meta_of(rec)->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
-           sl_shard_record_state_size(sh, v) == size;
+    const sl_page *pg = &sh->pages[sl_slot_page(v)];
+    const sl_rec_meta *m = sl_rec_meta_of(pg->base + (size_t)sl_slot_index(v) * pg->units);
+    return (m->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
+           ((size_t)pg->units - 1 - sl_key_units(m->keylen)) * 8 == size;
 }
 
 /* ---- the public operations ---- */

@@ -93,8 +93,11 @@ typedef struct sl_spin {
 } sl_spin;
 
 typedef struct sl_shard {
+    /* The lock alone on its line: every take writes it, and the line moves
+     * between cores; the fields below are read far more than written and
+     * then stay shared in every core's cache. */
     _Alignas(64) sl_spin lock;
-    uint32_t ngroups;    /* index size in groups of 8 slots (0 before first use) */
+    _Alignas(64) uint32_t ngroups; /* index size in groups of 8 slots (0 before first use) */
     uint32_t count;      /* keys held */
     uint32_t tombs;      /* deleted slots */
     uint32_t sweep_page; /* where the amortized reclaim looks next: page id... */
