@@ -51,7 +51,8 @@ typedef struct sl_resp_slice {
 /* 1. Requests                                                              */
 /* ------------------------------------------------------------------------ */
 
-/* Caps for one request. A zero field means "use the default". */
+/* Caps for one request. A zero field means "use the default". The byte caps
+ * are lowered to INT32_MAX - 2 when larger, since the parser returns an int. */
 typedef struct sl_resp_limits {
     size_t max_args;        /* arguments per command (multibulk count, inline words) */
     size_t max_bulk_len;    /* bytes in one bulk string argument */
