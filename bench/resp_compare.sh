@@ -32,6 +32,10 @@ RSS_KEYS=${RSS_KEYS:-1000000}
 # expired by the Lua script's PEXPIRE).
 CELL_ARGS=(99 100 3600)                 # CL.THROTTLE key max_burst count period_s
 LUA_ARGS=(100 100 3600000 1)            # capacity, tokens per period, period_ms, cost
+# For the memory figure, a day instead of an hour: loading a million keys into Redis
+# through Lua takes longer than the 36 s after which an hour's bucket is full again.
+CELL_ARGS_RSS=(99 100 86400)
+LUA_ARGS_RSS=(100 100 86400000 1)
 
 for tool in "$REDIS_SERVER" redis-benchmark redis-cli taskset python3; do
   command -v "$tool" >/dev/null || { echo "resp_compare: $tool not found (scripts/deps.sh)" >&2; exit 1; }
@@ -108,7 +112,7 @@ bench() { # port pipeline requests command...
 # Sends CL.THROTTLE (sluiced) or EVALSHA (redis) for keys 0..RSS_KEYS-1 through one
 # pipe (redis-cli --pipe), as fast as the server takes them.
 load_keys() { # port kind
-  python3 - "$1" "$2" "$RSS_KEYS" "${SHA:-}" "${CELL_ARGS[*]}" "${LUA_ARGS[*]}" <<'EOF' | redis-cli -p "$1" --pipe >"$work/pipe.$2.log"
+  python3 - "$1" "$2" "$RSS_KEYS" "${SHA:-}" "${CELL_ARGS_RSS[*]}" "${LUA_ARGS_RSS[*]}" <<'EOF' | redis-cli -p "$1" --pipe >"$work/pipe.$2.log"
 import sys
 port, kind, n, sha, cell, lua = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5].split(), sys.argv[6].split()
 out = sys.stdout.buffer
@@ -129,15 +133,28 @@ for i in range(n):
         out.write(b"".join(chunk)); chunk = []
 out.write(b"".join(chunk))
 EOF
+  echo "resp_compare: $2: $(tail -n 1 "$work/pipe.$2.log")" >&2
+  grep -q 'errors: 0,' "$work/pipe.$2.log" || { echo "resp_compare: error replies while loading $2" >&2; exit 1; }
+}
+
+# The commands under test answer what they should (redis-benchmark does not look).
+probe() {
+  local sl rd
+  sl=$(redis-cli -p "$SL_PORT" CL.THROTTLE probe "${CELL_ARGS[@]}" | tr '\n' ' ')
+  rd=$(redis-cli -p "$RD_PORT" EVALSHA "$SHA" 1 probe "${LUA_ARGS[@]}" | tr '\n' ' ')
+  [[ $sl == "0 100 99 -1 36 " ]] || { echo "resp_compare: sluiced CL.THROTTLE answered: $sl" >&2; exit 1; }
+  [[ $rd == "1 99 0 " ]] || { echo "resp_compare: Redis EVALSHA answered: $rd" >&2; exit 1; }
 }
 
 declare -A R
 
 echo "resp_compare: $(nproc) cores; servers on CPU $SERVER_CPU, redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
 echo "resp_compare: $("$REDIS_SERVER" --version | head -c 60); sluiced: $SLUICED" >&2
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 start_sluiced
 start_redis
+probe
 for pipe in 1 16; do
   n=$REQUESTS_P1
   ((pipe == 16)) && n=$REQUESTS_P16
@@ -197,5 +214,6 @@ per_key() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (n > 0) printf "%.0f",
 echo "| sluiced (CL.THROTTLE state) | ${sl_keys:-?} | ${sl_rss0} kB | ${sl_rss1} kB | $(per_key "$sl_rss0" "$sl_rss1" "${sl_keys:-0}") |"
 echo "| Redis (Lua token bucket hash + TTL) | ${rd_keys:-?} | ${rd_rss0} kB | ${rd_rss1} kB | $(per_key "$rd_rss0" "$rd_rss1" "${rd_keys:-0}") (used_memory $rd_used) |"
 echo
+echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)."
 echo "raw redis-benchmark CSV lines (in run order: sluiced CL.THROTTLE, Redis EVALSHA, Redis PING, sluiced PING; P1 then P16):" >&2
 cat "$work/raw.csv" >&2
