@@ -442,3 +442,39 @@ def test_expired_lease_id_never_comes_back(server, key):
             assert new != old[k], "an expired lease's id was issued again: %r" % new
             assert c.call("SL.RELEASE", k, old[k]) == 0, "the expired holder released the new lease"
             assert c.call("SL.RELEASE", k, new) == 1
+
+
+@pytest.mark.parametrize("args", [
+    ("SL.ACQUIRE", "{k}", 1000000000, 60000),
+    ("SL.ACQUIRE", "{k}", 2, 9223372036854775807),
+    ("SL.TAKE", "{k}", 1000000000, 60, "ALGORITHM", "sliding_log"),
+    ("SL.TAKE", "{k}", 9223372036854775807, 1),
+    ("SL.TAKE", "{k}", 1, 9223372036854775807),
+    ("SL.TAKE", "{k}", 1, "999999999999d"),
+    ("SL.TAKE", "{k}", 10, 60, "BURST", 9223372036854775807),
+    ("SL.TAKE", "{k}", 10, 60, "COST", 9223372036854775807),
+    ("SL.TAKE", "{k}", 10, "1ms", "ALGORITHM", "leaky_bucket", "BURST", 9223372036854775807),
+    ("CL.THROTTLE", "{k}", 9223372036854775806, 1, 1),
+    ("CL.THROTTLE", "{k}", 1, 1, 9223372036854775807),
+])
+def test_absurd_numbers(client, server, key, args):
+    """A clear error or a sane decision; never a crash, a hang, or a huge allocation."""
+    args = tuple(key if a == "{k}" else a for a in args)
+    client.send_command(*args)
+    reply = client.read_reply()
+    if isinstance(reply, Error):
+        assert reply.message.startswith("ERR "), reply
+    elif args[0] == "SL.TAKE":
+        d = as_map(reply)
+        assert d["allowed"] in (0, 1) and d["remaining"] >= 0
+    assert client.call("PING") == "PONG"
+    with open("/proc/%d/status" % server.proc.pid) as f:
+        rss_kb = int([l for l in f if l.startswith("VmRSS:")][0].split()[1])
+    assert rss_kb < 1024 * 1024, "sluiced holds %d MB after %r" % (rss_kb // 1024, args)
+
+
+def test_takemany_same_key_twice(client, key):
+    # one state under both limits (same algorithm): each limit takes its cost from it
+    allowed, by, res = takemany(client, 2, key, key, "LIMIT", 10, 3600, "LIMIT", 10, 3600)
+    assert (allowed, by) == (1, -1)
+    assert decision(client, "SL.PEEK", key, 10, 3600, "COST", 0)["remaining"] in (8, 9)

@@ -214,3 +214,21 @@ def test_slow_reader_does_not_stall_others(make_server):
     finally:
         hog.close()
     s.assert_serving()
+
+
+def test_takemany_opposite_key_orders_do_not_deadlock(server, key):
+    """Half the clients take (x, y), the other half (y, x), all at once: a store that
+    locks keys in request order would deadlock here. The two limits are 50 and 1000:
+    exactly 50 requests pass, and y loses exactly what x admitted."""
+    x, y = key + ":x", key + ":y"
+
+    def args(n, i):
+        if n % 2:
+            return ("SL.TAKEMANY", 2, x, y, "LIMIT", BURST, 3600, "LIMIT", 1000, 3600)
+        return ("SL.TAKEMANY", 2, y, x, "LIMIT", 1000, 3600, "LIMIT", BURST, 3600)
+
+    replies = hammer(server, args)
+    allowed = sum(as_map(r)["allowed"] for conn_replies in replies for r in conn_replies)
+    assert allowed == BURST
+    with server.conn() as c:
+        assert as_map(c.call("SL.PEEK", y, 1000, 3600, "COST", 0))["remaining"] == 1000 - BURST
