@@ -67,14 +67,16 @@ class Sluiced:
         self.stderr_path = None
         self.returncode = None
         self.runs = 0
+        self.bind_flag = True  # False: start without --bind (its default must be 127.0.0.1)
 
     @property
     def addr(self):
         return (self.host, self.port)
 
     def argv(self):
+        bind = ["--bind", "127.0.0.1"] if self.bind_flag else []
         return [self.binary, "--port", str(self.port), "--http-port", "0",
-                "--threads", "2", "--bind", "127.0.0.1"] + self.extra
+                "--threads", "2"] + bind + self.extra
 
     def launch(self, port=None):
         """Starts the process without waiting for it; see wait_ready()."""

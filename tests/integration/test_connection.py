@@ -447,3 +447,30 @@ def test_max_memory_evicts(make_server):
         # the newest key is held: it was just drained
         assert as_map(c.call("SL.TAKE", "mem:%d" % (n - 1), 1, 3600))["allowed"] == 0
     s.assert_serving()
+
+
+def listening_addresses(port):
+    """Local addresses of the TCP sockets listening on port (IPv4 and IPv6)."""
+    out = []
+    for path in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(path) as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    addr, p = fields[1].rsplit(":", 1)
+                    if int(p, 16) == port and fields[3] == "0A":  # LISTEN
+                        out.append(addr)
+        except FileNotFoundError:
+            pass
+    return out
+
+
+def test_default_bind_is_loopback(make_server):
+    s = make_server(start=False)
+    s.bind_flag = False
+    s.start()
+    addrs = listening_addresses(s.port)
+    assert addrs, "no listening socket found for port %d" % s.port
+    # 127.0.0.1 as /proc/net/tcp writes it (little-endian hex); nothing on 0.0.0.0 or ::
+    assert set(addrs) == {"0100007F"}, addrs
