@@ -481,7 +481,7 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
 }
 
 static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now);
-static bool sl_evict_page(sl_store *s, sl_shard *sh);
+static bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now);
 
 /*
  * Makes room in the index for one more key: drops tombstones, or grows by
@@ -503,7 +503,7 @@ static int sl_index_reserve(sl_store *s, sl_shard *sh, int64_t now)
          * shard's bytes): free whole pages of records until the larger table
          * fits. This happens once per growth, and growth stops when the
          * number of keys stops growing, as it does at the cap. */
-        while (!sl_within_budget(sh, bytes) && sl_evict_page(s, sh))
+        while (!sl_within_budget(sh, bytes) && sl_evict_page(s, sh, now))
             ;
     }
     if (sl_within_budget(sh, bytes)) {
@@ -595,16 +595,17 @@ static size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_
     return done;
 }
 
-/* The next page holding live records, of `units` when units != 0, after
- * the last one eviction used; SL_PAGE_NONE when there is none. */
-static uint32_t sl_next_victim_page(sl_shard *sh, uint32_t units)
+/* The next page holding live records, of `units` when units != 0, other
+ * than `exclude`, after the last one eviction used; SL_PAGE_NONE when there
+ * is none. */
+static uint32_t sl_next_victim_page(sl_shard *sh, uint32_t units, uint32_t exclude)
 {
     for (uint32_t k = 0; k < sh->pages_len; k++) {
         uint32_t id = sh->evict_page + 1 + k;
         if (id >= sh->pages_len)
             id -= sh->pages_len;
         const sl_page *pg = &sh->pages[id];
-        if (pg->base && pg->live && (!units || pg->units == units)) {
+        if (pg->base && pg->live && (!units || pg->units == units) && id != exclude) {
             sh->evict_page = id;
             return id;
         }
@@ -620,15 +621,16 @@ static uint32_t sl_next_victim_page(sl_shard *sh, uint32_t units)
  * forgives the least. Pages are visited in turn. Returns false when
  * nothing could be evicted (no records, or all pinned).
  */
-static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now)
+static bool sl_evict_from(sl_store *s, sl_shard *sh, uint32_t want_units, uint32_t exclude,
+                          bool only_want, int64_t now)
 {
     uint64_t now_tick = sl_now_tick(now);
-    for (int pass = 0; pass < 2; pass++) {
+    for (int pass = 0; pass < (only_want ? 1 : 2); pass++) {
         uint32_t units = pass == 0 ? want_units : 0;
         if (pass == 0 && !units)
             continue;
         for (uint32_t tries = 0; tries < sh->pages_len; tries++) {
-            uint32_t id = sl_next_victim_page(sh, units);
+            uint32_t id = sl_next_victim_page(sh, units, exclude);
             if (id == SL_PAGE_NONE)
                 break;
             const sl_page *pg = &sh->pages[id];
@@ -664,17 +666,112 @@ static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t
     return false;
 }
 
-/*
- * Evicts every unpinned record of the page with the fewest live records,
- * so that a whole page comes free: used when evicting single states keeps
- * freeing records of the wrong size. Returns false when no memory came free.
- */
-static bool sl_evict_page(sl_store *s, sl_shard *sh)
+static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now)
 {
+    return sl_evict_from(s, sh, want_units, SL_PAGE_NONE, false, now);
+}
+
+/* Points the index slot of record `from` at record `to` instead. */
+static void sl_index_repoint(const sl_store *s, sl_shard *sh, uint32_t from, uint32_t to)
+{
+    uint64_t *rec = sl_shard_record(sh, to); /* already a copy of `from` */
+    uint64_t h = sl_store_hash(sl_rec_key(sh, to, rec), sl_rec_meta_of(rec)->keylen, s->seed);
+    uint32_t g = sl_home_group(h, sh->ngroups);
+    for (uint32_t probes = 0; probes < sh->ngroups; probes++) {
+        uint32_t *grp = sh->slots + (size_t)g * SL_GROUP_SLOTS;
+        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
+            if (grp[i] > SL_SLOT_DELETED && (grp[i] & SL_SLOT_REF_MASK) == from) {
+                grp[i] = (grp[i] & ~SL_SLOT_REF_MASK) | to;
+                return;
+            }
+        }
+        g = g + 1 == sh->ngroups ? 0 : g + 1;
+    }
+}
+
+/*
+ * Frees page `id` without forgiving its states blindly: each of its
+ * records moves into a hole in another page of its size, and the holes
+ * are made by the usual eviction (sampled, soonest expiry first) in those
+ * other pages. So a whole page comes free while every state dropped was
+ * chosen by its expiry. Returns false, changing nothing but evictions,
+ * when the page holds a pinned record or is the only one of its size.
+ */
+static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, int64_t now)
+{
+    sl_page *pg = &sh->pages[id];
+    uint32_t units = pg->units;
+    if (units > SL_SMALL_MAX_UNITS)
+        return false;
+    for (uint32_t idx = 0; idx < pg->bump; idx++) {
+        uint8_t f = sl_rec_meta_of(pg->base + (size_t)idx * units)->flags;
+        if ((f & SL_REC_LIVE) && (f & SL_REC_PINNED))
+            return false;
+    }
+    /* Out of the partial list: nothing may be allocated here meanwhile. */
+    if (pg->live < pg->cap)
+        sl_partial_unlink(sh, id);
+    pg->cap = 0; /* marks the page as draining for sl_rec_free */
+    for (uint32_t idx = 0; idx < pg->bump && pg->live; idx++) {
+        uint64_t *rec = pg->base + (size_t)idx * units;
+        if (!(sl_rec_meta_of(rec)->flags & SL_REC_LIVE))
+            continue;
+        uint32_t to;
+        bool oom;
+        if (sh->partial[units] == SL_PAGE_NONE &&
+            !sl_evict_from(s, sh, units, id, true, now)) {
+            /* The only page of its size: its states go. */
+            sl_shard_remove_rec(s, sh, (id << 9) | idx);
+            sh->evictions++;
+            continue;
+        }
+        if (sh->partial[units] == SL_PAGE_NONE || !sl_rec_alloc_noevict(sh, units, &to, &oom)) {
+            sl_shard_remove_rec(s, sh, (id << 9) | idx);
+            sh->evictions++;
+            continue;
+        }
+        memcpy(sl_shard_record(sh, to), rec, (size_t)units * 8);
+        sl_index_repoint(s, sh, (id << 9) | idx, to);
+        sl_rec_meta_of(rec)->flags = 0;
+        pg->live--;
+    }
+    if (sh->pages[id].base) {
+        /* Empty now (its last record left by a move, not a free). */
+        sh->used -= SL_PAGE_BYTES;
+        sl_store_mfree(pg->base);
+        memset(pg, 0, sizeof *pg);
+        pg->next = sh->free_pages;
+        sh->free_pages = (uint16_t)id;
+    }
+    return true;
+}
+
+/*
+ * Frees one whole page: used when evicting single states keeps freeing
+ * records of the wrong size, or when the index must grow at the cap. The
+ * page is taken from the record size that holds the most pages (where a
+ * flood of keys lives, not a lone state of a rare size), and among those,
+ * the one with the fewest live records (the fewest moves); it is drained
+ * (see above), or, failing that, all its unpinned states are evicted.
+ * Returns false when no memory came free.
+ */
+static bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now)
+{
+    uint32_t pages_of[SL_SMALL_MAX_UNITS + 1] = {0}; /* [0]: pages of one large record */
+    uint32_t top = 0;
+    for (uint32_t id = 0; id < sh->pages_len; id++) {
+        const sl_page *pg = &sh->pages[id];
+        if (!pg->base || !pg->live)
+            continue;
+        uint32_t c = pg->units <= SL_SMALL_MAX_UNITS ? pg->units : 0;
+        if (++pages_of[c] > pages_of[top])
+            top = c;
+    }
     uint32_t best = SL_PAGE_NONE, best_live = UINT32_MAX;
     for (uint32_t id = 0; id < sh->pages_len; id++) {
         const sl_page *pg = &sh->pages[id];
-        if (pg->base && pg->live && pg->live < best_live) {
+        uint32_t c = pg->units <= SL_SMALL_MAX_UNITS ? pg->units : 0;
+        if (pg->base && pg->live && c == top && pg->live < best_live) {
             best_live = pg->live;
             best = id;
         }
@@ -682,6 +779,8 @@ static bool sl_evict_page(sl_store *s, sl_shard *sh)
     if (best == SL_PAGE_NONE)
         return false;
     size_t before = sh->used;
+    if (sl_drain_page(s, sh, best, now))
+        return sh->used < before;
     uint32_t bump = sh->pages[best].bump;
     for (uint32_t idx = 0; idx < bump && sh->pages[best].base; idx++) {
         if (!sl_page_live_rec(&sh->pages[best], idx))
@@ -706,7 +805,7 @@ static int sl_rec_alloc(sl_store *s, sl_shard *sh, uint32_t units, int64_t now, 
         if (oom && sh->budget == SIZE_MAX)
             return SL_ERR_NOMEM; /* malloc failed and there is no cap to evict towards */
         bool freed = attempt < 16 ? sl_evict_one(s, sh, units, now) : false;
-        if (!freed && !sl_evict_page(s, sh))
+        if (!freed && !sl_evict_page(s, sh, now))
             return SL_ERR_NOMEM;
     }
     return SL_ERR_NOMEM;

@@ -571,3 +571,75 @@ Test(store, churn_rehashes_in_place)
     cr_expect_eq(st.keys, (uint64_t)found);
     sl_store_free(s);
 }
+
+/* At the cap, eviction takes the states that expire soonest: a user deep
+ * in debt (a full hour-long burst taken) survives a flood of one-request
+ * keys, whether the user's key has the flood's length or another one. */
+Test(store, eviction_spares_the_deepest_debt)
+{
+    sl_limit hour, flood;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&hour, SL_GCRA, 100, 3600 * NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&flood, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(1u << 20, 0);
+    const char *heavy[2] = {"heavy:000000", "h"}; /* the flood's length, and another */
+    for (int h = 0; h < 2; h++) {
+        cr_assert(sl_store_take(s, heavy[h], strlen(heavy[h]), &hour, NS_PER_SEC, 100, &d) == SL_OK &&
+                  d.allowed);
+    }
+    char key[32];
+    /* Each flood key takes one of 10/s: it expires 100 ms later, while the
+     * heavy users' debts last an hour. Time stands still. */
+    for (int i = 0; i < 300000; i++) {
+        int n = snprintf(key, sizeof key, "flood:%06d", i);
+        cr_assert_eq(sl_store_take(s, key, (size_t)n, &flood, NS_PER_SEC, 1, &d), SL_OK);
+    }
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_gt(st.evictions, 200000);
+    for (int h = 0; h < 2; h++) {
+        cr_expect(sl_store_peek(s, heavy[h], strlen(heavy[h]), &hour, NS_PER_SEC, 1, &d) == SL_OK &&
+                      !d.allowed,
+                  "%s kept its debt", heavy[h]);
+    }
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
+/* Loading a snapshot under allocation failures: SL_OK or SL_ERR_NOMEM,
+ * never a broken store or a leak. */
+Test(store, snapshot_load_survives_allocation_failures)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 5, 60 * NS_PER_SEC, 0), SL_OK);
+    sl_store *a = new_store(0, 4);
+    char key[32];
+    for (int i = 0; i < 3000; i++) {
+        int n = snprintf(key, sizeof key, "load:%d", i);
+        cr_assert_eq(sl_store_take(a, key, (size_t)n, &l, NS_PER_SEC, 1, &d), SL_OK);
+    }
+    char path[] = "/tmp/sl_store_load_XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert(fd >= 0);
+    close(fd);
+    cr_assert_eq(sl_store_snapshot_save(a, path, NS_PER_SEC, 0), SL_OK);
+    int nomem = 0;
+    for (long nth = 1; nth <= 40; nth++) {
+        sl_store *b = new_store(0, 4);
+        sl_store_debug_fail_alloc(nth);
+        size_t loaded;
+        int rc = sl_store_snapshot_load(b, path, NS_PER_SEC, 0, &loaded);
+        sl_store_debug_fail_alloc(0);
+        cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM, "rc %d at %ld", rc, nth);
+        nomem += rc == SL_ERR_NOMEM;
+        cr_assert_eq(sl_store_debug_check(b), 0);
+        sl_store_stats st;
+        sl_store_get_stats(b, &st);
+        cr_assert_eq(st.keys, loaded);
+        sl_store_free(b);
+    }
+    cr_expect_gt(nomem, 10);
+    unlink(path);
+    sl_store_free(a);
+}
