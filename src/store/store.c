@@ -696,8 +696,10 @@ static void sl_index_repoint(const sl_store *s, sl_shard *sh, uint32_t from, uin
  * other pages. So a whole page comes free while every state dropped was
  * chosen by its expiry. Returns false, changing nothing but evictions,
  * when the page holds a pinned record or is the only one of its size.
+ * Without may_evict (compaction), the caller has checked that the other
+ * pages of the size have room for every record.
  */
-static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, int64_t now)
+static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, bool may_evict, int64_t now)
 {
     sl_page *pg = &sh->pages[id];
     uint32_t units = pg->units;
@@ -719,7 +721,7 @@ static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, int64_t now)
         uint32_t to;
         bool oom;
         if (sh->partial[units] == SL_PAGE_NONE &&
-            !sl_evict_from(s, sh, units, id, true, now)) {
+            (!may_evict || !sl_evict_from(s, sh, units, id, true, now))) {
             /* The only page of its size: its states go. */
             sl_shard_remove_rec(s, sh, (id << 9) | idx);
             sh->evictions++;
@@ -779,7 +781,7 @@ static bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now)
     if (best == SL_PAGE_NONE)
         return false;
     size_t before = sh->used;
-    if (sl_drain_page(s, sh, best, now))
+    if (sl_drain_page(s, sh, best, true, now))
         return sh->used < before;
     uint32_t bump = sh->pages[best].bump;
     for (uint32_t idx = 0; idx < bump && sh->pages[best].base; idx++) {
@@ -983,8 +985,19 @@ static void sl_scratch_put(unsigned char *stack, void *p)
         sl_store_mfree(p);
 }
 
-int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d)
+/* The one decision of a take (lease_id 0) or of a lease acquire with the
+ * caller's id. */
+static int sl_store_decide(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                           uint64_t lease_id, sl_decision *d)
+{
+    return lease_id ? sl_lease_acquire(l, state, now, cost, lease_id, d)
+                    : sl_take(l, state, now, cost, d);
+}
+
+/* sl_store_take and sl_store_acquire: take `cost` from the key's state, or
+ * acquire a lease of that weight carrying lease_id when it is not 0. */
+static int sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                            int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
 {
     size_t size;
     if (!s || !d)
@@ -1002,7 +1015,7 @@ int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l
         if (sl_rec_compatible(sh, v, l->algorithm, size)) {
             /* The hot path: decide in place. */
             uint64_t *rec = sl_shard_record(sh, v);
-            rc = sl_take(l, sl_rec_state(rec), now, cost, d);
+            rc = sl_store_decide(l, sl_rec_state(rec), now, cost, lease_id, d);
             if (rc == SL_OK && cost > 0)
                 sl_rec_set_expiry(rec, sl_store_tick_of(sl_state_expires_at(l, sl_rec_state(rec))));
             sl_spin_unlock(&sh->lock);
@@ -1018,7 +1031,7 @@ int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l
         sl_spin_unlock(&sh->lock);
         return SL_ERR_NOMEM;
     }
-    rc = sl_take(l, scratch, now, cost, d);
+    rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
     if (rc == SL_OK) {
         if (pos >= 0) {
             sl_shard_remove(sh, (size_t)pos);
@@ -1032,6 +1045,20 @@ int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l
     sl_spin_unlock(&sh->lock);
     sl_scratch_put(stack, scratch);
     return rc;
+}
+
+int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                  int64_t cost, sl_decision *d)
+{
+    return sl_store_take_op(s, key, keylen, l, now, cost, 0, d);
+}
+
+int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                     int64_t weight, uint64_t lease_id, sl_decision *d)
+{
+    if (!lease_id)
+        return SL_ERR_ARGUMENT;
+    return sl_store_take_op(s, key, keylen, l, now, weight, lease_id, d);
 }
 
 int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
@@ -1116,6 +1143,67 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
     return rc;
 }
 
+/* Records compaction may move per shard and call: bounded work under the
+ * lock (a few tens of microseconds). */
+#define SL_COMPACT_MOVES 1024u
+/* Pages it may free per shard and call (each costs a scan of the page
+ * table). */
+#define SL_COMPACT_PAGES 16u
+
+/* The sparsest page of some record size whose live records all fit in
+ * the free records of the other pages of that size and which is at most
+ * half full; SL_PAGE_NONE when there is none. */
+static uint32_t sl_compact_candidate(const sl_shard *sh)
+{
+    uint32_t free_of[SL_SMALL_MAX_UNITS + 1] = {0}, sparsest[SL_SMALL_MAX_UNITS + 1];
+    for (uint32_t u = 0; u <= SL_SMALL_MAX_UNITS; u++)
+        sparsest[u] = SL_PAGE_NONE;
+    for (uint32_t id = 0; id < sh->pages_len; id++) {
+        const sl_page *pg = &sh->pages[id];
+        if (!pg->base || pg->units > SL_SMALL_MAX_UNITS)
+            continue;
+        free_of[pg->units] += (uint32_t)(pg->cap - pg->live);
+        if (sparsest[pg->units] == SL_PAGE_NONE || pg->live < sh->pages[sparsest[pg->units]].live)
+            sparsest[pg->units] = id;
+    }
+    for (uint32_t u = SL_MIN_UNITS; u <= SL_SMALL_MAX_UNITS; u++) {
+        uint32_t id = sparsest[u];
+        if (id == SL_PAGE_NONE)
+            continue;
+        const sl_page *pg = &sh->pages[id];
+        if (pg->live <= pg->cap / 2 && free_of[u] - (uint32_t)(pg->cap - pg->live) >= pg->live)
+            return id;
+    }
+    return SL_PAGE_NONE;
+}
+
+/*
+ * Gives memory back after many keys went: moves the records of sparse
+ * pages into the free records of other pages of their size (only when
+ * those have room for all of them, so that nothing is evicted) and frees
+ * them, up to SL_COMPACT_MOVES records or SL_COMPACT_PAGES pages; and rebuilds an index that is
+ * mostly empty at half its size.
+ */
+static void sl_shard_compact(sl_store *s, sl_shard *sh, int64_t now)
+{
+    uint32_t moved = 0;
+    for (unsigned pages = 0; pages < SL_COMPACT_PAGES && moved < SL_COMPACT_MOVES; pages++) {
+        uint32_t id = sl_compact_candidate(sh);
+        if (id == SL_PAGE_NONE)
+            break;
+        moved += sh->pages[id].live;
+        if (!sl_drain_page(s, sh, id, false, now))
+            break;
+    }
+    /* An index at most an eighth full shrinks by half (it is rebuilt from
+     * the pages, and calloc failing just leaves it as it was). */
+    if (sh->ngroups > 2 && (uint64_t)sh->count * 8 < sl_index_limit(sh->ngroups)) {
+        uint32_t ngroups = sh->ngroups / 2;
+        if (sh->count < sl_index_limit(ngroups) / 2)
+            sl_index_rebuild(s, sh, ngroups);
+    }
+}
+
 size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records)
 {
     size_t done = 0;
@@ -1125,6 +1213,7 @@ size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records)
         sl_shard *sh = &s->shards[i];
         sl_spin_lock(&sh->lock);
         done += sl_shard_sweep(s, sh, now, max_records);
+        sl_shard_compact(s, sh, now);
         sl_spin_unlock(&sh->lock);
     }
     return done;

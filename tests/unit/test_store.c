@@ -643,3 +643,40 @@ Test(store, snapshot_load_survives_allocation_failures)
     unlink(path);
     sl_store_free(a);
 }
+
+/* After most keys go, timer sweeps give the memory back: sparse pages are
+ * drained into the others (nothing evicted) and the index shrinks; the
+ * survivors keep their states. */
+Test(store, sweeps_compact_pages_and_shrink_the_index)
+{
+    sl_limit hour, second;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&hour, SL_GCRA, 3, 3600 * NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&second, SL_GCRA, 3, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 1);
+    char key[32];
+    enum { N = 40000 };
+    for (int i = 0; i < N; i++) {
+        int n = snprintf(key, sizeof key, "c:%08d", i);
+        const sl_limit *l = i % 10 == 0 ? &hour : &second; /* one key in ten stays */
+        cr_assert(sl_store_take(s, key, (size_t)n, l, NS_PER_SEC, 3, &d) == SL_OK && d.allowed);
+    }
+    sl_store_stats full, st;
+    sl_store_get_stats(s, &full);
+    for (int i = 0; i < 40; i++)
+        sl_store_sweep(s, 10 * NS_PER_SEC, SIZE_MAX);
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, N / 10);
+    cr_expect_eq(st.evictions, 0, "compaction moves, it does not evict");
+    /* 4000 records of 40 bytes and their index: about 200 KB, where the
+     * full store held 40 000. */
+    cr_expect_lt(st.bytes_used, 4000 * 60 + 64 * 1024, "bytes %llu (full: %llu)",
+                 (unsigned long long)st.bytes_used, (unsigned long long)full.bytes_used);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    for (int i = 0; i < N; i += 10) {
+        int n = snprintf(key, sizeof key, "c:%08d", i);
+        cr_assert(sl_store_peek(s, key, (size_t)n, &hour, 10 * NS_PER_SEC, 1, &d) == SL_OK);
+        cr_assert(!d.allowed, "key %d kept its debt", i);
+    }
+    sl_store_free(s);
+}
