@@ -198,6 +198,19 @@ int64_t sl_state_expires_at(const sl_limit *l, const void *state);
 void sl_state_rebase(sl_algorithm algorithm, void *state, size_t size, int64_t delta_ns);
 
 /*
+ * Acquires a lease of `weight` units on an SL_CONCURRENCY state, as sl_take
+ * does, but the lease carries the caller's `lease_id` (non-zero) instead of
+ * the state's next number. A server passes a random 64-bit number: the id is
+ * then unguessable, and an expired lease's id never comes back, even after
+ * the state was reclaimed. Weight 0 peeks. Returns SL_OK with *d filled (and
+ * d->lease_id = lease_id when granted), SL_ERR_ARGUMENT for id 0 or an id
+ * that a live lease of the state already has, SL_ERR_COST, SL_ERR_TIME, or
+ * SL_ERR_ALGORITHM for a limit of another algorithm.
+ */
+int sl_lease_acquire(const sl_limit *l, void *state, int64_t now, int64_t weight,
+                     uint64_t lease_id, sl_decision *d);
+
+/*
  * Releases lease `lease_id` of an SL_CONCURRENCY state at time `now`.
  * Returns 1 when it was held, 0 when it is unknown or has expired, or an
  * SL_ERR_* for invalid input.
@@ -291,6 +304,21 @@ int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l
                   int64_t cost, sl_decision *d);
 
 /*
+ * Acquires a lease of `weight` units on the SL_CONCURRENCY state of `key`
+ * under *l, with the caller's `lease_id` (see sl_lease_acquire: a server
+ * passes a random non-zero 64-bit number, so that ids are unguessable and
+ * never come back, even after the state was reclaimed). Otherwise as
+ * sl_store_take: d->allowed says whether it was granted, and then
+ * d->lease_id is lease_id; weight 0 peeks. Returns SL_OK, SL_ERR_ARGUMENT
+ * for id 0 or an id a live lease of the key already has, SL_ERR_ALGORITHM
+ * for a limit of another algorithm, or an error as sl_store_take.
+ * sl_store_take on a concurrency limit also acquires, with ids counted per
+ * state (1, 2, ...).
+ */
+int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                     int64_t weight, uint64_t lease_id, sl_decision *d);
+
+/*
  * Answers what a take of `cost` would answer, without consuming anything or
  * storing the key. Same results as sl_store_take, never SL_ERR_NOMEM.
  */
@@ -318,6 +346,15 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
 int sl_store_reset(sl_store *s, const void *key, size_t keylen);
 
 /*
+ * Acquires a lease of `weight` units on the SL_CONCURRENCY state of `key`
+ * under *l, carrying the caller's lease_id (see sl_lease_acquire: pass a
+ * random non-zero number). Results as sl_store_take, and SL_ERR_ARGUMENT for
+ * id 0 or an id a live lease of the key already has.
+ */
+int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                     int64_t weight, uint64_t lease_id, sl_decision *d);
+
+/*
  * Releases lease `lease_id` of the SL_CONCURRENCY state of `key` under *l.
  * Returns 1 when the lease was held, 0 when the key, the lease or a state of
  * that shape is unknown or the lease has expired, or SL_ERR_*.
@@ -330,8 +367,10 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
  * max_records stored states in each shard, from where the last sweep
  * stopped (SIZE_MAX: all of them).
  * Takes already reclaim a little as they go; a server may also call this
- * from a timer so that memory follows the active keys when traffic stops.
- * Returns the number of states reclaimed.
+ * from a timer so that memory follows the active keys when traffic stops:
+ * it also moves the states of sparse pages together (evicting nothing) and
+ * frees the pages, and shrinks a mostly empty index, a bounded amount each
+ * call. Returns the number of states reclaimed.
  */
 size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records);
 

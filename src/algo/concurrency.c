@@ -6,9 +6,10 @@
  * the lease frees its units, and so does its expiry, so a holder that crashes
  * cannot keep a slot forever. Cost 0 peeks.
  *
- * Lease ids count up from 1 in each state: they tell a key's leases apart,
- * they are not secrets. A server that hands them to clients should make them
- * unguessable on the way out.
+ * A lease's id is the caller's (sl_lease_acquire: a server passes a random
+ * 64-bit number, so that ids are unguessable and an expired lease's id never
+ * comes back), or, through sl_take, the state's next number counting up from
+ * 1 (which starts again when a reclaimed state does).
  *
  * State: a header, then up to `limit` leases sorted by expiry (all leases of
  * a limit share one TTL, so appending keeps the order): 24 bytes a lease.
@@ -69,8 +70,10 @@ static void sl_conc_drop(sl_concurrency_state *s, int64_t n, int64_t w)
     s->in_flight -= w;
 }
 
-static void sl_conc_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
-                         sl_decision *d)
+/* The decision of an acquire of weight `cost`; a granted lease carries
+ * `want_id`, or the state's next number when want_id is 0. */
+static void sl_conc_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                           uint64_t want_id, sl_decision *d)
 {
     sl_concurrency_state *s = state;
     int64_t cap = l->limit, expired, freed;
@@ -101,7 +104,7 @@ static void sl_conc_take(const sl_limit *l, void *state, int64_t now, int64_t co
             if (commit) {
                 sl_conc_drop(s, expired, freed);
                 sl_lease *n = &s->leases[s->count++];
-                n->id = ++s->last_id;
+                n->id = want_id ? want_id : ++s->last_id;
                 n->expires = last_expiry;
                 n->weight = cost;
                 s->in_flight += cost;
@@ -121,6 +124,34 @@ static void sl_conc_take(const sl_limit *l, void *state, int64_t now, int64_t co
         sl_conc_drop(s, expired, freed);
     d->remaining = cap - in_flight;
     d->reset_after_ns = count == 0 ? 0 : last_expiry - now;
+}
+
+static void sl_conc_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                         sl_decision *d)
+{
+    sl_conc_decide(l, state, now, cost, commit, 0, d);
+}
+
+int sl_lease_acquire(const sl_limit *l, void *state, int64_t now, int64_t weight,
+                     uint64_t lease_id, sl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    if (l->algorithm != SL_CONCURRENCY)
+        return SL_ERR_ALGORITHM;
+    if (weight < 0)
+        return SL_ERR_COST;
+    if (now < 0 || now > SL_TIME_MAX)
+        return SL_ERR_TIME;
+    if (lease_id == 0)
+        return SL_ERR_ARGUMENT;
+    sl_concurrency_state *s = state;
+    int64_t expired, freed;
+    if (weight > 0 && sl_conc_scan(s, l->limit, now, &expired, &freed))
+        for (int64_t i = expired; i < s->count; i++)
+            if (s->leases[i].id == lease_id)
+                return SL_ERR_ARGUMENT; /* ids must tell a key's leases apart */
+    sl_conc_decide(l, state, now, weight, weight > 0, lease_id, d);
+    return SL_OK;
 }
 
 int sl_lease_release(const sl_limit *l, void *state, int64_t now, uint64_t lease_id)

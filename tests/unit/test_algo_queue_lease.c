@@ -145,3 +145,33 @@ Test(concurrency, expiry_frees_slots_and_unknown_leases_are_refused)
     cr_assert_eq(sl_lease_release(&g, st, 0, 1), SL_ERR_ALGORITHM);
     free(st);
 }
+
+Test(concurrency, leases_carry_the_callers_ids)
+{
+    sl_limit l;
+    cr_assert_eq(sl_limit_init(&l, SL_CONCURRENCY, 3, 5 * NS_PER_SEC, 0), SL_OK);
+    void *st = test_state(&l);
+    sl_decision d;
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, 1, UINT64_C(0xdeadbeefcafe), &d), SL_OK);
+    cr_assert(d.allowed);
+    cr_assert_eq(d.lease_id, UINT64_C(0xdeadbeefcafe));
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, 1, UINT64_C(0xdeadbeefcafe), &d), SL_ERR_ARGUMENT,
+                 "two live leases of one key cannot share an id");
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, 1, 0, &d), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, -1, 7, &d), SL_ERR_COST);
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, 0, 7, &d), SL_OK, "weight 0 peeks");
+    cr_assert_eq(d.remaining, 2);
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, 2, 7, &d), SL_OK);
+    cr_assert_eq(sl_lease_acquire(&l, st, 0, 1, 8, &d), SL_OK);
+    cr_assert(!d.allowed, "3 in flight");
+    cr_assert_eq(sl_lease_release(&l, st, 0, 8), 0);
+    cr_assert_eq(sl_lease_release(&l, st, 0, 7), 1);
+    cr_assert_eq(sl_lease_release(&l, st, 0, UINT64_C(0xdeadbeefcafe)), 1);
+    /* an expired id may be given again: it is then a new lease */
+    cr_assert_eq(sl_lease_acquire(&l, st, 10 * NS_PER_SEC, 1, 7, &d), SL_OK);
+    cr_assert(d.allowed);
+    sl_limit g;
+    sl_limit_init(&g, SL_GCRA, 1, 1, 0);
+    cr_assert_eq(sl_lease_acquire(&g, st, 0, 1, 9, &d), SL_ERR_ALGORITHM);
+    free(st);
+}
