@@ -1,0 +1,415 @@
+/*
+ * config.c: loads sluiced's YAML config (see config.h) with libyaml's
+ * document API: the file (at most SL_CONFIG_MAX_BYTES) is parsed into a node
+ * tree, then walked once. Every error names where and what: file, line,
+ * column, the key or value at fault, and the reason.
+ */
+#include "policy/config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "common/duration.h"
+
+typedef struct sl_loader {
+    yaml_document_t doc;
+    const char *name;
+    char *err;
+    size_t errlen;
+    sl_config *cfg;
+} sl_loader;
+
+/* Formats "NAME:LINE:COL: message" for node n (NULL: no position). */
+static int sl_fail(sl_loader *ld, const yaml_node_t *n, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int sl_fail(sl_loader *ld, const yaml_node_t *n, const char *fmt, ...)
+{
+    int w = n ? snprintf(ld->err, ld->errlen, "%s:%zu:%zu: ", ld->name, n->start_mark.line + 1,
+                         n->start_mark.column + 1)
+              : snprintf(ld->err, ld->errlen, "%s: ", ld->name);
+    if (w < 0 || (size_t)w >= ld->errlen)
+        return -1;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(ld->err + w, ld->errlen - (size_t)w, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static yaml_node_t *sl_node(sl_loader *ld, int index)
+{
+    return yaml_document_get_node(&ld->doc, index);
+}
+
+static bool sl_is_scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE;
+}
+
+static const char *sl_scalar(const yaml_node_t *n)
+{
+    return (const char *)n->data.scalar.value;
+}
+
+static bool sl_key_is(const yaml_node_t *k, const char *name)
+{
+    return sl_is_scalar(k) && strcmp(sl_scalar(k), name) == 0;
+}
+
+/* Quotes a scalar for a message, cut to 40 bytes. */
+static const char *sl_quote(const yaml_node_t *n, char buf[48])
+{
+    if (!sl_is_scalar(n))
+        return n && n->type == YAML_MAPPING_NODE ? "a mapping" : "a list";
+    snprintf(buf, 48, "'%.40s'", sl_scalar(n));
+    return buf;
+}
+
+static int sl_int_value(sl_loader *ld, const yaml_node_t *v, const char *where, const char *what,
+                        int64_t min, int64_t *out)
+{
+    char q[48];
+    if (sl_is_scalar(v)) {
+        const char *s = sl_scalar(v);
+        char *end;
+        errno = 0;
+        long long x = strtoll(s, &end, 10);
+        if (*s && *end == '\0' && errno == 0 && x >= min) {
+            *out = x;
+            return 0;
+        }
+    }
+    return sl_fail(ld, v, "%s: %s must be an integer of at least %lld (got %s)", where, what,
+                   (long long)min, sl_quote(v, q));
+}
+
+static int sl_bool_value(sl_loader *ld, const yaml_node_t *v, const char *where, const char *what,
+                         bool *out)
+{
+    char q[48];
+    static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
+    for (int i = 0; i < 3 && sl_is_scalar(v); i++) {
+        if (strcmp(sl_scalar(v), yes[i]) == 0)
+            return *out = true, 0;
+        if (strcmp(sl_scalar(v), no[i]) == 0)
+            return *out = false, 0;
+    }
+    return sl_fail(ld, v, "%s: %s must be true or false (got %s)", where, what, sl_quote(v, q));
+}
+
+/* A limit from a mapping {algorithm, limit, period, burst}. `base` gives the
+ * defaults (a tier inherits its policy's algorithm), NULL for none. */
+static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where,
+                          const sl_limit *base, sl_limit *out, const char *const *extra)
+{
+    char q[48];
+    if (!m || m->type != YAML_MAPPING_NODE)
+        return sl_fail(ld, m, "%s must be a mapping with limit and period", where);
+    sl_algorithm algo = base ? base->algorithm : SL_GCRA;
+    int64_t limit = 0, period = 0, burst = 0;
+    const yaml_node_t *at_limit = NULL;
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
+        if (sl_key_is(k, "algorithm")) {
+            if (!sl_is_scalar(v) ||
+                sl_algorithm_parse(sl_scalar(v), v->data.scalar.length, &algo) != SL_OK ||
+                algo == SL_CONCURRENCY)
+                return sl_fail(ld, v, "%s: unknown algorithm %s (use gcra, token_bucket, "
+                                      "leaky_bucket, fixed_window, sliding_log or sliding_window)",
+                               where, sl_quote(v, q));
+        } else if (sl_key_is(k, "limit")) {
+            if (sl_int_value(ld, v, where, "limit", 1, &limit))
+                return -1;
+            at_limit = v;
+        } else if (sl_key_is(k, "period")) {
+            int rc = sl_is_scalar(v) ? sl_parse_duration(sl_scalar(v), v->data.scalar.length, &period)
+                                     : -1;
+            if (rc != 0)
+                return sl_fail(ld, v, "%s: period must be a positive duration: seconds, or a "
+                                      "number with ms, s, m, h or d (got %s)",
+                               where, sl_quote(v, q));
+        } else if (sl_key_is(k, "burst")) {
+            if (sl_int_value(ld, v, where, "burst", 0, &burst))
+                return -1;
+        } else {
+            bool known = false;
+            for (int i = 0; extra && extra[i]; i++)
+                known |= sl_key_is(k, extra[i]);
+            if (!known)
+                return sl_fail(ld, k, "%s: unknown setting %s", where, sl_quote(k, q));
+        }
+    }
+    if (limit == 0)
+        return sl_fail(ld, m, "%s: limit is required", where);
+    if (period == 0)
+        return sl_fail(ld, m, "%s: period is required", where);
+    int rc = sl_limit_init(out, algo, limit, period, burst);
+    if (rc != SL_OK)
+        return sl_fail(ld, at_limit ? at_limit : m, "%s: %s", where, sl_strerror(rc));
+    return 0;
+}
+
+static int sl_name_value(sl_loader *ld, const yaml_node_t *k, const char *what, char *out)
+{
+    char q[48];
+    if (!sl_is_scalar(k) || k->data.scalar.length == 0 ||
+        k->data.scalar.length > SL_POLICY_NAME_MAX)
+        return sl_fail(ld, k, "%s name must be 1 to %d characters (got %s)", what,
+                       SL_POLICY_NAME_MAX, sl_quote(k, q));
+    memcpy(out, sl_scalar(k), k->data.scalar.length + 1);
+    return 0;
+}
+
+static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *m,
+                           sl_policy *p)
+{
+    static const char *const policy_keys[] = {"key", "shadow", "tiers", "global", NULL};
+    char where[96], q[48];
+    if (sl_name_value(ld, k, "policy", p->name))
+        return -1;
+    snprintf(where, sizeof where, "policy '%s'", p->name);
+    if (sl_limit_value(ld, m, where, NULL, &p->limit, policy_keys))
+        return -1;
+    snprintf(p->key, sizeof p->key, "{policy}:{key}");
+    for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
+        yaml_node_t *pk = sl_node(ld, pr->key), *v = sl_node(ld, pr->value);
+        if (sl_key_is(pk, "key")) {
+            if (!sl_is_scalar(v) || v->data.scalar.length > SL_POLICY_KEY_MAX ||
+                !strstr(sl_scalar(v), "{key}"))
+                return sl_fail(ld, v, "%s: key must be a template of at most %d characters "
+                                      "containing {key} (got %s)",
+                               where, SL_POLICY_KEY_MAX, sl_quote(v, q));
+            memcpy(p->key, sl_scalar(v), v->data.scalar.length + 1);
+        } else if (sl_key_is(pk, "shadow")) {
+            if (sl_bool_value(ld, v, where, "shadow", &p->shadow))
+                return -1;
+        } else if (sl_key_is(pk, "global")) {
+            char gwhere[128];
+            snprintf(gwhere, sizeof gwhere, "%s global", where);
+            if (sl_limit_value(ld, v, gwhere, &p->limit, &p->global, NULL))
+                return -1;
+            p->has_global = true;
+        } else if (sl_key_is(pk, "tiers")) {
+            if (!v || v->type != YAML_MAPPING_NODE)
+                return sl_fail(ld, v, "%s: tiers must be a mapping of tier names to limits", where);
+            for (yaml_node_pair_t *t = v->data.mapping.pairs.start; t < v->data.mapping.pairs.top;
+                 t++) {
+                if (p->ntiers == SL_POLICY_MAX_TIERS)
+                    return sl_fail(ld, v, "%s: at most %d tiers", where, SL_POLICY_MAX_TIERS);
+                sl_policy_tier *tier = &p->tiers[p->ntiers];
+                yaml_node_t *tk = sl_node(ld, t->key);
+                if (sl_name_value(ld, tk, "tier", tier->name))
+                    return -1;
+                for (size_t i = 0; i < p->ntiers; i++)
+                    if (strcmp(p->tiers[i].name, tier->name) == 0)
+                        return sl_fail(ld, tk, "%s: tier '%s' is defined twice", where, tier->name);
+                char twhere[192];
+                snprintf(twhere, sizeof twhere, "%s tier '%s'", where, tier->name);
+                if (sl_limit_value(ld, sl_node(ld, t->value), twhere, &p->limit, &tier->limit, NULL))
+                    return -1;
+                p->ntiers++;
+            }
+        }
+    }
+    return 0;
+}
+
+static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *v)
+{
+    char q[48];
+    if (!sl_is_scalar(k) || k->data.scalar.length == 0 || k->data.scalar.length > 64)
+        return sl_fail(ld, k, "server: a setting name must be 1 to 64 characters (got %s)",
+                       sl_quote(k, q));
+    if (!sl_is_scalar(v))
+        return sl_fail(ld, v, "server: %s must be a single value (got %s)", sl_scalar(k),
+                       sl_quote(v, q));
+    sl_config *c = ld->cfg;
+    sl_config_setting *s = realloc(c->settings, (c->nsettings + 1) * sizeof *s);
+    if (!s)
+        return sl_fail(ld, NULL, "out of memory");
+    c->settings = s;
+    s = &s[c->nsettings];
+    s->name = strdup(sl_scalar(k));
+    s->value = strdup(sl_scalar(v));
+    s->line = (int)v->start_mark.line + 1;
+    s->column = (int)v->start_mark.column + 1;
+    if (!s->name || !s->value) {
+        free(s->name);
+        free(s->value);
+        return sl_fail(ld, NULL, "out of memory");
+    }
+    for (char *p = s->name; *p; p++)
+        if (*p == '_')
+            *p = '-';
+    c->nsettings++;
+    return 0;
+}
+
+static int sl_walk(sl_loader *ld)
+{
+    char q[48];
+    yaml_node_t *root = yaml_document_get_root_node(&ld->doc);
+    if (!root)
+        return 0; /* an empty file: no settings, no policies */
+    if (root->type != YAML_MAPPING_NODE)
+        return sl_fail(ld, root, "the file must be a mapping with server and policies sections");
+    bool seen_server = false, seen_policies = false;
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
+        bool *seen = sl_key_is(k, "server") ? &seen_server
+                     : sl_key_is(k, "policies") ? &seen_policies
+                                                : NULL;
+        if (seen && *seen)
+            return sl_fail(ld, k, "section %s is given twice", sl_quote(k, q));
+        if (seen)
+            *seen = true;
+        if (sl_key_is(k, "server")) {
+            if (!v || (v->type != YAML_MAPPING_NODE && !(sl_is_scalar(v) && !*sl_scalar(v))))
+                return sl_fail(ld, v, "server must be a mapping of settings");
+            if (v->type != YAML_MAPPING_NODE)
+                continue;
+            for (yaml_node_pair_t *s = v->data.mapping.pairs.start; s < v->data.mapping.pairs.top; s++)
+                if (sl_setting_value(ld, sl_node(ld, s->key), sl_node(ld, s->value)))
+                    return -1;
+        } else if (sl_key_is(k, "policies")) {
+            if (!v || (v->type != YAML_MAPPING_NODE && !(sl_is_scalar(v) && !*sl_scalar(v))))
+                return sl_fail(ld, v, "policies must be a mapping of policy names to limits");
+            if (v->type != YAML_MAPPING_NODE)
+                continue;
+            size_t n = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+            ld->cfg->policies = calloc(n ? n : 1, sizeof(sl_policy));
+            if (!ld->cfg->policies)
+                return sl_fail(ld, NULL, "out of memory");
+            for (yaml_node_pair_t *s = v->data.mapping.pairs.start; s < v->data.mapping.pairs.top; s++) {
+                sl_policy *pol = &ld->cfg->policies[ld->cfg->npolicies];
+                if (sl_policy_value(ld, sl_node(ld, s->key), sl_node(ld, s->value), pol))
+                    return -1;
+                if (sl_config_policy(ld->cfg, pol->name, strlen(pol->name)))
+                    return sl_fail(ld, sl_node(ld, s->key), "policy '%s' is defined twice",
+                                   pol->name);
+                ld->cfg->npolicies++;
+            }
+        } else {
+            return sl_fail(ld, k, "unknown section %s (use server or policies)", sl_quote(k, q));
+        }
+    }
+    return 0;
+}
+
+int sl_config_parse(const char *text, size_t len, const char *name, sl_config **out, char *err,
+                    size_t errlen)
+{
+    sl_loader ld = {.name = name, .err = err, .errlen = errlen};
+    *out = NULL;
+    if (len > SL_CONFIG_MAX_BYTES)
+        return sl_fail(&ld, NULL, "the file is larger than %d bytes", SL_CONFIG_MAX_BYTES);
+    yaml_parser_t parser;
+    if (!yaml_parser_initialize(&parser))
+        return sl_fail(&ld, NULL, "out of memory");
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    if (!yaml_parser_load(&parser, &ld.doc)) {
+        snprintf(err, errlen, "%s:%zu:%zu: %s%s%s", name, parser.problem_mark.line + 1,
+                 parser.problem_mark.column + 1, parser.problem ? parser.problem : "invalid YAML",
+                 parser.context ? " " : "", parser.context ? parser.context : "");
+        yaml_parser_delete(&parser);
+        return -1;
+    }
+    yaml_parser_delete(&parser);
+    ld.cfg = calloc(1, sizeof *ld.cfg);
+    int rc = ld.cfg ? sl_walk(&ld) : sl_fail(&ld, NULL, "out of memory");
+    yaml_document_delete(&ld.doc);
+    if (rc != 0) {
+        sl_config_free(ld.cfg);
+        return -1;
+    }
+    *out = ld.cfg;
+    return 0;
+}
+
+int sl_config_load(const char *path, sl_config **out, char *err, size_t errlen)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        return -1;
+    }
+    char *buf = malloc(SL_CONFIG_MAX_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, SL_CONFIG_MAX_BYTES + 1, f) : 0;
+    int failed = !buf || ferror(f);
+    fclose(f);
+    if (failed) {
+        snprintf(err, errlen, "%s: cannot read the file", path);
+        free(buf);
+        return -1;
+    }
+    int rc = sl_config_parse(buf, n, path, out, err, errlen);
+    free(buf);
+    return rc;
+}
+
+void sl_config_free(sl_config *c)
+{
+    if (!c)
+        return;
+    for (size_t i = 0; i < c->nsettings; i++) {
+        free(c->settings[i].name);
+        free(c->settings[i].value);
+    }
+    free(c->settings);
+    free(c->policies);
+    free(c);
+}
+
+const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len)
+{
+    for (size_t i = 0; c && i < c->npolicies; i++)
+        if (strlen(c->policies[i].name) == len && memcmp(c->policies[i].name, name, len) == 0)
+            return &c->policies[i];
+    return NULL;
+}
+
+const sl_limit *sl_policy_limit(const sl_policy *p, const char *tier, size_t len)
+{
+    if (!tier || len == 0)
+        return &p->limit;
+    for (size_t i = 0; i < p->ntiers; i++)
+        if (strlen(p->tiers[i].name) == len && memcmp(p->tiers[i].name, tier, len) == 0)
+            return &p->tiers[i].limit;
+    return NULL;
+}
+
+size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap)
+{
+    size_t n = 0, plen = strlen(p->name);
+    for (const char *t = p->key; *t;) {
+        const char *piece = t;
+        size_t len = 1;
+        if (strncmp(t, "{key}", 5) == 0) {
+            piece = key;
+            len = keylen;
+            t += 5;
+        } else if (strncmp(t, "{policy}", 8) == 0) {
+            piece = p->name;
+            len = plen;
+            t += 8;
+        } else {
+            t++;
+        }
+        if (len > cap - n)
+            return 0;
+        memcpy(out + n, piece, len);
+        n += len;
+    }
+    return n;
+}
+
+size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap)
+{
+    int n = snprintf(out, cap, "\x1fglobal\x1f%s", p->name);
+    return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
+}

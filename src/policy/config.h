@@ -1,0 +1,100 @@
+/*
+ * config.h: sluiced's YAML config file: server settings and named policies.
+ *
+ *   server:                     # any sluiced flag, without its dashes
+ *     port: 7379                #   (max-memory or max_memory); a flag given
+ *     max_memory: 256m          #   on the command line wins over the file
+ *   policies:
+ *     api:
+ *       algorithm: gcra         # default gcra
+ *       limit: 100              # units per period (required)
+ *       period: 1m              # seconds, or 500ms, 30s, 5m, 2h, 1d (required)
+ *       burst: 20               # default: limit
+ *       key: "api:{key}"        # the store key; default "{policy}:{key}"
+ *       shadow: false           # dry run: decide and count, never refuse
+ *       tiers:                  # optional: other limits, chosen per request
+ *         free: {limit: 100, period: 1m}
+ *         paid: {limit: 10000, period: 1m, burst: 500}
+ *       global: {limit: 50000, period: 1m}   # one limit shared by every key
+ *
+ * A file is loaded whole or not at all: every error names the file, line,
+ * column and what was wrong, and the caller keeps what it had.
+ */
+#ifndef SL_POLICY_CONFIG_H
+#define SL_POLICY_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "sluice.h"
+
+#define SL_CONFIG_MAX_BYTES (1 << 20)   /* a bigger file is refused */
+#define SL_POLICY_MAX_TIERS 16
+#define SL_POLICY_NAME_MAX 64
+#define SL_POLICY_KEY_MAX 128           /* the key template */
+
+typedef struct sl_policy_tier {
+    char name[SL_POLICY_NAME_MAX + 1];
+    sl_limit limit;
+} sl_policy_tier;
+
+typedef struct sl_policy {
+    char name[SL_POLICY_NAME_MAX + 1];
+    sl_limit limit;               /* the default tier */
+    char key[SL_POLICY_KEY_MAX + 1]; /* template: {policy} and {key} are replaced */
+    bool shadow;
+    bool has_global;
+    sl_limit global;
+    size_t ntiers;
+    sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
+} sl_policy;
+
+/* One "server:" setting, as written: applied by the server with the same
+ * parser as its flags. line is 1-based, for messages. */
+typedef struct sl_config_setting {
+    char *name;  /* with '_' turned into '-' */
+    char *value;
+    int line, column;
+} sl_config_setting;
+
+typedef struct sl_config {
+    sl_config_setting *settings;
+    size_t nsettings;
+    sl_policy *policies;
+    size_t npolicies;
+} sl_config;
+
+/*
+ * Loads `path`. On success returns 0 and *out is a config the caller frees
+ * with sl_config_free(). On failure returns -1 and writes
+ * "PATH:LINE:COLUMN: what was wrong" into err (errlen bytes).
+ */
+int sl_config_load(const char *path, sl_config **out, char *err, size_t errlen);
+
+/* As sl_config_load, from len bytes in memory; `name` stands for the path in
+ * messages. */
+int sl_config_parse(const char *text, size_t len, const char *name, sl_config **out, char *err,
+                    size_t errlen);
+
+void sl_config_free(sl_config *c);
+
+/* The policy called `name` (len bytes), or NULL. */
+const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len);
+
+/* The policy's limit for `tier` (NULL or len 0: the default); NULL when the
+ * tier is unknown. */
+const sl_limit *sl_policy_limit(const sl_policy *p, const char *tier, size_t len);
+
+/*
+ * Writes the store key for `key` under policy p into out (cap bytes): the
+ * template with {policy} and {key} replaced. Returns its length, or 0 when
+ * it does not fit.
+ */
+size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap);
+
+/* The store key of the policy's global limit: "\x1fglobal\x1f{policy}". The
+ * control bytes keep it apart from any key a template makes of an ordinary
+ * client key (clients of sluiced are trusted: any of them may name any key). */
+size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,143 @@
+/*
+ * The config file: policies with tiers and global limits, server settings,
+ * and an error naming file, line, column and reason for every mistake.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/config.h"
+#include "testlib.h"
+
+static char err[512];
+
+static sl_config *parse_ok(const char *yaml)
+{
+    sl_config *c = NULL;
+    cr_assert_eq(sl_config_parse(yaml, strlen(yaml), "t.yaml", &c, err, sizeof err), 0, "%s", err);
+    return c;
+}
+
+static const char *parse_err(const char *yaml)
+{
+    sl_config *c = (sl_config *)1;
+    cr_assert_eq(sl_config_parse(yaml, strlen(yaml), "t.yaml", &c, err, sizeof err), -1,
+                 "accepted: %s", yaml);
+    cr_assert_null(c);
+    return err;
+}
+
+Test(config, policies_tiers_globals_and_settings)
+{
+    sl_config *c = parse_ok("server:\n"
+                            "  port: 7000\n"
+                            "  max_memory: 64m\n"
+                            "policies:\n"
+                            "  api:\n"
+                            "    algorithm: token_bucket\n"
+                            "    limit: 100\n"
+                            "    period: 1m\n"
+                            "    burst: 20\n"
+                            "    key: \"u:{key}\"\n"
+                            "    shadow: yes\n"
+                            "    tiers:\n"
+                            "      free: {limit: 10, period: 60}\n"
+                            "      paid: {limit: 1000, period: 1m, algorithm: gcra}\n"
+                            "    global: {limit: 50000, period: 1m}\n"
+                            "  login:\n"
+                            "    limit: 5\n"
+                            "    period: 15m\n"
+                            "    algorithm: sliding_log\n");
+    cr_assert_eq(c->nsettings, 2);
+    cr_assert_str_eq(c->settings[1].name, "max-memory");
+    cr_assert_str_eq(c->settings[1].value, "64m");
+    cr_assert_eq(c->settings[1].line, 3);
+    cr_assert_eq(c->npolicies, 2);
+    const sl_policy *p = sl_config_policy(c, "api", 3);
+    cr_assert_not_null(p);
+    cr_assert_eq(p->limit.algorithm, SL_TOKEN_BUCKET);
+    cr_assert_eq(p->limit.limit, 100);
+    cr_assert_eq(p->limit.period_ns, 60 * NS_PER_SEC);
+    cr_assert_eq(p->limit.burst, 20);
+    cr_assert(p->shadow);
+    cr_assert(p->has_global);
+    cr_assert_eq(p->global.limit, 50000);
+    cr_assert_eq(p->global.algorithm, SL_TOKEN_BUCKET, "a global inherits the algorithm");
+    const sl_limit *free_tier = sl_policy_limit(p, "free", 4);
+    cr_assert_eq(free_tier->limit, 10);
+    cr_assert_eq(free_tier->algorithm, SL_TOKEN_BUCKET, "a tier inherits the algorithm");
+    cr_assert_eq(sl_policy_limit(p, "paid", 4)->algorithm, SL_GCRA);
+    cr_assert_null(sl_policy_limit(p, "gold", 4));
+    cr_assert_eq(sl_policy_limit(p, NULL, 0), &p->limit);
+
+    char key[64];
+    size_t n = sl_policy_key(p, "alice", 5, key, sizeof key);
+    cr_assert_eq(n, 7);
+    cr_assert(memcmp(key, "u:alice", 7) == 0);
+    const sl_policy *login = sl_config_policy(c, "login", 5);
+    n = sl_policy_key(login, "bob", 3, key, sizeof key);
+    cr_assert(n == 9 && memcmp(key, "login:bob", 9) == 0, "default template {policy}:{key}");
+    cr_assert_eq(sl_policy_key(login, "bob", 3, key, 8), 0, "too small a buffer");
+    n = sl_policy_global_key(p, key, sizeof key);
+    cr_assert(n == 11 && memcmp(key, "\x1fglobal\x1f" "api", 11) == 0);
+    cr_assert_null(sl_config_policy(c, "ap", 2));
+    sl_config_free(c);
+
+    c = parse_ok("");
+    cr_assert_eq(c->npolicies, 0);
+    sl_config_free(c);
+    c = parse_ok("policies:\nserver:\n");
+    sl_config_free(c);
+}
+
+Test(config, every_mistake_names_file_line_column_and_reason)
+{
+    cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: abc\n    period: 1m\n"),
+                     "t.yaml:3:12: policy 'api': limit must be an integer of at least 1 (got 'abc')");
+    cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 5\n    period: soon\n"),
+                     "t.yaml:4:13: policy 'api': period must be a positive duration: seconds, or "
+                     "a number with ms, s, m, h or d (got 'soon')");
+    cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 5\n"),
+                     "t.yaml:3:5: policy 'api': period is required");
+    cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 5\n    period: 1m\n    colour: red\n"),
+                     "t.yaml:5:5: policy 'api': unknown setting 'colour'");
+    cr_assert_str_eq(parse_err("policies:\n  api: {limit: 5, period: 1m, algorithm: magic}\n"),
+                     "t.yaml:2:42: policy 'api': unknown algorithm 'magic' (use gcra, "
+                     "token_bucket, leaky_bucket, fixed_window, sliding_log or sliding_window)");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1}\n  a: {limit: 2, period: 1}\n"),
+                     "t.yaml:3:3: policy 'a' is defined twice");
+    cr_assert_str_eq(parse_err("policy:\n  a: 1\n"),
+                     "t.yaml:1:1: unknown section 'policy' (use server or policies)");
+    cr_assert_str_eq(parse_err("- a\n- b\n"),
+                     "t.yaml:1:1: the file must be a mapping with server and policies sections");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, key: \"x\"}\n"),
+                     "t.yaml:2:33: policy 'a': key must be a template of at most 128 characters "
+                     "containing {key} (got 'x')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, shadow: maybe}\n"),
+                     "t.yaml:2:36: policy 'a': shadow must be true or false (got 'maybe')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, tiers: {x: {limit: 0, period: 1}}}\n"),
+                     "t.yaml:2:47: policy 'a' tier 'x': limit must be an integer of at least 1 (got '0')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 5, period: 100000d}\n"),
+                     "t.yaml:2:25: policy 'a': period must be a positive duration: seconds, or a "
+                     "number with ms, s, m, h or d (got '100000d')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1}\npolicies:\n  b: {limit: 1, period: 1}\n"),
+                     "t.yaml:3:1: section 'policies' is given twice"); /* found by fuzz_config */
+    cr_assert_str_eq(parse_err("server:\n  port: [1, 2]\n"),
+                     "t.yaml:2:9: server: port must be a single value (got a list)");
+    /* YAML itself */
+    const char *e = parse_err("policies:\n  a: {limit: 1\n");
+    cr_assert(strncmp(e, "t.yaml:3:1: ", 12) == 0, "%s", e);
+    e = parse_err("a: [\n");
+    cr_assert(strncmp(e, "t.yaml:", 7) == 0, "%s", e);
+}
+
+Test(config, files_too_big_or_missing_are_refused)
+{
+    sl_config *c;
+    cr_assert_eq(sl_config_load("/nonexistent/sluice.yaml", &c, err, sizeof err), -1);
+    cr_assert_str_eq(err, "/nonexistent/sluice.yaml: No such file or directory");
+    static char big[SL_CONFIG_MAX_BYTES + 2];
+    memset(big, '#', sizeof big - 1);
+    cr_assert_eq(sl_config_parse(big, sizeof big - 1, "big.yaml", &c, err, sizeof err), -1);
+    cr_assert_str_eq(err, "big.yaml: the file is larger than 1048576 bytes");
+}
