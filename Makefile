@@ -4,10 +4,11 @@
 #   make test   install dependencies, build under the sanitizers, run every test
 #   make bench  release build, then run the benchmarks
 #   make clean
+MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps run test test-asan test-tsan bench clean
+.PHONY: all build deps run test test-asan test-tsan fuzz bench clean
 
 all: build
 
@@ -29,7 +30,7 @@ run: build
 
 # Every test, under AddressSanitizer + UndefinedBehaviorSanitizer; the
 # concurrent ones (label mt) again under ThreadSanitizer.
-test: deps build test-asan test-tsan
+test: deps build test-asan test-tsan test-integration fuzz
 
 test-asan:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
@@ -43,6 +44,49 @@ test-tsan:
 	@cd build/tsan && if ctest -N -L mt | grep -q 'Total Tests: 0'; then \
 	  echo "test-tsan: no concurrent tests yet"; \
 	else TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L mt; fi
+
+# libFuzzer targets: each tests/fuzz/fuzz_NAME.c, built with clang against the
+# parsers (FUZZ_SOURCES below), runs for FUZZ_SECONDS
+# from its seeds in tests/fuzz/corpus/NAME; what it learns goes to
+# build/fuzz/corpus/NAME. Any crash, leak or failed check fails the target and
+# leaves the input in build/fuzz/ (replay: build/fuzz/fuzz_NAME FILE).
+FUZZ_SECONDS ?= 30
+FUZZ_MAX_LEN ?= 4096
+FUZZ_CC ?= clang
+# Every target links the parsers and what they stand on (the proto layer,
+# the YAML config loader, the algorithms it validates limits with).
+FUZZ_SOURCES = src/proto/*.c src/policy/*.c src/common/*.c src/algo/*.c
+FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+  -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
+  -Iinclude -Isrc
+
+fuzz:
+	@mkdir -p build/fuzz
+	@set -e; for src in tests/fuzz/fuzz_*.c; do \
+	  name=$$(basename $$src .c); t=$${name#fuzz_}; \
+	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) -o build/fuzz/$$name -lm -lyaml; \
+	  mkdir -p build/fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
+	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
+	  if ! build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
+	      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build/fuzz/ \
+	      build/fuzz/corpus/$$t tests/fuzz/corpus/$$t >build/fuzz/$$name.log 2>&1; then \
+	    tail -n 40 build/fuzz/$$name.log; echo "fuzz: $$name FAILED (log: build/fuzz/$$name.log)"; exit 1; \
+	  fi; \
+	  grep -E 'stat::number_of_executed_units|stat::new_units_added' build/fuzz/$$name.log | sed 's/^/  /'; \
+	done
+
+# Integration tests: real clients (redis-py, redis-cli, hiredis, raw sockets)
+# against a running sluiced over 127.0.0.1. SLUICED picks the binary: by default
+# the ASan+UBSan build, so that the sanitizers watch the server during the run
+# (SLUICED=build/bin/sluiced for the release build).
+SLUICED ?= build/asan/bin/sluiced
+.PHONY: test-integration
+test-integration:
+	@if [ "$(SLUICED)" = build/asan/bin/sluiced ]; then \
+	  cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null && \
+	  cmake --build build/asan -j $(JOBS) --target sluiced; \
+	fi
+	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/integration
 
 bench: build
 	@for b in build/bin/bench_*; do echo "== $$b"; $$b; done

@@ -10,8 +10,14 @@ packages=(
   cmake             # the build
   pkg-config        # finds the libraries below
   libcriterion-dev  # unit tests
+  libuv1-dev        # sluiced's event loops
+  libyaml-dev       # the config file
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev # libFuzzer, ASan and UBSan runtimes for clang
+  python3-pytest    # integration tests (tests/integration, run with /usr/bin/python3)
+  python3-redis     # integration tests: redis-py as a real client
+  redis-tools       # integration tests: redis-cli; bench: redis-benchmark
+  libhiredis-dev    # integration tests: a hiredis client
 )
 
 if [[ ${1:-} == --list ]]; then

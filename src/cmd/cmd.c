@@ -1,0 +1,582 @@
+/*
+ * cmd.c: CL.THROTTLE and the SL.* commands, for every face (see cmd.h).
+ *
+ * Each handler parses, builds a limit (from the per-thread cache when it can),
+ * calls the executor once, and replies. Errors name what was wrong, in
+ * Redis's words where Redis has them.
+ */
+#include "cmd/cmd.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/duration.h"
+#include "common/siphash.h"
+#include "policy/config.h"
+
+#define R (c->reply)
+
+/* ---- replies ---- */
+
+void sl_reply_errorf(sl_cmd_ctx *c, const char *fmt, ...)
+{
+    char msg[256 + 8] = "ERR ";
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg + 4, sizeof msg - 4, fmt, ap);
+    va_end(ap);
+    R->error(c->sink, msg);
+}
+
+static void sl_reply_status(sl_cmd_ctx *c, int rc)
+{
+    sl_reply_errorf(c, "%s", sl_strerror(rc));
+}
+
+/* Copies at most 32 bytes of an argument for an error message, replacing
+ * what is not printable (as Redis's sdscatrepr would escape it). */
+static void sl_printable(char *out, size_t cap, const sl_resp_slice *a)
+{
+    size_t n = a->len < cap - 1 ? a->len : cap - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)a->ptr[i];
+        out[i] = (isprint(ch) && ch != '\'') ? (char)ch : '?';
+    }
+    out[n] = '\0';
+}
+
+void sl_reply_unknown_command(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    char name[33], args[160] = "", one[33];
+    size_t used = 0;
+    sl_printable(name, sizeof name, &argv[0]);
+    for (int i = 1; i < argc && used < 128; i++) {
+        sl_printable(one, sizeof one, &argv[i]);
+        int w = snprintf(args + used, sizeof args - used, "'%s' ", one);
+        if (w < 0 || (size_t)w >= sizeof args - used)
+            break;
+        used += (size_t)w;
+    }
+    sl_reply_errorf(c, "unknown command '%s', with args beginning with: %s", name, args);
+}
+
+static void sl_kv_int(sl_cmd_ctx *c, const char *k, int64_t v)
+{
+    R->bulk(c->sink, k, strlen(k));
+    R->integer(c->sink, v);
+}
+
+/* Milliseconds, rounded up: a client that waits this long is never early. */
+static int64_t sl_ms_ceil(int64_t ns)
+{
+    return ns / 1000000 + (ns % 1000000 != 0);
+}
+
+/* A decision; `shadow` (a dry-run policy) reports allowed 1 whatever the
+ * decision, and adds shadow 1 and would_allow with the real answer. */
+static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_decision *d,
+                                 bool shadow)
+{
+    bool queue = l->algorithm == SL_LEAKY_BUCKET;
+    R->map(c->sink, (queue ? 6u : 5u) + (shadow ? 2u : 0u));
+    sl_kv_int(c, "allowed", shadow || d->allowed);
+    sl_kv_int(c, "limit", d->limit);
+    sl_kv_int(c, "remaining", d->remaining);
+    sl_kv_int(c, "retry_after_ms", shadow || d->allowed          ? 0
+                                   : d->retry_after_ns == SL_NEVER ? -1
+                                                                   : sl_ms_ceil(d->retry_after_ns));
+    sl_kv_int(c, "reset_after_ms", sl_ms_ceil(d->reset_after_ns));
+    if (queue)
+        sl_kv_int(c, "delay_ms", sl_ms_ceil(d->delay_ns));
+    if (shadow) {
+        sl_kv_int(c, "shadow", 1);
+        sl_kv_int(c, "would_allow", d->allowed);
+    }
+}
+
+static void sl_reply_decision(sl_cmd_ctx *c, const sl_limit *l, const sl_decision *d)
+{
+    sl_reply_decision_as(c, l, d, false);
+}
+
+/* ---- arguments ---- */
+
+bool sl_arg_is(const sl_resp_slice *a, const char *keyword)
+{
+    size_t n = strlen(keyword);
+    return a->len == n && strncasecmp(a->ptr, keyword, n) == 0;
+}
+
+/* A whole decimal int64 (optional '-'), no spaces, no leading '+'. */
+static bool sl_parse_int(const char *p, size_t len, int64_t *out)
+{
+    size_t i = 0;
+    bool neg = false;
+    if (len == 0 || len > 20)
+        return false;
+    if (p[0] == '-') {
+        neg = true;
+        if (++i == len)
+            return false;
+    }
+    uint64_t v = 0;
+    for (; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        uint64_t digit = (uint64_t)(p[i] - '0');
+        if (v > (UINT64_MAX - digit) / 10)
+            return false;
+        v = v * 10 + digit;
+    }
+    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX)
+        return false;
+    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
+    return true;
+}
+
+bool sl_arg_int(sl_cmd_ctx *c, const sl_resp_slice *a, int64_t *out)
+{
+    if (sl_parse_int(a->ptr, a->len, out))
+        return true;
+    sl_reply_errorf(c, "value is not an integer or out of range");
+    return false;
+}
+
+bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int64_t *ns)
+{
+    int rc = sl_parse_duration(a->ptr, a->len, ns);
+    if (rc == -2)
+        sl_reply_errorf(c, "%s must be a positive duration of at most 73 years", what);
+    else if (rc != 0)
+        sl_reply_errorf(c, "%s is not a duration: use seconds, or a number with ms, s, m, h or d",
+                        what);
+    return rc == 0;
+}
+
+/* A limit from (kind, a, b, c), kind < 0 for redis-cell's, through the cache. */
+static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64_t d,
+                        const sl_limit **out)
+{
+    struct sl_limit_cache_entry *e = NULL;
+    if (c->limit_cache) {
+        uint64_t h = (uint64_t)(kind + 2) * UINT64_C(0x9E3779B97F4A7C15);
+        h = (h ^ (uint64_t)a) * UINT64_C(0xBF58476D1CE4E5B9);
+        h = (h ^ (uint64_t)b) * UINT64_C(0x94D049BB133111EB);
+        h = (h ^ (uint64_t)d) * UINT64_C(0x9E3779B97F4A7C15);
+        e = &c->limit_cache->slot[(h >> 32) % SL_LIMIT_CACHE_SLOTS];
+        if (e->kind == kind + 2 && e->p1 == a && e->p2 == b && e->p3 == d) {
+            *out = &e->limit;
+            return SL_OK;
+        }
+    }
+    sl_limit tmp, *l = e ? &e->limit : &tmp;
+    int rc = kind < 0 ? sl_limit_init_cell(l, a, b, d)
+                      : sl_limit_init(l, (sl_algorithm)kind, a, b, d);
+    if (e) {
+        e->kind = 0; /* empty unless valid */
+        if (rc == SL_OK) {
+            e->kind = kind + 2;
+            e->p1 = a;
+            e->p2 = b;
+            e->p3 = d;
+        }
+    }
+    if (rc != SL_OK)
+        return rc;
+    if (!e) { /* no cache: the caller needs storage that outlives this call */
+        static _Thread_local sl_limit last;
+        last = tmp;
+        l = &last;
+    }
+    *out = l;
+    return SL_OK;
+}
+
+/*
+ * Parses "limit period [BURST b] [COST c] [ALGORITHM a]" from argv[*i], up to
+ * argc or the next LIMIT keyword, and builds the limit. Replies the error and
+ * returns false on bad input.
+ */
+static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
+                         const sl_limit **l, int64_t *cost)
+{
+    int64_t limit, period, burst = 0;
+    sl_algorithm algo = SL_GCRA;
+    *cost = 1;
+    if (*i + 2 > argc) {
+        sl_reply_errorf(c, "syntax error: a limit needs a count and a period");
+        return false;
+    }
+    if (!sl_arg_int(c, &argv[*i], &limit) || !sl_arg_period(c, &argv[*i + 1], "period", &period))
+        return false;
+    for (*i += 2; *i < argc && !sl_arg_is(&argv[*i], "LIMIT"); *i += 2) {
+        const sl_resp_slice *opt = &argv[*i];
+        if (*i + 1 >= argc) {
+            sl_reply_errorf(c, "syntax error: option '%.*s' needs a value",
+                            (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
+            return false;
+        }
+        const sl_resp_slice *val = &argv[*i + 1];
+        if (sl_arg_is(opt, "BURST")) {
+            if (!sl_arg_int(c, val, &burst))
+                return false;
+        } else if (sl_arg_is(opt, "COST")) {
+            if (!sl_arg_int(c, val, cost))
+                return false;
+        } else if (sl_arg_is(opt, "ALGORITHM")) {
+            if (sl_algorithm_parse(val->ptr, val->len, &algo) != SL_OK || algo == SL_CONCURRENCY) {
+                sl_reply_errorf(c, "unknown algorithm '%.*s': use gcra, token_bucket, "
+                                   "leaky_bucket, fixed_window, sliding_log or sliding_window",
+                                (int)(val->len > 32 ? 32 : val->len), val->ptr);
+                return false;
+            }
+        } else {
+            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
+                            (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
+            return false;
+        }
+    }
+    if (*cost < 0) {
+        sl_reply_status(c, SL_ERR_COST);
+        return false;
+    }
+    int rc = sl_limit_get(c, algo, limit, period, burst, l);
+    if (rc != SL_OK) {
+        sl_reply_status(c, rc);
+        return false;
+    }
+    return true;
+}
+
+/* ---- commands ---- */
+
+/* CL.THROTTLE key max_burst count_per_period period [quantity] */
+static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    int64_t max_burst, count, period, quantity = 1;
+    if (!sl_arg_int(c, &argv[2], &max_burst) || !sl_arg_int(c, &argv[3], &count) ||
+        !sl_arg_int(c, &argv[4], &period) || (argc == 6 && !sl_arg_int(c, &argv[5], &quantity)))
+        return;
+    if (argc > 6) {
+        sl_reply_errorf(c, "wrong number of arguments for 'cl.throttle' command");
+        return;
+    }
+    if (quantity < 0) {
+        sl_reply_status(c, SL_ERR_COST);
+        return;
+    }
+    const sl_limit *l;
+    int rc = sl_limit_get(c, -1, max_burst, count, period, &l);
+    sl_decision d;
+    if (rc == SL_OK)
+        rc = c->exec->take(c->ex, &argv[1], l, quantity, &d);
+    if (rc != SL_OK) {
+        sl_reply_status(c, rc);
+        return;
+    }
+    int64_t out[5];
+    sl_cell_reply(&d, out);
+    R->array(c->sink, 5);
+    for (int i = 0; i < 5; i++)
+        R->integer(c->sink, out[i]);
+}
+
+/* SL.TAKE / SL.PEEK key limit period [BURST b] [COST c] [ALGORITHM a] */
+static void sl_cmd_take_or_peek(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, bool peek)
+{
+    int i = 2;
+    const sl_limit *l;
+    int64_t cost;
+    if (!sl_arg_limit(c, argc, argv, &i, &l, &cost))
+        return;
+    if (i < argc) {
+        sl_reply_errorf(c, "syntax error: LIMIT is for SL.TAKEMANY");
+        return;
+    }
+    sl_decision d;
+    int rc = (peek ? c->exec->peek : c->exec->take)(c->ex, &argv[1], l, cost, &d);
+    if (rc != SL_OK)
+        sl_reply_status(c, rc);
+    else
+        sl_reply_decision(c, l, &d);
+}
+
+static void sl_cmd_take(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_cmd_take_or_peek(c, argc, argv, false);
+}
+
+static void sl_cmd_peek(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_cmd_take_or_peek(c, argc, argv, true);
+}
+
+/* SL.TAKEMANY numkeys key [key ...] LIMIT limit period [opts] [LIMIT ...] */
+static void sl_cmd_takemany(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    int64_t n;
+    if (!sl_arg_int(c, &argv[1], &n))
+        return;
+    if (n < 1 || n > SL_TAKE_MANY_MAX) {
+        sl_reply_errorf(c, "numkeys must be between 1 and %d", SL_TAKE_MANY_MAX);
+        return;
+    }
+    if (argc < 2 + n) {
+        sl_reply_errorf(c, "numkeys is more than the keys given");
+        return;
+    }
+    /* Limits live in the cache, which a later get may overwrite: copy them. */
+    sl_limit limits[SL_TAKE_MANY_MAX];
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    int i = 2 + (int)n;
+    for (int k = 0; k < n; k++) {
+        if (i >= argc || !sl_arg_is(&argv[i], "LIMIT")) {
+            sl_reply_errorf(c, "syntax error: expected LIMIT for key %d of %d", k + 1, (int)n);
+            return;
+        }
+        i++;
+        const sl_limit *l;
+        if (!sl_arg_limit(c, argc, argv, &i, &l, &items[k].cost))
+            return;
+        limits[k] = *l;
+        items[k].key = argv[2 + k].ptr;
+        items[k].keylen = argv[2 + k].len;
+        items[k].limit = &limits[k];
+    }
+    if (i < argc) {
+        sl_reply_errorf(c, "syntax error: more LIMIT groups than keys");
+        return;
+    }
+    sl_decision out[SL_TAKE_MANY_MAX];
+    int failed = -1;
+    int rc = c->exec->take_many(c->ex, items, (size_t)n, out, &failed);
+    if (rc != SL_OK) {
+        sl_reply_status(c, rc);
+        return;
+    }
+    R->map(c->sink, 3);
+    sl_kv_int(c, "allowed", failed < 0);
+    sl_kv_int(c, "rejected_by", failed);
+    R->bulk(c->sink, "results", 7);
+    R->array(c->sink, (size_t)n);
+    for (int k = 0; k < n; k++)
+        sl_reply_decision(c, &limits[k], &out[k]);
+}
+
+/* SL.RESET key [key ...] */
+static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    int64_t held = 0;
+    for (int i = 1; i < argc; i++) {
+        int rc = c->exec->reset(c->ex, &argv[i]);
+        if (rc < 0) {
+            sl_reply_status(c, rc);
+            return;
+        }
+        held += rc;
+    }
+    R->integer(c->sink, held);
+}
+
+/*
+ * Lease ids as clients see them: 24 hex digits, the lease's 64-bit id (16)
+ * and the max_in_flight it was granted under (8, so that SL.RELEASE finds
+ * the state's shape without being told). The id is SipHash of a per-thread
+ * counter under the face's random key: unguessable, and never the id of an
+ * earlier lease (a 64-bit collision aside), even across restarts.
+ */
+#define SL_LEASE_TEXT 24
+
+static uint64_t sl_lease_new_id(const sl_cmd_ctx *c)
+{
+    static _Thread_local uint64_t counter;
+    uint64_t in[2] = {(uint64_t)(uintptr_t)&counter, ++counter}; /* unique per thread */
+    uint64_t id = sl_siphash(c->lease_key, in, sizeof in);
+    return id ? id : 1;
+}
+
+static bool sl_hex(const char *p, size_t n, uint64_t *out)
+{
+    uint64_t v = 0;
+    for (size_t i = 0; i < n; i++) {
+        int d = isdigit((unsigned char)p[i])   ? p[i] - '0'
+                : (p[i] >= 'a' && p[i] <= 'f') ? p[i] - 'a' + 10
+                : (p[i] >= 'A' && p[i] <= 'F') ? p[i] - 'A' + 10
+                                               : -1;
+        if (d < 0)
+            return false;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return true;
+}
+
+/* SL.ACQUIRE key max_in_flight ttl_ms [WEIGHT w] */
+static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    int64_t max, ttl_ms, weight = 1, ttl;
+    if (!sl_arg_int(c, &argv[2], &max) || !sl_arg_int(c, &argv[3], &ttl_ms))
+        return;
+    if (argc == 6 && sl_arg_is(&argv[4], "WEIGHT")) {
+        if (!sl_arg_int(c, &argv[5], &weight))
+            return;
+        if (weight < 1) {
+            sl_reply_errorf(c, "weight must be a positive integer");
+            return;
+        }
+    } else if (argc != 4) {
+        sl_reply_errorf(c, "syntax error: SL.ACQUIRE key max_in_flight ttl_ms [WEIGHT weight]");
+        return;
+    }
+    if (max < 1 || max > SL_CONCURRENCY_MAX) {
+        sl_reply_errorf(c, "max_in_flight must be between 1 and %d", SL_CONCURRENCY_MAX);
+        return;
+    }
+    if (ttl_ms < 1 || __builtin_mul_overflow(ttl_ms, INT64_C(1000000), &ttl) || ttl > SL_SPAN_MAX) {
+        sl_reply_errorf(c, "ttl_ms must be a positive number of milliseconds");
+        return;
+    }
+    const sl_limit *l;
+    sl_decision d;
+    int rc = sl_limit_get(c, SL_CONCURRENCY, max, ttl, 0, &l);
+    if (rc == SL_OK)
+        rc = c->exec->acquire(c->ex, &argv[1], l, weight, sl_lease_new_id(c), &d);
+    if (rc != SL_OK) {
+        sl_reply_status(c, rc);
+        return;
+    }
+    if (!d.allowed) {
+        R->null(c->sink);
+        return;
+    }
+    char text[SL_LEASE_TEXT + 1];
+    snprintf(text, sizeof text, "%016llx%08x", (unsigned long long)d.lease_id, (unsigned)max);
+    R->bulk(c->sink, text, SL_LEASE_TEXT);
+}
+
+/* SL.RELEASE key lease_id */
+static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    uint64_t id, max;
+    const sl_resp_slice *t = &argv[2];
+    if (t->len != SL_LEASE_TEXT || !sl_hex(t->ptr, 16, &id) || !sl_hex(t->ptr + 16, 8, &max) ||
+        id == 0 || max < 1 || max > SL_CONCURRENCY_MAX) {
+        R->integer(c->sink, 0); /* not a lease id this server hands out */
+        return;
+    }
+    /* The TTL does not matter to a release; any valid one builds the shape. */
+    const sl_limit *l;
+    int rc = sl_limit_get(c, SL_CONCURRENCY, (int64_t)max, 1, 0, &l);
+    if (rc == SL_OK)
+        rc = c->exec->release(c->ex, &argv[1], l, id);
+    if (rc < 0)
+        sl_reply_status(c, rc);
+    else
+        R->integer(c->sink, rc);
+}
+
+/* SL.POLICY policy key [COST cost] [TIER tier] */
+static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    const sl_resp_slice *name = &argv[1], *tier = NULL;
+    const sl_policy *p = sl_config_policy(c->config, name->ptr, name->len);
+    if (!p) {
+        sl_reply_errorf(c, "unknown policy '%.*s'", (int)(name->len > 64 ? 64 : name->len),
+                        name->ptr);
+        return;
+    }
+    int64_t cost = 1;
+    for (int i = 3; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            sl_reply_errorf(c, "syntax error: SL.POLICY policy key [COST cost] [TIER tier]");
+            return;
+        }
+        if (sl_arg_is(&argv[i], "COST")) {
+            if (!sl_arg_int(c, &argv[i + 1], &cost))
+                return;
+        } else if (sl_arg_is(&argv[i], "TIER")) {
+            tier = &argv[i + 1];
+        } else {
+            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
+                            (int)(argv[i].len > 32 ? 32 : argv[i].len), argv[i].ptr);
+            return;
+        }
+    }
+    if (cost < 0) {
+        sl_reply_status(c, SL_ERR_COST);
+        return;
+    }
+    const sl_limit *l = sl_policy_limit(p, tier ? tier->ptr : NULL, tier ? tier->len : 0);
+    if (!l) {
+        sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
+                        (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
+        return;
+    }
+    char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
+    size_t klen = sl_policy_key(p, argv[2].ptr, argv[2].len, key, sizeof key);
+    if (klen == 0 || argv[2].len == 0) {
+        sl_reply_status(c, SL_ERR_KEY);
+        return;
+    }
+    sl_decision d[2];
+    const sl_limit *shown = l;
+    int rc;
+    if (!p->has_global) {
+        rc = c->exec->take(c->ex, &(sl_resp_slice){key, klen}, l, cost, &d[0]);
+    } else {
+        size_t glen = sl_policy_global_key(p, gkey, sizeof gkey);
+        sl_take_item items[2] = {{key, klen, l, cost}, {gkey, glen, &p->global, cost}};
+        int failed = -1;
+        rc = c->exec->take_many(c->ex, items, 2, d, &failed);
+        if (failed == 1) { /* the global limit refused: tell what it says */
+            d[0] = d[1];
+            shown = &p->global;
+        }
+        d[0].allowed = failed < 0;
+    }
+    if (rc != SL_OK)
+        sl_reply_status(c, rc);
+    else
+        sl_reply_decision_as(c, shown, &d[0], p->shadow);
+}
+
+const sl_command sl_rate_commands[] = {
+    {"cl.throttle", -5, SL_CMD_WRITE | SL_CMD_FAST, 1, 1, 1, sl_cmd_throttle,
+     "Takes from a GCRA limit as redis-cell does", "key max_burst count_per_period period [quantity]"},
+    {"sl.take", -4, SL_CMD_WRITE | SL_CMD_FAST, 1, 1, 1, sl_cmd_take,
+     "Takes from an ad-hoc limit", "key limit period [BURST burst] [COST cost] [ALGORITHM name]"},
+    {"sl.peek", -4, SL_CMD_READONLY | SL_CMD_FAST, 1, 1, 1, sl_cmd_peek,
+     "Answers what SL.TAKE would, consuming nothing",
+     "key limit period [BURST burst] [COST cost] [ALGORITHM name]"},
+    {"sl.takemany", -6, SL_CMD_WRITE | SL_CMD_FAST, 2, -1, 1, sl_cmd_takemany,
+     "Takes from up to 8 limits, all or nothing",
+     "numkeys key [key ...] LIMIT limit period [BURST b] [COST c] [ALGORITHM a] [LIMIT ...]"},
+    {"sl.policy", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_policy,
+     "Takes from a policy of the config file", "policy key [COST cost] [TIER tier]"},
+    {"sl.reset", -2, SL_CMD_WRITE | SL_CMD_FAST, 1, -1, 1, sl_cmd_reset,
+     "Forgets keys: their next take starts afresh", "key [key ...]"},
+    {"sl.acquire", -4, SL_CMD_WRITE | SL_CMD_FAST, 1, 1, 1, sl_cmd_acquire,
+     "Acquires a concurrency lease", "key max_in_flight ttl_ms [WEIGHT weight]"},
+    {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST, 1, 1, 1, sl_cmd_release,
+     "Releases a concurrency lease", "key lease_id"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+};
+
+const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len)
+{
+    for (const sl_command *cmd = table; cmd->name; cmd++)
+        if (strlen(cmd->name) == len && strncasecmp(cmd->name, name, len) == 0)
+            return cmd;
+    return NULL;
+}
+
+void sl_command_call(const sl_command *cmd, sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
+        sl_reply_errorf(c, "wrong number of arguments for '%s' command", cmd->name);
+        return;
+    }
+    cmd->fn(c, argc, argv);
+}

@@ -1,0 +1,129 @@
+/*
+ * cmd.h: the rate limiting commands, once, for every face that speaks the
+ * Redis command language: sluiced (over the store) and the Redis module (over
+ * Redis keys).
+ *
+ * A command handler reads its arguments, asks an *executor* to take from
+ * states, and writes its reply to a *sink*. The sink and the executor are
+ * tables of functions that each face provides, so this file knows neither
+ * sockets nor Redis: arrows point down.
+ *
+ * Handlers validate their arguments with the sl_arg_*() helpers, which reply
+ * the error themselves and return false (Redis's ...OrReply pattern), so a
+ * handler just returns.
+ */
+#ifndef SL_CMD_H
+#define SL_CMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/resp.h"
+#include "sluice.h"
+
+/* Where a reply goes. Each function appends one item. */
+typedef struct sl_reply_ops {
+    void (*integer)(void *sink, int64_t v);
+    void (*bulk)(void *sink, const char *p, size_t len);
+    void (*simple)(void *sink, const char *s);
+    void (*null)(void *sink);
+    void (*array)(void *sink, size_t n);
+    /* A map of n pairs (RESP3), or a flat array of 2n items (RESP2). */
+    void (*map)(void *sink, size_t n);
+    /* A whole error line without the leading '-': "ERR ...", "NOAUTH ...". */
+    void (*error)(void *sink, const char *msg);
+} sl_reply_ops;
+
+/* Where states live. `now` is the executor's own clock: the server's
+ * monotonic clock read once per batch, or the Redis server's clock. Each
+ * returns SL_OK or an SL_ERR_* (reported to the client as "ERR <message>"). */
+typedef struct sl_exec_ops {
+    int (*take)(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
+                sl_decision *d);
+    int (*peek)(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
+                sl_decision *d);
+    /* All or nothing; *failed_index is -1 when all were admitted. */
+    int (*take_many)(void *ex, const sl_take_item *items, size_t n, sl_decision *out,
+                     int *failed_index);
+    /* Returns 1 when the key was held, 0 when not, or SL_ERR_*. */
+    int (*reset)(void *ex, const sl_resp_slice *key);
+    /* Acquires a lease of `weight` carrying lease_id (random, non-zero). */
+    int (*acquire)(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t weight,
+                   uint64_t lease_id, sl_decision *d);
+    /* Returns 1 released, 0 unknown or expired, or SL_ERR_*. */
+    int (*release)(void *ex, const sl_resp_slice *key, const sl_limit *l, uint64_t lease_id);
+} sl_exec_ops;
+
+/* A small per-thread cache of prepared limits: sl_limit_init costs several
+ * takes, and ad-hoc commands repeat the same few limits. Direct-mapped. */
+#define SL_LIMIT_CACHE_SLOTS 64
+typedef struct sl_limit_cache {
+    struct sl_limit_cache_entry {
+        int64_t kind, p1, p2, p3; /* what it was built from; kind 0 = empty */
+        sl_limit limit;
+    } slot[SL_LIMIT_CACHE_SLOTS];
+} sl_limit_cache;
+
+typedef struct sl_cmd_ctx {
+    const sl_reply_ops *reply;
+    void *sink;
+    const sl_exec_ops *exec;
+    void *ex;
+    const uint64_t *lease_key;   /* 2 random words: the key of the lease id generator */
+    sl_limit_cache *limit_cache; /* may be NULL */
+    const struct sl_config *config; /* the policies, for SL.POLICY; may be NULL */
+    void *face;                  /* the face's own context (a connection, say) */
+} sl_cmd_ctx;
+
+/* Command flags, as Redis names them. */
+#define SL_CMD_WRITE 0x01u    /* may change state */
+#define SL_CMD_READONLY 0x02u /* never changes state */
+#define SL_CMD_FAST 0x04u     /* O(1) (or O(limit) for the sliding log) */
+#define SL_CMD_NOAUTH 0x08u   /* allowed before AUTH */
+#define SL_CMD_LOADING 0x10u  /* connection commands */
+
+typedef void (*sl_cmd_fn)(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv);
+
+typedef struct sl_command {
+    const char *name;  /* lowercase */
+    int arity;         /* > 0 exactly, < 0 at least -arity, counting the name */
+    uint32_t flags;
+    int first_key, last_key, key_step; /* as Redis's COMMAND reports them */
+    sl_cmd_fn fn;
+    const char *summary;
+    const char *usage;
+} sl_command;
+
+/* The rate limiting commands: CL.THROTTLE and SL.*; ends with name NULL. */
+extern const sl_command sl_rate_commands[];
+
+/* Finds a command by name (case-insensitive) in a table that ends with a
+ * NULL name; NULL when it is not there. */
+const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len);
+
+/*
+ * Checks the arity and runs the command, or replies Redis's error for a
+ * wrong number of arguments.
+ */
+void sl_command_call(const sl_command *cmd, sl_cmd_ctx *c, int argc, const sl_resp_slice *argv);
+
+/* Replies "ERR unknown command 'name', with args beginning with: 'a' 'b' "
+ * as Redis does. */
+void sl_reply_unknown_command(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv);
+
+/* Replies "ERR <printf>" (message cut at 256 bytes). */
+void sl_reply_errorf(sl_cmd_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Parses a whole decimal int64; else replies "ERR value is not an integer
+ * or out of range" and returns false. */
+bool sl_arg_int(sl_cmd_ctx *c, const sl_resp_slice *a, int64_t *out);
+
+/* Parses a period: an integer number of seconds, or an integer with a unit
+ * ms, s, m, h or d; into nanoseconds. Else replies an error naming `what`. */
+bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int64_t *ns);
+
+/* Is the argument equal to the keyword (case-insensitive)? */
+bool sl_arg_is(const sl_resp_slice *a, const char *keyword);
+
+#endif /* SL_CMD_H */

@@ -1,0 +1,460 @@
+/*
+ * commands.c: how sluiced runs a command. The rate limiting commands come
+ * from the shared table (src/cmd); this file adds the connection commands
+ * that real clients send (PING, HELLO, AUTH, CLIENT, SELECT, COMMAND, INFO,
+ * QUIT, ...), the reply sink that writes RESP into the connection's buffer,
+ * and the executor that takes from the store at the batch's `now`.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "server/server.h"
+
+#define CONN(ctx) ((sl_conn *)(ctx)->face)
+
+/* ---- the sink: RESP into the connection's output buffer ---- */
+
+static void sk_integer(void *s, int64_t v) { sl_resp_add_int(s, v); }
+static void sk_bulk(void *s, const char *p, size_t len) { sl_resp_add_bulk(s, p, len); }
+static void sk_simple(void *s, const char *str) { sl_resp_add_simple(s, str, strlen(str)); }
+static void sk_null(void *s) { sl_resp_add_null(s); }
+static void sk_array(void *s, size_t n) { sl_resp_add_array(s, n); }
+static void sk_map(void *s, size_t n) { sl_resp_add_map(s, n); }
+static void sk_error(void *s, const char *msg) { sl_resp_add_errorf(s, "-%s", msg); }
+
+static const sl_reply_ops sl_resp_sink = {sk_integer, sk_bulk, sk_simple, sk_null,
+                                          sk_array,   sk_map,  sk_error};
+
+/* ---- the executor: the store, at the batch's clock ---- */
+
+static void sl_count(sl_worker *w, bool allowed)
+{
+    atomic_fetch_add_explicit(allowed ? &w->allowed : &w->rejected, 1, memory_order_relaxed);
+}
+
+static int ex_take(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
+                   sl_decision *d)
+{
+    sl_worker *w = ex;
+    int rc = sl_store_take(w->srv->store, key->ptr, key->len, l, w->now, cost, d);
+    if (rc == SL_OK)
+        sl_count(w, d->allowed);
+    return rc;
+}
+
+static int ex_peek(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
+                   sl_decision *d)
+{
+    sl_worker *w = ex;
+    return sl_store_peek(w->srv->store, key->ptr, key->len, l, w->now, cost, d);
+}
+
+static int ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_decision *out,
+                        int *failed)
+{
+    sl_worker *w = ex;
+    int rc = sl_store_take_many(w->srv->store, items, n, w->now, out, failed);
+    if (rc == SL_OK)
+        sl_count(w, *failed < 0);
+    return rc;
+}
+
+static int ex_reset(void *ex, const sl_resp_slice *key)
+{
+    sl_worker *w = ex;
+    return sl_store_reset(w->srv->store, key->ptr, key->len);
+}
+
+static int ex_acquire(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t weight,
+                      uint64_t id, sl_decision *d)
+{
+    sl_worker *w = ex;
+    int rc = sl_store_acquire(w->srv->store, key->ptr, key->len, l, w->now, weight, id, d);
+    if (rc == SL_OK)
+        sl_count(w, d->allowed);
+    return rc;
+}
+
+static int ex_release(void *ex, const sl_resp_slice *key, const sl_limit *l, uint64_t id)
+{
+    sl_worker *w = ex;
+    return sl_store_release(w->srv->store, key->ptr, key->len, l, w->now, id);
+}
+
+static const sl_exec_ops sl_store_exec = {ex_take,  ex_peek,    ex_take_many,
+                                          ex_reset, ex_acquire, ex_release};
+
+/* ---- connection commands ---- */
+
+static void sl_reply_ok(sl_cmd_ctx *c)
+{
+    c->reply->simple(c->sink, "OK");
+}
+
+static void sl_cmd_ping(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    if (argc > 2)
+        sl_reply_errorf(c, "wrong number of arguments for 'ping' command");
+    else if (argc == 2)
+        c->reply->bulk(c->sink, argv[1].ptr, argv[1].len);
+    else
+        c->reply->simple(c->sink, "PONG");
+}
+
+static void sl_cmd_echo(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    c->reply->bulk(c->sink, argv[1].ptr, argv[1].len);
+}
+
+static void sl_cmd_quit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_reply_ok(c);
+    CONN(c)->closing = true;
+}
+
+static void sl_cmd_select(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    if (argv[1].len == 1 && argv[1].ptr[0] == '0')
+        sl_reply_ok(c);
+    else
+        sl_reply_errorf(c, "DB index is out of range");
+}
+
+/* Compares in time that depends only on the lengths, not on where the
+ * bytes first differ. */
+static bool sl_equal_ct(const char *a, size_t alen, const char *b, size_t blen)
+{
+    unsigned char diff = alen != blen;
+    for (size_t i = 0; i < alen; i++)
+        diff |= (unsigned char)(a[i] ^ b[i % (blen ? blen : 1)]);
+    return diff == 0 && alen == blen;
+}
+
+/* Checks a password; replies the error itself when it is wrong. */
+static bool sl_auth_check(sl_cmd_ctx *c, const sl_resp_slice *user, const sl_resp_slice *pass)
+{
+    const char *want = CONN(c)->w->srv->cfg.requirepass;
+    if (!want) {
+        sl_reply_errorf(c, "AUTH <password> called without any password configured for the "
+                           "default user. Are you sure your configuration is correct?");
+        return false;
+    }
+    bool ok = sl_equal_ct(pass->ptr, pass->len, want, strlen(want));
+    if (user && !sl_arg_is(user, "default"))
+        ok = false;
+    if (!ok) {
+        c->reply->error(c->sink, "WRONGPASS invalid username-password pair or user is disabled.");
+        return false;
+    }
+    CONN(c)->authed = true;
+    return true;
+}
+
+static void sl_cmd_auth(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    if (argc > 3) {
+        sl_reply_errorf(c, "syntax error");
+        return;
+    }
+    if (sl_auth_check(c, argc == 3 ? &argv[1] : NULL, &argv[argc - 1]))
+        sl_reply_ok(c);
+}
+
+static void sl_set_name(sl_conn *conn, const sl_resp_slice *name)
+{
+    size_t n = name->len < sizeof conn->name - 1 ? name->len : sizeof conn->name - 1;
+    memcpy(conn->name, name->ptr, n);
+    conn->name[n] = '\0';
+}
+
+/* HELLO [protover [AUTH username password] [SETNAME clientname]] */
+static void sl_cmd_hello(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_conn *conn = CONN(c);
+    int64_t proto = conn->out.proto;
+    int i = 1;
+    if (argc >= 2) {
+        if (!sl_arg_int(c, &argv[1], &proto))
+            return;
+        if (proto != 2 && proto != 3) {
+            c->reply->error(c->sink, "NOPROTO unsupported protocol version");
+            return;
+        }
+        i = 2;
+    }
+    for (; i < argc; i++) {
+        if (sl_arg_is(&argv[i], "AUTH") && i + 2 < argc) {
+            if (!sl_auth_check(c, &argv[i + 1], &argv[i + 2]))
+                return;
+            i += 2;
+        } else if (sl_arg_is(&argv[i], "SETNAME") && i + 1 < argc) {
+            sl_set_name(conn, &argv[++i]);
+        } else {
+            sl_reply_errorf(c, "Syntax error in HELLO option '%.*s'",
+                            (int)(argv[i].len > 32 ? 32 : argv[i].len), argv[i].ptr);
+            return;
+        }
+    }
+    if (!conn->authed) {
+        c->reply->error(c->sink, "NOAUTH HELLO must be called with the client already "
+                                 "authenticated, otherwise the HELLO <proto> AUTH <user> <pass> "
+                                 "option can be used to authenticate the client and select the "
+                                 "RESP protocol version at the same time");
+        return;
+    }
+    conn->out.proto = (int)proto;
+    conn->sending.proto = (int)proto;
+    c->reply->map(c->sink, 7);
+    c->reply->bulk(c->sink, "server", 6);
+    c->reply->bulk(c->sink, "sluice", 6);
+    c->reply->bulk(c->sink, "version", 7);
+    c->reply->bulk(c->sink, SLUICE_VERSION, strlen(SLUICE_VERSION));
+    c->reply->bulk(c->sink, "proto", 5);
+    c->reply->integer(c->sink, proto);
+    c->reply->bulk(c->sink, "id", 2);
+    c->reply->integer(c->sink, (int64_t)conn->id);
+    c->reply->bulk(c->sink, "mode", 4);
+    c->reply->bulk(c->sink, "standalone", 10);
+    c->reply->bulk(c->sink, "role", 4);
+    c->reply->bulk(c->sink, "master", 6);
+    c->reply->bulk(c->sink, "modules", 7);
+    c->reply->array(c->sink, 0);
+}
+
+static void sl_cmd_client(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_conn *conn = CONN(c);
+    if (sl_arg_is(&argv[1], "SETNAME") && argc == 3) {
+        sl_set_name(conn, &argv[2]);
+        sl_reply_ok(c);
+    } else if (sl_arg_is(&argv[1], "SETINFO") && argc == 4) {
+        sl_reply_ok(c);
+    } else if (sl_arg_is(&argv[1], "GETNAME") && argc == 2) {
+        if (conn->name[0])
+            c->reply->bulk(c->sink, conn->name, strlen(conn->name));
+        else
+            c->reply->null(c->sink);
+    } else if (sl_arg_is(&argv[1], "ID") && argc == 2) {
+        c->reply->integer(c->sink, (int64_t)conn->id);
+    } else {
+        sl_reply_errorf(c, "unknown subcommand or wrong number of arguments for '%.*s'. Try "
+                           "CLIENT HELP.",
+                        (int)(argv[1].len > 32 ? 32 : argv[1].len), argv[1].ptr);
+    }
+}
+
+static const sl_command sl_conn_commands[];
+
+static size_t sl_command_count(const sl_command *t)
+{
+    size_t n = 0;
+    while (t[n].name)
+        n++;
+    return n;
+}
+
+/* One entry of COMMAND's reply, as Redis 7 gives it (10 fields). */
+static void sl_reply_command_info(sl_cmd_ctx *c, const sl_command *cmd)
+{
+    const sl_reply_ops *r = c->reply;
+    r->array(c->sink, 10);
+    r->bulk(c->sink, cmd->name, strlen(cmd->name));
+    r->integer(c->sink, cmd->arity);
+    size_t nflags = !!(cmd->flags & SL_CMD_WRITE) + !!(cmd->flags & SL_CMD_READONLY) +
+                    !!(cmd->flags & SL_CMD_FAST) + !!(cmd->flags & SL_CMD_NOAUTH);
+    r->array(c->sink, nflags);
+    if (cmd->flags & SL_CMD_WRITE)
+        r->simple(c->sink, "write");
+    if (cmd->flags & SL_CMD_READONLY)
+        r->simple(c->sink, "readonly");
+    if (cmd->flags & SL_CMD_FAST)
+        r->simple(c->sink, "fast");
+    if (cmd->flags & SL_CMD_NOAUTH)
+        r->simple(c->sink, "no-auth");
+    r->integer(c->sink, cmd->first_key);
+    r->integer(c->sink, cmd->last_key);
+    r->integer(c->sink, cmd->key_step);
+    r->array(c->sink, 0); /* ACL categories */
+    r->array(c->sink, 0); /* tips */
+    r->array(c->sink, 0); /* key specs */
+    r->array(c->sink, 0); /* subcommands */
+}
+
+static void sl_reply_command_doc(sl_cmd_ctx *c, const sl_command *cmd)
+{
+    const sl_reply_ops *r = c->reply;
+    r->bulk(c->sink, cmd->name, strlen(cmd->name));
+    r->map(c->sink, 3);
+    r->bulk(c->sink, "summary", 7);
+    r->bulk(c->sink, cmd->summary, strlen(cmd->summary));
+    r->bulk(c->sink, "since", 5);
+    r->bulk(c->sink, "0.1.0", 5);
+    r->bulk(c->sink, "group", 5);
+    r->bulk(c->sink, cmd->flags & SL_CMD_LOADING ? "connection" : "generic",
+            cmd->flags & SL_CMD_LOADING ? 10 : 7);
+}
+
+static void sl_cmd_command(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    const sl_command *tables[2] = {sl_rate_commands, sl_conn_commands};
+    size_t total = sl_command_count(sl_rate_commands) + sl_command_count(sl_conn_commands);
+    if (argc == 1) {
+        c->reply->array(c->sink, total);
+        for (int t = 0; t < 2; t++)
+            for (const sl_command *cmd = tables[t]; cmd->name; cmd++)
+                sl_reply_command_info(c, cmd);
+    } else if (sl_arg_is(&argv[1], "COUNT") && argc == 2) {
+        c->reply->integer(c->sink, (int64_t)total);
+    } else if (sl_arg_is(&argv[1], "DOCS")) {
+        if (argc == 2) {
+            c->reply->map(c->sink, total);
+            for (int t = 0; t < 2; t++)
+                for (const sl_command *cmd = tables[t]; cmd->name; cmd++)
+                    sl_reply_command_doc(c, cmd);
+            return;
+        }
+        const sl_command *found[64];
+        size_t n = 0;
+        for (int i = 2; i < argc && n < 64; i++) {
+            const sl_command *cmd = sl_command_find(sl_rate_commands, argv[i].ptr, argv[i].len);
+            if (!cmd)
+                cmd = sl_command_find(sl_conn_commands, argv[i].ptr, argv[i].len);
+            if (cmd)
+                found[n++] = cmd;
+        }
+        c->reply->map(c->sink, n);
+        for (size_t i = 0; i < n; i++)
+            sl_reply_command_doc(c, found[i]);
+    } else if (sl_arg_is(&argv[1], "INFO")) {
+        c->reply->array(c->sink, (size_t)(argc - 2));
+        for (int i = 2; i < argc; i++) {
+            const sl_command *cmd = sl_command_find(sl_rate_commands, argv[i].ptr, argv[i].len);
+            if (!cmd)
+                cmd = sl_command_find(sl_conn_commands, argv[i].ptr, argv[i].len);
+            if (cmd)
+                sl_reply_command_info(c, cmd);
+            else
+                c->reply->null(c->sink);
+        }
+    } else {
+        sl_reply_errorf(c, "unknown subcommand '%.*s'. Try COMMAND HELP.",
+                        (int)(argv[1].len > 32 ? 32 : argv[1].len), argv[1].ptr);
+    }
+}
+
+/* Appends one INFO section when the request wants it. */
+static void sl_info_section(char *text, size_t cap, size_t *len, int argc,
+                            const sl_resp_slice *argv, const char *name, const char *fmt, ...)
+    __attribute__((format(printf, 7, 8)));
+static void sl_info_section(char *text, size_t cap, size_t *len, int argc,
+                            const sl_resp_slice *argv, const char *name, const char *fmt, ...)
+{
+    bool wanted = argc < 2;
+    for (int i = 1; i < argc; i++)
+        wanted |= sl_arg_is(&argv[i], name) || sl_arg_is(&argv[i], "all") ||
+                  sl_arg_is(&argv[i], "everything") || sl_arg_is(&argv[i], "default");
+    if (!wanted || *len >= cap)
+        return;
+    int n = snprintf(text + *len, cap - *len, "%s# %c%s\r\n", *len ? "\r\n" : "",
+                     name[0] - 'a' + 'A', name + 1);
+    if (n > 0)
+        *len += (size_t)n;
+    if (*len >= cap)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    n = vsnprintf(text + *len, cap - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        *len += (size_t)n;
+}
+
+/* INFO [section ...]: server, clients, memory, stats, keyspace. */
+static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_server *srv = CONN(c)->w->srv;
+    uint64_t commands = 0, allowed = 0, rejected = 0;
+    for (int i = 0; i < srv->nworkers; i++) {
+        commands += atomic_load_explicit(&srv->workers[i].commands, memory_order_relaxed);
+        allowed += atomic_load_explicit(&srv->workers[i].allowed, memory_order_relaxed);
+        rejected += atomic_load_explicit(&srv->workers[i].rejected, memory_order_relaxed);
+    }
+    sl_store_stats st;
+    sl_store_get_stats(srv->store, &st);
+    char text[2048];
+    size_t len = 0;
+    int64_t up = (sl_now_mono() - srv->started_mono) / 1000000000;
+    sl_info_section(text, sizeof text, &len, argc, argv, "server",
+                    "sluice_version:%s\r\nredis_version:7.0.0\r\nredis_mode:standalone\r\n"
+                    "tcp_port:%d\r\nuptime_in_seconds:%lld\r\nio_threads_active:%d\r\n",
+                    SLUICE_VERSION, srv->cfg.port, (long long)up, srv->nworkers);
+    sl_info_section(text, sizeof text, &len, argc, argv, "clients",
+                    "connected_clients:%d\r\nmaxclients:%d\r\n", atomic_load(&srv->clients),
+                    srv->cfg.maxclients);
+    sl_info_section(text, sizeof text, &len, argc, argv, "memory",
+                    "used_memory:%llu\r\nmaxmemory:%llu\r\n", (unsigned long long)st.bytes_used,
+                    (unsigned long long)st.max_memory);
+    sl_info_section(text, sizeof text, &len, argc, argv, "stats",
+                    "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
+                    "rejected_connections:%llu\r\ndecisions_allowed:%llu\r\n"
+                    "decisions_rejected:%llu\r\nevicted_keys:%llu\r\nreclaimed_keys:%llu\r\n",
+                    (unsigned long long)atomic_load(&srv->connections_received),
+                    (unsigned long long)commands,
+                    (unsigned long long)atomic_load(&srv->rejected_connections),
+                    (unsigned long long)allowed, (unsigned long long)rejected,
+                    (unsigned long long)st.evictions, (unsigned long long)st.reclaimed);
+    sl_info_section(text, sizeof text, &len, argc, argv, "keyspace", "keys:%llu\r\n",
+                    (unsigned long long)st.keys);
+    c->reply->bulk(c->sink, text, len < sizeof text ? len : sizeof text - 1);
+}
+
+static const sl_command sl_conn_commands[] = {
+    {"ping", -1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_ping, "Answers PONG", "[message]"},
+    {"echo", 2, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_echo, "Answers the message",
+     "message"},
+    {"quit", -1, SL_CMD_FAST | SL_CMD_NOAUTH | SL_CMD_LOADING, 0, 0, 0, sl_cmd_quit,
+     "Closes the connection", ""},
+    {"select", 2, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_select,
+     "Selects database 0, the only one", "index"},
+    {"auth", -2, SL_CMD_FAST | SL_CMD_NOAUTH | SL_CMD_LOADING, 0, 0, 0, sl_cmd_auth,
+     "Authenticates the connection", "[username] password"},
+    {"hello", -1, SL_CMD_FAST | SL_CMD_NOAUTH | SL_CMD_LOADING, 0, 0, 0, sl_cmd_hello,
+     "Handshakes: protocol version, AUTH, SETNAME",
+     "[protover [AUTH username password] [SETNAME clientname]]"},
+    {"client", -2, SL_CMD_LOADING, 0, 0, 0, sl_cmd_client,
+     "SETNAME, SETINFO, GETNAME and ID", "subcommand [arguments]"},
+    {"command", -1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_command,
+     "Describes the commands: COMMAND, COUNT, DOCS, INFO", "[subcommand]"},
+    {"info", -1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_info, "Reports the server's state",
+     "[section]"},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+};
+
+void sl_server_dispatch(sl_conn *conn, int argc, const sl_resp_slice *argv)
+{
+    sl_server *srv = conn->w->srv;
+    sl_cmd_ctx ctx = {
+        .reply = &sl_resp_sink,
+        .sink = &conn->out,
+        .exec = &sl_store_exec,
+        .ex = conn->w,
+        .lease_key = srv->lease_key,
+        .limit_cache = &conn->w->limits,
+        .config = atomic_load_explicit(&srv->config, memory_order_acquire),
+        .face = conn,
+    };
+    atomic_fetch_add_explicit(&conn->w->commands, 1, memory_order_relaxed);
+    const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
+    if (!cmd)
+        cmd = sl_command_find(sl_conn_commands, argv[0].ptr, argv[0].len);
+    if (!conn->authed && !(cmd && (cmd->flags & SL_CMD_NOAUTH))) {
+        ctx.reply->error(ctx.sink, "NOAUTH Authentication required.");
+        return;
+    }
+    if (!cmd)
+        sl_reply_unknown_command(&ctx, argc, argv);
+    else
+        sl_command_call(cmd, &ctx, argc, argv);
+}

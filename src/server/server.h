@@ -1,0 +1,119 @@
+/*
+ * server.h: sluiced's wiring. The server owns the store, N worker threads
+ * (one libuv loop each, all accepting on the same port through
+ * SO_REUSEPORT), and a main loop for signals and timers. It only wires the
+ * layers below it: the command table (src/cmd), the RESP codec (src/proto)
+ * and the store (src/store).
+ */
+#ifndef SL_SERVER_H
+#define SL_SERVER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "cmd/cmd.h"
+#include "proto/resp.h"
+#include "sluice.h"
+
+typedef struct sl_server_config {
+    const char *bind;        /* "127.0.0.1" */
+    int port;                /* RESP; 0 = off */
+    int http_port;           /* HTTP; 0 = off (not served yet) */
+    int threads;             /* workers; 0 = number of cores */
+    const char *requirepass; /* NULL = no AUTH */
+    int maxclients;
+    size_t max_request_bytes;
+    size_t max_key_bytes;
+    int idle_timeout_s;      /* 0 = never */
+    size_t max_memory;       /* store cap in bytes; 0 = none */
+    const char *snapshot;    /* file, or NULL */
+    int snapshot_interval_s; /* 0 = only at shutdown */
+    const char *config_path;
+    int log_level;
+} sl_server_config;
+
+struct sl_conn;
+
+typedef struct sl_worker {
+    int id;
+    struct sl_server *srv;
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    bool listening;
+    uv_async_t wakeup; /* the main thread asks for shutdown through it */
+    uv_timer_t tick;   /* idle timeouts */
+    pthread_t thread;
+    struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
+    sl_limit_cache limits;
+    int64_t now; /* monotonic ns, read once per batch of commands */
+    /* Counters for INFO, per worker so that threads never share a cache
+     * line on the hot path; INFO sums them (relaxed reads). */
+    _Alignas(64) atomic_uint_fast64_t commands, allowed, rejected;
+    /* The config epoch this worker has seen: once every worker has seen the
+     * current one, no worker holds a pointer to an older config. */
+    atomic_uint_fast64_t seen_epoch;
+} sl_worker;
+
+typedef struct sl_server {
+    sl_server_config cfg;
+    sl_store *store;
+    sl_worker *workers;
+    int nworkers;
+    uint64_t lease_key[2];
+    _Atomic bool stopping;
+    atomic_int clients;
+    atomic_uint_fast64_t next_client_id;
+    /* counters for INFO (the per-command ones are in the workers) */
+    atomic_uint_fast64_t connections_received, rejected_connections;
+    int64_t started_mono;
+    /* The policies: replaced whole on SIGHUP. Workers load the pointer once
+     * per command and keep it no longer; the old config is freed once every
+     * worker has acknowledged the new epoch. */
+    _Atomic(struct sl_config *) config;
+    struct sl_config *retired;
+    atomic_uint_fast64_t epoch;
+} sl_server;
+
+/* Tells every worker to look at the server's state again (a new config
+ * epoch, or shutdown). */
+void sl_workers_wake(sl_server *srv);
+
+/* Monotonic nanoseconds (CLOCK_MONOTONIC). */
+int64_t sl_now_mono(void);
+
+/* worker.c: starts the workers' threads listening on cfg.port; returns 0 or
+ * -1 with the error logged. */
+int sl_workers_start(sl_server *srv);
+/* Asks every worker to stop accepting, finish what is in flight and exit;
+ * waits for them. */
+void sl_workers_stop(sl_server *srv);
+
+/* commands.c: runs one parsed command of a connection. */
+void sl_server_dispatch(struct sl_conn *conn, int argc, const sl_resp_slice *argv);
+
+/* The parts of a connection the commands need. */
+typedef struct sl_conn {
+    uv_tcp_t handle;
+    sl_worker *w;
+    struct sl_conn *prev, *next;
+    uint64_t id;
+    char *rbuf;
+    size_t rlen, rcap;
+    sl_resp_request req;
+    sl_resp_slice *argv;
+    sl_resp_buf out;     /* replies accumulating */
+    sl_resp_buf sending; /* replies being written */
+    uv_write_t wreq;
+    bool writing;
+    bool closing;   /* close once the replies are out */
+    bool closed;    /* uv_close called */
+    bool reading;
+    bool authed;
+    char name[64];
+    int64_t last_active;
+} sl_conn;
+
+#endif

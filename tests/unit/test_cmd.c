@@ -1,0 +1,275 @@
+/*
+ * The command layer (src/cmd) over a real store, on a virtual clock: the
+ * replies a client gets, byte for byte, and the errors it is told.
+ */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cmd/cmd.h"
+#include "common/siphash.h"
+#include "policy/config.h"
+#include "testlib.h"
+
+typedef struct harness {
+    sl_store *store;
+    int64_t now;
+    sl_resp_buf out;
+    sl_limit_cache cache;
+    uint64_t key[2];
+    sl_config *config;
+} harness;
+
+static void sk_integer(void *s, int64_t v) { sl_resp_add_int(s, v); }
+static void sk_bulk(void *s, const char *p, size_t len) { sl_resp_add_bulk(s, p, len); }
+static void sk_simple(void *s, const char *str) { sl_resp_add_simple(s, str, strlen(str)); }
+static void sk_null(void *s) { sl_resp_add_null(s); }
+static void sk_array(void *s, size_t n) { sl_resp_add_array(s, n); }
+static void sk_map(void *s, size_t n) { sl_resp_add_map(s, n); }
+static void sk_error(void *s, const char *msg) { sl_resp_add_errorf(s, "-%s", msg); }
+static const sl_reply_ops sink = {sk_integer, sk_bulk, sk_simple, sk_null,
+                                  sk_array,   sk_map,  sk_error};
+
+static int ex_take(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost, sl_decision *d)
+{
+    harness *h = ex;
+    return sl_store_take(h->store, k->ptr, k->len, l, h->now, cost, d);
+}
+static int ex_peek(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost, sl_decision *d)
+{
+    harness *h = ex;
+    return sl_store_peek(h->store, k->ptr, k->len, l, h->now, cost, d);
+}
+static int ex_many(void *ex, const sl_take_item *it, size_t n, sl_decision *out, int *failed)
+{
+    harness *h = ex;
+    return sl_store_take_many(h->store, it, n, h->now, out, failed);
+}
+static int ex_reset(void *ex, const sl_resp_slice *k)
+{
+    harness *h = ex;
+    return sl_store_reset(h->store, k->ptr, k->len);
+}
+static int ex_acquire(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t w, uint64_t id,
+                      sl_decision *d)
+{
+    harness *h = ex;
+    return sl_store_acquire(h->store, k->ptr, k->len, l, h->now, w, id, d);
+}
+static int ex_release(void *ex, const sl_resp_slice *k, const sl_limit *l, uint64_t id)
+{
+    harness *h = ex;
+    return sl_store_release(h->store, k->ptr, k->len, l, h->now, id);
+}
+static const sl_exec_ops exec_ops = {ex_take, ex_peek, ex_many, ex_reset, ex_acquire, ex_release};
+
+static harness H;
+
+static void setup(void)
+{
+    memset(&H, 0, sizeof H);
+    cr_assert_eq(sl_store_new(NULL, &H.store), SL_OK);
+    sl_resp_buf_init(&H.out, 2, 0);
+    H.now = 1000 * NS_PER_SEC;
+    H.key[0] = 1;
+    H.key[1] = 2;
+}
+
+static void teardown(void)
+{
+    sl_config_free(H.config);
+    sl_store_free(H.store);
+    sl_resp_buf_free(&H.out);
+}
+
+/* Runs a space-separated command; returns the reply as RESP text. */
+static const char *run(const char *line)
+{
+    static char copy[1024], reply[4096];
+    sl_resp_slice argv[32];
+    int argc = 0;
+    snprintf(copy, sizeof copy, "%s", line);
+    for (char *tok = strtok(copy, " "); tok && argc < 32; tok = strtok(NULL, " "))
+        argv[argc++] = (sl_resp_slice){tok, strlen(tok)};
+    sl_cmd_ctx c = {.reply = &sink,
+                    .sink = &H.out,
+                    .exec = &exec_ops,
+                    .ex = &H,
+                    .lease_key = H.key,
+                    .limit_cache = &H.cache,
+                    .config = H.config};
+    sl_resp_buf_clear(&H.out);
+    const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
+    if (cmd)
+        sl_command_call(cmd, &c, argc, argv);
+    else
+        sl_reply_unknown_command(&c, argc, argv);
+    snprintf(reply, sizeof reply, "%.*s", (int)H.out.len, H.out.data);
+    return reply;
+}
+
+#define THROTTLE(a, b, c, d, e) "*5\r\n:" #a "\r\n:" #b "\r\n:" #c "\r\n:" #d "\r\n:" #e "\r\n"
+
+TestSuite(cmd, .init = setup, .fini = teardown);
+
+Test(cmd, cl_throttle_answers_as_redis_cell)
+{
+    cr_assert_str_eq(run("CL.THROTTLE user123 15 30 60 1"), THROTTLE(0, 16, 15, -1, 2));
+    /* the reference sequence, with its seconds rounding */
+    cr_assert_str_eq(run("cl.throttle k 4 1 1 6"), THROTTLE(1, 5, 5, -1, 0));
+    for (int i = 4; i >= 0; i--) {
+        char want[64];
+        snprintf(want, sizeof want, "*5\r\n:0\r\n:5\r\n:%d\r\n:-1\r\n:%d\r\n", i, 5 - i);
+        cr_assert_str_eq(run("cl.throttle k 4 1 1"), want);
+    }
+    cr_assert_str_eq(run("cl.throttle k 4 1 1"), THROTTLE(1, 5, 0, 1, 5));
+    H.now += 3100 * NS_PER_MS;
+    /* debt 5 s - 3.1 s + 1 s = 2.9 s: 2 remain, reset in 2.9 s -> 3 */
+    cr_assert_str_eq(run("cl.throttle k 4 1 1"), THROTTLE(0, 5, 2, -1, 3));
+}
+
+Test(cmd, decisions_are_maps_with_milliseconds_rounded_up)
+{
+    cr_assert_str_eq(run("SL.TAKE u 3 1"),
+                     "*10\r\n$7\r\nallowed\r\n:1\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:2\r\n"
+                     "$14\r\nretry_after_ms\r\n:0\r\n$14\r\nreset_after_ms\r\n:334\r\n");
+    H.out.proto = 3;
+    cr_assert_str_eq(run("SL.PEEK u 3 1 COST 3"),
+                     "%5\r\n$7\r\nallowed\r\n:0\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:2\r\n"
+                     "$14\r\nretry_after_ms\r\n:334\r\n$14\r\nreset_after_ms\r\n:334\r\n");
+    cr_assert(strstr(run("SL.TAKE u 3 1 COST 4"), "retry_after_ms\r\n:-1\r\n"), "never");
+    cr_assert(strstr(run("SL.TAKE q 10 1s ALGORITHM leaky_bucket BURST 2"), "delay_ms\r\n:0\r\n"));
+    cr_assert(strstr(run("SL.TAKE q 10 1s ALGORITHM leaky_bucket BURST 2"), "delay_ms\r\n:100\r\n"));
+    cr_assert(strstr(run("SL.TAKE w 1 500ms ALGORITHM fixed_window"), "allowed\r\n:1\r\n"));
+}
+
+Test(cmd, bad_arguments_get_errors_that_name_them)
+{
+    cr_assert_str_eq(run("CL.THROTTLE k 1"),
+                     "-ERR wrong number of arguments for 'cl.throttle' command\r\n");
+    cr_assert_str_eq(run("CL.THROTTLE k x 1 1"),
+                     "-ERR value is not an integer or out of range\r\n");
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 -1"), "-ERR cost must be a non-negative integer\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 0 60"),
+                     "-ERR limit must be a positive integer within the algorithm's maximum\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 5 60x"), "-ERR period is not a duration: use seconds, or a "
+                                             "number with ms, s, m, h or d\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 5 -3"),
+                     "-ERR period must be a positive duration of at most 73 years\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 5 60 BURST"), "-ERR syntax error: option 'BURST' needs a value\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 5 60 COLOR red"), "-ERR syntax error: unknown option 'COLOR'\r\n");
+    cr_assert(strncmp(run("SL.TAKE k 5 60 ALGORITHM magic"), "-ERR unknown algorithm 'magic'", 30) == 0);
+    cr_assert_str_eq(run("SL.TAKE k 5 60 COST -1"), "-ERR cost must be a non-negative integer\r\n");
+    cr_assert_str_eq(run("SL.TAKEMANY 9 a b LIMIT 5 60"), "-ERR numkeys must be between 1 and 8\r\n");
+    cr_assert_str_eq(run("SL.TAKEMANY 2 a b LIMIT 5 60"),
+                     "-ERR syntax error: expected LIMIT for key 2 of 2\r\n");
+    cr_assert_str_eq(run("NOPE a"), "-ERR unknown command 'NOPE', with args beginning with: 'a' \r\n");
+    /* and nothing was stored by any of them */
+    cr_assert_str_eq(run("SL.RESET k a b"), ":0\r\n");
+}
+
+Test(cmd, takemany_is_all_or_nothing)
+{
+    run("SL.TAKE g 2 1h");
+    run("SL.TAKE g 2 1h"); /* g is drained */
+    const char *r = run("SL.TAKEMANY 2 u g LIMIT 5 1h LIMIT 2 1h");
+    const char *head = "*6\r\n$7\r\nallowed\r\n:0\r\n$11\r\nrejected_by\r\n:1\r\n";
+    cr_assert(strncmp(r, head, strlen(head)) == 0, "%s", r);
+    cr_assert(strstr(run("SL.PEEK u 5 1h COST 0"), "remaining\r\n:5\r\n"), "u was not consumed");
+    r = run("SL.TAKEMANY 2 u v LIMIT 5 1h LIMIT 2 1h COST 2");
+    cr_assert(strstr(r, "allowed\r\n:1\r\n$11\r\nrejected_by\r\n:-1\r\n"), "%s", r);
+    cr_assert(strstr(run("SL.PEEK v 2 1h COST 0"), "remaining\r\n:0\r\n"));
+    cr_assert_str_eq(run("SL.RESET u v g zz"), ":3\r\n");
+}
+
+Test(cmd, leases_are_unguessable_and_released_once)
+{
+    const char *r = run("SL.ACQUIRE db 2 1000");
+    cr_assert(strncmp(r, "$24\r\n", 5) == 0, "%s", r);
+    char lease[25], second[25];
+    memcpy(lease, r + 5, 24);
+    lease[24] = 0;
+    cr_assert(strcmp(lease + 16, "00000002") == 0, "the shape travels in the id: %s", lease);
+    r = run("SL.ACQUIRE db 2 1000");
+    memcpy(second, r + 5, 24);
+    second[24] = 0;
+    cr_assert(strcmp(lease, second) != 0);
+    cr_assert(strncmp(lease, "0000000000000001", 16) != 0, "ids are not counters: %s", lease);
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 1000"), "$-1\r\n", "full");
+
+    char cmdline[128], forged[25];
+    /* the same lease on another key, and a lease with one digit changed */
+    snprintf(cmdline, sizeof cmdline, "SL.RELEASE other %s", lease);
+    cr_assert_str_eq(run(cmdline), ":0\r\n");
+    memcpy(forged, lease, 25);
+    forged[15] = forged[15] == '1' ? '2' : '1';
+    snprintf(cmdline, sizeof cmdline, "SL.RELEASE db %s", forged);
+    cr_assert_str_eq(run(cmdline), ":0\r\n");
+    cr_assert_str_eq(run("SL.RELEASE db 0000000000000000000000002"), ":0\r\n", "25 digits");
+    cr_assert_str_eq(run("SL.RELEASE db zz"), ":0\r\n");
+    snprintf(cmdline, sizeof cmdline, "SL.RELEASE db %s", lease);
+    cr_assert_str_eq(run(cmdline), ":1\r\n");
+    cr_assert_str_eq(run(cmdline), ":0\r\n", "released twice");
+    cr_assert(strncmp(run("SL.ACQUIRE db 2 1000"), "$24\r\n", 5) == 0, "a slot is free again");
+
+    /* Every lease expires, the state is reclaimed; a new lease never takes
+     * an old one's id, so an old holder cannot release it. */
+    H.now += NS_PER_SEC;
+    r = run("SL.ACQUIRE db 2 1000 WEIGHT 2");
+    cr_assert(strncmp(r, "$24\r\n", 5) == 0);
+    cr_assert(strncmp(r + 5, lease, 16) != 0 && strncmp(r + 5, second, 16) != 0);
+    snprintf(cmdline, sizeof cmdline, "SL.RELEASE db %s", second);
+    cr_assert_str_eq(run(cmdline), ":0\r\n", "an expired lease stays expired");
+    cr_assert_str_eq(run("SL.ACQUIRE db 0 1000"), "-ERR max_in_flight must be between 1 and 65536\r\n");
+}
+
+Test(cmd, policies_with_tiers_a_global_limit_and_shadow_mode)
+{
+    static const char yaml[] = "policies:\n"
+                               "  api:\n"
+                               "    limit: 2\n"
+                               "    period: 1h\n"
+                               "    tiers:\n"
+                               "      paid: {limit: 3, period: 1h}\n"
+                               "    global: {limit: 4, period: 1h}\n"
+                               "  dry:\n"
+                               "    limit: 1\n"
+                               "    period: 1h\n"
+                               "    shadow: true\n";
+    char err[256];
+    cr_assert_eq(sl_config_parse(yaml, sizeof yaml - 1, "t.yaml", &H.config, err, sizeof err), 0,
+                 "%s", err);
+    cr_assert(strstr(run("SL.POLICY api alice"), "allowed\r\n:1\r\n$5\r\nlimit\r\n:2\r\n"));
+    cr_assert(strstr(run("SL.POLICY api alice"), "allowed\r\n:1\r\n"));
+    cr_assert(strstr(run("SL.POLICY api alice"), "allowed\r\n:0\r\n"), "alice's own limit");
+    cr_assert(strstr(run("SL.POLICY api bob TIER paid"), "limit\r\n:3\r\n"));
+    /* 3 of the global 4 are spent: bob's second passes, his third is refused
+     * by the global limit, and the reply says so (limit 4) */
+    cr_assert(strstr(run("SL.POLICY api bob TIER paid"), "allowed\r\n:1\r\n"));
+    const char *r = run("SL.POLICY api bob TIER paid");
+    cr_assert(strstr(r, "allowed\r\n:0\r\n$5\r\nlimit\r\n:4\r\n"), "%s", r);
+    cr_assert(strstr(run("SL.PEEK api:bob 3 1h COST 0"), "remaining\r\n:1\r\n"),
+              "the refused take consumed nothing from bob");
+
+    cr_assert(strstr(run("SL.POLICY dry x"), "shadow\r\n:1\r\n$11\r\nwould_allow\r\n:1\r\n"));
+    r = run("SL.POLICY dry x");
+    const char *head = "*14\r\n$7\r\nallowed\r\n:1\r\n";
+    cr_assert(strncmp(r, head, strlen(head)) == 0, "%s", r);
+    cr_assert(strstr(r, "retry_after_ms\r\n:0\r\n"), "shadow: allowed, so no retry");
+    cr_assert(strstr(r, "would_allow\r\n:0\r\n"), "%s", r);
+
+    cr_assert_str_eq(run("SL.POLICY nope x"), "-ERR unknown policy 'nope'\r\n");
+    cr_assert_str_eq(run("SL.POLICY api x TIER gold"), "-ERR unknown tier 'gold' for policy 'api'\r\n");
+    cr_assert_str_eq(run("SL.POLICY api x COST -2"), "-ERR cost must be a non-negative integer\r\n");
+}
+
+/* SipHash-2-4's reference vector: key 00..0f, message 00..0e. */
+Test(siphash, reference_vector)
+{
+    uint64_t key[2] = {UINT64_C(0x0706050403020100), UINT64_C(0x0f0e0d0c0b0a0908)};
+    unsigned char msg[15];
+    for (int i = 0; i < 15; i++)
+        msg[i] = (unsigned char)i;
+    cr_assert_eq(sl_siphash(key, msg, 15), UINT64_C(0xa129ca6149be45e5));
+    cr_assert_eq(sl_siphash(key, msg, 0), UINT64_C(0x726fdb47dd0e0e31));
+}
