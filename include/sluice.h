@@ -346,15 +346,6 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
 int sl_store_reset(sl_store *s, const void *key, size_t keylen);
 
 /*
- * Acquires a lease of `weight` units on the SL_CONCURRENCY state of `key`
- * under *l, carrying the caller's lease_id (see sl_lease_acquire: pass a
- * random non-zero number). Results as sl_store_take, and SL_ERR_ARGUMENT for
- * id 0 or an id a live lease of the key already has.
- */
-int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                     int64_t weight, uint64_t lease_id, sl_decision *d);
-
-/*
  * Releases lease `lease_id` of the SL_CONCURRENCY state of `key` under *l.
  * Returns 1 when the lease was held, 0 when the key, the lease or a state of
  * that shape is unknown or the lease has expired, or SL_ERR_*.

@@ -680,3 +680,36 @@ Test(store, sweeps_compact_pages_and_shrink_the_index)
     }
     sl_store_free(s);
 }
+
+/* Leases under the caller's ids: granted up to the limit, released by id,
+ * refused for id 0, a duplicate id or another algorithm; an id from before
+ * the state was reclaimed never releases a newer lease. */
+Test(store, leases_with_caller_ids)
+{
+    sl_limit l, g;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_CONCURRENCY, 2, 10 * NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&g, SL_GCRA, 2, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 0);
+    const uint64_t a = UINT64_C(0x9e3779b97f4a7c15), b = UINT64_C(0xdeadbeefcafe), c = 77;
+    cr_assert(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 1, a, &d) == SL_OK && d.allowed);
+    cr_expect_eq(d.lease_id, a);
+    cr_expect_eq(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 1, a, &d), SL_ERR_ARGUMENT, "id held");
+    cr_expect_eq(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 1, 0, &d), SL_ERR_ARGUMENT, "id 0");
+    cr_expect_eq(sl_store_acquire(s, "db", 2, &g, NS_PER_SEC, 1, c, &d), SL_ERR_ALGORITHM);
+    cr_assert(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 1, b, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 1, c, &d) == SL_OK && !d.allowed, "full");
+    cr_expect(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 0, c, &d) == SL_OK && d.remaining == 0 &&
+                  d.lease_id == 0,
+              "weight 0 peeks: nothing is left, no lease");
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, a), 1);
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, b), 1);
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.keys, 0, "no lease held: reclaimed");
+    cr_assert(sl_store_acquire(s, "db", 2, &l, NS_PER_SEC, 1, c, &d) == SL_OK && d.allowed);
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, a), 0, "a stale id releases nothing");
+    cr_expect_eq(sl_store_release(s, "db", 2, &l, NS_PER_SEC, c), 1);
+    cr_expect_eq(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
