@@ -49,6 +49,7 @@ typedef struct sl_worker {
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     sl_limit_cache limits;
     int64_t now; /* monotonic ns, read once per batch of commands */
+    int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
     /* Counters for INFO, per worker so that threads never share a cache
      * line on the hot path; INFO sums them (relaxed reads). */
     _Alignas(64) atomic_uint_fast64_t commands, allowed, rejected;

@@ -253,20 +253,71 @@ static void sl_on_connection(uv_stream_t *listener, int status)
         sl_conn_close(c);
 }
 
-/* Closes connections idle for longer than the timeout. */
+/* How long a shutdown waits for clients to take the replies they are owed. */
+#define SL_SHUTDOWN_GRACE_NS INT64_C(5000000000)
+
+static void sl_worker_finish(sl_worker *w, int64_t now);
+
+/* Closes connections idle for longer than the timeout; during shutdown,
+ * finishes it. */
 static void sl_worker_tick(uv_timer_t *t)
 {
     sl_worker *w = t->data;
+    int64_t now = sl_now_mono();
+    if (atomic_load(&w->srv->stopping)) {
+        sl_worker_finish(w, now);
+        return;
+    }
     int64_t limit = (int64_t)w->srv->cfg.idle_timeout_s * 1000000000;
     if (limit <= 0)
         return;
-    int64_t now = sl_now_mono();
     for (sl_conn *c = w->conns, *next; c; c = next) {
         next = c->next;
         if (!c->writing && now - c->last_active > limit) {
             sl_log(SL_LOG_DEBUG, "client %llu: idle; closing", (unsigned long long)c->id);
             sl_conn_close(c);
         }
+    }
+}
+
+/* At shutdown: the commands a client sent before it are in flight too. Reads
+ * what the socket already holds (without waiting for more) and runs it. */
+static void sl_conn_drain(sl_conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->handle, &fd) != 0)
+        return;
+    c->w->now = sl_now_mono();
+    while (!c->closed && !c->closing) {
+        uv_buf_t b;
+        sl_conn_alloc((uv_handle_t *)&c->handle, 65536, &b);
+        if (b.len == 0)
+            return;
+        ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
+        if (n <= 0)
+            return; /* nothing more now, the client is gone, or an error: stop here */
+        c->rlen += (size_t)n;
+        sl_conn_process(c);
+    }
+}
+
+/* The end of a shutdown: once every connection has closed, or the grace
+ * period is over (a client that does not read its replies cannot hold the
+ * server), close what is left and the loop's own handles, so uv_run returns. */
+static void sl_worker_finish(sl_worker *w, int64_t now)
+{
+    if (w->conns && now < w->stop_deadline)
+        return;
+    for (sl_conn *c = w->conns, *next; c; c = next) {
+        next = c->next;
+        sl_log(SL_LOG_WARN, "client %llu: still owed replies at shutdown; closing",
+               (unsigned long long)c->id);
+        sl_conn_close(c);
+    }
+    if (!uv_is_closing((uv_handle_t *)&w->tick)) {
+        uv_timer_stop(&w->tick);
+        uv_close((uv_handle_t *)&w->tick, NULL);
+        uv_close((uv_handle_t *)&w->wakeup, NULL);
     }
 }
 
@@ -284,18 +335,25 @@ static void sl_worker_wakeup(uv_async_t *a)
         uv_close((uv_handle_t *)&w->listener, NULL);
         w->listening = false;
     }
+    if (uv_is_closing((uv_handle_t *)&w->tick))
+        return; /* a second wake-up during shutdown */
     for (sl_conn *c = w->conns, *next; c; c = next) {
         next = c->next;
         if (c->reading) {
             uv_read_stop((uv_stream_t *)&c->handle);
             c->reading = false;
+            sl_conn_drain(c);
         }
-        c->closing = true;
-        sl_conn_flush(c);
+        if (!c->closed) {
+            c->closing = true;
+            sl_conn_flush(c);
+        }
     }
-    uv_timer_stop(&w->tick);
-    uv_close((uv_handle_t *)&w->tick, NULL);
-    uv_close((uv_handle_t *)&w->wakeup, NULL);
+    int64_t now = sl_now_mono();
+    w->stop_deadline = now + SL_SHUTDOWN_GRACE_NS;
+    sl_worker_finish(w, now);
+    if (!uv_is_closing((uv_handle_t *)&w->tick))
+        uv_timer_start(&w->tick, sl_worker_tick, 20, 20);
 }
 
 static void *sl_worker_run(void *arg)
