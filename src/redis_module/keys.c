@@ -1,0 +1,398 @@
+/*
+ * keys.c: the executor of sluice-redis.so. Every rate limiting command of
+ * src/cmd reaches Redis keys through these six functions.
+ *
+ * A key's value is a plain Redis string (docs/module.md says why):
+ *
+ *     byte 0    SLUICE_MAGIC 0xF1: no text and no integer starts so
+ *     byte 1    format version (1): any other is refused, never guessed at
+ *     byte 2    the algorithm (sl_algorithm)
+ *     byte 3    0, reserved
+ *     byte 4..  the algorithm's state, sl_state_size() bytes, as libsluice
+ *               keeps it in memory (little-endian int64 words)
+ *
+ * and the key's expiry is the moment its state is "never seen" again
+ * (sl_state_expires_at, in Unix milliseconds rounded up), so Redis drops
+ * keys that no longer limit anyone by itself.
+ *
+ * Replication: a take is time-dependent, so it is never replicated as sent.
+ * Each change of a key is replicated as its *effect*: SET key <value bytes>
+ * PXAT <expiry>, or DEL key. A replica, whatever its clock, then holds the
+ * primary's bytes exactly; the AOF records the same commands.
+ *
+ * A value that is not a sluice state gets WRONGTYPE, and nothing is written.
+ */
+#include <string.h>
+
+#include "redis_module/module.h"
+
+/* ---- one state in scratch memory ---- */
+
+/* A state copied out of its value: the value's bytes are not 8-byte aligned,
+ * and a take must not touch the value before it is known to succeed. Small
+ * states (every algorithm but large sliding logs and leases) stay inline. */
+typedef struct slm_state {
+    void *p;
+    size_t size;
+    int64_t small[8];
+} slm_state;
+
+static void slm_state_init(slm_state *s, size_t size)
+{
+    s->size = size;
+    s->p = size <= sizeof s->small ? (void *)s->small : RedisModule_Alloc(size);
+    memset(s->p, 0, size);
+}
+
+static void slm_state_free(slm_state *s)
+{
+    if (s->p && s->p != (void *)s->small)
+        RedisModule_Free(s->p);
+    s->p = NULL;
+}
+
+/* ---- keys ---- */
+
+typedef struct slm_key {
+    RedisModuleKey *k;        /* NULL when opened READ and absent */
+    RedisModuleString *name;
+    bool owned_name;          /* name was created here, free it on close */
+    bool exists;              /* the key holds a value */
+    bool compatible;          /* ... a sluice state of this algorithm and size */
+} slm_key;
+
+/* The key's name as a RedisModuleString: one of the command's own arguments
+ * when the slice points into one (no copy), else a new string. */
+static RedisModuleString *slm_key_name(slm_call *m, const void *ptr, size_t len, bool *owned)
+{
+    for (int i = 1; i < m->argc; i++) {
+        size_t n;
+        const char *p = RedisModule_StringPtrLen(m->argv[i], &n);
+        if (p == ptr && n == len) {
+            *owned = false;
+            return m->argv[i];
+        }
+    }
+    *owned = true;
+    return RedisModule_CreateString(m->ctx, ptr, len);
+}
+
+static int slm_open(slm_call *m, const void *ptr, size_t len, int mode, slm_key *key)
+{
+    memset(key, 0, sizeof *key);
+    if (len == 0)
+        return SL_ERR_KEY; /* as sluiced: an empty key is a client's bug */
+    key->name = slm_key_name(m, ptr, len, &key->owned_name);
+    key->k = RedisModule_OpenKey(m->ctx, key->name, mode);
+    key->exists = key->k && RedisModule_KeyType(key->k) != REDISMODULE_KEYTYPE_EMPTY;
+    return SL_OK;
+}
+
+static void slm_close(slm_call *m, slm_key *key)
+{
+    if (key->k)
+        RedisModule_CloseKey(key->k);
+    if (key->owned_name && key->name)
+        RedisModule_FreeString(m->ctx, key->name);
+    key->k = NULL;
+    key->name = NULL;
+}
+
+static int slm_wrongtype(slm_call *m)
+{
+    m->error_override = SLM_WRONGTYPE;
+    return SL_ERR_ARGUMENT;
+}
+
+/*
+ * Checks that an existing key holds a sluice state of a known version.
+ * Returns SL_OK (and the value through *v, *len when wanted), or an error
+ * with m->error_override set (WRONGTYPE, unknown version).
+ */
+static int slm_check(slm_call *m, slm_key *key, const unsigned char **v, size_t *len)
+{
+    size_t n = 0;
+    const unsigned char *p = NULL;
+    if (RedisModule_KeyType(key->k) == REDISMODULE_KEYTYPE_STRING)
+        p = (const unsigned char *)RedisModule_StringDMA(key->k, &n, REDISMODULE_READ);
+    if (!p || n < SLM_HEADER || p[0] != SLM_MAGIC)
+        return slm_wrongtype(m);
+    if (p[1] != SLM_VERSION) {
+        m->error_override = SLM_BADVERSION;
+        return SL_ERR_VERSION;
+    }
+    if (v) {
+        *v = p;
+        *len = n;
+    }
+    return SL_OK;
+}
+
+/*
+ * Copies the key's state under limit *l into st (zeroed: "never seen" when
+ * the key is absent or holds another algorithm's or shape's state, which a
+ * take then replaces, as sluiced's store does). Returns SL_OK or an error.
+ */
+static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
+{
+    memset(st->p, 0, st->size);
+    key->compatible = false;
+    if (!key->exists)
+        return SL_OK;
+    const unsigned char *v;
+    size_t n;
+    int rc = slm_check(m, key, &v, &n);
+    if (rc != SL_OK)
+        return rc;
+    if (v[2] == (unsigned)l->algorithm && n - SLM_HEADER == st->size) {
+        memcpy(st->p, v + SLM_HEADER, st->size);
+        key->compatible = true;
+    }
+    return SL_OK;
+}
+
+/* Unix milliseconds at which a state expiring at `ns` is gone: rounded up,
+ * so that Redis never drops a key while its state still limits. */
+static long long slm_expiry_ms(int64_t ns)
+{
+    return (long long)(ns / 1000000 + (ns % 1000000 != 0));
+}
+
+/*
+ * Stores st as the key's state under *l, and replicates the effect. A state
+ * that is "never seen" at `now` deletes the key instead (or writes nothing
+ * when there is none). `old` is the state read before, to skip writing
+ * bytes that did not change (a rejection, a peek).
+ */
+static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_state *st,
+                      const slm_state *old)
+{
+    size_t klen;
+    const char *kptr = RedisModule_StringPtrLen(key->name, &klen);
+    int64_t expires = sl_state_expires_at(l, st->p);
+    if (expires <= m->now) {
+        if (key->compatible && key->exists) {
+            RedisModule_DeleteKey(key->k);
+            RedisModule_Replicate(m->ctx, "DEL", "b", kptr, klen);
+            key->exists = key->compatible = false;
+        }
+        return; /* an incompatible old state stays until a take replaces it */
+    }
+    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
+        return; /* same bytes, same expiry: nothing happened */
+    size_t vlen = SLM_HEADER + st->size;
+    if (!key->compatible)
+        RedisModule_StringTruncate(key->k, vlen); /* creates or resizes the string */
+    size_t n;
+    unsigned char *v = (unsigned char *)RedisModule_StringDMA(key->k, &n, REDISMODULE_WRITE);
+    if (!v || n != vlen)
+        return; /* cannot happen for a string key opened for writing */
+    v[0] = SLM_MAGIC;
+    v[1] = SLM_VERSION;
+    v[2] = (unsigned char)l->algorithm;
+    v[3] = 0;
+    memcpy(v + SLM_HEADER, st->p, st->size);
+    long long at = slm_expiry_ms(expires);
+    RedisModule_SetAbsExpire(key->k, at);
+    RedisModule_Replicate(m->ctx, "SET", "bbcl", kptr, klen, (const char *)v, vlen, "PXAT", at);
+    key->exists = key->compatible = true;
+}
+
+/* ---- the executor ---- */
+
+/* Takes (or with `lease_id`, acquires) on one key: read, decide, write. */
+static int slm_take_one(slm_call *m, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
+                        uint64_t lease_id, sl_decision *d)
+{
+    slm_key key;
+    int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+    if (rc != SL_OK)
+        return rc;
+    slm_state st, old;
+    size_t size = sl_state_size(l);
+    slm_state_init(&st, size);
+    slm_state_init(&old, size);
+    rc = slm_read(m, &key, l, &st);
+    if (rc == SL_OK) {
+        memcpy(old.p, st.p, size);
+        rc = lease_id ? sl_lease_acquire(l, st.p, m->now, cost, lease_id, d)
+                      : sl_take(l, st.p, m->now, cost, d);
+    }
+    if (rc == SL_OK)
+        slm_write(m, &key, l, &st, &old);
+    slm_state_free(&st);
+    slm_state_free(&old);
+    slm_close(m, &key);
+    return rc;
+}
+
+static int slm_ex_take(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
+                       sl_decision *d)
+{
+    return slm_take_one(ex, key, l, cost, 0, d);
+}
+
+static int slm_ex_acquire(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t weight,
+                          uint64_t lease_id, sl_decision *d)
+{
+    return slm_take_one(ex, key, l, weight, lease_id, d);
+}
+
+/* A peek opens the key for reading only and never writes. */
+static int slm_ex_peek(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
+                       sl_decision *d)
+{
+    slm_call *m = ex;
+    slm_key key;
+    int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ, &key);
+    if (rc != SL_OK)
+        return rc;
+    slm_state st;
+    slm_state_init(&st, sl_state_size(l));
+    rc = slm_read(m, &key, l, &st);
+    if (rc == SL_OK)
+        rc = sl_peek(l, st.p, m->now, cost, d);
+    slm_state_free(&st);
+    slm_close(m, &key);
+    return rc;
+}
+
+/*
+ * All or nothing over up to SL_TAKE_MANY_MAX keys, as sl_store_take_many:
+ * every item decides in order on scratch copies (a repeated key shares its
+ * copy, so its takes add up); when all admit, each key is written once;
+ * when one rejects, nothing is written and out[i] is a peek of item i alone
+ * on the stored state. Redis runs one command at a time, so reading all
+ * keys, deciding and writing is atomic without locks.
+ */
+static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_decision *out,
+                            int *failed)
+{
+    slm_call *m = ex;
+    slm_key keys[SL_TAKE_MANY_MAX];
+    slm_state cur[SL_TAKE_MANY_MAX], old[SL_TAKE_MANY_MAX];
+    int rep[SL_TAKE_MANY_MAX];
+    size_t opened = 0;
+    int rc = SL_OK;
+    *failed = -1;
+    if (n == 0 || n > SL_TAKE_MANY_MAX)
+        return SL_ERR_ARGUMENT;
+    for (size_t i = 0; i < n && rc == SL_OK; i++) {
+        rep[i] = (int)i;
+        for (size_t j = 0; j < i; j++) {
+            if (rep[j] == (int)j && items[j].keylen == items[i].keylen &&
+                memcmp(items[j].key, items[i].key, items[i].keylen) == 0) {
+                if (items[j].limit->algorithm != items[i].limit->algorithm ||
+                    sl_state_size(items[j].limit) != sl_state_size(items[i].limit))
+                    rc = SL_ERR_ARGUMENT; /* one key under two shapes */
+                rep[i] = (int)j;
+                break;
+            }
+        }
+        cur[i].p = old[i].p = NULL;
+        if (rc != SL_OK || rep[i] != (int)i)
+            continue;
+        rc = slm_open(m, items[i].key, items[i].keylen, REDISMODULE_READ | REDISMODULE_WRITE,
+                      &keys[i]);
+        if (rc != SL_OK)
+            break;
+        opened = i + 1;
+        size_t size = sl_state_size(items[i].limit);
+        slm_state_init(&cur[i], size);
+        slm_state_init(&old[i], size);
+        rc = slm_read(m, &keys[i], items[i].limit, &cur[i]);
+        if (rc == SL_OK)
+            memcpy(old[i].p, cur[i].p, size);
+    }
+    for (size_t i = 0; i < n && rc == SL_OK && *failed < 0; i++) {
+        rc = sl_take(items[i].limit, cur[rep[i]].p, m->now, items[i].cost, &out[i]);
+        if (rc == SL_OK && !out[i].allowed)
+            *failed = (int)i;
+    }
+    if (rc == SL_OK && *failed >= 0) {
+        for (size_t i = 0; i < n && rc == SL_OK; i++)
+            rc = sl_peek(items[i].limit, old[rep[i]].p, m->now, items[i].cost, &out[i]);
+    } else if (rc == SL_OK) {
+        for (size_t i = 0; i < n; i++)
+            if (rep[i] == (int)i)
+                slm_write(m, &keys[i], items[i].limit, &cur[i], &old[i]);
+    }
+    for (size_t i = 0; i < opened; i++) {
+        if (rep[i] != (int)i)
+            continue;
+        slm_state_free(&cur[i]);
+        slm_state_free(&old[i]);
+        slm_close(m, &keys[i]);
+    }
+    return rc;
+}
+
+/*
+ * SL.RESET deletes a key only when it holds a sluice state. Before the
+ * first key is deleted, every key of the command is checked, so that a
+ * WRONGTYPE among them deletes none.
+ */
+static int slm_ex_reset(void *ex, const sl_resp_slice *k)
+{
+    slm_call *m = ex;
+    slm_key key;
+    int rc;
+    if (!m->reset_checked) {
+        m->reset_checked = true;
+        for (int i = 1; i < m->argc; i++) {
+            size_t len;
+            const char *p = RedisModule_StringPtrLen(m->argv[i], &len);
+            rc = slm_open(m, p, len, REDISMODULE_READ, &key);
+            if (rc == SL_OK && key.exists)
+                rc = slm_check(m, &key, NULL, NULL);
+            slm_close(m, &key);
+            if (rc != SL_OK)
+                return rc;
+        }
+    }
+    rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+    if (rc != SL_OK)
+        return rc;
+    int held = 0;
+    if (key.exists) {
+        rc = slm_check(m, &key, NULL, NULL);
+        if (rc == SL_OK) {
+            size_t klen;
+            const char *kptr = RedisModule_StringPtrLen(key.name, &klen);
+            RedisModule_DeleteKey(key.k);
+            RedisModule_Replicate(m->ctx, "DEL", "b", kptr, klen);
+            held = 1;
+        }
+    }
+    slm_close(m, &key);
+    return rc == SL_OK ? held : rc;
+}
+
+static int slm_ex_release(void *ex, const sl_resp_slice *k, const sl_limit *l, uint64_t lease_id)
+{
+    slm_call *m = ex;
+    slm_key key;
+    int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+    if (rc != SL_OK)
+        return rc;
+    slm_state st, old;
+    size_t size = sl_state_size(l);
+    slm_state_init(&st, size);
+    slm_state_init(&old, size);
+    rc = slm_read(m, &key, l, &st);
+    if (rc == SL_OK && !key.compatible) {
+        rc = 0; /* no lease state of this shape: nothing to release */
+    } else if (rc == SL_OK) {
+        memcpy(old.p, st.p, size);
+        rc = sl_lease_release(l, st.p, m->now, lease_id);
+        if (rc >= 0)
+            slm_write(m, &key, l, &st, &old);
+    }
+    slm_state_free(&st);
+    slm_state_free(&old);
+    slm_close(m, &key);
+    return rc;
+}
+
+const sl_exec_ops slm_key_exec = {slm_ex_take,  slm_ex_peek,    slm_ex_take_many,
+                                  slm_ex_reset, slm_ex_acquire, slm_ex_release};

@@ -1,0 +1,256 @@
+/*
+ * module.c: sluice-redis.so, the rate limiting commands as native Redis and
+ * Valkey commands (docs/module.md).
+ *
+ * The commands are src/cmd's table, sl_rate_commands, registered one by one
+ * with their names, key positions and flags: nothing about a command is
+ * written here. This file adds what Redis needs around them: the API
+ * functions fetched at load, the reply sink (RedisModule_ReplyWith*, which
+ * answers maps to RESP3 clients and flat arrays to RESP2 ones), and the one
+ * clock read per command. keys.c is the executor over Redis keys.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "redis_module/module.h"
+
+#define SLM_API_DEFINE(ret, name, params) ret(*RedisModule_##name) params;
+SLM_API_LIST(SLM_API_DEFINE)
+#undef SLM_API_DEFINE
+
+int slm_init_api(RedisModuleCtx *ctx, const char *name, int version)
+{
+    /* Redis passes GetApi as the first word of the load context. */
+    int (*get_api)(const char *name, void *out);
+    void *first = ((void **)ctx)[0];
+    memcpy(&get_api, &first, sizeof get_api);
+#define SLM_API_FETCH(ret, fn, params)                                                            \
+    if (get_api("RedisModule_" #fn, (void *)&RedisModule_##fn) != REDISMODULE_OK)                \
+        return REDISMODULE_ERR;
+    SLM_API_LIST(SLM_API_FETCH)
+#undef SLM_API_FETCH
+    if (RedisModule_IsModuleNameBusy(name))
+        return REDISMODULE_ERR;
+    RedisModule_SetModuleAttribs(ctx, name, version, REDISMODULE_APIVER_1);
+    return REDISMODULE_OK;
+}
+
+/* ---- module state: Redis runs commands on one thread ---- */
+
+static uint64_t slm_lease_key[2];  /* drawn at load: lease ids are unguessable */
+static sl_limit_cache slm_limits;  /* prepared limits, as each sluiced worker keeps */
+
+/* ---- the reply sink ---- */
+
+#define SLM_CTX(s) (((slm_call *)(s))->ctx)
+
+static void sk_integer(void *s, int64_t v)
+{
+    RedisModule_ReplyWithLongLong(SLM_CTX(s), (long long)v);
+}
+
+static void sk_bulk(void *s, const char *p, size_t len)
+{
+    RedisModule_ReplyWithStringBuffer(SLM_CTX(s), p, len);
+}
+
+static void sk_simple(void *s, const char *str)
+{
+    RedisModule_ReplyWithSimpleString(SLM_CTX(s), str);
+}
+
+static void sk_null(void *s)
+{
+    RedisModule_ReplyWithNull(SLM_CTX(s));
+}
+
+static void sk_array(void *s, size_t n)
+{
+    RedisModule_ReplyWithArray(SLM_CTX(s), (long)n);
+}
+
+/* Redis 7 sends a map to RESP3 clients and an array of 2n items to RESP2
+ * ones, exactly the shape cmd.h asks of map(). */
+static void sk_map(void *s, size_t n)
+{
+    RedisModule_ReplyWithMap(SLM_CTX(s), (long)n);
+}
+
+/* The executor may have asked for a Redis error that the shared error table
+ * has no words for (WRONGTYPE): that one goes instead. */
+static void sk_error(void *s, const char *msg)
+{
+    slm_call *m = s;
+    RedisModule_ReplyWithError(m->ctx, m->error_override ? m->error_override : msg);
+    m->error_override = NULL;
+}
+
+static const sl_reply_ops slm_sink = {sk_integer, sk_bulk, sk_simple, sk_null,
+                                      sk_array,   sk_map,  sk_error};
+
+/* ---- the clock ---- */
+
+/*
+ * Unix time in nanoseconds, read once per command. The wall clock, not a
+ * monotonic one: states are stored in keys that outlive the process (RDB,
+ * AOF) and move to replicas, so their times must mean the same on every
+ * server and after a restart; and Redis expires keys on this same clock.
+ * A clock stepped back only makes a limit stricter for a while.
+ */
+static int64_t slm_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    int64_t ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return ns < 0 ? 0 : ns > SL_TIME_MAX ? SL_TIME_MAX : ns;
+}
+
+/* ---- running a command ---- */
+
+/* The most arguments converted to slices on the stack; more are allocated. */
+#define SLM_STACK_ARGS 32
+
+static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleString **argv,
+                    int argc)
+{
+    sl_resp_slice stack[SLM_STACK_ARGS];
+    sl_resp_slice *slices = argc <= SLM_STACK_ARGS
+                                ? stack
+                                : RedisModule_Alloc(sizeof *slices * (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t len;
+        slices[i].ptr = RedisModule_StringPtrLen(argv[i], &len);
+        slices[i].len = len;
+    }
+    slm_call m = {.ctx = ctx, .argv = argv, .argc = argc, .now = slm_now()};
+    sl_cmd_ctx c = {
+        .reply = &slm_sink,
+        .sink = &m,
+        .exec = &slm_key_exec,
+        .ex = &m,
+        .lease_key = slm_lease_key,
+        .limit_cache = &slm_limits,
+        .config = NULL, /* no policies in the module: SL.POLICY answers unknown policy */
+        .face = &m,
+    };
+    sl_command_call(cmd, &c, argc, slices);
+    if (slices != stack)
+        RedisModule_Free(slices);
+}
+
+/* A whole decimal, for numkeys (the command itself replies to bad ones). */
+static bool slm_parse_count(RedisModuleString *s, long *out)
+{
+    size_t len;
+    const char *p = RedisModule_StringPtrLen(s, &len);
+    if (len == 0 || len > 9)
+        return false;
+    long v = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+        v = v * 10 + (p[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+/*
+ * Commands whose keys are counted by an argument (SL.TAKEMANY numkeys
+ * key...): Redis's first/last/step triple cannot describe them, so they
+ * tell Redis their keys through the getkeys API, which Redis Cluster uses to
+ * route them and to refuse keys of several slots (CROSSSLOT). Returns the
+ * position of numkeys, or 0 for a command whose table triple is exact.
+ */
+static int slm_numkeys_at(const sl_command *cmd)
+{
+    return strcmp(cmd->name, "sl.takemany") == 0 ? cmd->first_key - 1 : 0;
+}
+
+static void slm_key_positions(const sl_command *cmd, RedisModuleCtx *ctx,
+                              RedisModuleString **argv, int argc)
+{
+    int at = slm_numkeys_at(cmd);
+    long n;
+    if (at <= 0 || at >= argc || !slm_parse_count(argv[at], &n))
+        return;
+    for (long i = 0; i < n && at + 1 + i < argc; i++)
+        RedisModule_KeyAtPos(ctx, (int)(at + 1 + i));
+}
+
+/*
+ * One Redis callback per entry of the table (Redis does not tell a callback
+ * which command it was registered as, and a renamed command's argv[0] is not
+ * its name): slm_cmd_<i> runs sl_rate_commands[i].
+ */
+#define SLM_MAX_COMMANDS 16
+
+#define SLM_CALLBACK(i)                                                                           \
+    static int slm_cmd_##i(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)              \
+    {                                                                                             \
+        if (RedisModule_IsKeysPositionRequest(ctx))                                               \
+            slm_key_positions(&sl_rate_commands[i], ctx, argv, argc);                             \
+        else                                                                                      \
+            slm_run(&sl_rate_commands[i], ctx, argv, argc);                                       \
+        return REDISMODULE_OK;                                                                    \
+    }
+SLM_CALLBACK(0)
+SLM_CALLBACK(1)
+SLM_CALLBACK(2)
+SLM_CALLBACK(3)
+SLM_CALLBACK(4)
+SLM_CALLBACK(5)
+SLM_CALLBACK(6)
+SLM_CALLBACK(7)
+SLM_CALLBACK(8)
+SLM_CALLBACK(9)
+SLM_CALLBACK(10)
+SLM_CALLBACK(11)
+SLM_CALLBACK(12)
+SLM_CALLBACK(13)
+SLM_CALLBACK(14)
+SLM_CALLBACK(15)
+
+static const RedisModuleCmdFunc slm_callbacks[SLM_MAX_COMMANDS] = {
+    slm_cmd_0, slm_cmd_1, slm_cmd_2,  slm_cmd_3,  slm_cmd_4,  slm_cmd_5,  slm_cmd_6,  slm_cmd_7,
+    slm_cmd_8, slm_cmd_9, slm_cmd_10, slm_cmd_11, slm_cmd_12, slm_cmd_13, slm_cmd_14, slm_cmd_15,
+};
+
+/* ---- loading ---- */
+
+int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    if (slm_init_api(ctx, "sluice", 1) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    if (argc > 0) {
+        RedisModule_Log(ctx, "warning", "sluice: the module takes no arguments (got %d)", argc);
+        return REDISMODULE_ERR;
+    }
+    RedisModule_GetRandomBytes((unsigned char *)slm_lease_key, sizeof slm_lease_key);
+    int i = 0;
+    for (const sl_command *cmd = sl_rate_commands; cmd->name; cmd++, i++) {
+        if (i >= SLM_MAX_COMMANDS) {
+            RedisModule_Log(ctx, "warning", "sluice: more commands than SLM_MAX_COMMANDS");
+            return REDISMODULE_ERR;
+        }
+        /* Redis 8.8's native GCRA is its own command: never shadow it. */
+        if (strcmp(cmd->name, "gcra") == 0)
+            continue;
+        const char *flags = (cmd->flags & SL_CMD_WRITE) ? "write deny-oom fast" : "readonly fast";
+        int first = cmd->first_key, last = cmd->last_key, step = cmd->key_step;
+        char movable[64];
+        if (slm_numkeys_at(cmd) > 0) {
+            snprintf(movable, sizeof movable, "%s getkeys-api", flags);
+            flags = movable;
+            first = last = step = 0;
+        }
+        if (RedisModule_CreateCommand(ctx, cmd->name, slm_callbacks[i], flags, first, last,
+                                      step) != REDISMODULE_OK) {
+            RedisModule_Log(ctx, "warning", "sluice: cannot register %s", cmd->name);
+            return REDISMODULE_ERR;
+        }
+    }
+    return REDISMODULE_OK;
+}

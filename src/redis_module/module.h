@@ -1,0 +1,42 @@
+/*
+ * module.h: what the two halves of sluice-redis.so share. module.c loads the
+ * module, registers the command table and replies; keys.c is the executor
+ * that keeps each key's state in a Redis string value.
+ */
+#ifndef SLM_MODULE_H
+#define SLM_MODULE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cmd/cmd.h"
+#include "redis_module/module_api.h"
+
+/*
+ * One command call: the executor's context (sl_cmd_ctx.ex) and the reply
+ * sink's (sl_cmd_ctx.sink). Lives on the stack of the command callback.
+ */
+typedef struct slm_call {
+    RedisModuleCtx *ctx;
+    RedisModuleString **argv; /* the command's arguments, to open keys by them */
+    int argc;
+    int64_t now;              /* Unix time in ns, read once per command */
+    /* An error the executor wants sent instead of "ERR <sl_strerror>", for
+     * the errors the shared error table has no words for (WRONGTYPE); the
+     * sink's error() sends it. NULL when none. */
+    const char *error_override;
+    bool reset_checked;       /* SL.RESET: every key's type was checked first */
+} slm_call;
+
+/* The executor over Redis keys (keys.c). */
+extern const sl_exec_ops slm_key_exec;
+
+/* The value layout (docs/module.md): a 4-byte header, then the state. */
+#define SLM_MAGIC 0xF1u   /* not ASCII: no text or integer value starts so */
+#define SLM_VERSION 1u    /* refuse any other: written by another sluice */
+#define SLM_HEADER 4u     /* magic, version, algorithm, reserved (0) */
+
+#define SLM_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+#define SLM_BADVERSION "ERR the key holds a sluice state of an unknown format version"
+
+#endif /* SLM_MODULE_H */
