@@ -1,0 +1,202 @@
+"""The harness for sluice-redis.so's tests: real redis-server 7 (Debian's), started
+by the tests on free 127.0.0.1 ports with --loadmodule, stopped by PID.
+
+Each server gets its own working directory (RDB, AOF, cluster config), --save '' and
+--appendonly no unless a test asks otherwise. The module: $SLUICE_MODULE, else
+build/lib/sluice-redis.so (what `make` builds). Run: make test-module, or
+/usr/bin/python3 -m pytest -q tests/module
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import pytest
+import redis
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))  # respclient: RESP3 replies
+sys.path.insert(0, os.path.join(ROOT, "tests", "testdata"))     # command_cases
+START_TIMEOUT = 20.0
+STOP_TIMEOUT = 20.0
+
+
+def module_path():
+    p = os.environ.get("SLUICE_MODULE", "build/lib/sluice-redis.so")
+    return p if os.path.isabs(p) else os.path.join(ROOT, p)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """One redis-server process with the module loaded."""
+
+    def __init__(self, workdir, args=(), module=True, module_args=()):
+        self.workdir = workdir
+        os.makedirs(workdir, exist_ok=True)
+        self.args = list(args)
+        self.module = module
+        self.module_args = list(module_args)
+        self.port = None
+        self.proc = None
+        self.log_path = os.path.join(workdir, "redis.log")
+
+    def argv(self):
+        a = ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", self.workdir, "--save", "", "--appendonly", "no",
+             "--daemonize", "no", "--logfile", self.log_path, "--protected-mode", "yes"]
+        if self.module:
+            a += ["--loadmodule", module_path()] + self.module_args
+        return a + self.args
+
+    def start(self, port=None, expect_ready=True):
+        if self.module and not os.path.exists(module_path()):
+            pytest.fail("the module is not built: %s (run make)" % module_path())
+        for attempt in range(3):
+            self.port = port or self.port or free_port()
+            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                         cwd=self.workdir)
+            if not expect_ready:
+                return self
+            if self.wait_ready():
+                return self
+            if self.proc.poll() is None:
+                self.kill()
+                pytest.fail("redis-server did not answer PING in %.0fs; log:\n%s"
+                            % (START_TIMEOUT, self.log()))
+            if port is not None or "Address already in use" not in self.log():
+                break
+            self.port = None
+        pytest.fail("redis-server exited at start (status %s); argv %s; log:\n%s"
+                    % (self.proc.returncode, self.argv(), self.log()))
+
+    def wait_ready(self):
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2,
+                                socket_connect_timeout=2)
+                try:
+                    if c.ping():
+                        # loading an RDB or AOF answers LOADING until done
+                        return True
+                finally:
+                    c.close()
+            except redis.exceptions.BusyLoadingError:
+                pass
+            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
+                pass
+            time.sleep(0.02)
+        return False
+
+    def log(self):
+        try:
+            with open(self.log_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")[-20000:]
+        except OSError:
+            return ""
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def stop(self):
+        """SIGTERM by PID (Redis then writes its RDB if saving is on, flushes the AOF);
+        SIGKILL after STOP_TIMEOUT. Returns the exit status."""
+        if self.proc is None:
+            return None
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        return self.proc.returncode
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def client(self, **kw):
+        kw.setdefault("socket_timeout", 10)
+        kw.setdefault("socket_connect_timeout", 5)
+        return redis.Redis(host="127.0.0.1", port=self.port, **kw)
+
+    def conn(self, proto=2):
+        from respclient import Conn
+        c = Conn("127.0.0.1", self.port, timeout=5.0)
+        if proto == 3:
+            c.call("HELLO", "3")
+        c.proto = proto
+        return c
+
+    def cli(self, *args, timeout=30):
+        return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port)] +
+                              [str(a) for a in args], capture_output=True, timeout=timeout)
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def _failed(node):
+    return any(getattr(node, "rep_" + w, None) is not None and getattr(node, "rep_" + w).failed
+               for w in ("setup", "call"))
+
+
+@pytest.fixture(scope="module")
+def server():
+    """One redis-server with the module for a whole test file."""
+    workdir = tempfile.mkdtemp(prefix="sluice-module-")
+    s = RedisServer(workdir).start()
+    yield s
+    s.stop()
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+@pytest.fixture
+def make_server(request, tmp_path):
+    """A factory: make_server(name, args=[...]) -> a started RedisServer, stopped at
+    the end of the test. Its log is printed when the test fails."""
+    started = []
+
+    def make(name="redis", args=(), start=True, **kw):
+        s = RedisServer(str(tmp_path / name), args=args, **kw)
+        started.append(s)
+        return s.start() if start else s
+
+    yield make
+    if _failed(request.node):
+        for s in started:
+            sys.stderr.write("---- redis-server %s log ----\n%s\n" % (s.workdir, s.log()))
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture
+def r(server):
+    c = server.client()
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def key(request):
+    return "mt:%s:%s" % (request.node.name, uuid.uuid4().hex[:8])
