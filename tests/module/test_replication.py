@@ -1,0 +1,138 @@
+"""Replication, RDB and AOF: the module sends effects (the resulting state), never the
+time-dependent command, so a replica and a restarted server hold the primary's bytes."""
+
+import glob
+import os
+import time
+
+import pytest
+
+
+def _wait(pred, what, timeout=20.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    pytest.fail("timed out waiting for " + what)
+
+
+def _drive(r, prefix):
+    """Takes of every kind on the primary; returns the keys that must hold state."""
+    keys = []
+    for algo in ("gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+                 "sliding_window"):
+        k = "%s:%s" % (prefix, algo)
+        for _ in range(3):
+            r.execute_command("SL.TAKE", k, 5, 3600, "ALGORITHM", algo)
+        keys.append(k)
+    k = prefix + ":cell"
+    for _ in range(5):
+        r.execute_command("CL.THROTTLE", k, 3, 1, 60)
+    keys.append(k)
+    a, b = "{%s}:many:a" % prefix, "{%s}:many:b" % prefix
+    r.execute_command("SL.TAKEMANY", 2, a, b, "LIMIT", 3, 60, "LIMIT", 10, 60, "COST", 2)
+    keys += [a, b]
+    lk = prefix + ":lease"
+    lease = r.execute_command("SL.ACQUIRE", lk, 3, 600000)
+    r.execute_command("SL.ACQUIRE", lk, 3, 600000)
+    r.execute_command("SL.RELEASE", lk, lease)
+    keys.append(lk)
+    gone = prefix + ":reset"
+    r.execute_command("SL.TAKE", gone, 5, 3600)
+    r.execute_command("SL.RESET", gone)
+    return keys, gone
+
+
+def test_replica_holds_the_primarys_bytes(make_server):
+    primary = make_server("primary")
+    replica = make_server("replica", start=False)
+    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
+    replica.start()
+    p, rr = primary.client(), replica.client()
+    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    keys, gone = _drive(p, "rep")
+    assert p.execute_command("WAIT", 1, 10000) == 1
+    for k in keys:
+        dp, dr = p.dump(k), rr.dump(k)
+        assert dp is not None, k
+        assert dp == dr, "replica's %s differs from the primary's" % k
+        # the same absolute expiry: SET ... PXAT carries the primary's instant
+        assert p.execute_command("PEXPIRETIME", k) == rr.execute_command("PEXPIRETIME", k), k
+    assert rr.exists(gone) == 0
+    # a rejection writes nothing, so nothing is sent
+    offset = p.info("replication")["master_repl_offset"]
+    for _ in range(10):
+        assert p.execute_command("CL.THROTTLE", "rep:cell", 3, 1, 60)[0] == 1
+        p.execute_command("SL.PEEK", "rep:gcra", 5, 3600)
+    assert p.info("replication")["master_repl_offset"] == offset
+    # the replica refuses takes (they write)
+    with pytest.raises(Exception, match="read only replica"):
+        rr.execute_command("SL.TAKE", "x", 1, 60)
+    assert rr.execute_command("SL.PEEK", "rep:gcra", 5, 3600)[1] == 1
+    p.close()
+    rr.close()
+
+
+def _drain(r, key):
+    for _ in range(3):
+        assert r.execute_command("CL.THROTTLE", key, 2, 1, 3600)[0] == 0
+    assert r.execute_command("CL.THROTTLE", key, 2, 1, 3600)[0] == 1
+
+
+def test_rdb_restart_keeps_a_drained_key_drained(make_server):
+    s = make_server("rdb")
+    r = s.client()
+    _drain(r, "drained")
+    r.execute_command("SL.TAKE", "window", 2, 3600, "ALGORITHM", "fixed_window")
+    before = {k: r.dump(k) for k in ("drained", "window")}
+    assert r.save()
+    r.close()
+    assert s.stop() == 0
+    s.start(port=s.port)
+    r = s.client()
+    for k, v in before.items():
+        assert r.dump(k) == v, k
+    reply = r.execute_command("CL.THROTTLE", "drained", 2, 1, 3600)
+    assert reply[0] == 1 and reply[2] == 0, reply
+    assert r.execute_command("SL.TAKE", "window", 2, 3600, "ALGORITHM", "fixed_window")[1] == 1
+    assert r.execute_command("SL.TAKE", "window", 2, 3600, "ALGORITHM", "fixed_window")[1] == 0
+    r.close()
+
+
+def test_aof_restart_keeps_a_drained_key_drained(make_server):
+    s = make_server("aof", args=["--appendonly", "yes", "--appendfsync", "always"])
+    r = s.client()
+    _drain(r, "drained")
+    lease = r.execute_command("SL.ACQUIRE", "lease", 1, 600000)
+    before = {k: r.dump(k) for k in ("drained", "lease")}
+    r.close()
+    # the AOF holds effects: SET ... PXAT, never the time-dependent commands
+    text = b""
+    for f in glob.glob(os.path.join(s.workdir, "appendonlydir", "*.incr.aof")):
+        with open(f, "rb") as fh:
+            text += fh.read()
+    assert b"PXAT" in text and b"SET" in text
+    assert b"CL.THROTTLE" not in text.upper() and b"SL.ACQUIRE" not in text.upper()
+    os.kill(s.proc.pid, 9)  # no shutdown save: the AOF alone must restore the state
+    s.proc.wait(timeout=10)
+    s.start(port=s.port)
+    r = s.client()
+    for k, v in before.items():
+        assert r.dump(k) == v, k
+    assert r.execute_command("CL.THROTTLE", "drained", 2, 1, 3600)[0] == 1
+    assert r.execute_command("SL.ACQUIRE", "lease", 1, 600000) is None
+    assert r.execute_command("SL.RELEASE", "lease", lease) == 1
+    # and after an AOF rewrite (Redis writes each string back as SET + expiry)
+    r.execute_command("SL.ACQUIRE", "lease", 1, 600000)
+    assert r.bgrewriteaof()
+    _wait(lambda: r.info("persistence")["aof_rewrite_in_progress"] == 0 and
+          r.info("persistence")["aof_rewrite_scheduled"] == 0, "the AOF rewrite")
+    r.close()
+    os.kill(s.proc.pid, 9)
+    s.proc.wait(timeout=10)
+    s.start(port=s.port)
+    r = s.client()
+    assert r.execute_command("CL.THROTTLE", "drained", 2, 1, 3600)[0] == 1
+    assert r.execute_command("SL.ACQUIRE", "lease", 1, 600000) is None
+    r.close()
