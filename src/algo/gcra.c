@@ -62,6 +62,33 @@ sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool c
     sl_gcra_state *s = state;
     int64_t t = s->tat, f = s->frac;
 
+    if (__builtin_expect(l->den == 1 && cost == 1 && !(l->flags & SL_LIMIT_CELL), 1)) {
+        /* The common case, a rate that is a whole number of nanoseconds
+         * apart and a take of one: the same decision without fractions.
+         * (With den 1 every fraction is 0; a state written under another
+         * rate is read with its fraction dropped, as below.) */
+        int64_t debt = t > now ? t - now : 0;
+        if (debt > l->tolerance_ns)
+            debt = l->tolerance_ns;
+        int64_t after = debt + l->interval_ns;
+        d->limit = l->burst;
+        d->allowed = after <= l->tolerance_ns;
+        if (d->allowed) {
+            if (queue)
+                d->delay_ns = debt;
+            if (commit) {
+                s->tat = now + after;
+                s->frac = 0;
+            }
+            debt = after;
+        } else {
+            d->retry_after_ns = after - l->tolerance_ns;
+        }
+        d->reset_after_ns = debt;
+        d->remaining = l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
+        return;
+    }
+
     if (f < 0 || f >= l->den) /* a state written under another rate */
         f = 0;
     if (t < now) {
