@@ -1,0 +1,57 @@
+-- fixed_window.lua: SL.TAKE ... ALGORITHM fixed_window as a Lua script, for Redis
+-- servers that cannot load sluice-redis.so. Same decisions as
+-- src/algo/fixed_window.c: windows aligned to multiples of the period on the
+-- Unix clock, as the module aligns them.
+--
+--   EVALSHA <sha> 1 key limit period_ms [burst [cost]]     (burst is ignored)
+--   -> {"allowed", 0|1, "limit", n, "remaining", n, "retry_after_ms", n, "reset_after_ms", n}
+--
+-- State: "w:<window start, Unix microseconds>:<count>", expiring with the window.
+local limit, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4] or 1)
+if not limit or not period or not cost then
+  return redis.error_reply('ERR value is not an integer or out of range')
+end
+if limit <= 0 then
+  return redis.error_reply("ERR limit must be a positive integer within the algorithm's maximum")
+end
+if period <= 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
+if cost < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
+
+local p = period * 1000 -- microseconds
+local time = redis.call('TIME')
+local now = tonumber(time[1]) * 1000000 + tonumber(time[2])
+
+local start, count = 0, 0
+local v = redis.call('GET', KEYS[1])
+if v and string.sub(v, 1, 2) == 'w:' then
+  local s, c = string.match(v, '^w:([^:]+):([^:]+)$')
+  start, count = tonumber(s) or 0, tonumber(c) or 0
+end
+if count <= 0 or count > limit or now < start or now - start >= p then
+  start = math.floor(now / p) * p
+  count = 0
+end
+
+local allowed, retry = 0, -1
+if cost <= limit then
+  if count + cost <= limit then
+    allowed, retry = 1, 0
+    if cost > 0 then
+      count = count + cost
+      redis.call('SET', KEYS[1], string.format('w:%.17g:%d', start, count),
+                 'PXAT', math.ceil((start + p) / 1000))
+    end
+  else
+    retry = start + p - now
+  end
+end
+
+local function ms_ceil(us)
+  if us <= 0 then return 0 end
+  return math.ceil(us / 1000 - 1e-9)
+end
+
+local reset = 0
+if count > 0 then reset = start + p - now end
+return {'allowed', allowed, 'limit', limit, 'remaining', limit - count,
+        'retry_after_ms', retry < 0 and -1 or ms_ceil(retry), 'reset_after_ms', ms_ceil(reset)}

@@ -1,0 +1,128 @@
+"""The Lua scripts (src/redis_module/lua/) against the module: the cases of the shared
+table that they cover give the same answers, and side by side on one server the two
+agree decision by decision."""
+
+import os
+import random
+import re
+import uuid
+
+import pytest
+import redis
+
+import command_cases
+from conftest import ROOT
+
+LUA = os.path.join(ROOT, "src", "redis_module", "lua")
+SCRIPTS = {"cell": "cell.lua", "gcra": "gcra.lua", "token_bucket": "token_bucket.lua",
+           "fixed_window": "fixed_window.lua"}
+UNITS = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
+
+
+@pytest.fixture(scope="module")
+def shas(server):
+    c = server.client()
+    out = {}
+    for name, f in SCRIPTS.items():
+        with open(os.path.join(LUA, f)) as fh:
+            out[name] = c.script_load(fh.read())
+    c.close()
+    return out
+
+
+def period_ms(text):
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)?", text)
+    return int(m.group(1)) * UNITS[m.group(2) or "s"]
+
+
+def to_lua(argv, shas):
+    """The EVALSHA that does what argv does, or None when no script covers it."""
+    cmd = argv[0].upper()
+    if cmd == "CL.THROTTLE":
+        return ["EVALSHA", shas["cell"], 1] + argv[1:]
+    if cmd != "SL.TAKE" or len(argv) < 4:
+        return None
+    opts = {"BURST": "0", "COST": "1", "ALGORITHM": "gcra"}
+    rest = argv[4:]
+    for i in range(0, len(rest), 2):
+        opts[rest[i].upper()] = rest[i + 1]
+    algo = opts["ALGORITHM"]
+    if algo not in shas:
+        return None
+    return ["EVALSHA", shas[algo], 1, argv[1], argv[2], period_ms(argv[3]), opts["BURST"],
+            opts["COST"]]
+
+
+def _covered(steps):
+    for argv, want in steps:
+        if isinstance(want, command_cases.Err):
+            return False
+        args = command_cases.substitute(argv, "k", "k2", None)
+        if to_lua(args, {"cell": 1, "gcra": 1, "token_bucket": 1, "fixed_window": 1}) is None:
+            return False
+    return True
+
+
+LUA_CASES = [(n, s) for n, s in command_cases.CASES if _covered(s)]
+
+
+def test_the_scripts_cover_the_reference_algorithms():
+    names = {n for n, _ in LUA_CASES}
+    assert {"cell_readme", "cell_reference_at_zero", "take_doc_example", "take_cost",
+            "algorithm_token_bucket_admits_its_limit", "algorithm_fixed_window_admits_its_limit",
+            "take_state_is_per_algorithm"} <= names, names
+
+
+@pytest.mark.parametrize("name,steps", LUA_CASES, ids=[n for n, _ in LUA_CASES])
+def test_lua_case(server, shas, name, steps):
+    c = server.conn()
+
+    def call(*args):
+        lua = to_lua(list(args), shas)
+        c.send_command(*lua)
+        return c.read_reply()
+
+    from respclient import Error
+    command_cases.run_case(call, lambda r: r.message if isinstance(r, Error) else None,
+                           name, steps, "lua-" + uuid.uuid4().hex[:8])
+    c.close()
+
+
+@pytest.mark.parametrize("algo", ["gcra", "token_bucket", "fixed_window", "cell"])
+def test_side_by_side(server, shas, algo):
+    """The same random takes on a module key and a Lua key, one after the other:
+    the same decision each time (durations within the few ms between the calls)."""
+    r = server.client()
+    rnd = random.Random(algo)
+    k = "sbs:%s:%s" % (algo, uuid.uuid4().hex[:8])
+    for step in range(200):
+        limit, period = rnd.choice([(5, "3600"), (7, "1h"), (100, "60")]) if step == 0 else (limit, period)
+        cost = rnd.choice([0, 1, 1, 1, 2, 3, 9])
+        if algo == "cell":
+            argv = ["CL.THROTTLE", k + ":m", limit - 1, limit, 3600, cost]
+        else:
+            argv = ["SL.TAKE", k + ":m", limit, period, "COST", cost, "ALGORITHM", algo]
+        mod = r.execute_command(*argv)
+        lua_argv = to_lua([str(a) for a in argv], shas)
+        lua_argv[3] = k + ":l"
+        lua = r.execute_command(*lua_argv)
+        if algo == "cell":
+            assert mod == lua, (step, argv, mod, lua)
+            continue
+        m, l = command_cases.as_map(mod), command_cases.as_map(lua)
+        for f in ("allowed", "limit", "remaining"):
+            assert m[f] == l[f], (step, f, m, l)
+        for f in ("retry_after_ms", "reset_after_ms"):
+            assert abs(m[f] - l[f]) <= 50, (step, f, m, l)
+    r.close()
+
+
+def test_lua_replicates_effects_and_expires(server, shas):
+    r = server.client()
+    k = "lua-exp:" + uuid.uuid4().hex[:8]
+    r.evalsha(shas["gcra"], 1, k, 1, 200)
+    assert 0 < r.pttl(k) <= 201  # PXAT is rounded up to the next millisecond
+    with pytest.raises(redis.exceptions.ResponseError, match="limit must be"):
+        r.evalsha(shas["gcra"], 1, k + "x", 0, 200)
+    assert r.exists(k + "x") == 0
+    r.close()
