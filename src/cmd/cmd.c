@@ -30,6 +30,12 @@ void sl_reply_errorf(sl_cmd_ctx *c, const char *fmt, ...)
     R->error(c->sink, msg);
 }
 
+static void sl_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
+{
+    if (c->decided)
+        c->decided(c, policy, allowed, shadow);
+}
+
 static void sl_reply_status(sl_cmd_ctx *c, int rc)
 {
     sl_reply_errorf(c, "%s", sl_strerror(rc));
@@ -276,6 +282,7 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_status(c, rc);
         return;
     }
+    sl_decided(c, -1, d.allowed, false);
     int64_t out[5];
     sl_cell_reply(&d, out);
     R->array(c->sink, 5);
@@ -297,10 +304,13 @@ static void sl_cmd_take_or_peek(sl_cmd_ctx *c, int argc, const sl_resp_slice *ar
     }
     sl_decision d;
     int rc = (peek ? c->exec->peek : c->exec->take)(c->ex, &argv[1], l, cost, &d);
-    if (rc != SL_OK)
+    if (rc != SL_OK) {
         sl_reply_status(c, rc);
-    else
-        sl_reply_decision(c, l, &d);
+        return;
+    }
+    if (!peek)
+        sl_decided(c, -1, d.allowed, false);
+    sl_reply_decision(c, l, &d);
 }
 
 static void sl_cmd_take(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
@@ -356,6 +366,7 @@ static void sl_cmd_takemany(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_status(c, rc);
         return;
     }
+    sl_decided(c, -1, failed < 0, false);
     R->map(c->sink, 3);
     sl_kv_int(c, "allowed", failed < 0);
     sl_kv_int(c, "rejected_by", failed);
@@ -447,6 +458,7 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_status(c, rc);
         return;
     }
+    sl_decided(c, -1, d.allowed, false);
     if (!d.allowed) {
         R->null(c->sink);
         return;
@@ -536,10 +548,13 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         }
         d[0].allowed = failed < 0;
     }
-    if (rc != SL_OK)
+    if (rc != SL_OK) {
         sl_reply_status(c, rc);
-    else
-        sl_reply_decision_as(c, shown, &d[0], p->shadow);
+        return;
+    }
+    sl_decided(c, (int)(p - c->config->policies), d[0].allowed || p->shadow,
+               p->shadow && !d[0].allowed);
+    sl_reply_decision_as(c, shown, &d[0], p->shadow);
 }
 
 const sl_command sl_rate_commands[] = {

@@ -74,6 +74,11 @@ typedef struct sl_cmd_ctx {
     sl_limit_cache *limit_cache; /* may be NULL */
     const struct sl_config *config; /* the policies, for SL.POLICY; may be NULL */
     void *face;                  /* the face's own context (a connection, say) */
+    /* Called once per decision a command makes (not for peeks), for the
+     * face's metrics: policy is the index of the config's policy, or -1 for
+     * an ad-hoc limit; shadow is set when a shadow policy let through a
+     * request it would have refused. May be NULL. */
+    void (*decided)(struct sl_cmd_ctx *c, int policy, bool allowed, bool shadow);
 } sl_cmd_ctx;
 
 /* Command flags, as Redis names them. */

@@ -29,19 +29,24 @@ static const sl_reply_ops sl_resp_sink = {sk_integer, sk_bulk, sk_simple, sk_nul
 
 /* ---- the executor: the store, at the batch's clock ---- */
 
-static void sl_count(sl_worker *w, bool allowed)
+/* Store errors (out of memory at the cap) are counted for /metrics. */
+static int sl_counted(sl_worker *w, int rc)
 {
-    atomic_fetch_add_explicit(allowed ? &w->allowed : &w->rejected, 1, memory_order_relaxed);
+    if (rc == SL_ERR_NOMEM)
+        atomic_fetch_add_explicit(&w->metrics.store_errors, 1, memory_order_relaxed);
+    return rc;
+}
+
+static void sl_on_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
+{
+    sl_metrics_decided(&CONN(c)->w->metrics, policy, allowed, shadow);
 }
 
 static int ex_take(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
                    sl_decision *d)
 {
     sl_worker *w = ex;
-    int rc = sl_store_take(w->srv->store, key->ptr, key->len, l, w->now, cost, d);
-    if (rc == SL_OK)
-        sl_count(w, d->allowed);
-    return rc;
+    return sl_counted(w, sl_store_take(w->srv->store, key->ptr, key->len, l, w->now, cost, d));
 }
 
 static int ex_peek(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
@@ -55,10 +60,7 @@ static int ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_decisi
                         int *failed)
 {
     sl_worker *w = ex;
-    int rc = sl_store_take_many(w->srv->store, items, n, w->now, out, failed);
-    if (rc == SL_OK)
-        sl_count(w, *failed < 0);
-    return rc;
+    return sl_counted(w, sl_store_take_many(w->srv->store, items, n, w->now, out, failed));
 }
 
 static int ex_reset(void *ex, const sl_resp_slice *key)
@@ -71,10 +73,8 @@ static int ex_acquire(void *ex, const sl_resp_slice *key, const sl_limit *l, int
                       uint64_t id, sl_decision *d)
 {
     sl_worker *w = ex;
-    int rc = sl_store_acquire(w->srv->store, key->ptr, key->len, l, w->now, weight, id, d);
-    if (rc == SL_OK)
-        sl_count(w, d->allowed);
-    return rc;
+    return sl_counted(w, sl_store_acquire(w->srv->store, key->ptr, key->len, l, w->now, weight,
+                                          id, d));
 }
 
 static int ex_release(void *ex, const sl_resp_slice *key, const sl_limit *l, uint64_t id)
@@ -375,12 +375,10 @@ static void sl_info_section(char *text, size_t cap, size_t *len, int argc,
 static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     sl_server *srv = CONN(c)->w->srv;
-    uint64_t commands = 0, allowed = 0, rejected = 0;
-    for (int i = 0; i < srv->nworkers; i++) {
-        commands += atomic_load_explicit(&srv->workers[i].commands, memory_order_relaxed);
-        allowed += atomic_load_explicit(&srv->workers[i].allowed, memory_order_relaxed);
-        rejected += atomic_load_explicit(&srv->workers[i].rejected, memory_order_relaxed);
-    }
+    uint64_t commands = sl_metrics_sum_commands(srv);
+    uint64_t allowed = sl_metrics_sum_decisions(srv, SL_OUT_ALLOWED) +
+                       sl_metrics_sum_decisions(srv, SL_OUT_SHADOW);
+    uint64_t rejected = sl_metrics_sum_decisions(srv, SL_OUT_REJECTED);
     sl_store_stats st;
     sl_store_get_stats(srv->store, &st);
     char text[2048];
@@ -444,8 +442,9 @@ void sl_server_dispatch(sl_conn *conn, int argc, const sl_resp_slice *argv)
         .limit_cache = &conn->w->limits,
         .config = atomic_load_explicit(&srv->config, memory_order_acquire),
         .face = conn,
+        .decided = sl_on_decided,
     };
-    atomic_fetch_add_explicit(&conn->w->commands, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&conn->w->metrics.commands, 1, memory_order_relaxed);
     const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
     if (!cmd)
         cmd = sl_command_find(sl_conn_commands, argv[0].ptr, argv[0].len);

@@ -277,6 +277,7 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
         return;
     }
     srv->retired = atomic_exchange(&srv->config, next);
+    sl_metrics_reset_policies(srv); /* the indexes now name other policies */
     atomic_fetch_add(&srv->epoch, 1);
     sl_workers_wake(srv);
     uv_timer_start(&sl_retire_timer, sl_on_retire_timer, 10, 10);

@@ -16,6 +16,7 @@
 
 #include "cmd/cmd.h"
 #include "proto/resp.h"
+#include "server/metrics.h"
 #include "sluice.h"
 
 typedef struct sl_server_config {
@@ -50,9 +51,9 @@ typedef struct sl_worker {
     sl_limit_cache limits;
     int64_t now; /* monotonic ns, read once per batch of commands */
     int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
-    /* Counters for INFO, per worker so that threads never share a cache
-     * line on the hot path; INFO sums them (relaxed reads). */
-    _Alignas(64) atomic_uint_fast64_t commands, allowed, rejected;
+    /* Counters for INFO and /metrics, per worker so that threads never
+     * share a cache line on the hot path; readers sum them. */
+    _Alignas(64) sl_metrics metrics;
     /* The config epoch this worker has seen: once every worker has seen the
      * current one, no worker holds a pointer to an older config. */
     atomic_uint_fast64_t seen_epoch;

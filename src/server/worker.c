@@ -90,6 +90,7 @@ static void sl_conn_process(sl_conn *c)
     lim.max_inline_len = cfg->max_request_bytes;
 
     size_t off = 0;
+    uint64_t ran = 0;
     while (!c->closing && off < c->rlen) {
         int n = sl_resp_parse(c->rbuf + off, c->rlen - off, &c->req, &lim);
         if (n == SL_RESP_INCOMPLETE)
@@ -103,8 +104,10 @@ static void sl_conn_process(sl_conn *c)
             break;
         }
         off += (size_t)n;
-        if (c->req.argc > 0)
+        if (c->req.argc > 0) {
             sl_server_dispatch(c, (int)c->req.argc, c->argv);
+            ran++;
+        }
         if (c->out.failed) {
             sl_log(SL_LOG_WARN, "client %llu: output buffer over its cap; closing",
                    (unsigned long long)c->id);
@@ -112,6 +115,9 @@ static void sl_conn_process(sl_conn *c)
             return;
         }
     }
+    if (ran > 0) /* the batch's time, shared by its commands */
+        sl_metrics_latency(&c->w->metrics, SL_PROTO_RESP,
+                           (sl_now_mono() - c->w->now) / (int64_t)ran, ran);
     if (off > 0) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;

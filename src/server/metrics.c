@@ -1,0 +1,175 @@
+/*
+ * metrics.c: per-worker counters and their Prometheus text exposition
+ * (version 0.0.4: "# HELP", "# TYPE", then one sample per line).
+ */
+#include "server/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "policy/config.h"
+#include "server/server.h"
+
+static const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
+    5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000};
+
+void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow)
+{
+    int slot = policy < 0 || policy >= SL_METRIC_POLICIES ? 0 : policy + 1;
+    if (policy >= SL_METRIC_POLICIES)
+        return; /* beyond the counted policies: not counted per policy */
+    int out = shadow ? SL_OUT_SHADOW : allowed ? SL_OUT_ALLOWED : SL_OUT_REJECTED;
+    atomic_fetch_add_explicit(&m->decisions[slot][out], 1, memory_order_relaxed);
+}
+
+void sl_metrics_latency(sl_metrics *m, int proto, int64_t ns, uint64_t count)
+{
+    uint64_t us = ns > 0 ? (uint64_t)ns / 1000 : 0;
+    int b = 0;
+    while (b < SL_LATENCY_BUCKETS && us > sl_latency_bound_us[b])
+        b++;
+    atomic_fetch_add_explicit(&m->latency[proto][b], count, memory_order_relaxed);
+    atomic_fetch_add_explicit(&m->latency_sum_ns[proto], (uint64_t)(ns > 0 ? ns : 0) * count,
+                              memory_order_relaxed);
+}
+
+static uint64_t sl_load(atomic_uint_fast64_t *a)
+{
+    return atomic_load_explicit(a, memory_order_relaxed);
+}
+
+uint64_t sl_metrics_sum_decisions(sl_server *srv, int outcome)
+{
+    uint64_t n = 0;
+    for (int w = 0; w < srv->nworkers; w++)
+        for (int p = 0; p <= SL_METRIC_POLICIES; p++)
+            n += sl_load(&srv->workers[w].metrics.decisions[p][outcome]);
+    return n;
+}
+
+uint64_t sl_metrics_sum_commands(sl_server *srv)
+{
+    uint64_t n = 0;
+    for (int w = 0; w < srv->nworkers; w++)
+        n += sl_load(&srv->workers[w].metrics.commands);
+    return n;
+}
+
+void sl_metrics_reset_policies(sl_server *srv)
+{
+    for (int w = 0; w < srv->nworkers; w++)
+        for (int p = 1; p <= SL_METRIC_POLICIES; p++)
+            for (int o = 0; o < SL_OUTCOMES; o++)
+                atomic_store_explicit(&srv->workers[w].metrics.decisions[p][o], 0,
+                                      memory_order_relaxed);
+}
+
+/* Appends printf output to the buffer (a line of a few hundred bytes). */
+static void sl_out(sl_resp_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sl_out(sl_resp_buf *out, const char *fmt, ...)
+{
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (n > 0)
+        sl_resp_add_raw(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* A policy name as a Prometheus label value: \, " and newline escaped. */
+static void sl_label(char *dst, size_t cap, const char *name)
+{
+    size_t j = 0;
+    for (size_t i = 0; name[i] && j + 2 < cap; i++) {
+        char ch = name[i];
+        if (ch == '\\' || ch == '"' || ch == '\n') {
+            dst[j++] = '\\';
+            ch = ch == '\n' ? 'n' : ch;
+        }
+        dst[j++] = ch;
+    }
+    dst[j] = '\0';
+}
+
+void sl_metrics_render(sl_server *srv, sl_resp_buf *out)
+{
+    static const char *const outcome[SL_OUTCOMES] = {"allowed", "rejected", "shadow_rejected"};
+    static const char *const proto[SL_PROTOS] = {"resp", "http"};
+    const sl_config *cfg = atomic_load(&srv->config);
+
+    sl_out(out, "# HELP sluice_decisions_total Rate limit decisions, by policy and outcome "
+                "(policy=\"\" for ad-hoc limits; shadow_rejected: let through by a shadow "
+                "policy that would have refused).\n# TYPE sluice_decisions_total counter\n");
+    size_t npol = cfg ? cfg->npolicies : 0;
+    if (npol > SL_METRIC_POLICIES)
+        npol = SL_METRIC_POLICIES;
+    for (size_t p = 0; p <= npol; p++) {
+        char label[2 * SL_POLICY_NAME_MAX + 1] = "";
+        if (p > 0)
+            sl_label(label, sizeof label, cfg->policies[p - 1].name);
+        for (int o = 0; o < SL_OUTCOMES; o++) {
+            uint64_t n = 0;
+            for (int w = 0; w < srv->nworkers; w++)
+                n += sl_load(&srv->workers[w].metrics.decisions[p][o]);
+            sl_out(out, "sluice_decisions_total{policy=\"%s\",outcome=\"%s\"} %llu\n", label,
+                   outcome[o], (unsigned long long)n);
+        }
+    }
+
+    sl_out(out, "# HELP sluice_request_duration_seconds Time to serve a request (RESP: a "
+                "pipelined batch's time shared by its commands).\n"
+                "# TYPE sluice_request_duration_seconds histogram\n");
+    for (int pr = 0; pr < SL_PROTOS; pr++) {
+        uint64_t cum = 0, sum_ns = 0;
+        for (int w = 0; w < srv->nworkers; w++)
+            sum_ns += sl_load(&srv->workers[w].metrics.latency_sum_ns[pr]);
+        for (int b = 0; b <= SL_LATENCY_BUCKETS; b++) {
+            for (int w = 0; w < srv->nworkers; w++)
+                cum += sl_load(&srv->workers[w].metrics.latency[pr][b]);
+            if (b < SL_LATENCY_BUCKETS)
+                sl_out(out, "sluice_request_duration_seconds_bucket{proto=\"%s\",le=\"%g\"} %llu\n",
+                       proto[pr], (double)sl_latency_bound_us[b] / 1e6, (unsigned long long)cum);
+            else
+                sl_out(out, "sluice_request_duration_seconds_bucket{proto=\"%s\",le=\"+Inf\"} %llu\n",
+                       proto[pr], (unsigned long long)cum);
+        }
+        sl_out(out, "sluice_request_duration_seconds_sum{proto=\"%s\"} %.9f\n", proto[pr],
+               (double)sum_ns / 1e9);
+        sl_out(out, "sluice_request_duration_seconds_count{proto=\"%s\"} %llu\n", proto[pr],
+               (unsigned long long)cum);
+    }
+
+    sl_store_stats st;
+    sl_store_get_stats(srv->store, &st);
+    uint64_t store_errors = 0;
+    for (int w = 0; w < srv->nworkers; w++)
+        store_errors += sl_load(&srv->workers[w].metrics.store_errors);
+    sl_out(out, "# HELP sluice_keys Keys held by the store.\n# TYPE sluice_keys gauge\n"
+                "sluice_keys %llu\n", (unsigned long long)st.keys);
+    sl_out(out, "# HELP sluice_store_bytes Bytes the store has allocated, all overhead "
+                "included.\n# TYPE sluice_store_bytes gauge\nsluice_store_bytes %llu\n",
+           (unsigned long long)st.bytes_used);
+    sl_out(out, "# HELP sluice_store_max_bytes The store's memory cap (0: none).\n"
+                "# TYPE sluice_store_max_bytes gauge\nsluice_store_max_bytes %llu\n",
+           (unsigned long long)st.max_memory);
+    sl_out(out, "# HELP sluice_evictions_total States evicted at the memory cap.\n"
+                "# TYPE sluice_evictions_total counter\nsluice_evictions_total %llu\n",
+           (unsigned long long)st.evictions);
+    sl_out(out, "# HELP sluice_reclaimed_total States dropped once back to never seen.\n"
+                "# TYPE sluice_reclaimed_total counter\nsluice_reclaimed_total %llu\n",
+           (unsigned long long)st.reclaimed);
+    sl_out(out, "# HELP sluice_store_errors_total Takes the store could not serve (out of "
+                "memory).\n# TYPE sluice_store_errors_total counter\n"
+                "sluice_store_errors_total %llu\n", (unsigned long long)store_errors);
+    sl_out(out, "# HELP sluice_connections Open client connections.\n"
+                "# TYPE sluice_connections gauge\nsluice_connections %d\n",
+           atomic_load(&srv->clients));
+    sl_out(out, "# HELP sluice_connections_total Connections accepted.\n"
+                "# TYPE sluice_connections_total counter\nsluice_connections_total %llu\n",
+           (unsigned long long)atomic_load(&srv->connections_received));
+    sl_out(out, "# HELP sluice_commands_total Commands and requests served.\n"
+                "# TYPE sluice_commands_total counter\nsluice_commands_total %llu\n",
+           (unsigned long long)sl_metrics_sum_commands(srv));
+}

@@ -1,0 +1,53 @@
+/*
+ * metrics.h: sluiced's counters, kept per worker thread (no cache line is
+ * shared on the hot path) and summed when INFO or GET /metrics asks.
+ */
+#ifndef SL_SERVER_METRICS_H
+#define SL_SERVER_METRICS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto/resp.h"
+
+/* Decisions are counted per policy for the config's first 64 policies;
+ * slot 0 holds the ad-hoc limits (CL.THROTTLE, SL.TAKE, /v1/check with a
+ * limit). Counters of a policy start again from 0 when the config is
+ * reloaded (Prometheus reads that as a counter reset). */
+#define SL_METRIC_POLICIES 64
+
+enum { SL_OUT_ALLOWED, SL_OUT_REJECTED, SL_OUT_SHADOW, SL_OUTCOMES };
+enum { SL_PROTO_RESP, SL_PROTO_HTTP, SL_PROTOS };
+
+/* Upper bounds of the latency buckets, in microseconds; the last bucket is +Inf. */
+#define SL_LATENCY_BUCKETS 12
+
+typedef struct sl_metrics {
+    atomic_uint_fast64_t commands;
+    atomic_uint_fast64_t decisions[SL_METRIC_POLICIES + 1][SL_OUTCOMES];
+    atomic_uint_fast64_t store_errors;
+    atomic_uint_fast64_t latency[SL_PROTOS][SL_LATENCY_BUCKETS + 1];
+    atomic_uint_fast64_t latency_sum_ns[SL_PROTOS];
+} sl_metrics;
+
+/* policy: -1 for an ad-hoc limit, else the config's index. */
+void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow);
+
+/* One request served in `ns` nanoseconds (for RESP: a batch's time shared
+ * evenly by its commands, observed `count` times). */
+void sl_metrics_latency(sl_metrics *m, int proto, int64_t ns, uint64_t count);
+
+struct sl_server;
+
+/* Sums every worker's counters of a kind. */
+uint64_t sl_metrics_sum_decisions(struct sl_server *srv, int outcome);
+uint64_t sl_metrics_sum_commands(struct sl_server *srv);
+
+/* Zeroes the per-policy counters (after a reload: new indexes). */
+void sl_metrics_reset_policies(struct sl_server *srv);
+
+/* Writes the Prometheus text exposition of every metric into out. */
+void sl_metrics_render(struct sl_server *srv, sl_resp_buf *out);
+
+#endif
