@@ -1,0 +1,191 @@
+#!/usr/bin/env bash
+# sluice-redis.so inside Redis vs what a Redis user would do without it, in one
+# redis-server, with the same redis-benchmark settings, in the same run.
+#
+#   bench/module_compare.sh          prints markdown tables (raw CSV lines on stderr)
+#
+# One redis-server with the module loaded, pinned to $SERVER_CPU; redis-benchmark on
+# $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys, pipelining 1 and 16:
+#   - CL.THROTTLE (the module)
+#   - a token bucket in Lua through EVALSHA (bench/lua/token_bucket.lua: the usual way)
+#   - sluice's own Lua fallback for CL.THROTTLE (src/redis_module/lua/cell.lua)
+#   - INCR (a fixed window done the cheap way: no expiry, no answer but a count)
+#   - PING (Redis doing nothing)
+# then memory per key: fresh servers, INFO memory used_memory before and after $KEYS
+# distinct keys loaded through one pipe (redis-cli --pipe), for the module's
+# CL.THROTTLE and the Lua token bucket.
+#
+# Environment: MODULE (default build/lib/sluice-redis.so), REDIS_SERVER (redis-server),
+# SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (300000),
+# REQUESTS_P16 (2000000), KEYS (1000000).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+MODULE=${MODULE:-build/lib/sluice-redis.so}
+REDIS_SERVER=${REDIS_SERVER:-redis-server}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+CLIENTS=${CLIENTS:-50}
+KEYSPACE=${KEYSPACE:-100000}
+REQUESTS_P1=${REQUESTS_P1:-300000}
+REQUESTS_P16=${REQUESTS_P16:-2000000}
+KEYS=${KEYS:-1000000}
+# Every request checks 100 an hour, burst 100, so that no key is full again (and
+# expired) during the run; for the memory figure a day, as loading takes a while.
+CELL_ARGS=(99 100 3600)          # CL.THROTTLE key max_burst count period_s
+LUA_ARGS=(100 100 3600000 1)     # capacity, tokens per period, period_ms, cost
+CELL_ARGS_MEM=(99 100 86400)
+LUA_ARGS_MEM=(100 100 86400000 1)
+
+for tool in "$REDIS_SERVER" redis-benchmark redis-cli taskset python3; do
+  command -v "$tool" >/dev/null || { echo "module_compare: $tool not found (scripts/deps.sh)" >&2; exit 1; }
+done
+[[ -f $MODULE ]] || { echo "module_compare: $MODULE not built (make)" >&2; exit 1; }
+MODULE=$(realpath "$MODULE")
+(($(nproc) >= 2)) || { echo "module_compare: needs 2 cores (server and load generator apart)" >&2; exit 1; }
+
+work=$(mktemp -d)
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+start_redis() {
+  PORT=$(free_port)
+  taskset -c "$SERVER_CPU" "$REDIS_SERVER" --port "$PORT" --bind 127.0.0.1 --save '' \
+    --appendonly no --daemonize no --logfile "$work/redis.log" --dir "$work" \
+    --loadmodule "$MODULE" &
+  PID=$!
+  pids+=("$PID")
+  for _ in $(seq 1 200); do
+    kill -0 "$PID" 2>/dev/null || { echo "module_compare: redis-server exited:" >&2; tail "$work/redis.log" >&2; exit 1; }
+    [[ $(redis-cli -p "$PORT" PING 2>/dev/null) == PONG ]] && break
+    sleep 0.05
+  done
+  SHA_TB=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat bench/lua/token_bucket.lua)")
+  SHA_CELL=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat src/redis_module/lua/cell.lua)")
+  [[ $SHA_TB =~ ^[0-9a-f]{40}$ && $SHA_CELL =~ ^[0-9a-f]{40}$ ]] ||
+    { echo "module_compare: SCRIPT LOAD failed" >&2; exit 1; }
+}
+
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+
+used_memory() { redis-cli -p "$PORT" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
+
+# One redis-benchmark run; prints "rps p50 p99" (ms).
+bench() { # pipeline requests command...
+  local pipe=$1 n=$2 out
+  shift 2
+  out=$(taskset -c "$CLIENT_CPU" redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CLIENTS" -n "$n" \
+    -P "$pipe" -r "$KEYSPACE" --csv "$@" 2>/dev/null | tail -n 1)
+  echo "$out" >>"$work/raw.csv"
+  echo "$out" | awk '{gsub(/"/, "", $0); split($0, f, ","); printf "%s %s %s\n", f[2], f[5], f[7]}'
+}
+
+# The commands answer what they should before they are timed (redis-benchmark does not look).
+probe() {
+  local a b c
+  a=$(redis-cli -p "$PORT" CL.THROTTLE probe:m "${CELL_ARGS[@]}" | tr '\n' ' ')
+  b=$(redis-cli -p "$PORT" EVALSHA "$SHA_TB" 1 probe:t "${LUA_ARGS[@]}" | tr '\n' ' ')
+  c=$(redis-cli -p "$PORT" EVALSHA "$SHA_CELL" 1 probe:c "${CELL_ARGS[@]}" | tr '\n' ' ')
+  [[ $a == "0 100 99 -1 36 " ]] || { echo "module_compare: CL.THROTTLE answered: $a" >&2; exit 1; }
+  [[ $b == "1 99 0 " ]] || { echo "module_compare: Lua token bucket answered: $b" >&2; exit 1; }
+  [[ $c == "$a" ]] || { echo "module_compare: cell.lua answered: $c, the module $a" >&2; exit 1; }
+}
+
+# Loads KEYS distinct keys through one pipe; kind: module or lua.
+load_keys() {
+  python3 - "$1" "$KEYS" "$SHA_TB" "${CELL_ARGS_MEM[*]}" "${LUA_ARGS_MEM[*]}" <<'PY' |
+import sys
+kind, n, sha, cell, lua = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4].split(), sys.argv[5].split()
+out = sys.stdout.buffer
+def cmd(*args):
+    b = [b"*%d\r\n" % len(args)]
+    for a in args:
+        a = a.encode()
+        b.append(b"$%d\r\n%s\r\n" % (len(a), a))
+    return b"".join(b)
+chunk = []
+for i in range(n):
+    key = "mem:%d" % i
+    chunk.append(cmd("CL.THROTTLE", key, *cell) if kind == "module" else cmd("EVALSHA", sha, "1", key, *lua))
+    if len(chunk) == 10000:
+        out.write(b"".join(chunk)); chunk = []
+out.write(b"".join(chunk))
+PY
+    redis-cli -p "$PORT" --pipe >"$work/pipe.$1.log"
+  echo "module_compare: $1: $(tail -n 1 "$work/pipe.$1.log")" >&2
+  grep -q 'errors: 0,' "$work/pipe.$1.log" || { echo "module_compare: error replies loading $1" >&2; exit 1; }
+}
+
+declare -A R
+echo "module_compare: $(nproc) cores; redis-server on CPU $SERVER_CPU, redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
+echo "module_compare: $("$REDIS_SERVER" --version | head -c 60); module $MODULE" >&2
+load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+
+start_redis
+probe
+for pipe in 1 16; do
+  n=$REQUESTS_P1
+  ((pipe == 16)) && n=$REQUESTS_P16
+  echo "module_compare: pipeline $pipe, $n requests per run" >&2
+  R[cell_$pipe]=$(bench "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
+  R[lua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_TB" 1 "lua:__rand_int__" "${LUA_ARGS[@]}")
+  R[celllua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_CELL" 1 "cl:__rand_int__" "${CELL_ARGS[@]}")
+  R[incr_$pipe]=$(bench "$pipe" "$n" INCR "incr:__rand_int__")
+  R[ping_$pipe]=$(bench "$pipe" "$n" PING)
+done
+echo "module_compare: keys after the throughput runs: $(redis-cli -p "$PORT" DBSIZE)" >&2
+stop "$PID"
+
+declare -A M
+for kind in module lua; do
+  start_redis
+  before=$(used_memory)
+  load_keys "$kind"
+  after=$(used_memory)
+  keys=$(redis-cli -p "$PORT" DBSIZE)
+  M[$kind]="$keys $before $after"
+  stop "$PID"
+done
+
+row() { read -r rps p50 p99 <<<"${R[$3]}"; printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99"; }
+first() { echo "${R[$1]}" | awk '{print $1}'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
+
+echo
+echo "| command (one redis-server, module loaded) | pipeline | requests/s | p50 ms | p99 ms |"
+echo "|---|---:|---:|---:|---:|"
+for pipe in 1 16; do
+  row "CL.THROTTLE (sluice-redis.so)" "$pipe" "cell_$pipe"
+  row "EVALSHA token bucket (bench/lua/token_bucket.lua)" "$pipe" "lua_$pipe"
+  row "EVALSHA CL.THROTTLE in Lua (src/redis_module/lua/cell.lua)" "$pipe" "celllua_$pipe"
+  row "INCR" "$pipe" "incr_$pipe"
+  row "PING" "$pipe" "ping_$pipe"
+done
+echo
+echo "| ratio | pipeline 1 | pipeline 16 |"
+echo "|---|---:|---:|"
+echo "| CL.THROTTLE / EVALSHA token bucket | $(ratio "$(first cell_1)" "$(first lua_1)")× | $(ratio "$(first cell_16)" "$(first lua_16)")× |"
+echo "| CL.THROTTLE / EVALSHA cell.lua | $(ratio "$(first cell_1)" "$(first celllua_1)")× | $(ratio "$(first cell_16)" "$(first celllua_16)")× |"
+echo "| CL.THROTTLE / INCR | $(ratio "$(first cell_1)" "$(first incr_1)")× | $(ratio "$(first cell_16)" "$(first incr_16)")× |"
+echo
+echo "| memory after $KEYS keys (INFO used_memory) | keys | before | after | bytes per key |"
+echo "|---|---:|---:|---:|---:|"
+for kind in module lua; do
+  read -r keys before after <<<"${M[$kind]}"
+  label="CL.THROTTLE (module: 20-byte string value + expiry)"
+  [[ $kind == lua ]] && label="Lua token bucket (hash of 2 fields + expiry)"
+  echo "| $label | $keys | $before | $after | $(awk -v a="$before" -v b="$after" -v n="$keys" 'BEGIN { printf "%.1f", (b - a) / n }') |"
+done
+echo
+echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)."
+echo "raw redis-benchmark CSV (CL.THROTTLE, Lua token bucket, cell.lua, INCR, PING; P1 then P16):" >&2
+cat "$work/raw.csv" >&2
