@@ -9,7 +9,9 @@
 #     (bench/lua/token_bucket.lua, EVALSHA: the common way to rate limit on Redis today)
 #   - sluiced CL.THROTTLE vs Redis answering PING (Redis doing nothing)
 # then the resident memory per key of each after $RSS_KEYS keys are loaded through a
-# pipeline (VmRSS before and after, from /proc/PID/status).
+# pipeline (VmRSS before and after, from /proc/PID/status). Besides throughput and
+# latency, each run reports the server's CPU time per request (/proc/PID/stat), which a
+# busy machine disturbs much less than wall-clock figures.
 #
 # Environment: SLUICED (default build/bin/sluiced), REDIS_SERVER (redis-server),
 # SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (300000),
@@ -97,16 +99,25 @@ stop() { # pid
   wait "$1" 2>/dev/null || true
 }
 
-# One redis-benchmark run; prints "rps p50 p99" (latencies in ms).
-bench() { # port pipeline requests command...
-  local port=$1 pipe=$2 n=$3
-  shift 3
-  local out
+# CPU time (user + system, all threads) a process has used, in clock ticks.
+cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
+CLK_TCK=$(getconf CLK_TCK)
+
+# One redis-benchmark run; prints "rps p50 p99 cpu" (latencies in ms; cpu: the server's
+# CPU time per request in microseconds, which a busy machine disturbs far less than the
+# wall-clock figures).
+bench() { # port server-pid pipeline requests command...
+  local port=$1 pid=$2 pipe=$3 n=$4
+  shift 4
+  local out t0 t1
+  t0=$(cpu_ticks "$pid")
   out=$(taskset -c "$CLIENT_CPU" redis-benchmark -h 127.0.0.1 -p "$port" -c "$CLIENTS" -n "$n" \
     -P "$pipe" -r "$KEYSPACE" --csv "$@" 2>/dev/null | tail -n 1)
+  t1=$(cpu_ticks "$pid")
   echo "$out" >>"$work/raw.csv"
   # "test","rps","avg_latency_ms","min_latency_ms","p50_latency_ms","p95_latency_ms","p99_latency_ms","max_latency_ms"
-  echo "$out" | awk -F'","' '{gsub(/"/, "", $0); split($0, f, ","); printf "%s %s %s\n", f[2], f[5], f[7]}'
+  echo "$out" | awk -F'","' -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" -v n="$n" \
+    '{gsub(/"/, "", $0); split($0, f, ","); printf "%s %s %s %.2f\n", f[2], f[5], f[7], ticks * 1e6 / hz / n}'
 }
 
 # Sends CL.THROTTLE (sluiced) or EVALSHA (redis) for keys 0..RSS_KEYS-1 through one
@@ -159,10 +170,10 @@ for pipe in 1 16; do
   n=$REQUESTS_P1
   ((pipe == 16)) && n=$REQUESTS_P16
   echo "resp_compare: pipeline $pipe, $n requests per run" >&2
-  R[sl_cell_$pipe]=$(bench "$SL_PORT" "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
-  R[rd_lua_$pipe]=$(bench "$RD_PORT" "$pipe" "$n" EVALSHA "$SHA" 1 "key:__rand_int__" "${LUA_ARGS[@]}")
-  R[rd_ping_$pipe]=$(bench "$RD_PORT" "$pipe" "$n" PING)
-  R[sl_ping_$pipe]=$(bench "$SL_PORT" "$pipe" "$n" PING)
+  R[sl_cell_$pipe]=$(bench "$SL_PORT" "$SL_PID" "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
+  R[rd_lua_$pipe]=$(bench "$RD_PORT" "$RD_PID" "$pipe" "$n" EVALSHA "$SHA" 1 "key:__rand_int__" "${LUA_ARGS[@]}")
+  R[rd_ping_$pipe]=$(bench "$RD_PORT" "$RD_PID" "$pipe" "$n" PING)
+  R[sl_ping_$pipe]=$(bench "$SL_PORT" "$SL_PID" "$pipe" "$n" PING)
 done
 # sanity: the load reached the servers (keys stored, replies not errors)
 sl_keys=$(redis-cli -p "$SL_PORT" INFO | tr -d '\r' | awk -F: '$1 == "keys" {print $2}')
@@ -187,15 +198,16 @@ rd_used=$(redis-cli -p "$RD_PORT" INFO memory | tr -d '\r' | awk -F: '$1 == "use
 stop "$RD_PID"
 
 row() { # label pipeline key
-  read -r rps p50 p99 <<<"${R[$3]}"
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99"
+  read -r rps p50 p99 cpu <<<"${R[$3]}"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99" "$cpu"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 first() { echo "${R[$1]}" | awk '{print $1}'; }
+cpu() { echo "${R[$1]}" | awk '{print $4}'; }
 
 echo
-echo "| server and command | pipeline | requests/s | p50 ms | p99 ms |"
-echo "|---|---:|---:|---:|---:|"
+echo "| server and command | pipeline | requests/s | p50 ms | p99 ms | server CPU µs/request |"
+echo "|---|---:|---:|---:|---:|---:|"
 for pipe in 1 16; do
   row "sluiced CL.THROTTLE" "$pipe" "sl_cell_$pipe"
   row "Redis EVALSHA token bucket (Lua)" "$pipe" "rd_lua_$pipe"
@@ -207,6 +219,8 @@ echo "| ratio | pipeline 1 | pipeline 16 |"
 echo "|---|---:|---:|"
 echo "| sluiced CL.THROTTLE / Redis EVALSHA token bucket | $(ratio "$(first sl_cell_1)" "$(first rd_lua_1)")× | $(ratio "$(first sl_cell_16)" "$(first rd_lua_16)")× |"
 echo "| sluiced CL.THROTTLE / Redis PING | $(ratio "$(first sl_cell_1)" "$(first rd_ping_1)")× | $(ratio "$(first sl_cell_16)" "$(first rd_ping_16)")× |"
+echo "| server CPU per request: Redis EVALSHA / sluiced CL.THROTTLE | $(ratio "$(cpu rd_lua_1)" "$(cpu sl_cell_1)")× | $(ratio "$(cpu rd_lua_16)" "$(cpu sl_cell_16)")× |"
+echo "| server CPU per request: Redis PING / sluiced CL.THROTTLE | $(ratio "$(cpu rd_ping_1)" "$(cpu sl_cell_1)")× | $(ratio "$(cpu rd_ping_16)" "$(cpu sl_cell_16)")× |"
 echo
 echo "| memory after $RSS_KEYS keys | keys held | VmRSS before | VmRSS after | bytes per key |"
 echo "|---|---:|---:|---:|---:|"
