@@ -96,7 +96,8 @@ def test_side_by_side(server, shas, algo):
     rnd = random.Random(algo)
     k = "sbs:%s:%s" % (algo, uuid.uuid4().hex[:8])
     for step in range(200):
-        limit, period = rnd.choice([(5, "3600"), (7, "1h"), (100, "60")]) if step == 0 else (limit, period)
+        # periods of an hour: no token comes back between the two calls of a step
+        limit, period = rnd.choice([(5, "3600"), (7, "1h"), (100, "1h")]) if step == 0 else (limit, period)
         cost = rnd.choice([0, 1, 1, 1, 2, 3, 9])
         if algo == "cell":
             argv = ["CL.THROTTLE", k + ":m", limit - 1, limit, 3600, cost]
