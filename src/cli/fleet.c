@@ -1,0 +1,159 @@
+/*
+ * fleet.c: `sluice simulate --nodes N --strategy S`, one limit enforced by a
+ * fleet of N nodes, each request landing on the next node in turn (a
+ * round-robin load balancer), under four strategies:
+ *
+ *   central  one shared state per key (a central store): exact, one round
+ *            trip per request
+ *   split    each node enforces limit/N (and burst/N) on its own: no
+ *            coordination; exact only while the balancer is fair
+ *   sync     each node decides on its own copy of the state; every
+ *            --sync-interval the copies are merged: every take the nodes
+ *            admitted since the last merge is replayed, in time order, on the
+ *            shared state (a take the shared state refuses cannot be charged:
+ *            that is the overshoot), and every node starts the next interval
+ *            from the merged state
+ *   route    each key is owned by one node (a hash of the key): exact per
+ *            key, as central, without a shared store
+ *
+ * The overshoot shows in the table's max_in_period: the most any one key got
+ * through in one period, against the limit.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/sim.h"
+
+/* The most state bytes a fleet may allocate (all nodes, all keys). */
+#define FLEET_MAX_STATE_BYTES ((size_t)1 << 30)
+
+static uint64_t hash_key(const char *s)
+{
+    uint64_t h = UINT64_C(1469598103934665603);
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *strategy,
+                  int64_t sync_ns, sim_result *r, char *errbuf, size_t errcap)
+{
+    const traffic *tr = s->tr;
+    bool split = strcmp(strategy, "split") == 0;
+    bool sync = strcmp(strategy, "sync") == 0;
+    bool route = strcmp(strategy, "route") == 0;
+    sl_limit *lims = calloc((size_t)nodes, sizeof *lims);
+    if (!lims) {
+        snprintf(errbuf, errcap, "out of memory");
+        return -1;
+    }
+    snprintf(r->name, sizeof r->name, "%s", strategy);
+    r->alg = alg;
+    for (int n = 0; n < nodes; n++) {
+        int64_t lim = s->limit, burst = s->burst;
+        if (split) {
+            /* limit/N each, the remainder to the first nodes, at least 1. */
+            lim = s->limit / nodes + (n < s->limit % nodes ? 1 : 0);
+            burst = s->burst / nodes + (n < s->burst % nodes ? 1 : 0);
+            if (lim < 1)
+                lim = 1;
+            if (burst < 1)
+                burst = 1;
+        }
+        int rc = sl_limit_init(&lims[n], alg, lim, s->period_ns, burst);
+        if (rc != SL_OK) {
+            snprintf(errbuf, errcap, "%s: limit %lld per node: %s", strategy, (long long)lim,
+                     sl_strerror(rc));
+            free(lims);
+            return -1;
+        }
+    }
+    r->lim = lims[0];
+    size_t sz = sl_state_size(&lims[0]);
+    r->state_bytes = sz;
+    /* Every node's states are the same size (split's limits differ, but a
+     * sliding log's state grows with its limit: size them all as node 0's,
+     * the largest). */
+    int copies = strcmp(strategy, "central") == 0 ? 1 : nodes;
+    if (tr->nkeys > FLEET_MAX_STATE_BYTES / sz / (size_t)(copies + 1)) {
+        snprintf(errbuf, errcap, "%s: %zu keys on %d nodes exceed the simulator's 1 GiB", strategy,
+                 tr->nkeys, nodes);
+        free(lims);
+        return -1;
+    }
+    size_t per_node = tr->nkeys * sz;
+    unsigned char *states = calloc((size_t)copies, per_node);
+    unsigned char *merged = sync ? calloc(1, per_node) : NULL;
+    sim_admit *adm = malloc((tr->n ? tr->n : 1) * sizeof *adm);
+    sim_admit *pending = sync ? malloc((tr->n ? tr->n : 1) * sizeof *pending) : NULL;
+    if (!states || (sync && (!merged || !pending)) || !adm || sim_result_alloc(s, r) != 0) {
+        snprintf(errbuf, errcap, "out of memory");
+        free(states);
+        free(merged);
+        free(adm);
+        free(pending);
+        free(lims);
+        return -1;
+    }
+    size_t nadm = 0, npend = 0;
+    int64_t next_sync = sync_ns;
+    for (size_t i = 0; i < tr->n; i++) {
+        const sim_event *e = &tr->ev[i];
+        int node = (int)(i % (size_t)nodes);
+        if (route)
+            node = (int)(hash_key(tr->keys[e->key]) % (uint64_t)nodes);
+        if (sync) {
+            while (e->t_ns >= next_sync) {
+                /* The merge: replay the interval's takes on the shared state,
+                 * then hand every node a copy. */
+                for (size_t k = 0; k < npend; k++) {
+                    sl_decision d;
+                    sl_take(&lims[0], merged + (size_t)pending[k].key * sz, pending[k].t_ns,
+                            pending[k].cost, &d);
+                }
+                npend = 0;
+                for (int n = 0; n < nodes; n++)
+                    memcpy(states + (size_t)n * per_node, merged, per_node);
+                next_sync = next_sync > SL_TIME_MAX - sync_ns ? SL_TIME_MAX : next_sync + sync_ns;
+            }
+        }
+        int ln = copies == 1 ? 0 : node;
+        const sl_limit *l = split ? &lims[node] : &lims[0];
+        sl_decision d;
+        int rc = sl_take(l, states + (size_t)ln * per_node + (size_t)e->key * sz, e->t_ns, e->cost, &d);
+        if (rc != SL_OK) {
+            snprintf(errbuf, errcap, "%s: request %zu: %s", strategy, i + 1, sl_strerror(rc));
+            free(states);
+            free(merged);
+            free(adm);
+            free(pending);
+            free(lims);
+            return -1;
+        }
+        size_t b = sim_bucket_of(s, e->t_ns);
+        r->b_offered[b]++;
+        if (d.allowed) {
+            r->admitted++;
+            r->b_admitted[b]++;
+            adm[nadm].t_ns = e->t_ns + d.delay_ns;
+            adm[nadm].key = e->key;
+            adm[nadm].cost = e->cost;
+            nadm++;
+            if (sync)
+                pending[npend++] = (sim_admit){e->t_ns, e->key, e->cost};
+        } else {
+            r->rejected++;
+            r->b_rejected[b]++;
+        }
+    }
+    int rc = sim_finish(s, r, adm, nadm);
+    free(states);
+    free(merged);
+    free(adm);
+    free(pending);
+    free(lims);
+    return rc;
+}

@@ -1,0 +1,69 @@
+/*
+ * sim.h: the simulation's results, shared by the runner (simulate.c), the
+ * plot (svg.c) and the fleet model (fleet.c).
+ */
+#ifndef SLUICE_CLI_SIM_H
+#define SLUICE_CLI_SIM_H
+
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "cli/traffic.h"
+
+/* One admitted request as the limited resource sees it: for the shaper
+ * (leaky_bucket) at the time it may go ahead (arrival + delay). */
+typedef struct sim_admit {
+    int64_t t_ns;
+    uint32_t key;
+    int64_t cost;
+} sim_admit;
+
+typedef struct sim_result {
+    char name[48];          /* "gcra", or "fleet:sync" for a fleet strategy */
+    sl_algorithm alg;
+    sl_limit lim;
+    size_t state_bytes;     /* sl_state_size(&lim) */
+    uint64_t admitted, rejected;   /* requests */
+    int64_t max_in_period;  /* units, the most in any [s, s + period) of one key */
+    int64_t *delays;        /* leaky_bucket: the delay of every admitted request */
+    size_t ndelays;
+    /* Per time bucket of the plot and the CSV. */
+    uint64_t *b_offered, *b_admitted, *b_rejected;
+    int64_t *b_window;      /* units admitted in [end - period, end) of the bucket, all keys */
+} sim_result;
+
+typedef struct sim_setup {
+    const traffic *tr;
+    int64_t limit, period_ns, burst;
+    size_t nbuckets;
+    int64_t bucket_ns;
+    const char *title;      /* for the plot: the traffic and parameters */
+} sim_setup;
+
+/*
+ * Finishes a result from the admitted requests (which it sorts): the most
+ * in any period per key, the per-bucket sliding counts. Returns 0 or -1 (no
+ * memory).
+ */
+int sim_finish(const sim_setup *s, sim_result *r, sim_admit *adm, size_t nadm);
+
+/* Allocates the bucket arrays of r; 0 or -1. */
+int sim_result_alloc(const sim_setup *s, sim_result *r);
+void sim_result_free(sim_result *r);
+
+/* The bucket of time t. */
+size_t sim_bucket_of(const sim_setup *s, int64_t t_ns);
+
+/* Writes the plot; 0, or -1 with errno set by stdio. */
+int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr);
+
+/*
+ * The fleet: runs `alg` over the traffic as `nodes` nodes sharing the limit
+ * by `strategy` (central, sync, split, route), requests spread over the
+ * nodes round-robin; sync merges every sync_ns. Fills *r (name
+ * "STRATEGY"). Returns 0, or -1 with errbuf.
+ */
+int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *strategy,
+                  int64_t sync_ns, sim_result *r, char *errbuf, size_t errcap);
+
+#endif

@@ -1,0 +1,607 @@
+/*
+ * simulate.c: `sluice simulate`, every algorithm over the same traffic in
+ * virtual time.
+ *
+ * Each algorithm gets its own states (one per key of the traffic, zeroed:
+ * "never seen") and sees the same requests at the same virtual times; the
+ * decisions are sl_take()'s own, so what the table shows is exactly what a
+ * server using that algorithm would have answered. Nothing here reads a
+ * clock: the same flags and seed print the same bytes.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/sim.h"
+
+static const char simulate_usage[] =
+    "usage: sluice simulate --limit N --period DURATION [options]\n"
+    "\n"
+    "Runs the rate limiting algorithms over the same traffic in virtual time and\n"
+    "compares what each lets through. Deterministic: the same flags and --seed\n"
+    "give the same output.\n"
+    "\n"
+    "  --limit N              requests per period (required)\n"
+    "  --period DURATION      seconds, or with a unit: 500ms, 1s, 1m, 1h (required)\n"
+    "  --burst B              bucket size for gcra, token_bucket, leaky_bucket\n"
+    "                         (default: the limit)\n"
+    "  --algorithms a,b,...   default: gcra,token_bucket,leaky_bucket,fixed_window,\n"
+    "                         sliding_log,sliding_window (concurrency is not a rate:\n"
+    "                         it is not simulated)\n"
+    "  --traffic KIND|FILE    steady (default), bursty, poisson, boundary, ramp, or a\n"
+    "                         trace file (see docs/cli.md: TIME [KEY [COST]] a line)\n"
+    "  --duration DURATION    simulated time (default: 10 periods)\n"
+    "  --rate R               offered requests per second (default: 2x the limit)\n"
+    "  --seed S               seed of the poisson traffic (default 1)\n"
+    "  --buckets N            time buckets of the plot and the CSV (default 100)\n"
+    "  --svg FILE             write a plot: admitted and rejected over time, per algorithm\n"
+    "  --csv FILE             write one row per time bucket per algorithm\n"
+    "  --events FILE          write one row per request per algorithm (the decisions)\n"
+    "  --nodes N --strategy central|sync|split|route [--sync-interval DURATION]\n"
+    "                         simulate a fleet of N nodes sharing the limit (one\n"
+    "                         algorithm, default gcra; --strategy all compares them)\n"
+    "\n"
+    "Table columns: admitted and rejected requests; max_in_period, the most units\n"
+    "admitted for one key in any window of one period (exact, over the admitted\n"
+    "times; for leaky_bucket the times the requests may go ahead); ratio, that\n"
+    "over the limit; state_bytes per key; leaky_bucket's added delay p50/p99.\n"
+    "\n"
+    "examples:\n"
+    "  sluice simulate --limit 100 --period 1s --traffic boundary\n"
+    "  sluice simulate --limit 10 --period 1s --traffic poisson --rate 15 --seed 7 --svg out.svg\n"
+    "  sluice simulate --limit 5 --period 1m --traffic trace.txt --algorithms gcra,sliding_log\n"
+    "  sluice simulate --limit 100 --period 1s --nodes 4 --strategy all --traffic poisson\n";
+
+/* The algorithms simulated when --algorithms is not given. */
+static const sl_algorithm default_algs[] = {SL_GCRA,         SL_TOKEN_BUCKET, SL_LEAKY_BUCKET,
+                                            SL_FIXED_WINDOW, SL_SLIDING_LOG,  SL_SLIDING_WINDOW};
+
+/* Most state a run may allocate for all keys of one algorithm. */
+#define SIM_MAX_STATE_BYTES ((size_t)1 << 30)
+#define SIM_MAX_BUCKETS 100000
+
+size_t sim_bucket_of(const sim_setup *s, int64_t t_ns)
+{
+    size_t b = (size_t)(t_ns / s->bucket_ns);
+    return b < s->nbuckets ? b : s->nbuckets - 1;
+}
+
+int sim_result_alloc(const sim_setup *s, sim_result *r)
+{
+    r->b_offered = calloc(s->nbuckets, sizeof *r->b_offered);
+    r->b_admitted = calloc(s->nbuckets, sizeof *r->b_admitted);
+    r->b_rejected = calloc(s->nbuckets, sizeof *r->b_rejected);
+    r->b_window = calloc(s->nbuckets, sizeof *r->b_window);
+    return r->b_offered && r->b_admitted && r->b_rejected && r->b_window ? 0 : -1;
+}
+
+void sim_result_free(sim_result *r)
+{
+    free(r->delays);
+    free(r->b_offered);
+    free(r->b_admitted);
+    free(r->b_rejected);
+    free(r->b_window);
+    memset(r, 0, sizeof *r);
+}
+
+static int cmp_admit_key_time(const void *a, const void *b)
+{
+    const sim_admit *x = a, *y = b;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+}
+
+static int cmp_admit_time(const void *a, const void *b)
+{
+    const sim_admit *x = a, *y = b;
+    return (x->t_ns > y->t_ns) - (x->t_ns < y->t_ns);
+}
+
+int sim_finish(const sim_setup *s, sim_result *r, sim_admit *adm, size_t nadm)
+{
+    const int64_t P = s->period_ns;
+    /* The most in any window [t, t + P) of one key: such a window holding
+     * the most can always start at an admitted time, so two pointers over
+     * each key's sorted times find it exactly. */
+    qsort(adm, nadm, sizeof *adm, cmp_admit_key_time);
+    int64_t best = 0, sum = 0;
+    size_t j = 0;
+    for (size_t i = 0; i < nadm; i++) {
+        if (j < i) {
+            j = i;
+            sum = 0;
+        }
+        if (i > 0 && adm[i].key != adm[i - 1].key) {
+            j = i;
+            sum = 0;
+        }
+        while (j < nadm && adm[j].key == adm[i].key && adm[j].t_ns - adm[i].t_ns < P)
+            sum += adm[j++].cost;
+        if (sum > best)
+            best = sum;
+        sum -= adm[i].cost;
+    }
+    r->max_in_period = best;
+
+    /* The plot's line: units admitted (all keys) in [end - P, end) at each
+     * bucket's end. */
+    qsort(adm, nadm, sizeof *adm, cmp_admit_time);
+    size_t lo = 0, hi = 0;
+    int64_t win = 0;
+    for (size_t b = 0; b < s->nbuckets; b++) {
+        int64_t end = (int64_t)(b + 1) * s->bucket_ns;
+        while (hi < nadm && adm[hi].t_ns < end)
+            win += adm[hi++].cost;
+        while (lo < hi && adm[lo].t_ns < end - P)
+            win -= adm[lo++].cost;
+        r->b_window[b] = win;
+    }
+    return 0;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The nearest-rank percentile p/1000 of sorted v[0 .. n). */
+static int64_t percentile(const int64_t *v, size_t n, unsigned permille)
+{
+    if (n == 0)
+        return 0;
+    size_t rank = (size_t)(((unsigned __int128)n * permille + 999) / 1000);
+    if (rank < 1)
+        rank = 1;
+    return v[rank - 1];
+}
+
+/* Runs one algorithm over the traffic. Returns 0, or -1 with errbuf. */
+static int run_one(const sim_setup *s, sim_result *r, FILE *events, char *errbuf, size_t errcap)
+{
+    const traffic *tr = s->tr;
+    size_t sz = r->state_bytes;
+    if (tr->nkeys > SIM_MAX_STATE_BYTES / sz) {
+        snprintf(errbuf, errcap, "%s: %zu keys of %zu bytes exceed the simulator's 1 GiB", r->name,
+                 tr->nkeys, sz);
+        return -1;
+    }
+    unsigned char *states = calloc(tr->nkeys, sz);
+    sim_admit *adm = malloc((tr->n ? tr->n : 1) * sizeof *adm);
+    bool shaper = r->alg == SL_LEAKY_BUCKET;
+    if (shaper)
+        r->delays = malloc((tr->n ? tr->n : 1) * sizeof *r->delays);
+    if (!states || !adm || (shaper && !r->delays) || sim_result_alloc(s, r) != 0) {
+        free(states);
+        free(adm);
+        snprintf(errbuf, errcap, "out of memory");
+        return -1;
+    }
+    size_t nadm = 0;
+    for (size_t i = 0; i < tr->n; i++) {
+        const sim_event *e = &tr->ev[i];
+        sl_decision d;
+        int rc = sl_take(&r->lim, states + (size_t)e->key * sz, e->t_ns, e->cost, &d);
+        if (rc != SL_OK) {
+            snprintf(errbuf, errcap, "%s: request %zu: %s", r->name, i + 1, sl_strerror(rc));
+            free(states);
+            free(adm);
+            return -1;
+        }
+        size_t b = sim_bucket_of(s, e->t_ns);
+        r->b_offered[b]++;
+        if (d.allowed) {
+            r->admitted++;
+            r->b_admitted[b]++;
+            adm[nadm].t_ns = e->t_ns + d.delay_ns;
+            adm[nadm].key = e->key;
+            adm[nadm].cost = e->cost;
+            nadm++;
+            if (shaper)
+                r->delays[r->ndelays++] = d.delay_ns;
+        } else {
+            r->rejected++;
+            r->b_rejected[b]++;
+        }
+        if (events)
+            fprintf(events, "%s,%lld,%s,%lld,%d,%lld\n", r->name, (long long)e->t_ns,
+                    tr->keys[e->key], (long long)e->cost, d.allowed ? 1 : 0,
+                    (long long)d.delay_ns);
+    }
+    free(states);
+    if (shaper)
+        qsort(r->delays, r->ndelays, sizeof *r->delays, cmp_i64);
+    int rc = sim_finish(s, r, adm, nadm);
+    free(adm);
+    if (rc != 0)
+        snprintf(errbuf, errcap, "out of memory");
+    return rc;
+}
+
+/* Prints the table of results. */
+static void print_table(FILE *out, const sim_setup *s, const sim_result *r, size_t nr)
+{
+    fprintf(out, "%-16s %10s %10s %14s %7s %12s %13s %13s\n", "algorithm", "admitted", "rejected",
+            "max_in_period", "ratio", "state_bytes", "delay_p50_ms", "delay_p99_ms");
+    for (size_t i = 0; i < nr; i++) {
+        /* ratio = max / limit with two decimals, rounded down, in integers. */
+        int64_t hundredths = (int64_t)((__int128)r[i].max_in_period * 100 / s->limit);
+        char p50[32] = "-", p99[32] = "-";
+        if (r[i].delays != NULL) {
+            cli_fmt_ms(percentile(r[i].delays, r[i].ndelays, 500), p50, sizeof p50);
+            cli_fmt_ms(percentile(r[i].delays, r[i].ndelays, 990), p99, sizeof p99);
+        }
+        fprintf(out, "%-16s %10llu %10llu %14lld %4lld.%02lld %12zu %13s %13s\n", r[i].name,
+                (unsigned long long)r[i].admitted, (unsigned long long)r[i].rejected,
+                (long long)r[i].max_in_period, (long long)(hundredths / 100),
+                (long long)(hundredths % 100), r[i].state_bytes, p50, p99);
+    }
+}
+
+static int write_csv(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
+{
+    fprintf(f, "algorithm,bucket,start_ns,end_ns,offered,admitted,rejected,admitted_in_period\n");
+    for (size_t i = 0; i < nr; i++)
+        for (size_t b = 0; b < s->nbuckets; b++)
+            fprintf(f, "%s,%zu,%lld,%lld,%llu,%llu,%llu,%lld\n", r[i].name, b,
+                    (long long)((int64_t)b * s->bucket_ns),
+                    (long long)((int64_t)(b + 1) * s->bucket_ns),
+                    (unsigned long long)r[i].b_offered[b], (unsigned long long)r[i].b_admitted[b],
+                    (unsigned long long)r[i].b_rejected[b], (long long)r[i].b_window[b]);
+    return ferror(f) ? -1 : 0;
+}
+
+/* Opens FILE for writing, or reports why not. */
+static FILE *open_out(const char *path)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        cli_error("simulate", "cannot write %s: %s", path, strerror(errno));
+    return f;
+}
+
+static int close_out(FILE *f, const char *path)
+{
+    int bad = ferror(f);
+    if (fclose(f) != 0 || bad) {
+        cli_error("simulate", "error writing %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Parses --algorithms into algs[]; returns the count, or -1 after a usage error. */
+static int parse_algorithms(const char *list, sl_algorithm *algs, int cap)
+{
+    int n = 0;
+    const char *p = list;
+    for (;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        sl_algorithm a;
+        if (len == 0) {
+            cli_usage_error("simulate", "--algorithms: an empty name in '%s'", list);
+            return -1;
+        }
+        if (sl_algorithm_parse(p, len, &a) != SL_OK) {
+            cli_usage_error("simulate",
+                            "--algorithms: unknown algorithm '%.*s' (one of gcra, token_bucket, "
+                            "leaky_bucket, fixed_window, sliding_log, sliding_window)",
+                            (int)(len > 40 ? 40 : len), p);
+            return -1;
+        }
+        if (a == SL_CONCURRENCY) {
+            cli_usage_error("simulate", "--algorithms: concurrency limits work in flight, not a "
+                                        "rate: it is not simulated");
+            return -1;
+        }
+        for (int k = 0; k < n; k++)
+            if (algs[k] == a) {
+                cli_usage_error("simulate", "--algorithms: '%s' named twice", sl_algorithm_name(a));
+                return -1;
+            }
+        if (n >= cap) {
+            cli_usage_error("simulate", "--algorithms: too many names");
+            return -1;
+        }
+        algs[n++] = a;
+        if (!comma)
+            return n;
+        p = comma + 1;
+    }
+}
+
+/* Parses a duration flag into ns; > 0 unless allow_zero. Reports a usage error. */
+static int flag_duration(const cli_flag *f, int64_t *ns)
+{
+    const char *why;
+    if (cli_parse_duration(f->value, strlen(f->value), 1000000000, ns, &why) != 0) {
+        cli_usage_error("simulate", "%s: '%s' %s", f->name, f->value, why);
+        return -1;
+    }
+    if (*ns <= 0) {
+        cli_usage_error("simulate", "%s must be more than 0", f->name);
+        return -1;
+    }
+    return 0;
+}
+
+enum {
+    F_LIMIT,
+    F_PERIOD,
+    F_BURST,
+    F_ALGS,
+    F_TRAFFIC,
+    F_DURATION,
+    F_RATE,
+    F_SEED,
+    F_BUCKETS,
+    F_SVG,
+    F_CSV,
+    F_EVENTS,
+    F_NODES,
+    F_STRATEGY,
+    F_SYNC,
+    F_COUNT
+};
+
+int cmd_simulate(int argc, char **argv)
+{
+    cli_flag fl[F_COUNT] = {
+        [F_LIMIT] = {"--limit", true, NULL, false},
+        [F_PERIOD] = {"--period", true, NULL, false},
+        [F_BURST] = {"--burst", true, NULL, false},
+        [F_ALGS] = {"--algorithms", true, NULL, false},
+        [F_TRAFFIC] = {"--traffic", true, NULL, false},
+        [F_DURATION] = {"--duration", true, NULL, false},
+        [F_RATE] = {"--rate", true, NULL, false},
+        [F_SEED] = {"--seed", true, NULL, false},
+        [F_BUCKETS] = {"--buckets", true, NULL, false},
+        [F_SVG] = {"--svg", true, NULL, false},
+        [F_CSV] = {"--csv", true, NULL, false},
+        [F_EVENTS] = {"--events", true, NULL, false},
+        [F_NODES] = {"--nodes", true, NULL, false},
+        [F_STRATEGY] = {"--strategy", true, NULL, false},
+        [F_SYNC] = {"--sync-interval", true, NULL, false},
+    };
+    size_t npos;
+    int pr = cli_parse_flags("simulate", argc, argv, fl, F_COUNT, NULL, 0, &npos);
+    if (pr == 1) {
+        fputs(simulate_usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (pr < 0)
+        return CLI_EXIT_USAGE;
+
+    int64_t limit, period, burst = 0, duration, buckets = 100, seed = 1;
+    if (!fl[F_LIMIT].seen || !fl[F_PERIOD].seen) {
+        cli_usage_error("simulate", "%s is required", fl[F_LIMIT].seen ? "--period" : "--limit");
+        return CLI_EXIT_USAGE;
+    }
+    if (cli_parse_int(fl[F_LIMIT].value, 1, SL_SPAN_MAX, &limit) != 0) {
+        cli_usage_error("simulate", "--limit: '%s' is not a positive integer", fl[F_LIMIT].value);
+        return CLI_EXIT_USAGE;
+    }
+    if (flag_duration(&fl[F_PERIOD], &period) != 0)
+        return CLI_EXIT_USAGE;
+    if (period > SL_SPAN_MAX) {
+        cli_usage_error("simulate", "--period is longer than sluice allows (73 years)");
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[F_BURST].seen && cli_parse_int(fl[F_BURST].value, 1, SL_SPAN_MAX, &burst) != 0) {
+        cli_usage_error("simulate", "--burst: '%s' is not a positive integer", fl[F_BURST].value);
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[F_SEED].seen && cli_parse_int(fl[F_SEED].value, 0, INT64_MAX, &seed) != 0) {
+        cli_usage_error("simulate", "--seed: '%s' is not a non-negative integer", fl[F_SEED].value);
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[F_BUCKETS].seen &&
+        cli_parse_int(fl[F_BUCKETS].value, 1, SIM_MAX_BUCKETS, &buckets) != 0) {
+        cli_usage_error("simulate", "--buckets: '%s' is not an integer in 1..%d",
+                        fl[F_BUCKETS].value, SIM_MAX_BUCKETS);
+        return CLI_EXIT_USAGE;
+    }
+    /* Ten periods show a steady state and several windows; capped so that
+     * the default never overflows. */
+    duration = period > SL_TIME_MAX / 10 ? SL_TIME_MAX : period * 10;
+    if (fl[F_DURATION].seen && flag_duration(&fl[F_DURATION], &duration) != 0)
+        return CLI_EXIT_USAGE;
+    /* Twice the limit: enough offered that every algorithm must refuse some. */
+    double rate = 2.0 * (double)limit * 1e9 / (double)period;
+    if (fl[F_RATE].seen) {
+        const char *why;
+        if (cli_parse_rate(fl[F_RATE].value, &rate, &why) != 0) {
+            cli_usage_error("simulate", "--rate: '%s' %s", fl[F_RATE].value, why);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    traffic_params tp = {.kind = TRAFFIC_STEADY, .limit = limit, .period_ns = period,
+                         .duration_ns = duration, .rate = rate, .seed = (uint64_t)seed};
+    if (fl[F_TRAFFIC].seen) {
+        tp.kind = traffic_kind_parse(fl[F_TRAFFIC].value);
+        if (tp.kind == TRAFFIC_FILE) {
+            tp.file = fl[F_TRAFFIC].value;
+            if (tp.file[0] == '\0') {
+                cli_usage_error("simulate", "--traffic: empty name");
+                return CLI_EXIT_USAGE;
+            }
+            /* A trace runs to its last request unless --duration cuts it. */
+            tp.duration_ns = fl[F_DURATION].seen ? duration : 0;
+        }
+    }
+    if (!fl[F_TRAFFIC].seen || tp.kind != TRAFFIC_FILE) {
+        if (rate * ((double)duration / 1e9) > (double)TRAFFIC_MAX_EVENTS * 1.01) {
+            cli_usage_error("simulate", "--rate x --duration is more than %u requests",
+                            TRAFFIC_MAX_EVENTS);
+            return CLI_EXIT_USAGE;
+        }
+    }
+
+    sl_algorithm algs[SL_ALGORITHM_COUNT];
+    int nalg;
+    bool named = fl[F_ALGS].seen;
+    if (named) {
+        nalg = parse_algorithms(fl[F_ALGS].value, algs, SL_ALGORITHM_COUNT);
+        if (nalg < 0)
+            return CLI_EXIT_USAGE;
+    } else {
+        nalg = (int)(sizeof default_algs / sizeof default_algs[0]);
+        memcpy(algs, default_algs, sizeof default_algs);
+    }
+
+    /* The fleet's flags go together. */
+    int64_t nodes = 0, sync_ns = 100 * 1000000LL;
+    const char *strategy = NULL;
+    if (fl[F_NODES].seen || fl[F_STRATEGY].seen || fl[F_SYNC].seen) {
+        if (!fl[F_NODES].seen || !fl[F_STRATEGY].seen) {
+            cli_usage_error("simulate", "a fleet needs both --nodes and --strategy");
+            return CLI_EXIT_USAGE;
+        }
+        if (cli_parse_int(fl[F_NODES].value, 1, 1024, &nodes) != 0) {
+            cli_usage_error("simulate", "--nodes: '%s' is not an integer in 1..1024",
+                            fl[F_NODES].value);
+            return CLI_EXIT_USAGE;
+        }
+        strategy = fl[F_STRATEGY].value;
+        if (strcmp(strategy, "central") != 0 && strcmp(strategy, "sync") != 0 &&
+            strcmp(strategy, "split") != 0 && strcmp(strategy, "route") != 0 &&
+            strcmp(strategy, "all") != 0) {
+            cli_usage_error("simulate", "--strategy: '%s' is not central, sync, split, route or all",
+                            strategy);
+            return CLI_EXIT_USAGE;
+        }
+        if (fl[F_SYNC].seen && flag_duration(&fl[F_SYNC], &sync_ns) != 0)
+            return CLI_EXIT_USAGE;
+        if (named && nalg != 1) {
+            cli_usage_error("simulate", "a fleet simulates one algorithm: name one in --algorithms");
+            return CLI_EXIT_USAGE;
+        }
+        if (!named) {
+            algs[0] = SL_GCRA;
+            nalg = 1;
+        }
+    }
+
+    /* Every limit first: a bad combination is a usage error before any work. */
+    sim_result res[SL_ALGORITHM_COUNT + 4];
+    memset(res, 0, sizeof res);
+    int nres = 0;
+    for (int i = 0; i < nalg; i++) {
+        sim_result *r = &res[nres];
+        r->alg = algs[i];
+        snprintf(r->name, sizeof r->name, "%s", sl_algorithm_name(algs[i]));
+        int rc = sl_limit_init(&r->lim, algs[i], limit, period, burst);
+        if (rc != SL_OK) {
+            if (!named && algs[i] == SL_SLIDING_LOG && rc == SL_ERR_LIMIT) {
+                fprintf(stderr, "sluice simulate: sliding_log left out: its limit is at most %d\n",
+                        SL_SLIDING_LOG_MAX);
+                continue;
+            }
+            cli_usage_error("simulate", "%s with --limit %lld --period %s%s%s: %s",
+                            sl_algorithm_name(algs[i]), (long long)limit, fl[F_PERIOD].value,
+                            burst ? " --burst " : "", burst ? fl[F_BURST].value : "",
+                            sl_strerror(rc));
+            return CLI_EXIT_USAGE;
+        }
+        r->state_bytes = sl_state_size(&r->lim);
+        nres++;
+    }
+
+    char errbuf[4096];
+    traffic tr;
+    memset(&tr, 0, sizeof tr);
+    if (traffic_build(&tr, &tp, errbuf, sizeof errbuf) != 0) {
+        traffic_free(&tr);
+        /* A bad trace file is bad input: the same status as a bad flag. */
+        cli_error("simulate", "%s", errbuf);
+        return tp.kind == TRAFFIC_FILE ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+    }
+    if (tr.end_ns < 1)
+        tr.end_ns = 1;
+
+    sim_setup s = {.tr = &tr, .limit = limit, .period_ns = period, .burst = burst ? burst : limit};
+    s.nbuckets = (size_t)buckets;
+    s.bucket_ns = (tr.end_ns + buckets - 1) / buckets;
+    if (s.bucket_ns < 1)
+        s.bucket_ns = 1;
+    /* Fewer buckets when the span is shorter than one nanosecond a bucket. */
+    s.nbuckets = (size_t)((tr.end_ns + s.bucket_ns - 1) / s.bucket_ns);
+
+    char title[600];
+    snprintf(title, sizeof title, "%lld per %s (burst %lld), traffic %s, %zu requests",
+             (long long)limit, fl[F_PERIOD].value, (long long)s.burst,
+             tp.kind == TRAFFIC_FILE ? tp.file : traffic_kind_name(tp.kind), tr.n);
+    s.title = title;
+
+    FILE *events = NULL;
+    int status = CLI_EXIT_OK;
+    if (fl[F_EVENTS].seen) {
+        events = open_out(fl[F_EVENTS].value);
+        if (!events) {
+            status = CLI_EXIT_FAIL;
+            goto out;
+        }
+        fprintf(events, "algorithm,t_ns,key,cost,allowed,delay_ns\n");
+    }
+
+    if (strategy) {
+        static const char *const all[] = {"central", "sync", "split", "route"};
+        bool every = strcmp(strategy, "all") == 0;
+        sl_algorithm a = res[0].alg;
+        nres = 0;
+        for (int k = 0; k < 4; k++) {
+            if (!every && strcmp(strategy, all[k]) != 0)
+                continue;
+            if (sim_fleet_run(&s, a, (int)nodes, all[k], sync_ns, &res[nres], errbuf,
+                              sizeof errbuf) != 0) {
+                cli_error("simulate", "%s", errbuf);
+                status = CLI_EXIT_FAIL;
+                nres++;
+                goto out;
+            }
+            nres++;
+        }
+    } else {
+        for (int i = 0; i < nres; i++)
+            if (run_one(&s, &res[i], events, errbuf, sizeof errbuf) != 0) {
+                cli_error("simulate", "%s", errbuf);
+                status = CLI_EXIT_FAIL;
+                goto out;
+            }
+    }
+
+    printf("sluice simulate: %s, %lld ns simulated", title, (long long)tr.end_ns);
+    if (tp.kind == TRAFFIC_POISSON)
+        printf(", seed %lld", (long long)seed);
+    if (strategy)
+        printf(", %s on %lld nodes (sync every %lld ns)", sl_algorithm_name(res[0].alg),
+               (long long)nodes, (long long)sync_ns);
+    printf("\n\n");
+    print_table(stdout, &s, res, (size_t)nres);
+
+    if (fl[F_CSV].seen) {
+        FILE *f = open_out(fl[F_CSV].value);
+        if (!f || (write_csv(f, &s, res, (size_t)nres), close_out(f, fl[F_CSV].value)) != 0) {
+            status = CLI_EXIT_FAIL;
+            goto out;
+        }
+    }
+    if (fl[F_SVG].seen) {
+        FILE *f = open_out(fl[F_SVG].value);
+        if (!f || (sim_write_svg(f, &s, res, (size_t)nres), close_out(f, fl[F_SVG].value)) != 0) {
+            status = CLI_EXIT_FAIL;
+            goto out;
+        }
+    }
+out:
+    if (events && close_out(events, fl[F_EVENTS].value) != 0)
+        status = CLI_EXIT_FAIL;
+    for (int i = 0; i < nres; i++)
+        sim_result_free(&res[i]);
+    traffic_free(&tr);
+    return status;
+}

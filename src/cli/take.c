@@ -1,0 +1,439 @@
+/*
+ * take.c: `sluice take`, one take (or a few) by hand: from an in-process
+ * store, from a sluiced over RESP (SL.TAKE), or over HTTP (GET /v1/check).
+ * Prints the decision and the headers a client of sluiced's HTTP face would
+ * receive with it.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "proto/resp.h"
+
+static const char take_usage[] =
+    "usage: sluice take [--server HOST:PORT [--http]] KEY --limit N --period DURATION\n"
+    "                   [--burst B] [--cost C] [--algorithm A] [--repeat N]\n"
+    "\n"
+    "Takes COST units from KEY under a limit of N per period, and prints the\n"
+    "decision and the headers an HTTP client would receive (200 or 429,\n"
+    "Retry-After, X-RateLimit-*, RateLimit-Policy, RateLimit).\n"
+    "\n"
+    "  --server HOST:PORT  ask a sluiced over RESP (SL.TAKE); without it the take\n"
+    "                      runs on an in-process store (a fresh, empty one)\n"
+    "  --http              HOST:PORT is sluiced's HTTP port: GET /v1/check, and the\n"
+    "                      response is printed as received\n"
+    "  --limit N           units per period (required)\n"
+    "  --period DURATION   seconds, or 500ms, 1m, 1h, 1d (required; a server takes\n"
+    "                      whole milliseconds)\n"
+    "  --burst B           at most B at once (default: the limit)\n"
+    "  --cost C            units to take (default 1; 0 peeks)\n"
+    "  --algorithm A       gcra (default), token_bucket, leaky_bucket, fixed_window,\n"
+    "                      sliding_log, sliding_window\n"
+    "  --repeat N          take N times in a row (default 1): a line per take, then\n"
+    "                      the last decision in full\n"
+    "\n"
+    "Exit status: 0 when the takes were answered (allowed or not), 1 when the\n"
+    "server could not be asked, 2 for a usage error.\n"
+    "\n"
+    "examples:\n"
+    "  sluice take user:42 --limit 10 --period 1m\n"
+    "  sluice take user:42 --limit 3 --period 10s --repeat 5\n"
+    "  sluice take --server 127.0.0.1:7379 user:42 --limit 100 --period 1m --algorithm sliding_window\n"
+    "  sluice take --server 127.0.0.1:7380 --http user:42 --limit 100 --period 60\n";
+
+#define TAKE_MAX_REPEAT 1000000
+#define TAKE_MAX_RESPONSE (64 * 1024)
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Whole seconds, rounded up; 0 for ns <= 0. */
+static int64_t ceil_s(int64_t ns)
+{
+    return ns <= 0 ? 0 : ns / 1000000000 + (ns % 1000000000 != 0);
+}
+
+/* Whole milliseconds, rounded up (so that a client waiting them is never early). */
+static int64_t ceil_ms(int64_t ns)
+{
+    return ns <= 0 ? 0 : ns / 1000000 + (ns % 1000000 != 0);
+}
+
+static void print_decision(const sl_decision *d, sl_algorithm alg)
+{
+    printf("allowed          %d\n", d->allowed ? 1 : 0);
+    printf("limit            %lld\n", (long long)d->limit);
+    printf("remaining        %lld\n", (long long)d->remaining);
+    printf("retry_after_ms   %lld\n",
+           d->retry_after_ns == SL_NEVER ? -1LL : (long long)ceil_ms(d->retry_after_ns));
+    printf("reset_after_ms   %lld\n", (long long)ceil_ms(d->reset_after_ns));
+    if (alg == SL_LEAKY_BUCKET)
+        printf("delay_ms         %lld\n", (long long)ceil_ms(d->delay_ns));
+}
+
+/*
+ * The head of sluiced's HTTP answer for a decision, as docs/commands.md and
+ * DESIGN.md define it: q and w of RateLimit-Policy are the limit and its
+ * period in whole seconds (a period that is not whole seconds is rounded up
+ * and q scaled to match).
+ */
+static void print_headers(const sl_decision *d, int64_t limit, int64_t period_ns)
+{
+    printf("HTTP/1.1 %s\n", d->allowed ? "200 OK" : "429 Too Many Requests");
+    printf("X-RateLimit-Limit: %lld\n", (long long)d->limit);
+    printf("X-RateLimit-Remaining: %lld\n", (long long)(d->remaining < 0 ? 0 : d->remaining));
+    printf("X-RateLimit-Reset: %lld\n", (long long)ceil_s(d->reset_after_ns));
+    if (!d->allowed && d->retry_after_ns != SL_NEVER) {
+        int64_t ra = ceil_s(d->retry_after_ns);
+        printf("Retry-After: %lld\n", (long long)(ra < 1 ? 1 : ra));
+    }
+    int64_t w = ceil_s(period_ns);
+    int64_t q = (int64_t)((__int128)limit * w * 1000000000 / period_ns);
+    printf("RateLimit-Policy: \"default\";q=%lld;w=%lld\n", (long long)q, (long long)w);
+    printf("RateLimit: \"default\";r=%lld;t=%lld\n", (long long)(d->remaining < 0 ? 0 : d->remaining),
+           (long long)ceil_s(d->reset_after_ns));
+}
+
+static void print_short(int64_t i, const sl_decision *d)
+{
+    printf("take %lld: %s remaining=%lld retry_after_ms=%lld reset_after_ms=%lld", (long long)i,
+           d->allowed ? "allowed " : "rejected", (long long)d->remaining,
+           d->retry_after_ns == SL_NEVER ? -1LL : (long long)ceil_ms(d->retry_after_ns),
+           (long long)ceil_ms(d->reset_after_ns));
+    if (d->delay_ns)
+        printf(" delay_ms=%lld", (long long)ceil_ms(d->delay_ns));
+    putchar('\n');
+}
+
+/* ---- RESP: SL.TAKE ---- */
+
+/* Sends one command and reads its reply into nodes; returns 0, or -1 with errbuf. */
+static int resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
+                     sl_resp_reply *rep, char *errbuf, size_t errcap)
+{
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    sl_resp_add_command(&b, argv, argc);
+    if (b.failed || cli_write_all(fd, b.data, b.len) != 0) {
+        snprintf(errbuf, errcap, "cannot send: %s", b.failed ? "out of memory" : strerror(errno));
+        sl_resp_buf_free(&b);
+        return -1;
+    }
+    sl_resp_buf_free(&b);
+    size_t have = 0;
+    for (;;) {
+        if (have > 0) {
+            int n = sl_resp_parse_reply(rbuf, have, rep, NULL);
+            if (n > 0)
+                return 0;
+            if (n == SL_RESP_ERROR) {
+                snprintf(errbuf, errcap, "bad reply: %s", rep->errstr);
+                return -1;
+            }
+        }
+        if (have == rcap) {
+            snprintf(errbuf, errcap, "reply longer than %zu bytes", rcap);
+            return -1;
+        }
+        ssize_t n = read(fd, rbuf + have, rcap - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(errbuf, errcap, "%s", n == 0 ? "the server closed the connection" : strerror(errno));
+            return -1;
+        }
+        have += (size_t)n;
+    }
+}
+
+static bool slice_is(const sl_resp_value *v, const char *s)
+{
+    return (v->type == SL_RESP_BULK || v->type == SL_RESP_STATUS) && v->len == strlen(s) &&
+           memcmp(v->str, s, v->len) == 0;
+}
+
+/* Reads SL.TAKE's decision (a RESP2 flat array or a RESP3 map) into *d. */
+static int decision_from_reply(const sl_resp_reply *rep, sl_decision *d, char *errbuf, size_t errcap)
+{
+    const sl_resp_value *root = &rep->nodes[0];
+    if (root->type == SL_RESP_ERR) {
+        snprintf(errbuf, errcap, "server: %.*s", (int)root->len, root->str);
+        return -1;
+    }
+    size_t pairs = root->type == SL_RESP_MAP ? root->count
+                   : root->type == SL_RESP_ARRAY ? root->count / 2
+                                                  : 0;
+    if (pairs == 0 || rep->count < 1 + 2 * pairs) {
+        snprintf(errbuf, errcap, "unexpected reply (type '%c')", (char)root->type);
+        return -1;
+    }
+    memset(d, 0, sizeof *d);
+    for (size_t i = 0; i < pairs; i++) {
+        const sl_resp_value *k = &rep->nodes[1 + 2 * i], *v = &rep->nodes[2 + 2 * i];
+        if (v->type != SL_RESP_INT)
+            continue;
+        int64_t x = v->integer;
+        /* Milliseconds back to nanoseconds, saturating: the server's figures
+         * are already rounded up. */
+        int64_t ns = x > INT64_MAX / 1000000 ? INT64_MAX : x * 1000000;
+        if (slice_is(k, "allowed"))
+            d->allowed = x != 0;
+        else if (slice_is(k, "limit"))
+            d->limit = x;
+        else if (slice_is(k, "remaining"))
+            d->remaining = x;
+        else if (slice_is(k, "retry_after_ms"))
+            d->retry_after_ns = x < 0 ? SL_NEVER : ns;
+        else if (slice_is(k, "reset_after_ms"))
+            d->reset_after_ns = ns;
+        else if (slice_is(k, "delay_ms"))
+            d->delay_ns = ns;
+    }
+    return 0;
+}
+
+/* ---- HTTP: GET /v1/check ---- */
+
+/* Appends s percent-encoded (all but unreserved characters) to out. */
+static size_t pct_encode(const char *s, char *out, size_t cap)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    size_t n = 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        bool plain = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                     c == '-' || c == '_' || c == '.' || c == '~' || c == ':';
+        if (n + 3 >= cap)
+            break;
+        if (plain) {
+            out[n++] = (char)c;
+        } else {
+            out[n++] = '%';
+            out[n++] = hex[c >> 4];
+            out[n++] = hex[c & 15];
+        }
+    }
+    out[n] = '\0';
+    return n;
+}
+
+static int http_take(const char *server, const char *key, const char *limit, int64_t period_ms,
+                     const char *burst, const char *cost, const char *alg)
+{
+    char err[256];
+    int fd = cli_connect(server, 5000, err, sizeof err);
+    if (fd < 0) {
+        cli_error("take", "%s", err);
+        return CLI_EXIT_FAIL;
+    }
+    char ekey[3 * 1024 + 1];
+    pct_encode(key, ekey, sizeof ekey);
+    char req[4096 + sizeof ekey];
+    /* The query takes a period in seconds or a duration string: send ms. */
+    int n = snprintf(req, sizeof req,
+                     "GET /v1/check?key=%s&limit=%s&period=%lldms%s%s%s%s%s%s HTTP/1.1\r\n"
+                     "Host: %s\r\nUser-Agent: sluice/" SLUICE_VERSION "\r\nConnection: close\r\n\r\n",
+                     ekey, limit, (long long)period_ms, burst ? "&burst=" : "", burst ? burst : "",
+                     cost ? "&cost=" : "", cost ? cost : "", alg ? "&algorithm=" : "",
+                     alg ? alg : "", server);
+    if (n < 0 || (size_t)n >= sizeof req || cli_write_all(fd, req, (size_t)n) != 0) {
+        cli_error("take", "cannot send the request: %s", strerror(errno));
+        close(fd);
+        return CLI_EXIT_FAIL;
+    }
+    char *buf = malloc(TAKE_MAX_RESPONSE + 1);
+    size_t have = 0;
+    if (!buf) {
+        close(fd);
+        return CLI_EXIT_FAIL;
+    }
+    for (;;) {
+        ssize_t r = read(fd, buf + have, TAKE_MAX_RESPONSE - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            cli_error("take", "reading the response: %s", strerror(errno));
+            free(buf);
+            close(fd);
+            return CLI_EXIT_FAIL;
+        }
+        if (r == 0 || (have += (size_t)r) == TAKE_MAX_RESPONSE)
+            break;
+    }
+    close(fd);
+    if (have == 0) {
+        cli_error("take", "the server closed the connection without an answer");
+        free(buf);
+        return CLI_EXIT_FAIL;
+    }
+    /* Printed as received, CR LF turned into LF for the terminal. */
+    for (size_t i = 0; i < have; i++)
+        if (buf[i] != '\r')
+            putchar(buf[i]);
+    if (buf[have - 1] != '\n')
+        putchar('\n');
+    free(buf);
+    return CLI_EXIT_OK;
+}
+
+enum { T_SERVER, T_HTTP, T_LIMIT, T_PERIOD, T_BURST, T_COST, T_ALG, T_REPEAT, T_COUNT };
+
+int cmd_take(int argc, char **argv)
+{
+    cli_flag fl[T_COUNT] = {
+        [T_SERVER] = {"--server", true, NULL, false}, [T_HTTP] = {"--http", false, NULL, false},
+        [T_LIMIT] = {"--limit", true, NULL, false},   [T_PERIOD] = {"--period", true, NULL, false},
+        [T_BURST] = {"--burst", true, NULL, false},   [T_COST] = {"--cost", true, NULL, false},
+        [T_ALG] = {"--algorithm", true, NULL, false}, [T_REPEAT] = {"--repeat", true, NULL, false},
+    };
+    char *pos[1];
+    size_t npos;
+    int pr = cli_parse_flags("take", argc, argv, fl, T_COUNT, pos, 1, &npos);
+    if (pr == 1) {
+        fputs(take_usage, stdout);
+        return CLI_EXIT_OK;
+    }
+    if (pr < 0)
+        return CLI_EXIT_USAGE;
+    if (npos != 1) {
+        cli_usage_error("take", "a KEY is required");
+        return CLI_EXIT_USAGE;
+    }
+    const char *key = pos[0];
+    size_t keylen = strlen(key);
+    if (keylen == 0 || keylen > 1024) {
+        cli_usage_error("take", "KEY must be 1 to 1024 bytes");
+        return CLI_EXIT_USAGE;
+    }
+    if (!fl[T_LIMIT].seen || !fl[T_PERIOD].seen) {
+        cli_usage_error("take", "%s is required", fl[T_LIMIT].seen ? "--period" : "--limit");
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[T_HTTP].seen && !fl[T_SERVER].seen) {
+        cli_usage_error("take", "--http needs --server HOST:PORT");
+        return CLI_EXIT_USAGE;
+    }
+    int64_t limit, period, burst = 0, cost = 1, repeat = 1;
+    const char *why;
+    if (cli_parse_int(fl[T_LIMIT].value, 1, SL_SPAN_MAX, &limit) != 0) {
+        cli_usage_error("take", "--limit: '%s' is not a positive integer", fl[T_LIMIT].value);
+        return CLI_EXIT_USAGE;
+    }
+    if (cli_parse_duration(fl[T_PERIOD].value, strlen(fl[T_PERIOD].value), 1000000000, &period,
+                           &why) != 0) {
+        cli_usage_error("take", "--period: '%s' %s", fl[T_PERIOD].value, why);
+        return CLI_EXIT_USAGE;
+    }
+    if (period <= 0 || period > SL_SPAN_MAX) {
+        cli_usage_error("take", "--period must be more than 0 and at most 73 years");
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[T_BURST].seen && cli_parse_int(fl[T_BURST].value, 1, SL_SPAN_MAX, &burst) != 0) {
+        cli_usage_error("take", "--burst: '%s' is not a positive integer", fl[T_BURST].value);
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[T_COST].seen && cli_parse_int(fl[T_COST].value, 0, SL_SPAN_MAX, &cost) != 0) {
+        cli_usage_error("take", "--cost: '%s' is not a non-negative integer", fl[T_COST].value);
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[T_REPEAT].seen && cli_parse_int(fl[T_REPEAT].value, 1, TAKE_MAX_REPEAT, &repeat) != 0) {
+        cli_usage_error("take", "--repeat: '%s' is not an integer in 1..%d", fl[T_REPEAT].value,
+                        TAKE_MAX_REPEAT);
+        return CLI_EXIT_USAGE;
+    }
+    sl_algorithm alg = SL_GCRA;
+    if (fl[T_ALG].seen) {
+        if (sl_algorithm_parse(fl[T_ALG].value, strlen(fl[T_ALG].value), &alg) != SL_OK ||
+            alg == SL_CONCURRENCY) {
+            cli_usage_error("take",
+                            "--algorithm: '%s' is not one of gcra, token_bucket, leaky_bucket, "
+                            "fixed_window, sliding_log, sliding_window",
+                            fl[T_ALG].value);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    sl_limit lim;
+    int rc = sl_limit_init(&lim, alg, limit, period, burst);
+    if (rc != SL_OK) {
+        cli_usage_error("take", "the limit is invalid: %s", sl_strerror(rc));
+        return CLI_EXIT_USAGE;
+    }
+    if (fl[T_SERVER].seen && period % 1000000 != 0) {
+        cli_usage_error("take", "--period: a server takes whole milliseconds");
+        return CLI_EXIT_USAGE;
+    }
+
+    if (fl[T_HTTP].seen) {
+        int st = CLI_EXIT_OK;
+        for (int64_t i = 0; i < repeat && st == CLI_EXIT_OK; i++)
+            st = http_take(fl[T_SERVER].value, key, fl[T_LIMIT].value, period / 1000000,
+                           fl[T_BURST].value, fl[T_COST].value, fl[T_ALG].seen ? fl[T_ALG].value : NULL);
+        return st;
+    }
+
+    sl_decision d;
+    memset(&d, 0, sizeof d);
+    if (!fl[T_SERVER].seen) {
+        sl_store *st;
+        if (sl_store_new(NULL, &st) != SL_OK) {
+            cli_error("take", "cannot create a store: out of memory");
+            return CLI_EXIT_FAIL;
+        }
+        for (int64_t i = 1; i <= repeat; i++) {
+            rc = sl_store_take(st, key, keylen, &lim, now_ns(), cost, &d);
+            if (rc != SL_OK) {
+                cli_error("take", "%s", sl_strerror(rc));
+                sl_store_free(st);
+                return rc == SL_ERR_KEY ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
+            }
+            if (repeat > 1)
+                print_short(i, &d);
+        }
+        sl_store_free(st);
+    } else {
+        char err[256];
+        int fd = cli_connect(fl[T_SERVER].value, 5000, err, sizeof err);
+        if (fd < 0) {
+            cli_error("take", "%s", err);
+            return CLI_EXIT_FAIL;
+        }
+        char pbuf[32], bbuf[24], cbuf[24];
+        snprintf(pbuf, sizeof pbuf, "%lldms", (long long)(period / 1000000));
+        snprintf(bbuf, sizeof bbuf, "%lld", (long long)(burst ? burst : limit));
+        snprintf(cbuf, sizeof cbuf, "%lld", (long long)cost);
+        const char *an = sl_algorithm_name(alg);
+        sl_resp_slice av[] = {{"SL.TAKE", 7},      {key, keylen},   {fl[T_LIMIT].value, strlen(fl[T_LIMIT].value)},
+                              {pbuf, strlen(pbuf)}, {"BURST", 5},    {bbuf, strlen(bbuf)},
+                              {"COST", 4},         {cbuf, strlen(cbuf)}, {"ALGORITHM", 9},
+                              {an, strlen(an)}};
+        char rbuf[8192];
+        sl_resp_value nodes[64];
+        sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 64};
+        for (int64_t i = 1; i <= repeat; i++) {
+            if (resp_call(fd, av, sizeof av / sizeof av[0], rbuf, sizeof rbuf, &rep, err,
+                          sizeof err) != 0 ||
+                decision_from_reply(&rep, &d, err, sizeof err) != 0) {
+                cli_error("take", "%s: %s", fl[T_SERVER].value, err);
+                close(fd);
+                return CLI_EXIT_FAIL;
+            }
+            if (repeat > 1)
+                print_short(i, &d);
+        }
+        close(fd);
+    }
+    if (repeat > 1)
+        putchar('\n');
+    print_decision(&d, alg);
+    putchar('\n');
+    print_headers(&d, limit, period);
+    return CLI_EXIT_OK;
+}

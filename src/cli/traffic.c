@@ -1,0 +1,361 @@
+/*
+ * traffic.c: the traffic generators and the trace file reader.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/traffic.h"
+
+static const char *const kind_names[] = {"steady", "bursty", "poisson", "boundary", "ramp", "file"};
+
+traffic_kind traffic_kind_parse(const char *name)
+{
+    for (int k = TRAFFIC_STEADY; k < TRAFFIC_FILE; k++)
+        if (strcmp(name, kind_names[k]) == 0)
+            return (traffic_kind)k;
+    return TRAFFIC_FILE;
+}
+
+const char *traffic_kind_name(traffic_kind k)
+{
+    return kind_names[k];
+}
+
+void traffic_free(traffic *t)
+{
+    free(t->ev);
+    for (size_t i = 0; i < t->nkeys; i++)
+        free(t->keys[i]);
+    free(t->keys);
+    memset(t, 0, sizeof *t);
+}
+
+/* Appends one event; -1 when the cap is reached or memory runs out. */
+static int push(traffic *t, int64_t t_ns, uint32_t key, int64_t cost, char *errbuf, size_t errcap)
+{
+    if (t->n == t->cap) {
+        if (t->cap >= TRAFFIC_MAX_EVENTS) {
+            snprintf(errbuf, errcap,
+                     "the traffic has more than %u requests: lower --rate, --duration or --limit",
+                     TRAFFIC_MAX_EVENTS);
+            return -1;
+        }
+        size_t nc = t->cap ? t->cap * 2 : 4096;
+        if (nc > TRAFFIC_MAX_EVENTS)
+            nc = TRAFFIC_MAX_EVENTS;
+        sim_event *ne = realloc(t->ev, nc * sizeof *ne);
+        if (!ne) {
+            snprintf(errbuf, errcap, "out of memory for %zu requests", nc);
+            return -1;
+        }
+        t->ev = ne;
+        t->cap = nc;
+    }
+    t->ev[t->n].t_ns = t_ns;
+    t->ev[t->n].key = key;
+    t->ev[t->n].cost = cost;
+    t->n++;
+    return 0;
+}
+
+/* The generated kinds use one key, "default". */
+static int one_key(traffic *t, char *errbuf, size_t errcap)
+{
+    t->keys = malloc(sizeof *t->keys);
+    if (t->keys)
+        t->keys[0] = strdup("default");
+    if (!t->keys || !t->keys[0]) {
+        snprintf(errbuf, errcap, "out of memory");
+        return -1;
+    }
+    t->nkeys = t->keys_cap = 1;
+    return 0;
+}
+
+/* ---- trace files ---- */
+
+/* An open-addressing table from key names to their numbers, for the reader. */
+typedef struct key_index {
+    uint32_t *slot; /* key number + 1; 0 = empty */
+    size_t mask;
+} key_index;
+
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+    uint64_t h = UINT64_C(1469598103934665603); /* FNV-1a: keys are the user's own file */
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= UINT64_C(1099511628211);
+    }
+    return h;
+}
+
+static int key_lookup(traffic *t, key_index *ix, const char *k, size_t kl, uint32_t *out)
+{
+    /* Keep the load under one half: grow (and rehash) first. */
+    if ((t->nkeys + 1) * 2 > ix->mask + 1) {
+        size_t ncap = (ix->mask + 1) * 2;
+        uint32_t *ns = calloc(ncap, sizeof *ns);
+        if (!ns)
+            return -1;
+        for (size_t i = 0; i < t->nkeys; i++) {
+            size_t h = hash_bytes(t->keys[i], strlen(t->keys[i])) & (ncap - 1);
+            while (ns[h])
+                h = (h + 1) & (ncap - 1);
+            ns[h] = (uint32_t)i + 1;
+        }
+        free(ix->slot);
+        ix->slot = ns;
+        ix->mask = ncap - 1;
+    }
+    size_t h = hash_bytes(k, kl) & ix->mask;
+    while (ix->slot[h]) {
+        const char *s = t->keys[ix->slot[h] - 1];
+        if (strlen(s) == kl && memcmp(s, k, kl) == 0) {
+            *out = ix->slot[h] - 1;
+            return 0;
+        }
+        h = (h + 1) & ix->mask;
+    }
+    if (t->nkeys >= TRAFFIC_MAX_KEYS)
+        return -2;
+    if (t->nkeys == t->keys_cap) {
+        size_t nc = t->keys_cap ? t->keys_cap * 2 : 16;
+        char **nk = realloc(t->keys, nc * sizeof *nk);
+        if (!nk)
+            return -1;
+        t->keys = nk;
+        t->keys_cap = nc;
+    }
+    char *copy = malloc(kl + 1);
+    if (!copy)
+        return -1;
+    memcpy(copy, k, kl);
+    copy[kl] = '\0';
+    t->keys[t->nkeys] = copy;
+    ix->slot[h] = (uint32_t)t->nkeys + 1;
+    *out = (uint32_t)t->nkeys++;
+    return 0;
+}
+
+/* Splits the next whitespace-separated field from *p; returns its length (0 at the end). */
+static size_t next_field(const char **p, const char **start)
+{
+    const char *s = *p;
+    while (*s == ' ' || *s == '\t')
+        s++;
+    *start = s;
+    while (*s && *s != ' ' && *s != '\t')
+        s++;
+    *p = s;
+    return (size_t)(s - *start);
+}
+
+static int read_trace(traffic *t, const traffic_params *p, char *errbuf, size_t errcap)
+{
+    FILE *f = fopen(p->file, "r");
+    if (!f) {
+        snprintf(errbuf, errcap, "cannot open trace file %s: %s", p->file, strerror(errno));
+        return -1;
+    }
+    key_index ix = {calloc(16, sizeof(uint32_t)), 15};
+    char line[TRAFFIC_MAX_LINE + 2];
+    unsigned long lineno = 0;
+    int64_t last = 0;
+    int rc = -1;
+    if (!ix.slot) {
+        snprintf(errbuf, errcap, "out of memory");
+        goto out;
+    }
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len > 0 && line[len - 1] == '\n')
+            line[--len] = '\0';
+        else if (!feof(f)) {
+            snprintf(errbuf, errcap, "%s:%lu: line longer than %d bytes", p->file, lineno,
+                     TRAFFIC_MAX_LINE);
+            goto out;
+        }
+        if (len > 0 && line[len - 1] == '\r')
+            line[--len] = '\0';
+        if (len > TRAFFIC_MAX_LINE) {
+            snprintf(errbuf, errcap, "%s:%lu: line longer than %d bytes", p->file, lineno,
+                     TRAFFIC_MAX_LINE);
+            goto out;
+        }
+        if (memchr(line, '\0', len) != NULL) {
+            snprintf(errbuf, errcap, "%s:%lu: a NUL byte in the line", p->file, lineno);
+            goto out;
+        }
+        const char *cur = line, *f1, *f2, *f3, *f4;
+        size_t l1 = next_field(&cur, &f1);
+        if (l1 == 0 || f1[0] == '#')
+            continue; /* blank line or comment */
+        size_t l2 = next_field(&cur, &f2);
+        size_t l3 = next_field(&cur, &f3);
+        size_t l4 = next_field(&cur, &f4);
+        if (l4 != 0) {
+            snprintf(errbuf, errcap, "%s:%lu: more than 3 fields (expected: TIME [KEY [COST]])",
+                     p->file, lineno);
+            goto out;
+        }
+        int64_t tns;
+        const char *why;
+        if (cli_parse_duration(f1, l1, 1000000000, &tns, &why) != 0) {
+            snprintf(errbuf, errcap, "%s:%lu: time '%.*s' %s", p->file, lineno, (int)(l1 > 40 ? 40 : l1),
+                     f1, why);
+            goto out;
+        }
+        if (tns < last) {
+            snprintf(errbuf, errcap,
+                     "%s:%lu: time goes backwards (%lld ns after %lld ns): sort the trace",
+                     p->file, lineno, (long long)tns, (long long)last);
+            goto out;
+        }
+        last = tns;
+        uint32_t key = 0;
+        if (l2 > TRAFFIC_MAX_KEY) {
+            snprintf(errbuf, errcap, "%s:%lu: key longer than %d bytes", p->file, lineno,
+                     TRAFFIC_MAX_KEY);
+            goto out;
+        }
+        int kr = l2 ? key_lookup(t, &ix, f2, l2, &key) : key_lookup(t, &ix, "default", 7, &key);
+        if (kr == -2) {
+            snprintf(errbuf, errcap, "%s:%lu: more than %u distinct keys", p->file, lineno,
+                     TRAFFIC_MAX_KEYS);
+            goto out;
+        }
+        if (kr != 0) {
+            snprintf(errbuf, errcap, "out of memory");
+            goto out;
+        }
+        int64_t cost = 1;
+        if (l3) {
+            char num[24];
+            if (l3 >= sizeof num ||
+                (memcpy(num, f3, l3), num[l3] = '\0', cli_parse_int(num, 0, INT32_MAX, &cost)) != 0) {
+                snprintf(errbuf, errcap, "%s:%lu: cost '%.*s' is not an integer in 0..%d", p->file,
+                         lineno, (int)(l3 > 40 ? 40 : l3), f3, INT32_MAX);
+                goto out;
+            }
+        }
+        if (p->duration_ns > 0 && tns >= p->duration_ns)
+            break; /* --duration cuts the trace */
+        if (push(t, tns, key, cost, errbuf, errcap) != 0)
+            goto out;
+    }
+    if (ferror(f)) {
+        snprintf(errbuf, errcap, "%s: read error: %s", p->file, strerror(errno));
+        goto out;
+    }
+    if (t->n == 0) {
+        snprintf(errbuf, errcap, "%s: no requests in the trace", p->file);
+        goto out;
+    }
+    t->end_ns = p->duration_ns > 0 ? p->duration_ns : t->ev[t->n - 1].t_ns + 1;
+    rc = 0;
+out:
+    free(ix.slot);
+    fclose(f);
+    return rc;
+}
+
+/* ---- generators ---- */
+
+int traffic_build(traffic *t, const traffic_params *p, char *errbuf, size_t errcap)
+{
+    if (p->kind == TRAFFIC_FILE)
+        return read_trace(t, p, errbuf, errcap);
+    if (one_key(t, errbuf, errcap) != 0)
+        return -1;
+    const int64_t D = p->duration_ns;
+    const double gap = 1e9 / p->rate; /* ns between requests at the rate */
+    t->end_ns = D;
+    switch (p->kind) {
+    case TRAFFIC_STEADY:
+        for (uint64_t i = 0;; i++) {
+            double x = (double)i * gap;
+            if (x >= (double)D)
+                break;
+            if (push(t, (int64_t)x, 0, 1, errbuf, errcap) != 0)
+                return -1;
+        }
+        break;
+    case TRAFFIC_BURSTY: {
+        /* Every period: on for the first fifth at 5x the rate, then silent,
+         * so that the average is the rate. */
+        int64_t on = p->period_ns / 5;
+        for (int64_t c = 0; c < D; c += p->period_ns) {
+            for (uint64_t j = 0;; j++) {
+                double x = (double)j * gap / 5;
+                if (x >= (double)on || (double)c + x >= (double)D)
+                    break;
+                if (push(t, c + (int64_t)x, 0, 1, errbuf, errcap) != 0)
+                    return -1;
+            }
+            if (c > SL_TIME_MAX - p->period_ns)
+                break;
+        }
+        break;
+    }
+    case TRAFFIC_POISSON: {
+        cli_rng r;
+        cli_rng_seed(&r, p->seed);
+        double x = 0;
+        for (;;) {
+            x += -log(cli_rng_unit(&r)) * gap;
+            if (x >= (double)D)
+                break;
+            if (push(t, (int64_t)x, 0, 1, errbuf, errcap) != 0)
+                return -1;
+        }
+        break;
+    }
+    case TRAFFIC_BOUNDARY: {
+        /* At every other boundary k*period (k = 1, 3, 5, ...): `limit`
+         * requests spread evenly over the twentieth of a period just before
+         * it, and `limit` more over the twentieth just after. A fixed window
+         * sees each half in a different window and admits both. */
+        int64_t w = p->period_ns / 20;
+        if (w < 1)
+            w = 1;
+        for (int64_t k = 1;; k += 2) {
+            if (k > (SL_TIME_MAX - w) / p->period_ns)
+                break;
+            int64_t B = k * p->period_ns;
+            if (B + w > D)
+                break;
+            for (int half = 0; half < 2; half++) {
+                int64_t start = half ? B : B - w;
+                for (int64_t j = 0; j < p->limit; j++) {
+                    int64_t off = (int64_t)((__int128)j * w / p->limit);
+                    if (push(t, start + off, 0, 1, errbuf, errcap) != 0)
+                        return -1;
+                }
+            }
+        }
+        break;
+    }
+    case TRAFFIC_RAMP: {
+        /* The rate rises linearly from 0 to 2x the rate over the duration:
+         * r(t) = 2R t / D, so N(t) = R t^2 / D and the i-th request comes at
+         * t = sqrt(i D / R); R*D requests in all, as many as steady. */
+        double Ds = (double)D / 1e9;
+        for (uint64_t i = 0;; i++) {
+            double x = sqrt((double)i * Ds / p->rate) * 1e9;
+            if (x >= (double)D)
+                break;
+            if (push(t, (int64_t)x, 0, 1, errbuf, errcap) != 0)
+                return -1;
+        }
+        break;
+    }
+    case TRAFFIC_FILE:
+        break;
+    }
+    return 0;
+}
