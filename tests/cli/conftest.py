@@ -1,0 +1,155 @@
+"""The harness for the CLI's tests: they run the built `sluice` binary.
+
+The binary: $SLUICE, else build/asan/bin/sluice (ASan+UBSan watch it), else
+build/bin/sluice. `take` and `bench` against a server use a real sluiced ($SLUICED,
+else build/asan/bin/sluiced, else build/bin/sluiced) started on a free 127.0.0.1
+port with --http-port 0 and stopped by its PID.
+
+Run: /usr/bin/python3 -m pytest -q tests/cli
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+def _binary(env, name):
+    p = os.environ.get(env)
+    if p:
+        return p if os.path.isabs(p) else os.path.join(ROOT, p)
+    for cand in ("build/asan/bin/" + name, "build/bin/" + name):
+        full = os.path.join(ROOT, cand)
+        if os.access(full, os.X_OK):
+            return full
+    return os.path.join(ROOT, "build/bin/" + name)
+
+
+SLUICE = _binary("SLUICE", "sluice")
+
+
+def run(*args, check=None, timeout=120, cwd=None):
+    """Runs `sluice ARGS`; asserts no sanitizer report; check=N asserts the exit status."""
+    if not os.access(SLUICE, os.X_OK):
+        pytest.fail("sluice is not built: %s (run make; or set SLUICE=path)" % SLUICE)
+    env = dict(os.environ)
+    env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
+    env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    p = subprocess.run([SLUICE] + [str(a) for a in args], capture_output=True, text=True,
+                       timeout=timeout, env=env, cwd=cwd)
+    for mark in SANITIZER_MARKS:
+        assert mark not in p.stderr, p.stderr
+    if check is not None:
+        assert p.returncode == check, "exit %d, stdout:\n%s\nstderr:\n%s" % (
+            p.returncode, p.stdout, p.stderr)
+    return p
+
+
+def parse_table(out):
+    """The simulate table as {name: {column: value}} (ints, the ratio a float, '-' kept)."""
+    lines = out.splitlines()
+    i = next(k for k, l in enumerate(lines) if l.startswith("algorithm "))
+    cols = lines[i].split()
+    rows = {}
+    for l in lines[i + 1:]:
+        if not l.strip():
+            break
+        vals = l.split()
+        row = {}
+        for c, v in zip(cols[1:], vals[1:]):
+            if v == "-":
+                row[c] = None
+            elif c == "ratio" or "_ms" in c:
+                row[c] = float(v)
+            else:
+                row[c] = int(v)
+        rows[vals[0]] = row
+    return rows
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _ping(port):
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+class Sluiced:
+    def __init__(self, http=False):
+        self.http = http
+        self.http_port = 0
+        self.binary = _binary("SLUICED", "sluiced")
+        self.dir = tempfile.mkdtemp(prefix="sluice-cli-")
+        self.proc = None
+        self.port = None
+        self.err = os.path.join(self.dir, "sluiced.stderr")
+
+    def start(self):
+        if not os.access(self.binary, os.X_OK):
+            pytest.fail("sluiced is not built: %s" % self.binary)
+        for _ in range(3):
+            self.port = free_port()
+            self.http_port = free_port() if self.http else 0
+            with open(self.err, "wb") as e:
+                self.proc = subprocess.Popen(
+                    [self.binary, "--port", str(self.port), "--http-port", str(self.http_port),
+                     "--threads", "2",
+                     "--bind", "127.0.0.1"], stdin=subprocess.DEVNULL, stdout=e, stderr=e,
+                    cwd=self.dir)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                if _ping(self.port):
+                    return self
+                time.sleep(0.02)
+            if self.proc.poll() is None:
+                self.stop(check=False)
+                break
+        pytest.fail("sluiced did not start; stderr:\n" + self.stderr())
+
+    def stderr(self):
+        try:
+            with open(self.err, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def stop(self, check=True):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(timeout=10)
+        if check:
+            err = self.stderr()
+            assert self.proc.returncode == 0, err
+            for mark in SANITIZER_MARKS:
+                assert mark not in err, err
+
+    @property
+    def addr(self):
+        return "127.0.0.1:%d" % self.port
+
+
+@pytest.fixture(scope="module")
+def sluiced():
+    s = Sluiced().start()
+    yield s
+    s.stop()

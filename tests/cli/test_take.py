@@ -1,0 +1,141 @@
+"""`sluice take`: in-process, and against a real sluiced."""
+
+import re
+
+import pytest
+
+from conftest import Sluiced, run
+
+
+def fields(out):
+    """The decision block: {name: int}."""
+    d = {}
+    for line in out.splitlines():
+        m = re.match(r"^(allowed|limit|remaining|retry_after_ms|reset_after_ms|delay_ms)\s+(-?\d+)$",
+                     line)
+        if m:
+            d[m.group(1)] = int(m.group(2))
+    return d
+
+
+def headers(out):
+    h = {}
+    for line in out.splitlines():
+        if ": " in line and not line.startswith("take "):
+            k, v = line.split(": ", 1)
+            h[k] = v
+    return h
+
+
+def test_in_process_first_take_is_allowed():
+    p = run("take", "user:42", "--limit", 10, "--period", "1m", check=0)
+    d = fields(p.stdout)
+    assert d == {"allowed": 1, "limit": 10, "remaining": 9, "retry_after_ms": 0,
+                 "reset_after_ms": 6000}
+    assert "HTTP/1.1 200 OK" in p.stdout
+    h = headers(p.stdout)
+    assert h["X-RateLimit-Limit"] == "10"
+    assert h["X-RateLimit-Remaining"] == "9"
+    assert h["X-RateLimit-Reset"] == "6"
+    assert h["RateLimit-Policy"] == '"default";q=10;w=60'
+    assert h["RateLimit"] == '"default";r=9;t=6'
+    assert "Retry-After" not in h
+
+
+def test_in_process_repeat_until_rejected():
+    p = run("take", "k", "--limit", 3, "--period", "10s", "--repeat", 5, check=0)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("take ")]
+    assert [l.split()[2] for l in lines] == ["allowed", "allowed", "allowed", "rejected", "rejected"]
+    d = fields(p.stdout)
+    assert d["allowed"] == 0 and d["remaining"] == 0
+    assert 3300 <= d["retry_after_ms"] <= 3334
+    assert "HTTP/1.1 429 Too Many Requests" in p.stdout
+    assert headers(p.stdout)["Retry-After"] == "4"
+
+
+@pytest.mark.parametrize("alg", ["gcra", "token_bucket", "leaky_bucket", "fixed_window",
+                                 "sliding_log", "sliding_window"])
+def test_in_process_every_algorithm(alg):
+    p = run("take", "k", "--limit", 2, "--period", "1s", "--algorithm", alg, "--repeat", 3, check=0)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("take ")]
+    assert [l.split()[2] for l in lines] == ["allowed", "allowed", "rejected"]
+    assert ("delay_ms" in p.stdout) == (alg == "leaky_bucket")
+
+
+def test_in_process_cost_beyond_burst_never_fits():
+    p = run("take", "k", "--limit", 5, "--period", "1s", "--cost", 6, check=0)
+    d = fields(p.stdout)
+    assert d["allowed"] == 0 and d["retry_after_ms"] == -1
+    assert "Retry-After" not in headers(p.stdout)
+
+
+def test_fractional_period_policy_header():
+    p = run("take", "k", "--limit", 10, "--period", "500ms", check=0)
+    assert headers(p.stdout)["RateLimit-Policy"] == '"default";q=20;w=1'
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--limit", "3", "--period", "1s"], "KEY"),
+    (["k", "--period", "1s"], "--limit"),
+    (["k", "--limit", "3"], "--period"),
+    (["k", "--limit", "3", "--period", "1s", "--algorithm", "concurrency"], "--algorithm"),
+    (["k", "--limit", "3", "--period", "1s", "--cost", "-2"], "--cost"),
+    (["k", "--limit", "3", "--period", "1s", "--repeat", "0"], "--repeat"),
+    (["k", "--limit", "3", "--period", "1s", "--http"], "--http"),
+    (["k", "j", "--limit", "3", "--period", "1s"], "'j'"),
+    (["k", "--limit", "3", "--period", "1s", "--nope"], "--nope"),
+    (["--server", "127.0.0.1:1", "k", "--limit", "3", "--period", "1500us"], "--period"),
+])
+def test_bad_flags(args, flag):
+    p = run("take", *args, check=2)
+    assert flag in p.stderr
+
+
+def test_unreachable_server_fails_with_1():
+    from conftest import free_port
+    p = run("take", "--server", "127.0.0.1:%d" % free_port(), "k", "--limit", 3, "--period", "1s",
+            check=1)
+    assert "cannot connect" in p.stderr
+
+
+def test_against_sluiced_resp(sluiced):
+    p = run("take", "--server", sluiced.addr, "cli:take:1", "--limit", 3, "--period", "10s",
+            "--repeat", 4, check=0)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("take ")]
+    assert [l.split()[2] for l in lines] == ["allowed", "allowed", "allowed", "rejected"]
+    d = fields(p.stdout)
+    assert d["allowed"] == 0 and d["limit"] == 3 and d["remaining"] == 0
+    assert 0 < d["retry_after_ms"] <= 3334
+    assert "HTTP/1.1 429 Too Many Requests" in p.stdout
+    # The state lives in the server: another take still sees the key spent.
+    p = run("take", "--server", sluiced.addr, "cli:take:1", "--limit", 3, "--period", "10s", check=0)
+    assert fields(p.stdout)["allowed"] == 0
+
+
+@pytest.mark.parametrize("alg", ["sliding_window", "leaky_bucket", "fixed_window"])
+def test_against_sluiced_algorithms(sluiced, alg):
+    p = run("take", "--server", sluiced.addr, "cli:take:" + alg, "--limit", 5, "--period", "1m",
+            "--algorithm", alg, "--cost", 2, check=0)
+    d = fields(p.stdout)
+    assert d["allowed"] == 1 and d["limit"] == 5 and d["remaining"] == 3
+
+
+def test_against_sluiced_error_reply(sluiced):
+    # A key longer than the server's 512 bytes: the server's ERR is shown, exit 1.
+    p = run("take", "--server", sluiced.addr, "k" * 600, "--limit", 3, "--period", "1s", check=1)
+    assert "ERR" in p.stderr
+
+
+def test_against_sluiced_http():
+    s = Sluiced(http=True).start()
+    try:
+        p = run("take", "--server", "127.0.0.1:%d" % s.http_port, "--http", "cli:http",
+                "--limit", 2, "--period", 60, check=0)
+        first = p.stdout.splitlines()[0]
+        if first.startswith("HTTP/1.1 501"):
+            pytest.skip("this sluiced does not serve /v1/check yet")
+        assert first == "HTTP/1.1 200 OK"
+        assert "X-RateLimit-Limit: 2" in p.stdout
+        assert '"allowed":true' in p.stdout
+    finally:
+        s.stop()
