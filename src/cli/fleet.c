@@ -10,9 +10,15 @@
  *   sync     each node decides on its own copy of the state; every
  *            --sync-interval the copies are merged: every take the nodes
  *            admitted since the last merge is replayed, in time order, on the
- *            shared state (a take the shared state refuses cannot be charged:
- *            that is the overshoot), and every node starts the next interval
- *            from the merged state
+ *            shared state, and every node starts the next interval from the
+ *            merged state. A take the shared state cannot absorb yet (the
+ *            nodes together admitted more than the limit allowed: that is the
+ *            overshoot) stays owed, and is charged at the following merges,
+ *            before anything else fits; while anything is owed, every node
+ *            refuses (the merged count says the fleet is over its limit). As
+ *            with a backend that pushes counts, the fleet pays its overshoot
+ *            back: on average it keeps the rate, and it overshoots in bursts
+ *            of up to N times what was left at a merge
  *   route    each key is owned by one node (a hash of the key): exact per
  *            key, as central, without a shared store
  *
@@ -89,16 +95,18 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
     unsigned char *merged = sync ? calloc(1, per_node) : NULL;
     sim_admit *adm = malloc((tr->n ? tr->n : 1) * sizeof *adm);
     sim_admit *pending = sync ? malloc((tr->n ? tr->n : 1) * sizeof *pending) : NULL;
-    if (!states || (sync && (!merged || !pending)) || !adm || sim_result_alloc(s, r) != 0) {
+    sim_admit *owed = sync ? malloc((tr->n ? tr->n : 1) * sizeof *owed) : NULL;
+    if (!states || (sync && (!merged || !pending || !owed)) || !adm || sim_result_alloc(s, r) != 0) {
         snprintf(errbuf, errcap, "out of memory");
         free(states);
         free(merged);
         free(adm);
         free(pending);
+        free(owed);
         free(lims);
         return -1;
     }
-    size_t nadm = 0, npend = 0;
+    size_t nadm = 0, npend = 0, nowed = 0;
     int64_t next_sync = sync_ns;
     for (size_t i = 0; i < tr->n; i++) {
         const sim_event *e = &tr->ev[i];
@@ -107,13 +115,23 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
             node = (int)(hash_key(tr->keys[e->key]) % (uint64_t)nodes);
         if (sync) {
             while (e->t_ns >= next_sync) {
-                /* The merge: replay the interval's takes on the shared state,
-                 * then hand every node a copy. */
-                for (size_t k = 0; k < npend; k++) {
+                /* The merge: replay the interval's takes on the shared state
+                 * at their own times, then what is owed, at the merge's time
+                 * (so that time never goes backwards for a state); what still
+                 * does not fit stays owed. Then hand every node a copy. */
+                size_t still = 0;
+                for (size_t k = 0; k < npend + nowed; k++) {
+                    bool late = k >= npend;
+                    sim_admit *a = late ? &owed[k - npend] : &pending[k];
                     sl_decision d;
-                    sl_take(&lims[0], merged + (size_t)pending[k].key * sz, pending[k].t_ns,
-                            pending[k].cost, &d);
+                    sl_take(&lims[0], merged + (size_t)a->key * sz, late ? next_sync : a->t_ns,
+                            a->cost, &d);
+                    /* A cost that can never fit cannot be owed (no node admits one). */
+                    if (!d.allowed && d.retry_after_ns != SL_NEVER)
+                        pending[still++] = *a; /* compacted in place: still <= k */
                 }
+                memcpy(owed, pending, still * sizeof *owed);
+                nowed = still;
                 npend = 0;
                 for (int n = 0; n < nodes; n++)
                     memcpy(states + (size_t)n * per_node, merged, per_node);
@@ -123,13 +141,20 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
         int ln = copies == 1 ? 0 : node;
         const sl_limit *l = split ? &lims[node] : &lims[0];
         sl_decision d;
-        int rc = sl_take(l, states + (size_t)ln * per_node + (size_t)e->key * sz, e->t_ns, e->cost, &d);
+        /* A cost of 0 peeks: it consumes nothing, so a node in debt may peek. */
+        int rc = sl_peek(l, states + (size_t)ln * per_node + (size_t)e->key * sz, e->t_ns, 0, &d);
+        if (!(sync && nowed > 0 && e->cost > 0))
+            rc = sl_take(l, states + (size_t)ln * per_node + (size_t)e->key * sz, e->t_ns, e->cost,
+                         &d);
+        else
+            d.allowed = false;
         if (rc != SL_OK) {
             snprintf(errbuf, errcap, "%s: request %zu: %s", strategy, i + 1, sl_strerror(rc));
             free(states);
             free(merged);
             free(adm);
             free(pending);
+            free(owed);
             free(lims);
             return -1;
         }
@@ -154,6 +179,7 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
     free(merged);
     free(adm);
     free(pending);
+    free(owed);
     free(lims);
     return rc;
 }

@@ -276,19 +276,39 @@ def test_unwritable_output_fails_with_1(tmp_path):
 
 
 def test_fleet_strategies():
-    t = simulate("--limit", 100, "--period", "1s", "--traffic", "poisson", "--rate", 300,
-                 "--nodes", 4, "--strategy", "all", "--sync-interval", "200ms")
+    args = ["--limit", 100, "--period", "1s", "--traffic", "poisson", "--rate", 300, "--seed", 3]
+    t = simulate(*args, "--nodes", 4, "--strategy", "all", "--sync-interval", "250ms")
     assert list(t) == ["central", "sync", "split", "route"]
     # central and route are exact per key: the same decisions as one limiter.
-    one = simulate("--limit", 100, "--period", "1s", "--traffic", "poisson", "--rate", 300,
-                   "--algorithms", "gcra")
-    assert t["central"]["admitted"] == one["gcra"]["admitted"]
-    assert t["route"]["admitted"] == one["gcra"]["admitted"]
-    assert t["central"]["max_in_period"] <= 200
-    # sync lets through more than the limit allows: each node spends its copy.
-    assert t["sync"]["max_in_period"] > t["central"]["max_in_period"]
-    # split: each node limit/4 with burst/4: never more than the whole limit allows.
+    one = simulate(*args, "--algorithms", "gcra")
+    for s in ("central", "route"):
+        assert t[s]["admitted"] == one["gcra"]["admitted"]
+        assert t[s]["max_in_period"] == one["gcra"]["max_in_period"] <= 200
+    # split: each node limit/4 and burst/4: the whole limit's bound holds.
     assert t["split"]["max_in_period"] <= 200
+    # sync overshoots in bursts, and pays it back: on average it keeps the rate.
+    assert t["sync"]["max_in_period"] > 200
+    assert t["sync"]["admitted"] <= 1.1 * t["central"]["admitted"]
+
+
+def test_fleet_strategies_exact_window():
+    args = ["--limit", 100, "--period", "1s", "--traffic", "steady", "--rate", 400,
+            "--algorithms", "sliding_log", "--nodes", 4, "--sync-interval", "200ms"]
+    t = simulate(*args, "--strategy", "all")
+    assert t["central"]["max_in_period"] == t["route"]["max_in_period"] == 100
+    assert t["split"]["max_in_period"] <= 100
+    assert t["sync"]["max_in_period"] > 100
+    assert t["sync"]["max_in_period"] <= 4 * 100
+
+
+def test_fleet_route_spreads_keys(tmp_path):
+    trace = tmp_path / "keys.txt"
+    trace.write_text("".join("%dms user%d\n" % (i, i % 7) for i in range(0, 5000, 3)))
+    t = simulate("--limit", 10, "--period", "1s", "--traffic", trace, "--nodes", 3,
+                 "--strategy", "all", "--algorithms", "sliding_log")
+    one = simulate("--limit", 10, "--period", "1s", "--traffic", trace, "--algorithms", "sliding_log")
+    assert t["route"]["admitted"] == t["central"]["admitted"] == one["sliding_log"]["admitted"]
+    assert t["route"]["max_in_period"] <= 10
 
 
 def test_fleet_sync_overshoot_shrinks_with_the_interval():
