@@ -56,7 +56,15 @@ def test_periodic_snapshot_survives_sigkill(make_server, tmp_path):
             pass
         assert time.monotonic() < deadline, "no periodic snapshot within 10 s at --snapshot-interval 1"
         time.sleep(0.05)
-    time.sleep(0.2)  # let a write in progress finish (the file is renamed into place, or not)
+    # a write in progress: wait until the file stops changing (bounded)
+    last = None
+    while True:
+        st = os.stat(snap)
+        if (st.st_size, st.st_mtime_ns) == last:
+            break
+        last = (st.st_size, st.st_mtime_ns)
+        assert time.monotonic() < deadline + 5, "the snapshot file kept changing"
+        time.sleep(0.1)
     s.kill()  # no SIGTERM: only the periodic snapshot can carry the state over
     s2 = make_server(args=["--snapshot", snap])
     with s2.conn() as c:
