@@ -143,6 +143,15 @@ class Sluiced:
             for mark in SANITIZER_MARKS:
                 assert mark not in err, err
 
+    def require_http(self):
+        """Skips the test when this sluiced does not listen for HTTP (the HTTP face may not
+        be built into it yet); stops the server first."""
+        try:
+            socket.create_connection(("127.0.0.1", self.http_port), timeout=2.0).close()
+        except OSError:
+            self.stop()
+            pytest.skip("this sluiced does not listen for HTTP on --http-port")
+
     @property
     def addr(self):
         return "127.0.0.1:%d" % self.port

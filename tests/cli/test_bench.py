@@ -62,6 +62,7 @@ def test_cost_beyond_the_limit_is_never_allowed(sluiced):
 
 def test_http_bench():
     s = Sluiced(http=True).start()
+    s.require_http()
     try:
         p = run("bench", "--server", "127.0.0.1:%d" % s.http_port, "--http", "--duration", 1,
                 "--connections", 2, "--pipeline", 2, "--limit", 100, "--keys", 1)

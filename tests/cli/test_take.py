@@ -128,6 +128,7 @@ def test_against_sluiced_error_reply(sluiced):
 
 def test_against_sluiced_http():
     s = Sluiced(http=True).start()
+    s.require_http()
     try:
         p = run("take", "--server", "127.0.0.1:%d" % s.http_port, "--http", "cli:http",
                 "--limit", 2, "--period", 60, check=0)
