@@ -159,6 +159,23 @@ static int64_t percentile(const int64_t *v, size_t n, unsigned permille)
     return v[rank - 1];
 }
 
+/* Writes a CSV field, quoted (RFC 4180) when it holds a comma or a quote:
+ * trace keys may hold either. */
+static void csv_field(FILE *f, const char *v)
+{
+    if (!strpbrk(v, ",\"")) {
+        fputs(v, f);
+        return;
+    }
+    fputc('"', f);
+    for (; *v; v++) {
+        if (*v == '"')
+            fputc('"', f);
+        fputc(*v, f);
+    }
+    fputc('"', f);
+}
+
 /* Runs one algorithm over the traffic. Returns 0, or -1 with errbuf. */
 static int run_one(const sim_setup *s, sim_result *r, FILE *events, char *errbuf, size_t errcap)
 {
@@ -206,10 +223,12 @@ static int run_one(const sim_setup *s, sim_result *r, FILE *events, char *errbuf
             r->rejected++;
             r->b_rejected[b]++;
         }
-        if (events)
-            fprintf(events, "%s,%lld,%s,%lld,%d,%lld\n", r->name, (long long)e->t_ns,
-                    tr->keys[e->key], (long long)e->cost, d.allowed ? 1 : 0,
+        if (events) {
+            fprintf(events, "%s,%lld,", r->name, (long long)e->t_ns);
+            csv_field(events, tr->keys[e->key]);
+            fprintf(events, ",%lld,%d,%lld\n", (long long)e->cost, d.allowed ? 1 : 0,
                     (long long)d.delay_ns);
+        }
     }
     free(states);
     if (shaper)

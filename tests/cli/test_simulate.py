@@ -218,6 +218,17 @@ def test_trace_file_errors_name_the_line(tmp_path, content, line, words):
     assert words in p.stderr
 
 
+def test_events_quote_keys_with_commas(tmp_path):
+    trace = tmp_path / "t.txt"
+    trace.write_text('0 a,b\n1 "q"\n2 plain 2\n')
+    ev = tmp_path / "ev.csv"
+    run("simulate", "--limit", 3, "--period", "1s", "--traffic", trace, "--algorithms", "gcra",
+        "--events", ev, check=0)
+    rows = read_events(ev)
+    assert [r["key"] for r in rows] == ["a,b", '"q"', "plain"]
+    assert [r["cost"] for r in rows] == ["1", "1", "2"]
+
+
 def test_trace_file_missing_or_empty(tmp_path):
     p = run("simulate", "--limit", 3, "--period", "1s", "--traffic", tmp_path / "nope.txt", check=2)
     assert "nope.txt" in p.stderr
