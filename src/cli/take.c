@@ -17,6 +17,7 @@
 static const char take_usage[] =
     "usage: sluice take [--server HOST:PORT [--http]] KEY --limit N --period DURATION\n"
     "                   [--burst B] [--cost C] [--algorithm A] [--repeat N]\n"
+    "                   [--command sl.take|cl.throttle]\n"
     "\n"
     "Takes COST units from KEY under a limit of N per period, and prints the\n"
     "decision and the headers an HTTP client would receive (200 or 429,\n"
@@ -35,6 +36,10 @@ static const char take_usage[] =
     "                      sliding_log, sliding_window\n"
     "  --repeat N          take N times in a row (default 1): a line per take, then\n"
     "                      the last decision in full\n"
+    "  --command cl.throttle\n"
+    "                      redis-cell's form: CL.THROTTLE KEY B-1 N P C (P whole\n"
+    "                      seconds), in-process with the same arithmetic; prints\n"
+    "                      its five integers\n"
     "\n"
     "Exit status: 0 when the takes were answered (allowed or not), 1 when the\n"
     "server could not be asked, 2 for a usage error.\n"
@@ -42,6 +47,7 @@ static const char take_usage[] =
     "examples:\n"
     "  sluice take user:42 --limit 10 --period 1m\n"
     "  sluice take user:42 --limit 3 --period 10s --repeat 5\n"
+    "  sluice take user123 --command cl.throttle --burst 16 --limit 30 --period 60\n"
     "  sluice take --server 127.0.0.1:7379 user:42 --limit 100 --period 1m --algorithm sliding_window\n"
     "  sluice take --server 127.0.0.1:7380 --http user:42 --limit 100 --period 60\n";
 
@@ -200,6 +206,28 @@ static int decision_from_reply(const sl_resp_reply *rep, sl_decision *d, char *e
     return 0;
 }
 
+/* Reads CL.THROTTLE's array of 5 integers. */
+static int cell_from_reply(const sl_resp_reply *rep, int64_t v[5], char *errbuf, size_t errcap)
+{
+    const sl_resp_value *root = &rep->nodes[0];
+    if (root->type == SL_RESP_ERR) {
+        snprintf(errbuf, errcap, "server: %.*s", (int)root->len, root->str);
+        return -1;
+    }
+    if (root->type != SL_RESP_ARRAY || root->count != 5 || rep->count != 6) {
+        snprintf(errbuf, errcap, "unexpected reply to CL.THROTTLE (type '%c')", (char)root->type);
+        return -1;
+    }
+    for (int i = 0; i < 5; i++) {
+        if (rep->nodes[1 + i].type != SL_RESP_INT) {
+            snprintf(errbuf, errcap, "unexpected reply to CL.THROTTLE (item %d)", i + 1);
+            return -1;
+        }
+        v[i] = rep->nodes[1 + i].integer;
+    }
+    return 0;
+}
+
 /* ---- HTTP: GET /v1/check ---- */
 
 /* Appends s percent-encoded (all but unreserved characters) to out. */
@@ -284,7 +312,28 @@ static int http_take(const char *server, const char *key, const char *limit, int
     return CLI_EXIT_OK;
 }
 
-enum { T_SERVER, T_HTTP, T_LIMIT, T_PERIOD, T_BURST, T_COST, T_ALG, T_REPEAT, T_COUNT };
+enum { T_SERVER, T_HTTP, T_LIMIT, T_PERIOD, T_BURST, T_COST, T_ALG, T_REPEAT, T_CMD, T_COUNT };
+
+/* CL.THROTTLE's five integers, as redis-cell's users read them. */
+static void print_cell(const int64_t v[5])
+{
+    printf("limited          %lld\n", (long long)v[0]);
+    printf("limit            %lld\n", (long long)v[1]);
+    printf("remaining        %lld\n", (long long)v[2]);
+    printf("retry_after_s    %lld\n", (long long)v[3]);
+    printf("reset_after_s    %lld\n", (long long)v[4]);
+}
+
+/* A decision from CL.THROTTLE's reply (seconds), for the headers. */
+static void decision_from_cell(const int64_t v[5], sl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    d->allowed = v[0] == 0;
+    d->limit = v[1];
+    d->remaining = v[2];
+    d->retry_after_ns = d->allowed ? 0 : v[3] < 0 ? SL_NEVER : v[3] * 1000000000;
+    d->reset_after_ns = v[4] * 1000000000;
+}
 
 int cmd_take(int argc, char **argv)
 {
@@ -293,6 +342,7 @@ int cmd_take(int argc, char **argv)
         [T_LIMIT] = {"--limit", true, NULL, false},   [T_PERIOD] = {"--period", true, NULL, false},
         [T_BURST] = {"--burst", true, NULL, false},   [T_COST] = {"--cost", true, NULL, false},
         [T_ALG] = {"--algorithm", true, NULL, false}, [T_REPEAT] = {"--repeat", true, NULL, false},
+        [T_CMD] = {"--command", true, NULL, false},
     };
     char *pos[1];
     size_t npos;
@@ -360,8 +410,27 @@ int cmd_take(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
+    bool cell = false;
+    if (fl[T_CMD].seen) {
+        if (strcmp(fl[T_CMD].value, "cl.throttle") == 0)
+            cell = true;
+        else if (strcmp(fl[T_CMD].value, "sl.take") != 0) {
+            cli_usage_error("take", "--command: '%s' is not sl.take or cl.throttle", fl[T_CMD].value);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (cell && (fl[T_ALG].seen || fl[T_HTTP].seen || period % 1000000000 != 0 ||
+                 period / 1000000000 > INT32_MAX)) {
+        cli_usage_error("take", "--command cl.throttle: %s",
+                        fl[T_ALG].seen   ? "--algorithm does not apply (CL.THROTTLE is gcra)"
+                        : fl[T_HTTP].seen ? "a RESP command: not with --http"
+                                          : "--period must be whole seconds");
+        return CLI_EXIT_USAGE;
+    }
     sl_limit lim;
-    int rc = sl_limit_init(&lim, alg, limit, period, burst);
+    /* CL.THROTTLE key max_burst count period: max_burst = burst - 1, count = limit. */
+    int rc = cell ? sl_limit_init_cell(&lim, (burst ? burst : limit) - 1, limit, period / 1000000000)
+                  : sl_limit_init(&lim, alg, limit, period, burst);
     if (rc != SL_OK) {
         cli_usage_error("take", "the limit is invalid: %s", sl_strerror(rc));
         return CLI_EXIT_USAGE;
@@ -398,6 +467,16 @@ int cmd_take(int argc, char **argv)
                 print_short(i, &d);
         }
         sl_store_free(st);
+        if (cell) {
+            int64_t v[5];
+            sl_cell_reply(&d, v);
+            if (repeat > 1)
+                putchar('\n');
+            print_cell(v);
+            putchar('\n');
+            print_headers(&d, limit, period);
+            return CLI_EXIT_OK;
+        }
     } else {
         char err[256];
         int fd = cli_connect(fl[T_SERVER].value, 5000, err, sizeof err);
@@ -414,10 +493,30 @@ int cmd_take(int argc, char **argv)
                               {pbuf, strlen(pbuf)}, {"BURST", 5},    {bbuf, strlen(bbuf)},
                               {"COST", 4},         {cbuf, strlen(cbuf)}, {"ALGORITHM", 9},
                               {an, strlen(an)}};
+        char mb[24], cnt[24], ps[24];
+        snprintf(mb, sizeof mb, "%lld", (long long)((burst ? burst : limit) - 1));
+        snprintf(cnt, sizeof cnt, "%lld", (long long)limit);
+        snprintf(ps, sizeof ps, "%lld", (long long)(period / 1000000000));
+        sl_resp_slice cv[] = {{"CL.THROTTLE", 11}, {key, keylen},     {mb, strlen(mb)},
+                              {cnt, strlen(cnt)},  {ps, strlen(ps)},  {cbuf, strlen(cbuf)}};
         char rbuf[8192];
         sl_resp_value nodes[64];
         sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 64};
+        int64_t v[5] = {0, 0, 0, 0, 0};
         for (int64_t i = 1; i <= repeat; i++) {
+            if (cell) {
+                if (resp_call(fd, cv, 6, rbuf, sizeof rbuf, &rep, err, sizeof err) != 0 ||
+                    cell_from_reply(&rep, v, err, sizeof err) != 0) {
+                    cli_error("take", "%s: %s", fl[T_SERVER].value, err);
+                    close(fd);
+                    return CLI_EXIT_FAIL;
+                }
+                decision_from_cell(v, &d);
+                if (repeat > 1)
+                    printf("take %lld: %lld %lld %lld %lld %lld\n", (long long)i, (long long)v[0],
+                           (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
+                continue;
+            }
             if (resp_call(fd, av, sizeof av / sizeof av[0], rbuf, sizeof rbuf, &rep, err,
                           sizeof err) != 0 ||
                 decision_from_reply(&rep, &d, err, sizeof err) != 0) {
@@ -429,6 +528,14 @@ int cmd_take(int argc, char **argv)
                 print_short(i, &d);
         }
         close(fd);
+        if (cell) {
+            if (repeat > 1)
+                putchar('\n');
+            print_cell(v);
+            putchar('\n');
+            print_headers(&d, limit, period);
+            return CLI_EXIT_OK;
+        }
     }
     if (repeat > 1)
         putchar('\n');

@@ -140,3 +140,49 @@ def test_against_sluiced_http():
         assert '"allowed":true' in p.stdout
     finally:
         s.stop()
+
+
+def cell(out):
+    d = {}
+    for line in out.splitlines():
+        m = re.match(r"^(limited|limit|remaining|retry_after_s|reset_after_s)\s+(-?\d+)$", line)
+        if m:
+            d[m.group(1)] = int(m.group(2))
+    return [d["limited"], d["limit"], d["remaining"], d["retry_after_s"], d["reset_after_s"]]
+
+
+def test_cl_throttle_in_process_as_redis_cell():
+    # redis-cell's README: CL.THROTTLE user123 15 30 60 1 -> 0 16 15 -1 2
+    p = run("take", "user123", "--command", "cl.throttle", "--burst", 16, "--limit", 30,
+            "--period", 60, check=0)
+    assert cell(p.stdout) == [0, 16, 15, -1, 2]
+    assert headers(p.stdout)["X-RateLimit-Limit"] == "16"
+
+
+def test_cl_throttle_against_sluiced(sluiced):
+    p = run("take", "--server", sluiced.addr, "cli:cell", "--command", "cl.throttle", "--burst", 16,
+            "--limit", 30, "--period", 60, check=0)
+    assert cell(p.stdout) == [0, 16, 15, -1, 2]
+    p = run("take", "--server", sluiced.addr, "cli:cell2", "--command", "cl.throttle", "--limit", 2,
+            "--period", 3600, "--repeat", 3, check=0)
+    lines = [l for l in p.stdout.splitlines() if l.startswith("take ")]
+    assert [l.split()[2] for l in lines] == ["0", "0", "1"]
+    v = cell(p.stdout)
+    assert v[0] == 1 and v[1] == 2 and v[2] == 0 and v[3] > 0
+    assert "HTTP/1.1 429 Too Many Requests" in p.stdout
+
+
+@pytest.mark.parametrize("extra,flag", [
+    (["--algorithm", "gcra"], "--algorithm"),
+    (["--period", "1500ms"], "--period"),
+    (["--server", "127.0.0.1:1", "--http"], "--http"),
+    (["--command", "cl.thrott"], "--command"),
+])
+def test_cl_throttle_bad_flags(extra, flag):
+    args = ["k", "--command", "cl.throttle", "--limit", 3, "--period", 60]
+    if "--command" in extra:
+        args = ["k", "--limit", 3, "--period", 60]
+    if "--period" in extra:
+        args = ["k", "--command", "cl.throttle", "--limit", 3]
+    p = run("take", *(args + extra), check=2)
+    assert flag in p.stderr
