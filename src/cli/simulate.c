@@ -454,8 +454,10 @@ int cmd_simulate(int argc, char **argv)
     }
     if (!fl[F_TRAFFIC].seen || tp.kind != TRAFFIC_FILE) {
         if (rate * ((double)duration / 1e9) > (double)TRAFFIC_MAX_EVENTS * 1.01) {
-            cli_usage_error("simulate", "--rate x --duration is more than %u requests",
-                            TRAFFIC_MAX_EVENTS);
+            cli_usage_error("simulate",
+                            "--rate x --duration is more than %u requests (%g per second%s): "
+                            "lower --rate or --duration",
+                            TRAFFIC_MAX_EVENTS, rate, fl[F_RATE].seen ? "" : ", twice the limit");
             return CLI_EXIT_USAGE;
         }
     }
