@@ -12,8 +12,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
+#include "policy/config.h"
 #include "redis_module/module.h"
 
 #define SLM_API_DEFINE(ret, name, params) ret(*RedisModule_##name) params;
@@ -41,6 +43,7 @@ int slm_init_api(RedisModuleCtx *ctx, const char *name, int version)
 
 static uint64_t slm_lease_key[2];  /* drawn at load: lease ids are unguessable */
 static sl_limit_cache slm_limits;  /* prepared limits, as each sluiced worker keeps */
+static sl_config *slm_config;      /* CONFIG path: the policies of SL.POLICY; NULL = none */
 
 /* ---- the reply sink ---- */
 
@@ -132,7 +135,7 @@ static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleStrin
         .ex = &m,
         .lease_key = slm_lease_key,
         .limit_cache = &slm_limits,
-        .config = NULL, /* no policies in the module: SL.POLICY answers unknown policy */
+        .config = slm_config, /* NULL without CONFIG: SL.POLICY answers unknown policy */
         .face = &m,
     };
     sl_command_call(cmd, &c, argc, slices);
@@ -220,12 +223,62 @@ static const RedisModuleCmdFunc slm_callbacks[SLM_MAX_COMMANDS] = {
 
 /* ---- loading ---- */
 
+/*
+ * Module arguments: nothing, or CONFIG <path> (the YAML file of
+ * docs/configuration.md: SL.POLICY's policies, loaded once; a new file needs
+ * MODULE UNLOAD and MODULE LOAD). Anything else refuses the load, so that a
+ * typo is not silently ignored. Returns REDISMODULE_OK or logs why not.
+ */
+static int slm_parse_args(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    for (int i = 0; i < argc; i += 2) {
+        size_t len, vlen;
+        const char *opt = RedisModule_StringPtrLen(argv[i], &len);
+        if (len != 6 || strncasecmp(opt, "CONFIG", 6) != 0 || i + 1 >= argc) {
+            RedisModule_Log(ctx, "warning", "sluice: unknown module arguments: use CONFIG <path> "
+                                            "or nothing");
+            return REDISMODULE_ERR;
+        }
+        /* A policy's keys come from its template and its global limit, not from
+         * the command's arguments: Redis Cluster could not route them. */
+        if (RedisModule_GetContextFlags(ctx) & REDISMODULE_CTX_FLAGS_CLUSTER) {
+            RedisModule_Log(ctx, "warning", "sluice: CONFIG (SL.POLICY) is not supported in Redis "
+                                            "Cluster: a policy's keys are not the command's keys");
+            return REDISMODULE_ERR;
+        }
+        const char *val = RedisModule_StringPtrLen(argv[i + 1], &vlen);
+        char path[4096], err[512];
+        if (vlen == 0 || vlen >= sizeof path) {
+            RedisModule_Log(ctx, "warning", "sluice: CONFIG needs a path");
+            return REDISMODULE_ERR;
+        }
+        memcpy(path, val, vlen);
+        path[vlen] = '\0';
+        sl_config *cfg;
+        if (sl_config_load(path, &cfg, err, sizeof err) != 0) {
+            RedisModule_Log(ctx, "warning", "sluice: %s", err);
+            return REDISMODULE_ERR;
+        }
+        sl_config_free(slm_config);
+        slm_config = cfg;
+    }
+    return REDISMODULE_OK;
+}
+
+int RedisModule_OnUnload(RedisModuleCtx *ctx)
+{
+    sl_config_free(slm_config);
+    slm_config = NULL;
+    return REDISMODULE_OK;
+}
+
 int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
 {
     if (slm_init_api(ctx, "sluice", 1) != REDISMODULE_OK)
         return REDISMODULE_ERR;
-    if (argc > 0) {
-        RedisModule_Log(ctx, "warning", "sluice: the module takes no arguments (got %d)", argc);
+    if (slm_parse_args(ctx, argv, argc) != REDISMODULE_OK) {
+        sl_config_free(slm_config);
+        slm_config = NULL;
         return REDISMODULE_ERR;
     }
     RedisModule_GetRandomBytes((unsigned char *)slm_lease_key, sizeof slm_lease_key);

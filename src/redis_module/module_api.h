@@ -42,6 +42,9 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
 #define REDISMODULE_KEYTYPE_EMPTY 0
 #define REDISMODULE_KEYTYPE_STRING 1
 
+/* GetContextFlags bits (only the one sluice reads). */
+#define REDISMODULE_CTX_FLAGS_CLUSTER (1 << 5)
+
 /*
  * X(return type, name without the RedisModule_ prefix, parameter list).
  * Variadic parameter lists work: the parentheses keep their commas together.
@@ -75,6 +78,7 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
     X(void *, Alloc, (size_t bytes))                                                              \
     X(void, Free, (void *ptr))                                                                    \
     X(void, GetRandomBytes, (unsigned char *dst, size_t len))                                     \
+    X(int, GetContextFlags, (RedisModuleCtx * ctx))                                               \
     X(void, Log, (RedisModuleCtx * ctx, const char *level, const char *fmt, ...))
 
 /* The function pointers, filled by slm_init_api (defined in module.c). */
@@ -89,8 +93,11 @@ SLM_API_LIST(SLM_API_DECLARE)
  */
 int slm_init_api(RedisModuleCtx *ctx, const char *name, int version);
 
-/* The entry point Redis calls after dlopen (the only exported symbol). */
+/* The entry points Redis looks up after dlopen (the only exported symbols):
+ * OnLoad registers the commands, OnUnload (MODULE UNLOAD) frees what OnLoad
+ * allocated. */
 __attribute__((visibility("default"))) int RedisModule_OnLoad(RedisModuleCtx *ctx,
                                                            RedisModuleString **argv, int argc);
+__attribute__((visibility("default"))) int RedisModule_OnUnload(RedisModuleCtx *ctx);
 
 #endif /* SLM_MODULE_API_H */

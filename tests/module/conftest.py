@@ -39,6 +39,21 @@ def free_port():
         return s.getsockname()[1]
 
 
+def cluster_port():
+    """A free port whose cluster bus port (port + 10000) is free too."""
+    for _ in range(200):
+        p = free_port()
+        if p + 10000 > 65535:
+            continue
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                s.bind(("127.0.0.1", p + 10000))
+            return p
+        except OSError:
+            continue
+    pytest.fail("no free port pair for a cluster node")
+
+
 class RedisServer:
     """One redis-server process with the module loaded."""
 

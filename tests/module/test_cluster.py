@@ -1,29 +1,13 @@
 """A three-node Redis Cluster on loopback ports, the module on every node: each command
 is routed by its keys' slot, and keys of several slots in one command get CROSSSLOT."""
 
-import socket
 import subprocess
 import time
 
 import pytest
 import redis
 
-
-def _cluster_port():
-    """A free port whose cluster bus port (port + 10000) is free too."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
-        if p + 10000 > 65535:
-            continue
-        try:
-            with socket.socket() as s:
-                s.bind(("127.0.0.1", p + 10000))
-            return p
-        except OSError:
-            continue
-    pytest.fail("no free port pair for a cluster node")
+from conftest import cluster_port
 
 
 @pytest.fixture
@@ -33,7 +17,7 @@ def cluster(make_server):
         s = make_server("node%d" % i, start=False,
                         args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                               "--cluster-node-timeout", "5000"])
-        s.start(port=_cluster_port())
+        s.start(port=cluster_port())
         nodes.append(s)
     out = subprocess.run(["redis-cli", "--cluster", "create"] +
                          ["127.0.0.1:%d" % s.port for s in nodes] +

@@ -1,0 +1,105 @@
+"""SL.POLICY in the module: policies from a YAML file given as the module argument
+CONFIG <path> (docs/configuration.md, docs/module.md)."""
+
+import pytest
+import redis
+
+CONFIG = """\
+policies:
+  api:
+    algorithm: gcra
+    limit: 100
+    period: 1h
+    burst: 20
+    key: "api:{key}"
+    tiers:
+      paid: {limit: 10000, period: 1h, burst: 500}
+  shared:
+    limit: 100
+    period: 1h
+    global: {limit: 3, period: 1h}
+  dry:
+    limit: 1
+    period: 1h
+    shadow: true
+"""
+
+
+def _dec(reply):
+    return {k.decode(): v for k, v in zip(reply[0::2], reply[1::2])}
+
+
+@pytest.fixture
+def policy_server(make_server, tmp_path):
+    cfg = tmp_path / "sluice.yaml"
+    cfg.write_text(CONFIG)
+    return make_server("policy", module_args=["CONFIG", str(cfg)])
+
+
+def test_policy_takes_under_its_template(policy_server):
+    r = policy_server.client()
+    d = _dec(r.execute_command("SL.POLICY", "api", "user1"))
+    assert (d["allowed"], d["limit"], d["remaining"]) == (1, 20, 19), d
+    d = _dec(r.execute_command("SL.POLICY", "api", "user1", "COST", 5))
+    assert (d["allowed"], d["remaining"]) == (1, 14), d
+    d = _dec(r.execute_command("SL.POLICY", "api", "user2", "TIER", "paid"))
+    assert (d["allowed"], d["limit"], d["remaining"]) == (1, 500, 499), d
+    # the state lives under the template's key, as a sluice value
+    assert r.get("api:user1")[:2] == b"\xf1\x01"
+    assert r.exists("user1") == 0
+    with pytest.raises(redis.exceptions.ResponseError, match="unknown policy 'nope'"):
+        r.execute_command("SL.POLICY", "nope", "user1")
+    with pytest.raises(redis.exceptions.ResponseError, match="unknown tier 'gold' for policy 'api'"):
+        r.execute_command("SL.POLICY", "api", "user1", "TIER", "gold")
+    r.close()
+
+
+def test_policy_global_limit_is_all_or_nothing(policy_server):
+    r = policy_server.client()
+    for i in range(3):
+        assert _dec(r.execute_command("SL.POLICY", "shared", "u%d" % i))["allowed"] == 1
+    d = _dec(r.execute_command("SL.POLICY", "shared", "u9"))
+    assert (d["allowed"], d["limit"]) == (0, 3), d  # the global limit refused
+    assert r.exists("u9") == 0 or r.get("u9") is None
+    d = _dec(r.execute_command("SL.POLICY", "dry", "k"))
+    d = _dec(r.execute_command("SL.POLICY", "dry", "k"))
+    assert (d["allowed"], d["shadow"], d["would_allow"]) == (1, 1, 0), d
+    r.close()
+
+
+def test_bad_config_refuses_the_load(make_server, tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("policies:\n  api:\n    limit: -5\n    period: 1h\n")
+    s = make_server("bad", module_args=["CONFIG", str(cfg)], start=False)
+    s.start(expect_ready=False)
+    s.proc.wait(timeout=20)
+    assert s.proc.returncode != 0
+    assert "sluice: " + str(cfg) in s.log(), s.log()
+
+
+def test_config_in_cluster_mode_is_refused(make_server, tmp_path):
+    cfg = tmp_path / "ok.yaml"
+    cfg.write_text(CONFIG)
+    s = make_server("cl", module_args=["CONFIG", str(cfg)], start=False,
+                    args=["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf"])
+    from conftest import cluster_port
+    s.start(port=cluster_port(), expect_ready=False)
+    s.proc.wait(timeout=20)
+    assert s.proc.returncode != 0
+    assert "not supported in Redis Cluster" in s.log(), s.log()
+
+
+def test_module_unload_and_load_again(make_server, tmp_path):
+    cfg = tmp_path / "sluice.yaml"
+    cfg.write_text(CONFIG)
+    s = make_server("unload", module_args=["CONFIG", str(cfg)],
+                    args=["--enable-module-command", "local"])
+    r = s.client()
+    assert _dec(r.execute_command("SL.POLICY", "api", "user1"))["allowed"] == 1
+    assert r.execute_command("MODULE", "UNLOAD", "sluice") in (b"OK", "OK", True)
+    with pytest.raises(redis.exceptions.ResponseError, match="unknown command"):
+        r.execute_command("SL.TAKE", "k", 1, 60)
+    from conftest import module_path
+    assert r.execute_command("MODULE", "LOAD", module_path()) in (b"OK", "OK", True)
+    assert r.execute_command("CL.THROTTLE", "k", 1, 1, 60) == [0, 2, 1, -1, 60]
+    r.close()
