@@ -1,0 +1,386 @@
+/*
+ * headers.c: HTTP responses: a decision with its rate limit headers and JSON
+ * body, an error, and any other small response. See http.h for the contract.
+ *
+ * Everything is appended to the caller's sl_resp_buf (resp.h), which owns the
+ * bytes; a body is first composed in a bounded local array so that its
+ * Content-Length is known before the head is written.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "proto/http.h"
+
+/* The largest RFC 8941 Integer: 15 decimal digits. */
+#define SF_INT_MAX INT64_C(999999999999999)
+#define NS_PER_S INT64_C(1000000000)
+#define NS_PER_MS INT64_C(1000000)
+
+const char *sl_http_reason(int status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 200: return "OK";
+    case 204: return "No Content";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 411: return "Length Required";
+    case 413: return "Content Too Large"; /* RFC 9110's name for it */
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 417: return "Expectation Failed";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+int64_t sl_http_seconds_ceil(int64_t ns)
+{
+    if (ns <= 0)
+        return 0;
+    return ns / NS_PER_S + (ns % NS_PER_S != 0);
+}
+
+int64_t sl_http_ms_ceil(int64_t ns)
+{
+    if (ns <= 0)
+        return 0;
+    return ns / NS_PER_MS + (ns % NS_PER_MS != 0);
+}
+
+static int64_t sf_clamp(int64_t v)
+{
+    return v < 0 ? 0 : v > SF_INT_MAX ? SF_INT_MAX : v;
+}
+
+/* A bounded text under construction: `over` is set instead of writing past
+ * the end, and the caller checks it once. */
+typedef struct text {
+    char *p;
+    size_t len, cap;
+    bool over;
+} text;
+
+static void t_mem(text *t, const char *s, size_t n)
+{
+    if (t->over || n > t->cap - t->len) {
+        t->over = true;
+        return;
+    }
+    memcpy(t->p + t->len, s, n);
+    t->len += n;
+}
+
+static void t_str(text *t, const char *s)
+{
+    t_mem(t, s, strlen(s));
+}
+
+static void t_i64(text *t, int64_t v)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
+    t_mem(t, tmp, (size_t)n);
+}
+
+static void t_bool(text *t, bool v)
+{
+    t_str(t, v ? "true" : "false");
+}
+
+/* RFC 8941 sf-string: DQUOTE, '"' and '\' escaped with '\', DQUOTE. Only
+ * 0x20-0x7E may appear: other bytes are written as '?'. */
+static void t_sf_string(text *t, const char *s)
+{
+    t_mem(t, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            t_mem(t, esc, 2);
+        } else {
+            char ch = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+            t_mem(t, &ch, 1);
+        }
+    }
+    t_mem(t, "\"", 1);
+}
+
+/* A JSON string's contents: '"' and '\' escaped, control bytes and bytes
+ * outside ASCII as \u00XX (so that the body is valid JSON whatever bytes a
+ * message quotes). */
+static void t_json_escaped(text *t, const char *s)
+{
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\') {
+            char esc[2] = {'\\', (char)c};
+            t_mem(t, esc, 2);
+        } else if (c < 0x20 || c >= 0x7f) {
+            char esc[8];
+            snprintf(esc, sizeof esc, "\\u%04x", c);
+            t_mem(t, esc, 6);
+        } else {
+            t_mem(t, (const char *)&c, 1);
+        }
+    }
+}
+
+/* RateLimit-Policy's q and w for a limit: w is the period in whole seconds,
+ * rounded up; when the period is not whole seconds, q is the limit scaled to
+ * w (rounded down, so that a client pacing itself by q never exceeds it). */
+static void policy_q_w(const sl_limit *l, int64_t *q, int64_t *w)
+{
+    *w = sl_http_seconds_ceil(l->period_ns);
+    if (*w < 1)
+        *w = 1;
+    if (l->period_ns % NS_PER_S == 0) {
+        *q = sf_clamp(l->limit);
+        return;
+    }
+    __int128 scaled = (__int128)l->limit * *w * NS_PER_S / (l->period_ns > 0 ? l->period_ns : 1);
+    *q = scaled > SF_INT_MAX ? SF_INT_MAX : sf_clamp((int64_t)scaled);
+    *w = sf_clamp(*w);
+}
+
+/* The retry_after_ms a body shows for a decision. */
+static int64_t retry_ms(const sl_decision *d, bool shown_allowed)
+{
+    if (shown_allowed)
+        return 0;
+    if (d->retry_after_ns == SL_NEVER)
+        return -1;
+    return sl_http_ms_ceil(d->retry_after_ns);
+}
+
+/* The fields of one decision, without braces. */
+static void t_decision_fields(text *t, const sl_http_limit_report *it, bool shown_allowed)
+{
+    const sl_decision *d = it->decision;
+    t_str(t, "\"limit\":");
+    t_i64(t, d->limit);
+    t_str(t, ",\"remaining\":");
+    t_i64(t, d->remaining);
+    t_str(t, ",\"retry_after_ms\":");
+    t_i64(t, retry_ms(d, shown_allowed));
+    t_str(t, ",\"reset_after_ms\":");
+    t_i64(t, sl_http_ms_ceil(d->reset_after_ns));
+    if (it->limit->algorithm == SL_LEAKY_BUCKET) {
+        t_str(t, ",\"delay_ms\":");
+        t_i64(t, sl_http_ms_ceil(d->delay_ns));
+    }
+}
+
+/* Status line, Content-Type, Content-Length, Connection. */
+static void t_head_start(text *t, int status, const char *content_type, size_t body_len,
+                         bool keep_alive)
+{
+    t_str(t, "HTTP/1.1 ");
+    t_i64(t, status);
+    t_str(t, " ");
+    t_str(t, sl_http_reason(status));
+    if (content_type) {
+        t_str(t, "\r\nContent-Type: ");
+        t_str(t, content_type);
+    }
+    t_str(t, "\r\nContent-Length: ");
+    t_i64(t, (int64_t)body_len);
+    t_str(t, keep_alive ? "\r\nConnection: keep-alive\r\n" : "\r\nConnection: close\r\n");
+}
+
+/* Room for one decision response: the head holds at most 8 names of at most
+ * SL_HTTP_REPORT_NAME_MAX bytes, twice that escaped, in each of two fields
+ * (longer names are refused); the body at most 9 decisions of about 200
+ * bytes. */
+#define HEAD_ROOM 8192
+#define BODY_ROOM 4096
+
+int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
+                           const sl_http_limit_report *items, size_t n)
+{
+    if (!out || !o || !items || n == 0 || n > SL_TAKE_MANY_MAX)
+        return -1;
+    bool single = n == 1 && !o->multi;
+    if (!single && (o->rejected_by < -1 || o->rejected_by >= (int)n))
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (!items[i].limit || !items[i].decision ||
+            (items[i].name && strlen(items[i].name) > SL_HTTP_REPORT_NAME_MAX))
+            return -1;
+
+    /* The primary item: the one that rejected, else the least remaining. */
+    size_t primary = 0;
+    bool real_allowed;
+    if (single) {
+        real_allowed = items[0].decision->allowed;
+    } else {
+        real_allowed = o->rejected_by < 0;
+        if (!real_allowed) {
+            primary = (size_t)o->rejected_by;
+        } else {
+            for (size_t i = 1; i < n; i++)
+                if (items[i].decision->remaining < items[primary].decision->remaining)
+                    primary = i;
+        }
+    }
+    const sl_http_limit_report *p = &items[primary];
+    const sl_decision *pd = p->decision;
+    bool shown = o->shadow || real_allowed;
+    int status = o->status ? o->status : shown ? 200 : 429;
+    if (status < 100 || status > 999)
+        return -1;
+
+    /* The body. */
+    char bodybuf[BODY_ROOM];
+    text body = {bodybuf, 0, sizeof bodybuf, false};
+    t_str(&body, "{\"allowed\":");
+    t_bool(&body, shown);
+    if (o->multi) {
+        t_str(&body, ",\"rejected_by\":");
+        t_i64(&body, o->rejected_by);
+    }
+    t_str(&body, ",");
+    t_decision_fields(&body, p, shown);
+    if (o->shadow) {
+        t_str(&body, ",\"shadow\":true,\"would_allow\":");
+        t_bool(&body, real_allowed);
+    }
+    if (o->multi) {
+        t_str(&body, ",\"results\":[");
+        for (size_t i = 0; i < n; i++) {
+            t_str(&body, i ? ",{\"allowed\":" : "{\"allowed\":");
+            t_bool(&body, items[i].decision->allowed);
+            t_str(&body, ",");
+            t_decision_fields(&body, &items[i], items[i].decision->allowed);
+            t_str(&body, "}");
+        }
+        t_str(&body, "]");
+    }
+    t_str(&body, "}");
+
+    /* The head. */
+    char headbuf[HEAD_ROOM];
+    text h = {headbuf, 0, sizeof headbuf, false};
+    t_head_start(&h, status, "application/json", body.len, o->keep_alive);
+    t_str(&h, "X-RateLimit-Limit: ");
+    t_i64(&h, pd->limit);
+    t_str(&h, "\r\nX-RateLimit-Remaining: ");
+    t_i64(&h, pd->remaining < 0 ? 0 : pd->remaining);
+    t_str(&h, "\r\nX-RateLimit-Reset: ");
+    t_i64(&h, sl_http_seconds_ceil(pd->reset_after_ns));
+    t_str(&h, "\r\n");
+    if (!shown && pd->retry_after_ns != SL_NEVER) {
+        /* delay-seconds, never 0 for a denial: a client told "0" would retry
+         * at once and be denied again. */
+        int64_t s = sl_http_seconds_ceil(pd->retry_after_ns);
+        t_str(&h, "Retry-After: ");
+        t_i64(&h, s < 1 ? 1 : s);
+        t_str(&h, "\r\n");
+    }
+    t_str(&h, "RateLimit-Policy: ");
+    for (size_t i = 0; i < n; i++) {
+        int64_t q, w;
+        policy_q_w(items[i].limit, &q, &w);
+        if (i)
+            t_str(&h, ", ");
+        t_sf_string(&h, items[i].name ? items[i].name : "default");
+        t_str(&h, ";q=");
+        t_i64(&h, q);
+        t_str(&h, ";w=");
+        t_i64(&h, w);
+    }
+    t_str(&h, "\r\nRateLimit: ");
+    for (size_t i = 0; i < n; i++) {
+        const sl_decision *d = items[i].decision;
+        if (i)
+            t_str(&h, ", ");
+        t_sf_string(&h, items[i].name ? items[i].name : "default");
+        t_str(&h, ";r=");
+        t_i64(&h, sf_clamp(d->remaining));
+        t_str(&h, ";t=");
+        t_i64(&h, sf_clamp(sl_http_seconds_ceil(d->reset_after_ns)));
+    }
+    t_str(&h, "\r\n\r\n");
+
+    if (h.over || body.over) { /* cannot happen with the bounds above */
+        out->failed = 1;
+        return -1;
+    }
+    if (sl_resp_add_raw(out, h.p, h.len) < 0)
+        return -1;
+    if (!o->head && sl_resp_add_raw(out, body.p, body.len) < 0)
+        return -1;
+    return 0;
+}
+
+int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, const sl_limit *l,
+                        const sl_decision *d, bool shadow)
+{
+    sl_http_decision_opts o = {.status = 0, .keep_alive = keep_alive, .shadow = shadow,
+                               .rejected_by = -1};
+    sl_http_limit_report it = {name, l, d};
+    return sl_http_write_decision(out, &o, &it, 1);
+}
+
+int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
+                           const char *content_type, const char *extra, const void *body,
+                           size_t body_len, bool head)
+{
+    if (status < 100 || status > 999 || (body_len && !body))
+        return -1;
+    char headbuf[1024];
+    text h = {headbuf, 0, sizeof headbuf, false};
+    t_head_start(&h, status, content_type, body_len, keep_alive);
+    if (h.over) {
+        out->failed = 1;
+        return -1;
+    }
+    if (sl_resp_add_raw(out, h.p, h.len) < 0)
+        return -1;
+    if (extra && sl_resp_add_raw(out, extra, strlen(extra)) < 0)
+        return -1;
+    if (sl_resp_add_raw(out, "\r\n", 2) < 0)
+        return -1;
+    if (!head && body_len && sl_resp_add_raw(out, body, body_len) < 0)
+        return -1;
+    return 0;
+}
+
+int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const char *message,
+                        const char *field)
+{
+    /* Messages are short (an errbuf of http.h, a fixed string); a longer
+     * one is cut rather than refused, so that an error always goes out. */
+    char buf[1024];
+    text b = {buf, 0, sizeof buf - 32, false};
+    t_str(&b, "{\"error\":\"");
+    t_json_escaped(&b, message ? message : "");
+    if (field) {
+        t_str(&b, "\",\"field\":\"");
+        t_json_escaped(&b, field);
+    }
+    if (b.over) {
+        /* Cut back to a whole escape and close the JSON. */
+        b.over = false;
+        b.cap = sizeof buf;
+        b.len = sizeof buf - 48;
+        while (b.len > 10 && buf[b.len - 1] != ' ')
+            b.len--;
+        /* b.len is now just after a space (never inside an escape) or
+         * just after {"error":" */
+        t_str(&b, "...");
+    }
+    t_str(&b, "\"}");
+    return sl_http_write_response(out, status, keep_alive, "application/json", NULL, b.p, b.len,
+                                  false);
+}

@@ -1,0 +1,537 @@
+/*
+ * http.c: the HTTP/1.1 request parser and the request helpers.
+ * See http.h for the contract; this file explains only the how.
+ *
+ * The parser is a byte-at-a-time state machine whose whole state lives in
+ * sl_http_request, so a resumed call continues exactly where the last one
+ * stopped, and a head that arrives in n pieces costs the same as one that
+ * arrives whole. Every error is decided by the byte at which it shows (or, for
+ * the checks that need the whole head, by the final line end), which is what
+ * makes every prefix of a valid head INCOMPLETE.
+ */
+#include "proto/http.h"
+
+#include <string.h>
+
+/* Parser states. The request line: */
+enum {
+    ST_START = 0, /* before the method; empty lines are skipped */
+    ST_START_CR,  /* an empty line's CR */
+    ST_METHOD,
+    ST_TARGET,
+    ST_VERSION,   /* "HTTP/1.x", st_ver bytes matched */
+    ST_RL_CR,     /* the CR ending the request line */
+    /* The header fields: */
+    ST_HDR_START, /* the first byte of a field line, or of the final empty line */
+    ST_HDR_NAME,
+    ST_HDR_VALUE,
+    ST_HDR_CR,
+    ST_END_CR,    /* the final empty line's CR */
+};
+
+/* tchar (RFC 9110 section 5.6.2): the bytes of a token. */
+static bool is_tchar(unsigned char c)
+{
+    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+        return true;
+    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+}
+
+static unsigned char lower(unsigned char c)
+{
+    return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+bool sl_http_slice_ieq(sl_http_slice s, const char *lit)
+{
+    size_t n = strlen(lit);
+    if (s.len != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (lower((unsigned char)s.ptr[i]) != lower((unsigned char)lit[i]))
+            return false;
+    return true;
+}
+
+void sl_http_limits_default(sl_http_limits *lim)
+{
+    lim->max_request_line = SL_HTTP_DEFAULT_MAX_REQUEST_LINE;
+    lim->max_header_bytes = SL_HTTP_DEFAULT_MAX_HEADER_BYTES;
+    lim->max_headers = SL_HTTP_DEFAULT_MAX_HEADERS;
+    lim->max_body = SL_HTTP_DEFAULT_MAX_BODY;
+}
+
+void sl_http_request_init(sl_http_request *req, sl_http_header *headers, size_t headers_cap)
+{
+    memset(req, 0, sizeof *req);
+    req->headers = headers;
+    req->headers_cap = headers_cap;
+}
+
+void sl_http_request_reset(sl_http_request *req)
+{
+    req->st_base = NULL;
+    req->st_pos = 0;
+    req->st_state = ST_START;
+}
+
+/* Clears every output and the private state for a parse from byte 0. */
+static void start_fresh(sl_http_request *req, const char *buf)
+{
+    sl_http_header *h = req->headers;
+    size_t cap = req->headers_cap;
+    memset(req, 0, sizeof *req);
+    req->headers = h;
+    req->headers_cap = cap;
+    req->st_base = buf;
+    req->st_state = ST_START;
+}
+
+static int fail(sl_http_request *req, int status, const char *errstr, const char *field)
+{
+    req->status = status;
+    req->errstr = errstr;
+    req->field = field;
+    sl_http_request_reset(req);
+    return SL_HTTP_ERROR;
+}
+
+/* Splits the request-target into path and query (http.h says which forms). */
+static int split_target(sl_http_request *req)
+{
+    const char *t = req->target.ptr;
+    size_t n = req->target.len, p = 0;
+    if (n == 1 && t[0] == '*') {
+        req->path = req->target;
+        return 0;
+    }
+    if (t[0] != '/') {
+        /* Absolute form: a scheme, "://", an authority, then the path. */
+        size_t skip;
+        if (n >= 7 && sl_http_slice_ieq((sl_http_slice){t, 7}, "http://"))
+            skip = 7;
+        else if (n >= 8 && sl_http_slice_ieq((sl_http_slice){t, 8}, "https://"))
+            skip = 8;
+        else
+            return -1;
+        p = skip;
+        while (p < n && t[p] != '/' && t[p] != '?')
+            p++;
+        if (p == skip)
+            return -1; /* no authority */
+    }
+    size_t q = p;
+    while (q < n && t[q] != '?')
+        q++;
+    if (q == p) {
+        /* "http://host" or "http://host?x": the path is "/" (a static string,
+         * the one slice that does not point into the buffer). */
+        req->path.ptr = "/";
+        req->path.len = 1;
+    } else {
+        req->path.ptr = t + p;
+        req->path.len = q - p;
+    }
+    if (q < n) {
+        req->has_query = true;
+        req->query.ptr = t + q + 1;
+        req->query.len = n - q - 1;
+    }
+    return 0;
+}
+
+/* Content-Length: 1*DIGIT, at most INT64_MAX. */
+static int parse_content_length(sl_http_slice v, uint64_t *out)
+{
+    if (v.len == 0)
+        return -1;
+    uint64_t x = 0;
+    for (size_t i = 0; i < v.len; i++) {
+        unsigned char c = (unsigned char)v.ptr[i];
+        if (c < '0' || c > '9')
+            return -1;
+        unsigned d = c - '0';
+        if (x > ((uint64_t)INT64_MAX - d) / 10)
+            return -1;
+        x = x * 10 + d;
+    }
+    *out = x;
+    return 0;
+}
+
+/* The tokens of a Connection field: "close" and "keep-alive" matter. */
+static void scan_connection(sl_http_request *req, sl_http_slice v)
+{
+    size_t i = 0;
+    while (i < v.len) {
+        while (i < v.len && (v.ptr[i] == ' ' || v.ptr[i] == '\t' || v.ptr[i] == ','))
+            i++;
+        size_t s = i;
+        while (i < v.len && v.ptr[i] != ',')
+            i++;
+        size_t e = i;
+        while (e > s && (v.ptr[e - 1] == ' ' || v.ptr[e - 1] == '\t'))
+            e--;
+        sl_http_slice tok = {v.ptr + s, e - s};
+        if (sl_http_slice_ieq(tok, "close"))
+            req->st_conn_close = true;
+        else if (sl_http_slice_ieq(tok, "keep-alive"))
+            req->st_conn_keep = true;
+    }
+}
+
+/* A complete field line: record it and look at the fields that frame the
+ * request. Returns 0 or SL_HTTP_ERROR. */
+static int end_header(sl_http_request *req, const char *buf)
+{
+    sl_http_header *h = &req->headers[req->num_headers++];
+    h->name.ptr = buf + req->st_mark;
+    h->name.len = req->st_mark2 - req->st_mark;
+    if (req->st_val_start) {
+        h->value.ptr = buf + req->st_val_start;
+        h->value.len = req->st_val_end - req->st_val_start;
+    } else {
+        h->value.ptr = buf + req->st_mark2 + 1;
+        h->value.len = 0;
+    }
+    if (sl_http_slice_ieq(h->name, "content-length")) {
+        uint64_t v;
+        if (parse_content_length(h->value, &v) < 0)
+            return fail(req, 400, "invalid content-length", "content-length");
+        if (req->has_content_length && v != req->content_length)
+            return fail(req, 400, "conflicting content-length fields", "content-length");
+        req->has_content_length = true;
+        req->content_length = v;
+    } else if (sl_http_slice_ieq(h->name, "transfer-encoding")) {
+        req->st_te = true;
+    } else if (sl_http_slice_ieq(h->name, "host")) {
+        if (++req->st_host > 1)
+            return fail(req, 400, "more than one host field", "host");
+    } else if (sl_http_slice_ieq(h->name, "connection")) {
+        scan_connection(req, h->value);
+    } else if (sl_http_slice_ieq(h->name, "expect")) {
+        if (sl_http_slice_ieq(h->value, "100-continue"))
+            req->expect_continue = true;
+    }
+    return 0;
+}
+
+/* The final empty line: the checks that need the whole head. */
+static int end_head(sl_http_request *req, size_t n, const sl_http_limits *l)
+{
+    if (req->st_te) {
+        if (req->has_content_length)
+            return fail(req, 400, "content-length with transfer-encoding", "transfer-encoding");
+        return fail(req, 501, "transfer-encoding is not supported", "transfer-encoding");
+    }
+    if (req->minor_version == 1 && req->st_host == 0)
+        return fail(req, 400, "missing host field", "host");
+    if (req->minor_version == 1)
+        req->keep_alive = !req->st_conn_close;
+    else
+        req->keep_alive = req->st_conn_keep && !req->st_conn_close;
+    if (req->minor_version == 0)
+        req->expect_continue = false;
+    req->body_too_large = req->content_length > l->max_body;
+    sl_http_request_reset(req);
+    return (int)n;
+}
+
+static size_t cap_of(size_t v, size_t dflt)
+{
+    if (v == 0)
+        v = dflt;
+    return v > SL_HTTP_MAX_CAP ? SL_HTTP_MAX_CAP : v;
+}
+
+int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
+                          const sl_http_limits *lim)
+{
+    sl_http_limits l;
+    sl_http_limits_default(&l);
+    if (lim) {
+        l.max_request_line = cap_of(lim->max_request_line, l.max_request_line);
+        l.max_header_bytes = cap_of(lim->max_header_bytes, l.max_header_bytes);
+        l.max_headers = lim->max_headers ? lim->max_headers : l.max_headers;
+        l.max_body = lim->max_body ? lim->max_body : l.max_body;
+    }
+    size_t max_headers = l.max_headers < req->headers_cap ? l.max_headers : req->headers_cap;
+
+    /* A moved or shrunk buffer cannot continue the remembered parse. */
+    if (req->st_base != buf || req->st_pos > len || req->st_pos == 0)
+        start_fresh(req, buf);
+
+    int st = req->st_state;
+    size_t pos = req->st_pos;
+    for (; pos < len; pos++) {
+        unsigned char c = (unsigned char)buf[pos];
+        if (st < ST_HDR_START) {
+            /* The request line's cap counts every byte before its line end,
+             * empty lines before it included (they end in LF, hence the
+             * exception only for the line end after the version). */
+            bool line_end = (st == ST_VERSION || st == ST_RL_CR) && (c == '\r' || c == '\n');
+            if (!line_end && pos >= l.max_request_line)
+                return fail(req, 414, "request line is too long", "request-line");
+        } else if (pos - req->st_head_start >= l.max_header_bytes) {
+            return fail(req, 431, "header fields are too large", "headers");
+        }
+
+        switch (st) {
+        case ST_START:
+            if (c == '\r') {
+                st = ST_START_CR;
+            } else if (c == '\n') {
+                /* an empty line before the request: skipped */
+            } else if (is_tchar(c)) {
+                req->st_mark = pos;
+                st = ST_METHOD;
+            } else {
+                return fail(req, 400, "malformed request line", "request-line");
+            }
+            break;
+        case ST_START_CR:
+            if (c != '\n')
+                return fail(req, 400, "cr not followed by lf", "request-line");
+            st = ST_START;
+            break;
+        case ST_METHOD:
+            if (c == ' ') {
+                req->method.ptr = buf + req->st_mark;
+                req->method.len = pos - req->st_mark;
+                req->st_mark2 = pos + 1;
+                st = ST_TARGET;
+            } else if (!is_tchar(c)) {
+                return fail(req, 400, "invalid method", "method");
+            }
+            break;
+        case ST_TARGET:
+            if (c == ' ') {
+                if (pos == req->st_mark2)
+                    return fail(req, 400, "malformed request line", "request-line");
+                req->target.ptr = buf + req->st_mark2;
+                req->target.len = pos - req->st_mark2;
+                if (split_target(req) < 0)
+                    return fail(req, 400, "invalid request target", "target");
+                req->st_ver = 0;
+                st = ST_VERSION;
+            } else if (c == '\r' || c == '\n') {
+                return fail(req, 400, "malformed request line", "request-line");
+            } else if (c < 0x21 || c > 0x7e) {
+                return fail(req, 400, "invalid character in request target", "target");
+            }
+            break;
+        case ST_VERSION: {
+            size_t i = req->st_ver++;
+            bool digit = c >= '0' && c <= '9';
+            if (i < 5) {
+                if (c != (unsigned char)"HTTP/"[i])
+                    return fail(req, 400, "malformed http version", "version");
+            } else if (i == 5 || i == 7) {
+                /* major must be 1; minor 0 or 1 */
+                if (!digit)
+                    return fail(req, 400, "malformed http version", "version");
+                if (i == 5 ? c != '1' : c > '1')
+                    return fail(req, 505, "http version not supported", "version");
+                if (i == 7)
+                    req->minor_version = c - '0';
+            } else if (i == 6) {
+                if (digit)
+                    return fail(req, 505, "http version not supported", "version");
+                if (c != '.')
+                    return fail(req, 400, "malformed http version", "version");
+            } else {
+                if (digit)
+                    return fail(req, 505, "http version not supported", "version");
+                if (c == '\r') {
+                    st = ST_RL_CR;
+                } else if (c == '\n') {
+                    req->st_head_start = pos + 1;
+                    st = ST_HDR_START;
+                } else {
+                    return fail(req, 400, "malformed http version", "version");
+                }
+            }
+            break;
+        }
+        case ST_RL_CR:
+            if (c != '\n')
+                return fail(req, 400, "cr not followed by lf", "request-line");
+            req->st_head_start = pos + 1;
+            st = ST_HDR_START;
+            break;
+        case ST_HDR_START:
+            if (c == '\r') {
+                st = ST_END_CR;
+            } else if (c == '\n') {
+                return end_head(req, pos + 1, &l);
+            } else if (c == ' ' || c == '\t') {
+                return fail(req, 400, "obsolete line folding is not allowed", "headers");
+            } else if (is_tchar(c)) {
+                if (req->num_headers >= max_headers)
+                    return fail(req, 431, "too many header fields", "headers");
+                req->st_mark = pos;
+                st = ST_HDR_NAME;
+            } else {
+                return fail(req, 400, "invalid character in header field name", "headers");
+            }
+            break;
+        case ST_HDR_NAME:
+            if (c == ':') {
+                req->st_mark2 = pos;
+                req->st_val_start = req->st_val_end = 0;
+                st = ST_HDR_VALUE;
+            } else if (c == ' ' || c == '\t') {
+                return fail(req, 400, "whitespace before colon in header field", "headers");
+            } else if (!is_tchar(c)) {
+                return fail(req, 400, "invalid character in header field name", "headers");
+            }
+            break;
+        case ST_HDR_VALUE:
+            if (c == ' ' || c == '\t') {
+                /* optional whitespace: part of the value only between bytes */
+            } else if (c == '\r') {
+                st = ST_HDR_CR;
+            } else if (c == '\n') {
+                if (end_header(req, buf) < 0)
+                    return SL_HTTP_ERROR;
+                st = ST_HDR_START;
+            } else if (c < 0x20 || c == 0x7f) {
+                return fail(req, 400, "invalid character in header field value", "headers");
+            } else {
+                if (!req->st_val_start)
+                    req->st_val_start = pos; /* pos > 0 here: 0 means "none" */
+                req->st_val_end = pos + 1;
+            }
+            break;
+        case ST_HDR_CR:
+            if (c != '\n')
+                return fail(req, 400, "cr not followed by lf", "headers");
+            if (end_header(req, buf) < 0)
+                return SL_HTTP_ERROR;
+            st = ST_HDR_START;
+            break;
+        case ST_END_CR:
+            if (c != '\n')
+                return fail(req, 400, "cr not followed by lf", "headers");
+            return end_head(req, pos + 1, &l);
+        }
+    }
+    req->st_state = st;
+    req->st_pos = pos;
+    return SL_HTTP_INCOMPLETE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Helpers                                                                  */
+/* ------------------------------------------------------------------------ */
+
+const sl_http_header *sl_http_find_header(const sl_http_request *req, const char *name)
+{
+    for (size_t i = 0; i < req->num_headers; i++)
+        if (sl_http_slice_ieq(req->headers[i].name, name))
+            return &req->headers[i];
+    return NULL;
+}
+
+int sl_http_query_next(const char *q, size_t qlen, size_t *pos, sl_http_slice *name,
+                       sl_http_slice *value)
+{
+    size_t p = *pos;
+    while (p < qlen && q[p] == '&')
+        p++;
+    if (p >= qlen) {
+        *pos = qlen;
+        return 0;
+    }
+    size_t s = p;
+    while (p < qlen && q[p] != '&')
+        p++;
+    const char *eq = memchr(q + s, '=', p - s);
+    name->ptr = q + s;
+    if (eq) {
+        name->len = (size_t)(eq - (q + s));
+        value->ptr = eq + 1;
+        value->len = (size_t)(q + p - eq - 1);
+    } else {
+        name->len = p - s;
+        value->ptr = q + p;
+        value->len = 0;
+    }
+    *pos = p;
+    return 1;
+}
+
+static int hex_digit(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c = lower(c);
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
+long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '%') {
+            if (n - i < 3) /* fewer than two bytes follow */
+                return -1;
+            int hi = hex_digit((unsigned char)s[i + 1]), lo = hex_digit((unsigned char)s[i + 2]);
+            if (hi < 0 || lo < 0)
+                return -1;
+            c = (unsigned char)(hi * 16 + lo);
+            i += 2;
+        } else if (c == '+') {
+            c = ' ';
+        }
+        if (w == cap)
+            return -2;
+        out[w++] = (char)c;
+    }
+    return (long)w;
+}
+
+long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap)
+{
+    size_t want = strlen(name), pos = 0;
+    sl_http_slice k, v;
+    char tmp[SL_HTTP_NAME_MAX];
+    while (sl_http_query_next(q, qlen, &pos, &k, &v)) {
+        long kl = sl_http_percent_decode(k.ptr, k.len, tmp, sizeof tmp);
+        if (kl == -1)
+            return -2;
+        if (kl < 0 || (size_t)kl != want || memcmp(tmp, name, want) != 0)
+            continue;
+        long vl = sl_http_percent_decode(v.ptr, v.len, out, cap);
+        if (vl == -1)
+            return -2;
+        if (vl == -2)
+            return -3;
+        return vl;
+    }
+    return -1;
+}
+
+int sl_http_parse_i64(const char *s, size_t n, int64_t *out)
+{
+    size_t i = 0;
+    bool neg = n > 0 && s[0] == '-';
+    i = neg;
+    if (i == n)
+        return -1;
+    /* The magnitude may reach 2^63 for a negative number. */
+    uint64_t cap = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, v = 0;
+    for (; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return -1;
+        unsigned d = (unsigned)(s[i] - '0');
+        if (v > (cap - d) / 10)
+            return -1;
+        v = v * 10 + d;
+    }
+    *out = neg ? (v == 0 ? 0 : -(int64_t)(v - 1) - 1) : (int64_t)v;
+    return 0;
+}

@@ -1,0 +1,293 @@
+/*
+ * fuzz_http.c: libFuzzer target for the HTTP request parser and the
+ * response writer (src/proto/http.c, headers.c).
+ *
+ * The first input byte picks what to fuzz, the rest is the material:
+ *   byte % 2 == 0  the request parser on raw bytes (a pipeline), with the
+ *                  default caps or, when bit 7 is set, tiny ones: a one-shot
+ *                  parse is compared with one resumed as the bytes arrive a
+ *                  byte at a time, a valid head's every shorter prefix must be
+ *                  INCOMPLETE, slices must lie inside the buffer; then the
+ *                  query helpers run on each parsed query
+ *   byte % 2 == 1  the response writer on decisions built from the bytes: the
+ *                  head must be clean lines and Content-Length the body's
+ *                  length, the body one object of plain ASCII (fuzz_check_json
+ *                  reads bodies back with cJSON)
+ * CHECK() aborts when a guarantee of http.h breaks.
+ *
+ * Build and run: make fuzz (FUZZ_SECONDS=N to change the time per target).
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/http.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+#define CHECK(cond)                                                                   \
+    do {                                                                              \
+        if (!(cond)) {                                                                \
+            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                  \
+        }                                                                             \
+    } while (0)
+
+#define HDR_CAP 64
+
+static sl_http_header hdr_a[HDR_CAP], hdr_b[HDR_CAP];
+
+/* An exact-size heap copy, so that ASan sees any read past the end. */
+static char *copy_of(const uint8_t *p, size_t n)
+{
+    char *c = malloc(n ? n : 1);
+    CHECK(c);
+    if (n)
+        memcpy(c, p, n);
+    return c;
+}
+
+static bool inside(sl_http_slice s, const char *base, size_t n)
+{
+    return s.len == 0 || (s.ptr >= base && s.ptr + s.len <= base + n);
+}
+
+static void check_request(const sl_http_request *r, const char *base, size_t n)
+{
+    CHECK(inside(r->method, base, n) && r->method.len > 0);
+    CHECK(inside(r->target, base, n) && r->target.len > 0);
+    CHECK(inside(r->query, base, n));
+    CHECK(inside(r->path, base, n) || (r->path.len == 1 && r->path.ptr[0] == '/'));
+    CHECK(r->minor_version == 0 || r->minor_version == 1);
+    CHECK(r->num_headers <= HDR_CAP);
+    for (size_t i = 0; i < r->num_headers; i++) {
+        CHECK(inside(r->headers[i].name, base, n) && r->headers[i].name.len > 0);
+        CHECK(inside(r->headers[i].value, base, n));
+        const sl_http_slice v = r->headers[i].value;
+        if (v.len) /* trimmed */
+            CHECK(v.ptr[0] != ' ' && v.ptr[0] != '\t' && v.ptr[v.len - 1] != ' ' &&
+                  v.ptr[v.len - 1] != '\t');
+    }
+}
+
+/* The same bytes, and at the same offset unless it is the static "/". */
+static bool same_slice(sl_http_slice a, const char *abase, sl_http_slice b, const char *bbase,
+                       size_t n)
+{
+    if (a.len != b.len)
+        return false;
+    if (a.len == 0)
+        return true;
+    bool a_in = inside(a, abase, n), b_in = inside(b, bbase, n);
+    if (a_in != b_in || (a_in && a.ptr - abase != b.ptr - bbase))
+        return false;
+    return !memcmp(a.ptr, b.ptr, a.len);
+}
+
+/* The query helpers on a parsed query: never past its end, results bounded. */
+static void fuzz_query(sl_http_slice q)
+{
+    size_t pos = 0, prev = 0;
+    sl_http_slice k, v;
+    char out[64];
+    int pairs = 0;
+    while (sl_http_query_next(q.ptr, q.len, &pos, &k, &v)) {
+        CHECK(pos > prev && pos <= q.len);
+        prev = pos;
+        CHECK(inside(k, q.ptr, q.len) && inside(v, q.ptr, q.len));
+        long r = sl_http_percent_decode(v.ptr, v.len, out, sizeof out);
+        CHECK(r >= -2 && r <= (long)sizeof out && (r < 0 || (size_t)r <= v.len));
+        if (++pairs > 1000)
+            break;
+    }
+    static const char *names[] = {"key", "limit", "period", "burst", "cost", "algorithm"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        long r = sl_http_query_param(q.ptr, q.len, names[i], out, sizeof out);
+        CHECK(r >= -3 && r <= (long)sizeof out);
+    }
+    int64_t x;
+    (void)sl_http_parse_i64(q.ptr, q.len, &x);
+}
+
+static void fuzz_parser(const uint8_t *in, size_t n, bool tiny)
+{
+    sl_http_limits small = {.max_request_line = 24, .max_header_bytes = 48, .max_headers = 3,
+                            .max_body = 8};
+    const sl_http_limits *lim = tiny ? &small : NULL;
+
+    char *whole = copy_of(in, n);
+    sl_http_request a;
+    sl_http_request_init(&a, hdr_a, HDR_CAP);
+    int ra = sl_http_parse_request(whole, n, &a, lim);
+    CHECK(ra == SL_HTTP_ERROR || ra == SL_HTTP_INCOMPLETE || (ra > 0 && (size_t)ra <= n));
+
+    /* Resumed, a byte at a time, on one buffer. */
+    char *grow = copy_of(in, n);
+    sl_http_request b;
+    sl_http_request_init(&b, hdr_b, HDR_CAP);
+    int rb = SL_HTTP_INCOMPLETE;
+    size_t k = 0;
+    for (; k <= n; k++) {
+        rb = sl_http_parse_request(grow, k, &b, lim);
+        if (rb != SL_HTTP_INCOMPLETE)
+            break;
+    }
+    CHECK(rb == ra);
+    if (ra > 0) {
+        CHECK(k == (size_t)ra);
+        check_request(&a, whole, (size_t)ra);
+        check_request(&b, grow, (size_t)ra);
+        CHECK(a.num_headers == b.num_headers && a.minor_version == b.minor_version);
+        CHECK(a.keep_alive == b.keep_alive && a.content_length == b.content_length);
+        CHECK(a.body_too_large == b.body_too_large && a.expect_continue == b.expect_continue);
+        CHECK(same_slice(a.method, whole, b.method, grow, (size_t)ra));
+        CHECK(same_slice(a.target, whole, b.target, grow, (size_t)ra));
+        CHECK(same_slice(a.path, whole, b.path, grow, (size_t)ra));
+        CHECK(same_slice(a.query, whole, b.query, grow, (size_t)ra));
+        for (size_t i = 0; i < a.num_headers; i++) {
+            CHECK(same_slice(a.headers[i].name, whole, b.headers[i].name, grow, (size_t)ra));
+            CHECK(same_slice(a.headers[i].value, whole, b.headers[i].value, grow, (size_t)ra));
+        }
+        /* A fresh look at one byte less: INCOMPLETE. */
+        char *prefix = copy_of(in, (size_t)ra - 1);
+        sl_http_request c;
+        sl_http_request_init(&c, hdr_b, HDR_CAP);
+        CHECK(sl_http_parse_request(prefix, (size_t)ra - 1, &c, lim) == SL_HTTP_INCOMPLETE);
+        free(prefix);
+        fuzz_query(a.query);
+        /* sl_http_find_header agrees with a scan. */
+        for (size_t i = 0; i < a.num_headers && i < 4; i++) {
+            char name[64];
+            size_t nl = a.headers[i].name.len < 63 ? a.headers[i].name.len : 63;
+            memcpy(name, a.headers[i].name.ptr, nl);
+            name[nl] = '\0';
+            const sl_http_header *h = sl_http_find_header(&a, name);
+            CHECK(h != NULL || nl < a.headers[i].name.len || memchr(name, 0, nl));
+        }
+    } else if (ra == SL_HTTP_ERROR) {
+        CHECK(a.errstr && *a.errstr && !strchr(a.errstr, '\n'));
+        CHECK(b.errstr && !strcmp(a.errstr, b.errstr) && a.status == b.status);
+        CHECK(a.status == 400 || a.status == 414 || a.status == 431 || a.status == 501 ||
+              a.status == 505);
+        CHECK(k <= n);
+    }
+    free(grow);
+
+    /* The rest of the pipeline, as a server consumes it (bodies skipped). */
+    size_t off = ra > 0 ? (size_t)ra + (a.content_length < n ? (size_t)a.content_length : n) : n;
+    for (int i = 0; off < n && i < 64; i++) {
+        int r = sl_http_parse_request(whole + off, n - off, &a, lim);
+        if (r <= 0)
+            break;
+        CHECK((size_t)r <= n - off);
+        check_request(&a, whole + off, (size_t)r);
+        off += (size_t)r;
+        if (a.content_length > n - off)
+            break;
+        off += (size_t)a.content_length;
+    }
+    free(whole);
+}
+
+/* Reads an int64 from the input, or 0 when it runs out. */
+static int64_t take_i64(const uint8_t **p, size_t *n)
+{
+    uint64_t v = 0;
+    for (int i = 0; i < 8 && *n; i++, (*p)++, (*n)--)
+        v = v << 8 | **p;
+    return (int64_t)v;
+}
+
+static void fuzz_writer(const uint8_t *in, size_t n)
+{
+    sl_limit limits[SL_TAKE_MANY_MAX];
+    sl_decision ds[SL_TAKE_MANY_MAX];
+    sl_http_limit_report items[SL_TAKE_MANY_MAX];
+    char names[SL_TAKE_MANY_MAX][12];
+    size_t count = n ? (size_t)(in[0] % SL_TAKE_MANY_MAX) + 1 : 1;
+    uint8_t flags = n > 1 ? in[1] : 0;
+    if (n > 2) {
+        in += 2;
+        n -= 2;
+    } else {
+        n = 0;
+    }
+    for (size_t i = 0; i < count; i++) {
+        int64_t lim = take_i64(&in, &n), per = take_i64(&in, &n);
+        sl_algorithm alg = (sl_algorithm)((uint64_t)lim % 6);
+        lim = (int64_t)((uint64_t)lim % 1000000) + 1;
+        per = (int64_t)((uint64_t)per % (uint64_t)SL_SPAN_MAX) + 1;
+        if (sl_limit_init(&limits[i], alg, lim, per, 0) != SL_OK)
+            CHECK(sl_limit_init(&limits[i], SL_GCRA, 1, 1000000000, 0) == SL_OK);
+        ds[i].allowed = take_i64(&in, &n) & 1;
+        ds[i].limit = take_i64(&in, &n);
+        ds[i].remaining = take_i64(&in, &n);
+        ds[i].reset_after_ns = take_i64(&in, &n);
+        ds[i].retry_after_ns = take_i64(&in, &n);
+        if (ds[i].retry_after_ns < 0)
+            ds[i].retry_after_ns = SL_NEVER;
+        ds[i].delay_ns = take_i64(&in, &n);
+        ds[i].lease_id = 0;
+        for (size_t j = 0; j < sizeof names[i] - 1; j++) {
+            /* Any byte but NUL: quotes, backslashes and controls included. */
+            names[i][j] = n ? (char)(*in | 1) : 'x';
+            if (n) {
+                in++;
+                n--;
+            }
+        }
+        names[i][sizeof names[i] - 1] = '\0';
+        items[i].name = (flags & 0x10) ? NULL : names[i];
+        items[i].limit = &limits[i];
+        items[i].decision = &ds[i];
+    }
+    sl_http_decision_opts o = {
+        .status = (flags & 3) == 0 ? 0 : (flags & 3) == 1 ? 403 : 401,
+        .keep_alive = flags & 4,
+        .shadow = flags & 8,
+        .head = false,
+        .multi = flags & 0x20,
+        .rejected_by = (flags & 0x40) ? (int)(count - 1) : -1,
+    };
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    int rc = sl_http_write_decision(&b, &o, items, count);
+    CHECK(rc == 0);
+    CHECK(!b.failed);
+    /* The head: clean CRLF lines; Content-Length says the body's length. */
+    char *end = NULL;
+    for (size_t i = 0; i + 3 < b.len; i++)
+        if (!memcmp(b.data + i, "\r\n\r\n", 4)) {
+            end = b.data + i + 4;
+            break;
+        }
+    CHECK(end);
+    size_t head = (size_t)(end - b.data);
+    for (size_t i = 0; i < head; i++) {
+        unsigned char c = (unsigned char)b.data[i];
+        CHECK((c >= 0x20 && c < 0x7f) || (c == '\r' && b.data[i + 1] == '\n') ||
+              (c == '\n' && i > 0 && b.data[i - 1] == '\r'));
+    }
+    const char *cl = strstr(b.data, "Content-Length: ");
+    CHECK(cl && cl < end);
+    CHECK((size_t)strtoull(cl + 16, NULL, 10) == b.len - head);
+    size_t blen = b.len - head;
+    CHECK(blen > 12 && end[0] == '{' && end[blen - 1] == '}');
+    CHECK(!memcmp(end, "{\"allowed\":true,", 16) || !memcmp(end, "{\"allowed\":false,", 17));
+    for (size_t i = 0; i < blen; i++)
+        CHECK(end[i] > 0x20 && end[i] < 0x7f); /* numbers and names only: no spaces */
+    sl_resp_buf_free(&b);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size == 0)
+        return 0;
+    uint8_t mode = data[0];
+    if (mode % 2 == 0)
+        fuzz_parser(data + 1, size - 1, mode & 0x80);
+    else
+        fuzz_writer(data + 1, size - 1);
+    return 0;
+}
