@@ -330,3 +330,19 @@ def test_fleet_sync_overshoot_shrinks_with_the_interval():
         return t["sync"]["max_in_period"]
     assert over(10) <= over(500)
     assert over(500) > 100
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_leaky_bucket_delay_within_the_queue(kind):
+    # At most `burst` waiting, each served every period/limit: no admitted request
+    # waits more than burst * period / limit.
+    for limit, burst in [(10, 10), (10, 3), (50, 20)]:
+        t = simulate("--limit", limit, "--period", "1s", "--burst", burst, "--traffic", kind,
+                     "--algorithms", "leaky_bucket,gcra")
+        lb = t["leaky_bucket"]
+        assert lb["delay_p99_ms"] <= burst * 1000.0 / limit
+        assert lb["delay_p50_ms"] <= lb["delay_p99_ms"]
+        # The meter and the queue are one leaky bucket: the same admissions.
+        assert lb["admitted"] == t["gcra"]["admitted"]
+        # Spaced by period/limit once shaped: never more than the limit in a period.
+        assert lb["max_in_period"] <= limit
