@@ -14,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -52,6 +53,9 @@ static const char bench_usage[] =
     "                           default sl.take; cl.throttle sends\n"
     "                           CL.THROTTLE key N-1 N P-in-seconds C\n"
     "  --http                   GET /v1/check over HTTP/1.1 keep-alive\n"
+    "  --lua FILE               with --command cl.throttle: load FILE into Redis\n"
+    "                           (SCRIPT LOAD) and send EVALSHA sha 1 key N-1 N P C\n"
+    "                           instead (e.g. src/redis_module/lua/cell.lua)\n"
     "  --seed S                 seed of the key choice (default 1)\n"
     "\n"
     "Exit status: 0 done, 1 when a connection failed or no request completed,\n"
@@ -60,7 +64,8 @@ static const char bench_usage[] =
     "examples:\n"
     "  sluice bench --server 127.0.0.1:7379 --connections 8 --pipeline 16 --duration 10\n"
     "  sluice bench --server 127.0.0.1:7379 --command cl.throttle --keys 100000 --zipf 0.99\n"
-    "  sluice bench --server 127.0.0.1:7380 --http --connections 16\n";
+    "  sluice bench --server 127.0.0.1:7380 --http --connections 16\n"
+    "  sluice bench --server 127.0.0.1:6379 --command cl.throttle --lua src/redis_module/lua/cell.lua\n";
 
 #define BENCH_MAX_CONNS 1024
 #define BENCH_MAX_PIPELINE 1024
@@ -77,6 +82,8 @@ typedef struct bench_cfg {
     bool http, throttle;
     const char *alg;
     const char *prefix; /* keys are PREFIX0 .. PREFIX(K-1) */
+    const char *lua;    /* --lua FILE: CL.THROTTLE's arguments through EVALSHA */
+    char sha[41];       /* the script's SHA1, from SCRIPT LOAD */
     uint64_t seed;
 } bench_cfg;
 
@@ -151,6 +158,13 @@ static void add_request(bench_thread *t, bench_conn *cn)
         snprintf(a, sizeof a, "%lld", (long long)(c->limit - 1));
         snprintf(b, sizeof b, "%lld", (long long)c->limit);
         snprintf(p, sizeof p, "%lld", (long long)(c->period_ns / 1000000000));
+        if (c->lua) {
+            sl_resp_slice av[] = {{"EVALSHA", 7},  {c->sha, 40},   {"1", 1},
+                                  {key, (size_t)kl}, {a, strlen(a)}, {b, strlen(b)},
+                                  {p, strlen(p)},    {cost, strlen(cost)}};
+            sl_resp_add_command(&cn->out, av, 8);
+            return;
+        }
         sl_resp_slice av[] = {{"CL.THROTTLE", 11}, {key, (size_t)kl}, {a, strlen(a)},
                               {b, strlen(b)},      {p, strlen(p)},    {cost, strlen(cost)}};
         sl_resp_add_command(&cn->out, av, 6);
@@ -382,7 +396,7 @@ static void *bench_loop(void *arg)
 /* Parses the flags into *c; returns 0, 1 for --help, or CLI_EXIT_USAGE. */
 enum {
     B_SERVER, B_CONNS, B_PIPE, B_THREADS, B_DUR, B_KEYS, B_ZIPF, B_COST, B_LIMIT, B_PERIOD,
-    B_ALG, B_CMD, B_HTTP, B_SEED, B_PREFIX, B_COUNT
+    B_ALG, B_CMD, B_HTTP, B_SEED, B_PREFIX, B_LUA, B_COUNT
 };
 
 static int bench_flags(int argc, char **argv, bench_cfg *c)
@@ -395,7 +409,7 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
         [B_LIMIT] = {"--limit", true, NULL, false},       [B_PERIOD] = {"--period", true, NULL, false},
         [B_ALG] = {"--algorithm", true, NULL, false},     [B_CMD] = {"--command", true, NULL, false},
         [B_HTTP] = {"--http", false, NULL, false},        [B_SEED] = {"--seed", true, NULL, false},
-        [B_PREFIX] = {"--prefix", true, NULL, false},
+        [B_PREFIX] = {"--prefix", true, NULL, false},     [B_LUA] = {"--lua", true, NULL, false},
     };
     size_t npos;
     int pr = cli_parse_flags("bench", argc, argv, fl, B_COUNT, NULL, 0, &npos);
@@ -497,6 +511,14 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
         cli_usage_error("bench", "--command cl.throttle is a RESP command: not with --http");
         return CLI_EXIT_USAGE;
     }
+    if (fl[B_LUA].seen) {
+        if (!c->throttle || c->http) {
+            cli_usage_error("bench", "--lua: the script is called with CL.THROTTLE's arguments: "
+                                     "use it with --command cl.throttle (RESP)");
+            return CLI_EXIT_USAGE;
+        }
+        c->lua = fl[B_LUA].value;
+    }
     if (c->throttle && c->period_ns % 1000000000 != 0) {
         cli_usage_error("bench", "--period: CL.THROTTLE takes whole seconds");
         return CLI_EXIT_USAGE;
@@ -516,6 +538,78 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
         c->alg = sl_algorithm_name(a);
     }
     return 0;
+}
+
+/*
+ * Reads the --lua script (at most 1 MiB) and loads it with SCRIPT LOAD on
+ * fd (non-blocking: waits with poll), keeping the SHA1 Redis answers.
+ * Returns 0, or -1 after reporting why.
+ */
+static int load_script(bench_cfg *c, int fd)
+{
+    FILE *f = fopen(c->lua, "rb");
+    if (!f) {
+        cli_error("bench", "cannot read %s: %s", c->lua, strerror(errno));
+        return -1;
+    }
+    char *src = malloc((size_t)1 << 20);
+    size_t n = src ? fread(src, 1, (size_t)1 << 20, f) : 0;
+    bool too_long = src && n == (size_t)1 << 20 && fgetc(f) != EOF;
+    fclose(f);
+    if (!src || too_long || n == 0) {
+        cli_error("bench", "%s: %s", c->lua, !src ? "out of memory" : too_long ? "longer than 1 MiB" : "empty");
+        free(src);
+        return -1;
+    }
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    sl_resp_slice av[] = {{"SCRIPT", 6}, {"LOAD", 4}, {src, n}};
+    sl_resp_add_command(&b, av, 3);
+    free(src);
+    int rc = -1;
+    char in[512];
+    size_t have = 0;
+    sl_resp_value nodes[4];
+    sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 4};
+    struct pollfd pf = {.fd = fd, .events = POLLOUT};
+    size_t off = 0;
+    int64_t deadline = now_ns() + 5000000000LL;
+    while (now_ns() < deadline) {
+        pf.events = off < b.len ? POLLOUT : POLLIN;
+        if (poll(&pf, 1, 100) <= 0)
+            continue;
+        if (off < b.len) {
+            ssize_t w = write(fd, b.data + off, b.len - off);
+            if (w > 0)
+                off += (size_t)w;
+            else if (w < 0 && errno != EAGAIN && errno != EINTR)
+                break;
+            continue;
+        }
+        ssize_t r = read(fd, in + have, sizeof in - have);
+        if (r <= 0) {
+            if (r < 0 && (errno == EAGAIN || errno == EINTR))
+                continue;
+            break;
+        }
+        have += (size_t)r;
+        int p = sl_resp_parse_reply(in, have, &rep, NULL);
+        if (p == SL_RESP_INCOMPLETE && have < sizeof in)
+            continue;
+        if (p > 0 && nodes[0].type == SL_RESP_BULK && nodes[0].len == 40) {
+            memcpy(c->sha, nodes[0].str, 40);
+            c->sha[40] = '\0';
+            rc = 0;
+        } else if (p > 0 && nodes[0].type == SL_RESP_ERR) {
+            cli_error("bench", "SCRIPT LOAD %s: %.*s", c->lua, (int)nodes[0].len, nodes[0].str);
+            rc = -2;
+        }
+        break;
+    }
+    sl_resp_buf_free(&b);
+    if (rc == -1)
+        cli_error("bench", "SCRIPT LOAD %s: no valid answer from %s", c->lua, c->server);
+    return rc == 0 ? 0 : -1;
 }
 
 static double ms(uint64_t ns)
@@ -586,6 +680,11 @@ int cmd_bench(int argc, char **argv)
         }
     }
 
+    if (cfg.lua && load_script(&cfg, conns[0].fd) != 0) {
+        status = CLI_EXIT_FAIL;
+        goto out;
+    }
+
     int64_t start = now_ns();
     for (int k = 0; k < cfg.threads; k++) {
         bench_thread *t = &th[k];
@@ -608,7 +707,7 @@ int cmd_bench(int argc, char **argv)
     }
 
     fprintf(stderr, "sluice bench: %s, %s, %d connections x pipeline %d, %d threads, %lld keys%s\n",
-            cfg.server, cfg.http ? "GET /v1/check" : cfg.throttle ? "CL.THROTTLE" : "SL.TAKE",
+            cfg.server, cfg.http ? "GET /v1/check" : cfg.lua ? "EVALSHA" : cfg.throttle ? "CL.THROTTLE" : "SL.TAKE",
             cfg.conns, cfg.pipeline, cfg.threads, (long long)cfg.keys,
             cfg.cdf ? " (zipf)" : " (uniform)");
     bool tty = isatty(2);
@@ -652,7 +751,7 @@ int cmd_bench(int argc, char **argv)
     }
     double secs = (double)cfg.duration_ns / 1e9;
     printf("server           %s\n", cfg.server);
-    printf("command          %s\n", cfg.http ? "GET /v1/check" : cfg.throttle ? "CL.THROTTLE" : "SL.TAKE");
+    printf("command          %s\n", cfg.http ? "GET /v1/check" : cfg.lua ? "EVALSHA" : cfg.throttle ? "CL.THROTTLE" : "SL.TAKE");
     printf("connections      %d\n", cfg.conns);
     printf("pipeline         %d\n", cfg.pipeline);
     printf("duration_s       %.3f\n", secs);

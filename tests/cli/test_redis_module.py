@@ -79,3 +79,27 @@ def test_take_against_the_module(redis_addr):
             "--algorithm", "sliding_log", "--repeat", 3, check=0)
     lines = [l for l in p.stdout.splitlines() if l.startswith("take ")]
     assert [l.split()[2] for l in lines] == ["allowed", "allowed", "rejected"]
+
+
+def test_bench_lua_script(redis_addr):
+    # Redis + Lua, the alternative a user would pick: CL.THROTTLE's arithmetic in a script.
+    script = os.path.join(ROOT, "src", "redis_module", "lua", "cell.lua")
+    p = run("bench", "--server", redis_addr, "--command", "cl.throttle", "--lua", script,
+            "--keys", 1, "--prefix", "m:lua:", "--limit", 5, "--period", "1h", "--duration", 1,
+            "--connections", 2, "--pipeline", 4, check=0)
+    r = result(p.stdout)
+    assert r["command"] == "EVALSHA"
+    assert r["errors"] == 0 and r["allowed"] == 5 and r["requests"] > 5
+
+
+def test_bench_lua_errors(redis_addr, tmp_path):
+    bad = tmp_path / "bad.lua"
+    bad.write_text("this is not lua (")
+    p = run("bench", "--server", redis_addr, "--command", "cl.throttle", "--lua", bad,
+            "--duration", 1, check=1)
+    assert "SCRIPT LOAD" in p.stderr and "ERR" in p.stderr
+    p = run("bench", "--server", redis_addr, "--lua", bad, check=2)
+    assert "--lua" in p.stderr
+    p = run("bench", "--server", redis_addr, "--command", "cl.throttle", "--lua",
+            tmp_path / "missing.lua", check=1)
+    assert "missing.lua" in p.stderr
