@@ -471,7 +471,8 @@ static int hex_digit(unsigned char c)
     return -1;
 }
 
-long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap)
+/* Both decoders: plus_is_space for query strings. */
+static long decode(const char *s, size_t n, char *out, size_t cap, bool plus_is_space)
 {
     size_t w = 0;
     for (size_t i = 0; i < n; i++) {
@@ -484,7 +485,7 @@ long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap)
                 return -1;
             c = (unsigned char)(hi * 16 + lo);
             i += 2;
-        } else if (c == '+') {
+        } else if (c == '+' && plus_is_space) {
             c = ' ';
         }
         if (w == cap)
@@ -492,6 +493,29 @@ long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap)
         out[w++] = (char)c;
     }
     return (long)w;
+}
+
+long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap)
+{
+    return decode(s, n, out, cap, true);
+}
+
+long sl_http_path_decode(const char *s, size_t n, char *out, size_t cap)
+{
+    return decode(s, n, out, cap, false);
+}
+
+sl_http_slice sl_http_list_first(sl_http_slice v)
+{
+    size_t s = 0, e;
+    while (s < v.len && (v.ptr[s] == ' ' || v.ptr[s] == '\t'))
+        s++;
+    e = s;
+    while (e < v.len && v.ptr[e] != ',')
+        e++;
+    while (e > s && (v.ptr[e - 1] == ' ' || v.ptr[e - 1] == '\t'))
+        e--;
+    return (sl_http_slice){v.ptr + s, e - s};
 }
 
 long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap)

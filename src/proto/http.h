@@ -213,6 +213,15 @@ int sl_http_query_next(const char *q, size_t qlen, size_t *pos, sl_http_slice *n
  */
 long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap);
 
+/* As sl_http_percent_decode, for a path segment: '+' stays a '+' (only
+ * query strings use it for a space). For /v1/auth/{policy}. */
+long sl_http_path_decode(const char *s, size_t n, char *out, size_t cap);
+
+/* The first element of a comma-separated field value, without surrounding
+ * spaces and tabs: "203.0.113.7, 10.0.0.1" -> "203.0.113.7" (X-Forwarded-For's
+ * client address). A slice of v; empty when v starts with a comma. */
+sl_http_slice sl_http_list_first(sl_http_slice v);
+
 /*
  * Looks up parameter `name` (NUL-terminated, compared with the decoded name)
  * in a query string, and decodes its value into out[0 .. cap). Returns the

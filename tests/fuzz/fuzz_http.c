@@ -156,6 +156,14 @@ static void fuzz_parser(const uint8_t *in, size_t n, bool tiny)
         CHECK(sl_http_parse_request(prefix, (size_t)ra - 1, &c, lim) == SL_HTTP_INCOMPLETE);
         free(prefix);
         fuzz_query(a.query);
+        char pbuf[32];
+        long pl = sl_http_path_decode(a.path.ptr, a.path.len, pbuf, sizeof pbuf);
+        CHECK(pl >= -2 && pl <= (long)sizeof pbuf);
+        for (size_t i = 0; i < a.num_headers; i++) {
+            sl_http_slice f = sl_http_list_first(a.headers[i].value);
+            CHECK(f.len == 0 || inside(f, a.headers[i].value.ptr, a.headers[i].value.len));
+            CHECK(!memchr(f.ptr, ',', f.len));
+        }
         /* sl_http_find_header agrees with a scan. */
         for (size_t i = 0; i < a.num_headers && i < 4; i++) {
             char name[64];

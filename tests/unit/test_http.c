@@ -454,6 +454,24 @@ Test(http_helpers, percent_decode)
     cr_assert_eq(sl_http_percent_decode("", 0, out, 0), 0);
 }
 
+Test(http_helpers, path_decode_and_list_first)
+{
+    char out[16];
+    cr_assert_eq(sl_http_path_decode("a+b%2Fc", 7, out, sizeof out), 5);
+    cr_assert(memcmp(out, "a+b/c", 5) == 0);
+    cr_assert_eq(sl_http_path_decode("%2", 2, out, sizeof out), -1);
+    sl_http_slice v = {" 203.0.113.7 , 10.0.0.1", 23};
+    sl_http_slice f = sl_http_list_first(v);
+    cr_assert_eq(f.len, 11);
+    cr_assert(memcmp(f.ptr, "203.0.113.7", 11) == 0);
+    f = sl_http_list_first((sl_http_slice){"solo", 4});
+    cr_assert_eq(f.len, 4);
+    f = sl_http_list_first((sl_http_slice){", x", 3});
+    cr_assert_eq(f.len, 0);
+    f = sl_http_list_first((sl_http_slice){"", 0});
+    cr_assert_eq(f.len, 0);
+}
+
 Test(http_helpers, query_param)
 {
     static const char q[] = "&key=user%3A42&limit=10&&flag&period=1m&a%62c=x+y&key=second";
