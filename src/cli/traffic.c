@@ -161,6 +161,14 @@ static int read_trace(traffic *t, const traffic_params *p, char *errbuf, size_t 
         snprintf(errbuf, errcap, "cannot open trace file %s: %s", p->file, strerror(errno));
         return -1;
     }
+    int rc = traffic_read_stream(t, f, p->file, p->duration_ns, errbuf, errcap);
+    fclose(f);
+    return rc;
+}
+
+int traffic_read_stream(traffic *t, FILE *f, const char *name, int64_t duration_ns, char *errbuf,
+                        size_t errcap)
+{
     key_index ix = {calloc(16, sizeof(uint32_t)), 15};
     char line[TRAFFIC_MAX_LINE + 2];
     unsigned long lineno = 0;
@@ -176,19 +184,19 @@ static int read_trace(traffic *t, const traffic_params *p, char *errbuf, size_t 
         if (len > 0 && line[len - 1] == '\n')
             line[--len] = '\0';
         else if (!feof(f)) {
-            snprintf(errbuf, errcap, "%s:%lu: line longer than %d bytes", p->file, lineno,
+            snprintf(errbuf, errcap, "%s:%lu: line longer than %d bytes", name, lineno,
                      TRAFFIC_MAX_LINE);
             goto out;
         }
         if (len > 0 && line[len - 1] == '\r')
             line[--len] = '\0';
         if (len > TRAFFIC_MAX_LINE) {
-            snprintf(errbuf, errcap, "%s:%lu: line longer than %d bytes", p->file, lineno,
+            snprintf(errbuf, errcap, "%s:%lu: line longer than %d bytes", name, lineno,
                      TRAFFIC_MAX_LINE);
             goto out;
         }
         if (memchr(line, '\0', len) != NULL) {
-            snprintf(errbuf, errcap, "%s:%lu: a NUL byte in the line", p->file, lineno);
+            snprintf(errbuf, errcap, "%s:%lu: a NUL byte in the line", name, lineno);
             goto out;
         }
         const char *cur = line, *f1, *f2, *f3, *f4;
@@ -200,32 +208,32 @@ static int read_trace(traffic *t, const traffic_params *p, char *errbuf, size_t 
         size_t l4 = next_field(&cur, &f4);
         if (l4 != 0) {
             snprintf(errbuf, errcap, "%s:%lu: more than 3 fields (expected: TIME [KEY [COST]])",
-                     p->file, lineno);
+                     name, lineno);
             goto out;
         }
         int64_t tns;
         const char *why;
         if (cli_parse_duration(f1, l1, 1000000000, &tns, &why) != 0) {
-            snprintf(errbuf, errcap, "%s:%lu: time '%.*s' %s", p->file, lineno, (int)(l1 > 40 ? 40 : l1),
+            snprintf(errbuf, errcap, "%s:%lu: time '%.*s' %s", name, lineno, (int)(l1 > 40 ? 40 : l1),
                      f1, why);
             goto out;
         }
         if (tns < last) {
             snprintf(errbuf, errcap,
                      "%s:%lu: time goes backwards (%lld ns after %lld ns): sort the trace",
-                     p->file, lineno, (long long)tns, (long long)last);
+                     name, lineno, (long long)tns, (long long)last);
             goto out;
         }
         last = tns;
         uint32_t key = 0;
         if (l2 > TRAFFIC_MAX_KEY) {
-            snprintf(errbuf, errcap, "%s:%lu: key longer than %d bytes", p->file, lineno,
+            snprintf(errbuf, errcap, "%s:%lu: key longer than %d bytes", name, lineno,
                      TRAFFIC_MAX_KEY);
             goto out;
         }
         int kr = l2 ? key_lookup(t, &ix, f2, l2, &key) : key_lookup(t, &ix, "default", 7, &key);
         if (kr == -2) {
-            snprintf(errbuf, errcap, "%s:%lu: more than %u distinct keys", p->file, lineno,
+            snprintf(errbuf, errcap, "%s:%lu: more than %u distinct keys", name, lineno,
                      TRAFFIC_MAX_KEYS);
             goto out;
         }
@@ -238,29 +246,28 @@ static int read_trace(traffic *t, const traffic_params *p, char *errbuf, size_t 
             char num[24];
             if (l3 >= sizeof num ||
                 (memcpy(num, f3, l3), num[l3] = '\0', cli_parse_int(num, 0, INT32_MAX, &cost)) != 0) {
-                snprintf(errbuf, errcap, "%s:%lu: cost '%.*s' is not an integer in 0..%d", p->file,
+                snprintf(errbuf, errcap, "%s:%lu: cost '%.*s' is not an integer in 0..%d", name,
                          lineno, (int)(l3 > 40 ? 40 : l3), f3, INT32_MAX);
                 goto out;
             }
         }
-        if (p->duration_ns > 0 && tns >= p->duration_ns)
+        if (duration_ns > 0 && tns >= duration_ns)
             break; /* --duration cuts the trace */
         if (push(t, tns, key, cost, errbuf, errcap) != 0)
             goto out;
     }
     if (ferror(f)) {
-        snprintf(errbuf, errcap, "%s: read error: %s", p->file, strerror(errno));
+        snprintf(errbuf, errcap, "%s: read error: %s", name, strerror(errno));
         goto out;
     }
     if (t->n == 0) {
-        snprintf(errbuf, errcap, "%s: no requests in the trace", p->file);
+        snprintf(errbuf, errcap, "%s: no requests in the trace", name);
         goto out;
     }
-    t->end_ns = p->duration_ns > 0 ? p->duration_ns : t->ev[t->n - 1].t_ns + 1;
+    t->end_ns = duration_ns > 0 ? duration_ns : t->ev[t->n - 1].t_ns + 1;
     rc = 0;
 out:
     free(ix.slot);
-    fclose(f);
     return rc;
 }
 

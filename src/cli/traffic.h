@@ -12,6 +12,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "cli/cli.h"
 
@@ -65,6 +66,15 @@ const char *traffic_kind_name(traffic_kind k);
  * many events, out of memory. On error *t may hold a part: free it.
  */
 int traffic_build(traffic *t, const traffic_params *p, char *errbuf, size_t errcap);
+
+/*
+ * Reads a trace (docs/cli.md: "TIME [KEY [COST]]" a line) from f into *t
+ * (zeroed by the caller); `name` names it in errors ("name:LINE: ...").
+ * duration_ns > 0 cuts requests at or after it. Returns 0, or -1 with a
+ * message in errbuf; f stays open.
+ */
+int traffic_read_stream(traffic *t, FILE *f, const char *name, int64_t duration_ns, char *errbuf,
+                        size_t errcap);
 
 void traffic_free(traffic *t);
 
