@@ -136,3 +136,19 @@ def test_aof_restart_keeps_a_drained_key_drained(make_server):
     assert r.execute_command("CL.THROTTLE", "drained", 2, 1, 3600)[0] == 1
     assert r.execute_command("SL.ACQUIRE", "lease", 1, 600000) is None
     r.close()
+
+
+def test_dump_restore_moves_a_limit(make_server):
+    """What MIGRATE (and so cluster resharding) does: the state moves with the key, with
+    its expiry, and the other server goes on from it."""
+    a, b = make_server("a"), make_server("b")
+    ra, rb = a.client(), b.client()
+    _drain(ra, "moving")
+    payload = ra.dump("moving")
+    at = ra.execute_command("PEXPIRETIME", "moving")
+    rb.execute_command("RESTORE", "moving", at, payload, "ABSTTL")
+    assert rb.get("moving") == ra.get("moving")
+    assert rb.execute_command("PEXPIRETIME", "moving") == at
+    assert rb.execute_command("CL.THROTTLE", "moving", 2, 1, 3600)[0] == 1
+    ra.close()
+    rb.close()
