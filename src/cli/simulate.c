@@ -497,6 +497,10 @@ int cmd_simulate(int argc, char **argv)
         }
         if (fl[F_SYNC].seen && flag_duration(&fl[F_SYNC], &sync_ns) != 0)
             return CLI_EXIT_USAGE;
+        if (fl[F_EVENTS].seen) {
+            cli_usage_error("simulate", "--events is not written for a fleet (use --csv)");
+            return CLI_EXIT_USAGE;
+        }
         if (named && nalg != 1) {
             cli_usage_error("simulate", "a fleet simulates one algorithm: name one in --algorithms");
             return CLI_EXIT_USAGE;

@@ -266,6 +266,10 @@ def test_trace_file_missing_or_empty(tmp_path):
     (["--limit", "10", "--period", "1s", "--nodes", "2", "--strategy", "sync",
       "--sync-interval", "0"], "--sync-interval"),
     (["--limit", "100000", "--period", "1s", "--algorithms", "sliding_log"], "sliding_log"),
+    (["--limit", "10", "--period", "1s", "--nodes", "2", "--strategy", "sync", "--events", "x"],
+     "--events"),
+    (["--limit", "10", "--period", "1s", "--nodes", "2", "--strategy", "sync",
+      "--algorithms", "gcra,fixed_window"], "--algorithms"),
     (["--limit", "10", "--period", "1s", "--rate", "1e9", "--duration", "1h"], "--rate"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(args, flag):
