@@ -277,9 +277,17 @@ static void fuzz_writer(const uint8_t *in, size_t n)
         CHECK((c >= 0x20 && c < 0x7f) || (c == '\r' && b.data[i + 1] == '\n') ||
               (c == '\n' && i > 0 && b.data[i - 1] == '\r'));
     }
-    const char *cl = strstr(b.data, "Content-Length: ");
-    CHECK(cl && cl < end);
-    CHECK((size_t)strtoull(cl + 16, NULL, 10) == b.len - head);
+    /* The buffer is not NUL-terminated: search the head only. */
+    size_t clen = 0;
+    bool found = false;
+    for (size_t i = 0; i + 18 <= head && !found; i++)
+        if (!memcmp(b.data + i, "\r\nContent-Length: ", 18)) {
+            found = true;
+            for (size_t j = i + 18; j < head && b.data[j] >= '0' && b.data[j] <= '9'; j++)
+                clen = clen * 10 + (size_t)(b.data[j] - '0');
+        }
+    CHECK(found);
+    CHECK(clen == b.len - head);
     size_t blen = b.len - head;
     CHECK(blen > 12 && end[0] == '{' && end[blen - 1] == '}');
     CHECK(!memcmp(end, "{\"allowed\":true,", 16) || !memcmp(end, "{\"allowed\":false,", 17));
