@@ -367,7 +367,8 @@ typedef struct sl_http_check {
     size_t tier_len;
 
     /* After an error. */
-    int status;              /* 400, or 413 for a body over SL_HTTP_MAX_JSON */
+    int status;              /* 400; 413 for a body over SL_HTTP_MAX_JSON; 401
+                                for forward-auth without its key */
     const char *errstr;      /* points into errbuf */
     const char *field;       /* points into fieldbuf; NULL when no one field is at fault */
     char errbuf[160];
@@ -385,6 +386,18 @@ typedef struct sl_http_check {
  * c->status, c->errstr and c->field set.
  */
 int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len);
+
+/*
+ * The check of forward-auth, GET /v1/auth/{policy}: a policy check for
+ * `policy` (from the path, already decoded: sl_http_path_decode) and `key`
+ * (the key header's value; keylen 0 when the header is missing), with "cost"
+ * and "tier" from the query string (any other parameter is an error).
+ * key_field names the header in messages ("X-Api-Key"). Returns 0, or -1 with
+ * c->status 401 for a missing key (field key_field), else 400.
+ */
+int sl_http_check_auth(sl_http_check *c, const char *policy, size_t policy_len,
+                       const char *key, size_t keylen, const char *key_field,
+                       const char *query, size_t qlen);
 
 /*
  * Decodes a JSON body: an object with the same fields as the query string
