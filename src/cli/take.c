@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "proto/http.h"
 #include "proto/resp.h"
 
 static const char take_usage[] =
@@ -61,12 +62,6 @@ static int64_t now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
-/* Whole seconds, rounded up; 0 for ns <= 0. */
-static int64_t ceil_s(int64_t ns)
-{
-    return ns <= 0 ? 0 : ns / 1000000000 + (ns % 1000000000 != 0);
-}
-
 /* Whole milliseconds, rounded up (so that a client waiting them is never early). */
 static int64_t ceil_ms(int64_t ns)
 {
@@ -86,26 +81,26 @@ static void print_decision(const sl_decision *d, sl_algorithm alg)
 }
 
 /*
- * The head of sluiced's HTTP answer for a decision, as docs/commands.md and
- * DESIGN.md define it: q and w of RateLimit-Policy are the limit and its
- * period in whole seconds (a period that is not whole seconds is rounded up
- * and q scaled to match).
+ * The answer sluiced's HTTP face would give with this decision, written by
+ * the same writer the server uses (src/proto/http.h), so that the CLI shows
+ * exactly what a client receives: status, X-RateLimit-*, Retry-After,
+ * RateLimit-Policy, RateLimit, and the JSON body. CR LF become LF.
  */
-static void print_headers(const sl_decision *d, int64_t limit, int64_t period_ns)
+static int print_headers(const sl_limit *l, const sl_decision *d)
 {
-    printf("HTTP/1.1 %s\n", d->allowed ? "200 OK" : "429 Too Many Requests");
-    printf("X-RateLimit-Limit: %lld\n", (long long)d->limit);
-    printf("X-RateLimit-Remaining: %lld\n", (long long)(d->remaining < 0 ? 0 : d->remaining));
-    printf("X-RateLimit-Reset: %lld\n", (long long)ceil_s(d->reset_after_ns));
-    if (!d->allowed && d->retry_after_ns != SL_NEVER) {
-        int64_t ra = ceil_s(d->retry_after_ns);
-        printf("Retry-After: %lld\n", (long long)(ra < 1 ? 1 : ra));
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    if (sl_http_write_check(&b, true, "default", l, d, false) != 0) {
+        sl_resp_buf_free(&b);
+        cli_error("take", "cannot format the HTTP answer");
+        return -1;
     }
-    int64_t w = ceil_s(period_ns);
-    int64_t q = (int64_t)((__int128)limit * w * 1000000000 / period_ns);
-    printf("RateLimit-Policy: \"default\";q=%lld;w=%lld\n", (long long)q, (long long)w);
-    printf("RateLimit: \"default\";r=%lld;t=%lld\n", (long long)(d->remaining < 0 ? 0 : d->remaining),
-           (long long)ceil_s(d->reset_after_ns));
+    for (size_t i = 0; i < b.len; i++)
+        if (b.data[i] != '\r')
+            putchar(b.data[i]);
+    putchar('\n');
+    sl_resp_buf_free(&b);
+    return 0;
 }
 
 static void print_short(int64_t i, const sl_decision *d)
@@ -474,8 +469,7 @@ int cmd_take(int argc, char **argv)
                 putchar('\n');
             print_cell(v);
             putchar('\n');
-            print_headers(&d, limit, period);
-            return CLI_EXIT_OK;
+            return print_headers(&lim, &d) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
         }
     } else {
         char err[256];
@@ -533,14 +527,12 @@ int cmd_take(int argc, char **argv)
                 putchar('\n');
             print_cell(v);
             putchar('\n');
-            print_headers(&d, limit, period);
-            return CLI_EXIT_OK;
+            return print_headers(&lim, &d) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
         }
     }
     if (repeat > 1)
         putchar('\n');
     print_decision(&d, alg);
     putchar('\n');
-    print_headers(&d, limit, period);
-    return CLI_EXIT_OK;
+    return print_headers(&lim, &d) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

@@ -1,5 +1,6 @@
 """`sluice take`: in-process, and against a real sluiced."""
 
+import json
 import re
 
 import pytest
@@ -40,6 +41,11 @@ def test_in_process_first_take_is_allowed():
     assert h["RateLimit-Policy"] == '"default";q=10;w=60'
     assert h["RateLimit"] == '"default";r=9;t=6'
     assert "Retry-After" not in h
+    # The body, as sluiced's HTTP face writes it (the same writer, src/proto/http.h).
+    body = json.loads(p.stdout.strip().splitlines()[-1])
+    assert body == {"allowed": True, "limit": 10, "remaining": 9, "retry_after_ms": 0,
+                    "reset_after_ms": 6000}
+    assert int(h["Content-Length"]) == len(p.stdout.strip().splitlines()[-1])
 
 
 def test_in_process_repeat_until_rejected():
