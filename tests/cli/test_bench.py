@@ -65,7 +65,8 @@ def test_http_bench():
     s.require_http()
     try:
         p = run("bench", "--server", "127.0.0.1:%d" % s.http_port, "--http", "--duration", 1,
-                "--connections", 2, "--pipeline", 2, "--limit", 100, "--keys", 1)
+                "--connections", 2, "--pipeline", 2, "--limit", 100, "--period", "1h",
+                "--keys", 1, "--prefix", "t:http:")
         r = result(p.stdout)
         if r.get("errors") and r["errors"] == r["requests"]:
             pytest.skip("this sluiced does not serve /v1/check yet")
