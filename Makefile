@@ -30,7 +30,7 @@ run: build
 
 # Every test, under AddressSanitizer + UndefinedBehaviorSanitizer; the
 # concurrent ones (label mt) again under ThreadSanitizer.
-test: deps build test-asan test-tsan test-integration fuzz
+test: deps build test-asan test-tsan test-integration test-module test-cli fuzz
 
 test-asan:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
@@ -64,7 +64,7 @@ fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for src in tests/fuzz/fuzz_*.c; do \
 	  name=$$(basename $$src .c); t=$${name#fuzz_}; \
-	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) -o build/fuzz/$$name -lm -lyaml; \
+	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) -o build/fuzz/$$name -lm -lyaml -lcjson; \
 	  mkdir -p build/fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
 	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
 	  if ! build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
@@ -87,6 +87,25 @@ test-integration:
 	  cmake --build build/asan -j $(JOBS) --target sluiced; \
 	fi
 	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/integration
+
+# The Redis module's tests: Debian's redis-server 7, started by the tests on free
+# 127.0.0.1 ports with --loadmodule build/lib/sluice-redis.so (the release build:
+# a sanitizer build cannot be loaded into an uninstrumented redis-server);
+# primary and replica, RDB and AOF restarts, a three-node cluster, the Lua scripts.
+.PHONY: test-module
+test-module: build
+	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/module
+
+# The CLI's tests (tests/cli/): pytest runs the ASan+UBSan build of `sluice` on
+# simulated traffic and checks the algorithms' guarantees on its output, and runs
+# take and bench against a real sluiced on 127.0.0.1 (stopped by its PID), and
+# against redis-server with build/lib/sluice-redis.so when that is built.
+SLUICE_CLI ?= build/asan/bin/sluice
+.PHONY: test-cli
+test-cli:
+	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
+	@cmake --build build/asan -j $(JOBS) --target sluice sluiced
+	@SLUICE=$(SLUICE_CLI) SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/cli
 
 bench: build
 	@for b in build/bin/bench_*; do echo "== $$b"; $$b; done

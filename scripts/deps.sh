@@ -12,12 +12,18 @@ packages=(
   libcriterion-dev  # unit tests
   libuv1-dev        # sluiced's event loops
   libyaml-dev       # the config file
+  libcjson-dev      # HTTP: the JSON body of POST /v1/check
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev # libFuzzer, ASan and UBSan runtimes for clang
   python3-pytest    # integration tests (tests/integration, run with /usr/bin/python3)
   python3-redis     # integration tests: redis-py as a real client
   redis-tools       # integration tests: redis-cli; bench: redis-benchmark
   libhiredis-dev    # integration tests: a hiredis client
+  redis-server      # module tests and bench: a real Redis 7 to load sluice-redis.so into
+  nginx             # HTTP tests: a real nginx with auth_request in front of sluiced; bench: limit_req
+  curl              # HTTP tests: a real HTTP client
+  python3-requests  # HTTP tests: Python's HTTP client
+  wrk               # bench: the HTTP load generator
 )
 
 if [[ ${1:-} == --list ]]; then

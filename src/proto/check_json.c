@@ -1,0 +1,527 @@
+/*
+ * check_json.c: the /v1/check request, from a query string or a JSON body,
+ * decoded and validated into sl_http_check. See http.h for the contract.
+ *
+ * Both sources first fill the same `raw` description of one limit (which
+ * fields were given, and their values), and one function validates it and
+ * builds the sl_limit, so the two faces cannot drift apart and every error
+ * names its field the same way.
+ */
+#include <cjson/cJSON.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/duration.h"
+#include "proto/http.h"
+
+#define NS_PER_S INT64_C(1000000000)
+
+static pthread_mutex_t cjson_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The fields of a check; a bit each in raw.given. */
+enum {
+    F_KEY = 1 << 0,
+    F_LIMIT = 1 << 1,
+    F_PERIOD = 1 << 2,
+    F_BURST = 1 << 3,
+    F_COST = 1 << 4,
+    F_ALGORITHM = 1 << 5,
+    F_POLICY = 1 << 6,
+    F_TIER = 1 << 7,
+    F_LIMITS = 1 << 8,
+};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} fields[] = {
+    {"key", F_KEY},       {"limit", F_LIMIT},   {"period", F_PERIOD},
+    {"burst", F_BURST},   {"cost", F_COST},     {"algorithm", F_ALGORITHM},
+    {"policy", F_POLICY}, {"tier", F_TIER},     {"limits", F_LIMITS},
+};
+
+static const char *field_name(unsigned bit)
+{
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        if (fields[i].bit == bit)
+            return fields[i].name;
+    return "?";
+}
+
+/* One limit as given, before validation. Strings point into the check's
+ * strbuf (key, policy, tier) or at static names (algorithm is parsed at
+ * once). */
+typedef struct raw {
+    unsigned given;
+    const char *key;
+    size_t keylen;
+    int64_t limit, period_ns, burst, cost;
+    sl_algorithm algorithm;
+    const char *policy, *tier;
+    size_t policy_len, tier_len;
+} raw;
+
+/* Records an error: message and field are printf'ed into the check's
+ * buffers (field_prefix, e.g. "limits[2].", goes before the field). */
+static int check_fail(sl_http_check *c, int status, const char *prefix, const char *field,
+                      const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static int check_fail(sl_http_check *c, int status, const char *prefix, const char *field,
+                      const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->errbuf, sizeof c->errbuf, fmt, ap);
+    va_end(ap);
+    c->errstr = c->errbuf;
+    c->status = status;
+    if (field) {
+        snprintf(c->fieldbuf, sizeof c->fieldbuf, "%s%s", prefix ? prefix : "", field);
+        c->field = c->fieldbuf;
+    } else {
+        c->field = NULL;
+    }
+    return -1;
+}
+
+/* Copies n bytes into the check's strbuf; NULL when it is full (cannot
+ * happen within the caps: 8 keys and two names always fit). */
+static const char *keep(sl_http_check *c, const char *s, size_t n)
+{
+    if (n > sizeof c->strbuf - c->st_used)
+        return NULL;
+    char *dst = c->strbuf + c->st_used;
+    memcpy(dst, s, n);
+    c->st_used += n;
+    return dst;
+}
+
+static void check_begin(sl_http_check *c)
+{
+    c->n = 0;
+    c->multi = false;
+    c->policy = c->tier = NULL;
+    c->policy_len = c->tier_len = 0;
+    c->status = 0;
+    c->errstr = NULL;
+    c->field = NULL;
+    c->errbuf[0] = c->fieldbuf[0] = '\0';
+    c->st_used = 0;
+}
+
+/* A string field's value: key (1 .. SL_HTTP_KEY_MAX bytes), policy and tier
+ * (1 .. SL_HTTP_NAME_MAX), algorithm (a known name, not concurrency). */
+static int take_string(sl_http_check *c, raw *r, unsigned bit, const char *prefix,
+                       const char *s, size_t n)
+{
+    const char *f = field_name(bit);
+    if (bit == F_ALGORITHM) {
+        if (sl_algorithm_parse(s, n, &r->algorithm) != SL_OK || r->algorithm == SL_CONCURRENCY)
+            return check_fail(c, 400, prefix, f,
+                              "unknown algorithm '%.*s': use gcra, token_bucket, leaky_bucket, "
+                              "fixed_window, sliding_log or sliding_window",
+                              (int)(n > 24 ? 24 : n), s);
+        return 0;
+    }
+    size_t max = bit == F_KEY ? SL_HTTP_KEY_MAX : SL_HTTP_NAME_MAX;
+    if (n == 0)
+        return check_fail(c, 400, prefix, f, "%s must not be empty", f);
+    if (n > max)
+        return check_fail(c, 400, prefix, f, "%s is longer than %zu bytes", f, max);
+    const char *kept = keep(c, s, n);
+    if (!kept)
+        return check_fail(c, 400, prefix, f, "%s does not fit", f);
+    if (bit == F_KEY) {
+        r->key = kept;
+        r->keylen = n;
+    } else if (bit == F_POLICY) {
+        r->policy = kept;
+        r->policy_len = n;
+    } else {
+        r->tier = kept;
+        r->tier_len = n;
+    }
+    return 0;
+}
+
+/* A period given as text: seconds, or the duration syntax of duration.h. */
+static int take_period_text(sl_http_check *c, raw *r, const char *prefix, const char *s,
+                            size_t n)
+{
+    int rc = sl_parse_duration(s, n, &r->period_ns);
+    if (rc == -2)
+        return check_fail(c, 400, prefix, "period",
+                          "period must be a positive duration of at most 73 years");
+    if (rc != 0)
+        return check_fail(c, 400, prefix, "period",
+                          "period is not a duration: use seconds, or a number with ms, s, m, h "
+                          "or d");
+    return 0;
+}
+
+static int take_int(raw *r, unsigned bit, int64_t v)
+{
+    switch (bit) {
+    case F_LIMIT: r->limit = v; break;
+    case F_BURST: r->burst = v; break;
+    case F_COST: r->cost = v; break;
+    default: return -1;
+    }
+    return 0;
+}
+
+/*
+ * Validates one limit and appends it as c->items[c->n]. Policy checks keep
+ * only key and cost. Every message names its field.
+ */
+static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_policy)
+{
+    if (r->given & F_POLICY) {
+        static const unsigned clash[] = {F_LIMIT, F_PERIOD, F_BURST, F_ALGORITHM};
+        for (size_t i = 0; i < sizeof clash / sizeof clash[0]; i++)
+            if (r->given & clash[i])
+                return check_fail(c, 400, prefix, field_name(clash[i]),
+                                  "policy cannot be combined with %s: the policy sets it",
+                                  field_name(clash[i]));
+    } else if (r->given & F_TIER) {
+        return check_fail(c, 400, prefix, "tier", "tier needs a policy");
+    }
+    if (!(r->given & F_KEY))
+        return check_fail(c, 400, prefix, "key", "key is required");
+    if (r->cost < 0)
+        return check_fail(c, 400, prefix, "cost", "%s", sl_strerror(SL_ERR_COST));
+
+    sl_http_check_item *it = &c->items[c->n];
+    memset(it, 0, sizeof *it);
+    it->key = r->key;
+    it->keylen = r->keylen;
+    it->cost = r->cost;
+    if (r->given & F_POLICY) {
+        if (!allow_policy)
+            return check_fail(c, 400, prefix, "policy", "policy is not allowed here");
+        c->policy = r->policy;
+        c->policy_len = r->policy_len;
+        c->tier = r->tier;
+        c->tier_len = r->tier_len;
+        c->n++;
+        return 0;
+    }
+    if (!(r->given & F_LIMIT))
+        return check_fail(c, 400, prefix, "limit", "limit is required (or give a policy)");
+    if (!(r->given & F_PERIOD))
+        return check_fail(c, 400, prefix, "period", "period is required");
+    int rc = sl_limit_init(&it->limit, r->algorithm, r->limit, r->period_ns, r->burst);
+    if (rc != SL_OK) {
+        const char *f = rc == SL_ERR_LIMIT    ? "limit"
+                        : rc == SL_ERR_PERIOD ? "period"
+                        : rc == SL_ERR_BURST || rc == SL_ERR_OVERFLOW ? "burst"
+                        : rc == SL_ERR_ALGORITHM ? "algorithm"
+                                                 : NULL;
+        return check_fail(c, 400, prefix, f, "%s", sl_strerror(rc));
+    }
+    c->n++;
+    return 0;
+}
+
+static void raw_init(raw *r)
+{
+    memset(r, 0, sizeof *r);
+    r->cost = 1;
+    r->algorithm = SL_GCRA;
+}
+
+/* ------------------------------------------------------------------------ */
+/* The query string                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* The parameters of a query string into r; `allowed` is the mask of the
+ * fields this endpoint takes (any other is an unknown parameter). */
+static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
+                      unsigned allowed)
+{
+    raw r = *r_;
+    size_t pos = 0;
+    sl_http_slice k, v;
+    char name[16], val[SL_HTTP_KEY_MAX];
+    while (sl_http_query_next(query, len, &pos, &k, &v)) {
+        long kl = sl_http_percent_decode(k.ptr, k.len, name, sizeof name);
+        if (kl == -1)
+            return check_fail(c, 400, NULL, NULL, "bad %%-escape in a parameter name");
+        unsigned bit = 0;
+        for (size_t i = 0; kl >= 0 && i < sizeof fields / sizeof fields[0]; i++)
+            if (strlen(fields[i].name) == (size_t)kl && !memcmp(fields[i].name, name, (size_t)kl))
+                bit = fields[i].bit;
+        if (!(bit & allowed)) {
+            /* Quote the raw name, cut: it is client input. */
+            char shown[25];
+            size_t n = k.len < 24 ? k.len : 24;
+            memcpy(shown, k.ptr, n);
+            shown[n] = '\0';
+            return check_fail(c, 400, NULL, shown, "unknown parameter '%s'", shown);
+        }
+        const char *f = field_name(bit);
+        if (r.given & bit)
+            return check_fail(c, 400, NULL, f, "%s is given twice", f);
+        r.given |= bit;
+        long vl = sl_http_percent_decode(v.ptr, v.len, val, sizeof val);
+        if (vl == -1)
+            return check_fail(c, 400, NULL, f, "bad %%-escape in %s", f);
+        if (vl == -2 && (bit == F_LIMIT || bit == F_BURST || bit == F_COST))
+            return check_fail(c, 400, NULL, f, "%s must be an integer", f);
+        if (vl == -2 && bit == F_PERIOD)
+            return take_period_text(c, &r, NULL, "", 0); /* "not a duration" */
+        if (vl == -2)
+            return check_fail(c, 400, NULL, f, "%s is longer than %zu bytes", f,
+                              bit == F_KEY ? (size_t)SL_HTTP_KEY_MAX : (size_t)SL_HTTP_NAME_MAX);
+        size_t n = (size_t)vl;
+        int rc;
+        switch (bit) {
+        case F_LIMIT:
+        case F_BURST:
+        case F_COST: {
+            int64_t x;
+            if (sl_http_parse_i64(val, n, &x) < 0)
+                return check_fail(c, 400, NULL, f, "%s must be an integer", f);
+            rc = take_int(&r, bit, x);
+            break;
+        }
+        case F_PERIOD:
+            rc = take_period_text(c, &r, NULL, val, n);
+            break;
+        default:
+            rc = take_string(c, &r, bit, NULL, val, n);
+            break;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    *r_ = r;
+    return 0;
+}
+
+int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len)
+{
+    check_begin(c);
+    raw r;
+    raw_init(&r);
+    unsigned all = F_KEY | F_LIMIT | F_PERIOD | F_BURST | F_COST | F_ALGORITHM | F_POLICY | F_TIER;
+    if (take_query(c, &r, query, len, all) < 0)
+        return -1;
+    return finish_item(c, &r, NULL, true);
+}
+
+int sl_http_check_auth(sl_http_check *c, const char *policy, size_t policy_len,
+                       const char *key, size_t keylen, const char *key_field,
+                       const char *query, size_t qlen)
+{
+    check_begin(c);
+    raw r;
+    raw_init(&r);
+    if (take_query(c, &r, query, qlen, F_COST | F_TIER) < 0)
+        return -1;
+    if (keylen == 0)
+        return check_fail(c, 401, NULL, key_field, "missing %s header", key_field);
+    if (keylen > SL_HTTP_KEY_MAX)
+        return check_fail(c, 400, NULL, key_field, "%s is longer than %d bytes", key_field,
+                          SL_HTTP_KEY_MAX);
+    if (take_string(c, &r, F_POLICY, NULL, policy, policy_len) < 0 ||
+        take_string(c, &r, F_KEY, NULL, key, keylen) < 0)
+        return -1;
+    r.given |= F_POLICY | F_KEY;
+    return finish_item(c, &r, NULL, true);
+}
+
+/* ------------------------------------------------------------------------ */
+/* The JSON body                                                            */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Checks what cJSON would not: the nesting depth (before cJSON recurses into
+ * it) and "\u0000" in a string (cJSON would cut the string there, silently
+ * changing a key). Brackets inside strings do not count.
+ */
+static int prescan(sl_http_check *c, const char *s, size_t n)
+{
+    int depth = 0;
+    bool in_str = false;
+    for (size_t i = 0; i < n; i++) {
+        char ch = s[i];
+        if (in_str) {
+            if (ch == '\\') {
+                if (n - i >= 6 && !memcmp(s + i + 1, "u0000", 5))
+                    return check_fail(c, 400, NULL, NULL, "strings must not contain \\u0000");
+                i++; /* the escaped byte cannot end the string */
+            } else if (ch == '"') {
+                in_str = false;
+            } else if ((unsigned char)ch < 0x20) {
+                /* JSON forbids raw control bytes in strings; a NUL would cut one. */
+                return check_fail(c, 400, NULL, NULL, "control byte in a string (at byte %zu)",
+                                  i);
+            }
+        } else if (ch == '"') {
+            in_str = true;
+        } else if (ch == '{' || ch == '[') {
+            if (++depth > SL_HTTP_JSON_MAX_DEPTH)
+                return check_fail(c, 400, NULL, NULL, "body is nested too deeply");
+        } else if (ch == '}' || ch == ']') {
+            depth--;
+        }
+    }
+    return 0;
+}
+
+/* A JSON number that is an integer a double holds exactly (|v| <= 2^53). */
+static int json_int(const cJSON *item, int64_t *out)
+{
+    if (!cJSON_IsNumber(item))
+        return -1;
+    double v = item->valuedouble;
+    /* The range check comes first: converting a double outside int64 is
+     * undefined. Within it, the conversion truncates, so a fraction shows. */
+    if (!(v >= -9007199254740992.0 && v <= 9007199254740992.0) || v != (double)(int64_t)v)
+        return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+/* The fields of one JSON object into r. top: the request object (policy,
+ * tier and limits allowed there). */
+static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *prefix,
+                       bool top)
+{
+    for (const cJSON *m = obj->child; m; m = m->next) {
+        const char *mname = m->string ? m->string : "";
+        unsigned bit = 0;
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            if (!strcmp(fields[i].name, mname))
+                bit = fields[i].bit;
+        if (bit == 0 || (!top && (bit == F_POLICY || bit == F_TIER || bit == F_LIMITS))) {
+            char shown[25];
+            snprintf(shown, sizeof shown, "%s", mname);
+            return check_fail(c, 400, prefix, shown, "unknown field '%s'", shown);
+        }
+        const char *f = field_name(bit);
+        if (r->given & bit)
+            return check_fail(c, 400, prefix, f, "%s is given twice", f);
+        r->given |= bit;
+        int rc = 0;
+        switch (bit) {
+        case F_LIMITS:
+            break; /* the caller's */
+        case F_LIMIT:
+        case F_BURST:
+        case F_COST: {
+            int64_t x;
+            if (json_int(m, &x) < 0)
+                return check_fail(c, 400, prefix, f, "%s must be an integer", f);
+            rc = take_int(r, bit, x);
+            break;
+        }
+        case F_PERIOD:
+            if (cJSON_IsString(m)) {
+                rc = take_period_text(c, r, prefix, m->valuestring, strlen(m->valuestring));
+            } else {
+                int64_t x;
+                if (json_int(m, &x) < 0)
+                    return check_fail(c, 400, prefix, f,
+                                      "period must be an integer of seconds or a duration "
+                                      "string such as \"500ms\"");
+                if (x < 1 || x > SL_SPAN_MAX / NS_PER_S)
+                    return check_fail(c, 400, prefix, f,
+                                      "period must be a positive duration of at most 73 years");
+                r->period_ns = x * NS_PER_S;
+            }
+            break;
+        default:
+            if (!cJSON_IsString(m))
+                return check_fail(c, 400, prefix, f, "%s must be a string", f);
+            rc = take_string(c, r, bit, prefix, m->valuestring, strlen(m->valuestring));
+            break;
+        }
+        if (rc < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int decode_tree(sl_http_check *c, const cJSON *root)
+{
+    if (!cJSON_IsObject(root))
+        return check_fail(c, 400, NULL, NULL, "body must be a JSON object");
+    raw top;
+    raw_init(&top);
+    if (take_object(c, &top, root, NULL, true) < 0)
+        return -1;
+    if (!(top.given & F_LIMITS))
+        return finish_item(c, &top, NULL, true);
+
+    unsigned others = top.given & ~(unsigned)F_LIMITS;
+    if (others) {
+        unsigned bit = others & -others; /* the lowest: a stable choice */
+        return check_fail(c, 400, NULL, field_name(bit),
+                          "limits cannot be combined with %s: give it in each entry",
+                          field_name(bit));
+    }
+    const cJSON *arr = cJSON_GetObjectItemCaseSensitive(root, "limits");
+    if (!cJSON_IsArray(arr))
+        return check_fail(c, 400, NULL, "limits", "limits must be an array of objects");
+    int count = cJSON_GetArraySize(arr);
+    if (count == 0)
+        return check_fail(c, 400, NULL, "limits", "limits must not be empty");
+    if (count > SL_HTTP_CHECK_MAX_LIMITS)
+        return check_fail(c, 400, NULL, "limits", "limits has %d entries: at most %d", count,
+                          SL_HTTP_CHECK_MAX_LIMITS);
+    c->multi = true;
+    int i = 0;
+    for (const cJSON *e = arr->child; e; e = e->next, i++) {
+        char prefix[24];
+        snprintf(prefix, sizeof prefix, "limits[%d].", i);
+        if (!cJSON_IsObject(e)) {
+            snprintf(prefix, sizeof prefix, "limits[%d]", i);
+            return check_fail(c, 400, NULL, prefix, "%s must be an object", prefix);
+        }
+        raw r;
+        raw_init(&r);
+        if (take_object(c, &r, e, prefix, false) < 0 || finish_item(c, &r, prefix, false) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+int sl_http_check_from_json(sl_http_check *c, const char *body, size_t len)
+{
+    check_begin(c);
+    if (len > SL_HTTP_MAX_JSON)
+        return check_fail(c, 413, NULL, NULL, "body is larger than %d bytes", SL_HTTP_MAX_JSON);
+    if (prescan(c, body, len) < 0)
+        return -1;
+    const char *end = NULL;
+    cJSON *root = NULL;
+    if (len) {
+        /* cJSON writes a global error position on every parse (cJSON.c:
+         * global_error), so concurrent parses from several workers race on
+         * it. The lock makes that write safe; it is held for one parse of a
+         * body of at most 64 KiB, nothing else. */
+        pthread_mutex_lock(&cjson_lock);
+        root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
+        pthread_mutex_unlock(&cjson_lock);
+    }
+    if (!root) {
+        if (len == 0)
+            return check_fail(c, 400, NULL, NULL, "body is empty: send a JSON object");
+        size_t at = end && end >= body && end <= body + len ? (size_t)(end - body) : 0;
+        return check_fail(c, 400, NULL, NULL, "body is not valid JSON (at byte %zu)", at);
+    }
+    /* cJSON stops after the value: anything but whitespace after it is an error. */
+    size_t at = end ? (size_t)(end - body) : len;
+    while (at < len && (body[at] == ' ' || body[at] == '\t' || body[at] == '\r' ||
+                        body[at] == '\n'))
+        at++;
+    int rc = at < len ? check_fail(c, 400, NULL, NULL,
+                                   "body is not valid JSON: bytes after the value (at byte %zu)",
+                                   at)
+                      : decode_tree(c, root);
+    cJSON_Delete(root);
+    return rc;
+}
