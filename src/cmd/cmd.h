@@ -98,6 +98,10 @@ typedef struct sl_command {
     sl_cmd_fn fn;
     const char *summary;
     const char *usage;
+    /* > 0: the keys are counted by the argument at this position (numkeys
+     * key ...), which the triple above cannot describe: the command's keys
+     * are "movable" (COMMAND says so; the module uses the getkeys API). */
+    int numkeys_at;
 } sl_command;
 
 /* The rate limiting commands: CL.THROTTLE and SL.*; ends with name NULL. */

@@ -169,7 +169,7 @@ static bool slm_parse_count(RedisModuleString *s, long *out)
  */
 static int slm_numkeys_at(const sl_command *cmd)
 {
-    return strcmp(cmd->name, "sl.takemany") == 0 ? cmd->first_key - 1 : 0;
+    return cmd->numkeys_at;
 }
 
 static void slm_key_positions(const sl_command *cmd, RedisModuleCtx *ctx,

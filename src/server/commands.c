@@ -137,6 +137,16 @@ static bool sl_auth_check(sl_cmd_ctx *c, const sl_resp_slice *user, const sl_res
 {
     const char *want = CONN(c)->w->srv->cfg.requirepass;
     if (!want) {
+        /* As Redis 7: with no password set, the default user takes any
+         * password when named (clients configured with credentials still get
+         * in); the one-argument form is an error that says why. */
+        if (user && sl_arg_is(user, "default"))
+            return true;
+        if (user) {
+            c->reply->error(c->sink, "WRONGPASS invalid username-password pair or user is "
+                                     "disabled.");
+            return false;
+        }
         sl_reply_errorf(c, "AUTH <password> called without any password configured for the "
                            "default user. Are you sure your configuration is correct?");
         return false;
@@ -263,7 +273,8 @@ static void sl_reply_command_info(sl_cmd_ctx *c, const sl_command *cmd)
     r->bulk(c->sink, cmd->name, strlen(cmd->name));
     r->integer(c->sink, cmd->arity);
     size_t nflags = !!(cmd->flags & SL_CMD_WRITE) + !!(cmd->flags & SL_CMD_READONLY) +
-                    !!(cmd->flags & SL_CMD_FAST) + !!(cmd->flags & SL_CMD_NOAUTH);
+                    !!(cmd->flags & SL_CMD_FAST) + !!(cmd->flags & SL_CMD_NOAUTH) +
+                    (cmd->numkeys_at > 0);
     r->array(c->sink, nflags);
     if (cmd->flags & SL_CMD_WRITE)
         r->simple(c->sink, "write");
@@ -273,6 +284,8 @@ static void sl_reply_command_info(sl_cmd_ctx *c, const sl_command *cmd)
         r->simple(c->sink, "fast");
     if (cmd->flags & SL_CMD_NOAUTH)
         r->simple(c->sink, "no-auth");
+    if (cmd->numkeys_at > 0)
+        r->simple(c->sink, "movablekeys");
     r->integer(c->sink, cmd->first_key);
     r->integer(c->sink, cmd->last_key);
     r->integer(c->sink, cmd->key_step);
@@ -409,25 +422,25 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 }
 
 static const sl_command sl_conn_commands[] = {
-    {"ping", -1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_ping, "Answers PONG", "[message]"},
+    {"ping", -1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_ping, "Answers PONG", "[message]", 0},
     {"echo", 2, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_echo, "Answers the message",
-     "message"},
+     "message", 0},
     {"quit", -1, SL_CMD_FAST | SL_CMD_NOAUTH | SL_CMD_LOADING, 0, 0, 0, sl_cmd_quit,
-     "Closes the connection", ""},
+     "Closes the connection", "", 0},
     {"select", 2, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_select,
-     "Selects database 0, the only one", "index"},
+     "Selects database 0, the only one", "index", 0},
     {"auth", -2, SL_CMD_FAST | SL_CMD_NOAUTH | SL_CMD_LOADING, 0, 0, 0, sl_cmd_auth,
-     "Authenticates the connection", "[username] password"},
+     "Authenticates the connection", "[username] password", 0},
     {"hello", -1, SL_CMD_FAST | SL_CMD_NOAUTH | SL_CMD_LOADING, 0, 0, 0, sl_cmd_hello,
      "Handshakes: protocol version, AUTH, SETNAME",
-     "[protover [AUTH username password] [SETNAME clientname]]"},
+     "[protover [AUTH username password] [SETNAME clientname]]", 0},
     {"client", -2, SL_CMD_LOADING, 0, 0, 0, sl_cmd_client,
-     "SETNAME, SETINFO, GETNAME and ID", "subcommand [arguments]"},
+     "SETNAME, SETINFO, GETNAME and ID", "subcommand [arguments]", 0},
     {"command", -1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_command,
-     "Describes the commands: COMMAND, COUNT, DOCS, INFO", "[subcommand]"},
+     "Describes the commands: COMMAND, COUNT, DOCS, INFO", "[subcommand]", 0},
     {"info", -1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_info, "Reports the server's state",
-     "[section]"},
-    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL},
+     "[section]", 0},
+    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 
 void sl_server_dispatch(sl_conn *conn, int argc, const sl_resp_slice *argv)

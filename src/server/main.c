@@ -51,6 +51,9 @@ static void sl_usage(FILE *f)
             "  --snapshot-interval S  also write it every S seconds (default 0 = never)\n"
             "  --config FILE          YAML config (policies); flags win over it\n"
             "  --log-level LEVEL      debug, info, warn or error (default info)\n"
+            "  --http-auth-header H   forward-auth: the header holding the key (X-Api-Key)\n"
+            "  --http-deny-status N   forward-auth: the status of a denial: 429 (default),\n"
+            "                         401 or 403 (nginx auth_request passes only 401/403)\n"
             "  --version, --help\n");
 }
 
@@ -84,7 +87,7 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
     enum {
         O_PORT = 256, O_HTTP_PORT, O_BIND, O_THREADS, O_REQUIREPASS, O_MAXCLIENTS, O_MAXMEM,
         O_MAXKEY, O_MAXREQ, O_IDLE, O_SNAPSHOT, O_SNAPINT, O_CONFIG, O_LOGLEVEL, O_VERSION, O_HELP,
-        O_STORE, O_SPLIT, O_PEERS, O_ONERR
+        O_STORE, O_SPLIT, O_PEERS, O_ONERR, O_AUTH_HEADER, O_DENY_STATUS
     };
     static const struct option opts[] = {
         {"port", required_argument, NULL, O_PORT},
@@ -105,6 +108,8 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
         {"split", required_argument, NULL, O_SPLIT},
         {"peers", required_argument, NULL, O_PEERS},
         {"on-store-error", required_argument, NULL, O_ONERR},
+        {"http-auth-header", required_argument, NULL, O_AUTH_HEADER},
+        {"http-deny-status", required_argument, NULL, O_DENY_STATUS},
         {"version", no_argument, NULL, O_VERSION},
         {"help", no_argument, NULL, O_HELP},
         {NULL, 0, NULL, 0},
@@ -171,6 +176,16 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             cfg->snapshot_interval_s = (int)v;
             break;
         case O_CONFIG: cfg->config_path = optarg; break;
+        case O_AUTH_HEADER:
+            if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " :\t\r\n"))
+                goto bad;
+            cfg->http_auth_header = optarg;
+            break;
+        case O_DENY_STATUS:
+            if (!sl_parse_size(optarg, 999, &v) || (v != 429 && v != 401 && v != 403))
+                goto bad;
+            cfg->http_deny_status = (int)v;
+            break;
         case O_LOGLEVEL:
             if (!strcmp(optarg, "debug")) cfg->log_level = SL_LOG_DEBUG;
             else if (!strcmp(optarg, "info")) cfg->log_level = SL_LOG_INFO;
@@ -339,6 +354,8 @@ int main(int argc, char **argv)
         .max_request_bytes = 64 * 1024,
         .max_key_bytes = 512,
         .log_level = SL_LOG_INFO,
+        .http_auth_header = "X-Api-Key",
+        .http_deny_status = 429,
     };
     /* The config file first, then the flags: a flag wins over the file. */
     int rc;
@@ -396,10 +413,10 @@ int main(int argc, char **argv)
     if (sl_workers_start(srv) != 0)
         return 1;
     sl_config *conf = atomic_load(&srv->config);
-    sl_log(SL_LOG_INFO, "sluiced %s: RESP on %s:%d, %d threads, store memory://, %zu policies%s",
-           SLUICE_VERSION, srv->cfg.bind, srv->cfg.port, srv->nworkers,
-           conf ? conf->npolicies : 0,
-           srv->cfg.http_port ? " (HTTP is not served by this version)" : "");
+    sl_log(SL_LOG_INFO, "sluiced %s: RESP on %s:%d, HTTP on %s:%d, %d threads, store memory://, "
+                        "%zu policies",
+           SLUICE_VERSION, srv->cfg.bind, srv->cfg.port, srv->cfg.bind, srv->cfg.http_port,
+           srv->nworkers, conf ? conf->npolicies : 0);
 
     uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sl_sigterm);

@@ -34,6 +34,8 @@ typedef struct sl_server_config {
     int snapshot_interval_s; /* 0 = only at shutdown */
     const char *config_path;
     int log_level;
+    const char *http_auth_header; /* forward-auth: the request header holding the key */
+    int http_deny_status;         /* forward-auth: the status of a denial (429, 401, 403) */
 } sl_server_config;
 
 struct sl_conn;
@@ -42,13 +44,14 @@ typedef struct sl_worker {
     int id;
     struct sl_server *srv;
     uv_loop_t loop;
-    uv_tcp_t listener;
-    bool listening;
+    uv_tcp_t listener[SL_PROTOS]; /* RESP and HTTP, each on its own port */
+    bool listening[SL_PROTOS];
     uv_async_t wakeup; /* the main thread asks for shutdown through it */
     uv_timer_t tick;   /* idle timeouts */
     pthread_t thread;
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     sl_limit_cache limits;
+    struct sl_http_check *check; /* HTTP: one decoded check at a time (about 9 KiB) */
     int64_t now; /* monotonic ns, read once per batch of commands */
     int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
     /* Counters for INFO and /metrics, per worker so that threads never
@@ -96,6 +99,11 @@ void sl_workers_stop(sl_server *srv);
 /* commands.c: runs one parsed command of a connection. */
 void sl_server_dispatch(struct sl_conn *conn, int argc, const sl_resp_slice *argv);
 
+/* http.c: serves every complete HTTP request in the connection's read
+ * buffer, and returns the bytes it consumed (the rest is a partial request).
+ * Sets conn->closing when the connection must close after its replies. */
+size_t sl_http_serve(struct sl_conn *conn);
+
 /* The parts of a connection the commands need. */
 typedef struct sl_conn {
     uv_tcp_t handle;
@@ -114,6 +122,8 @@ typedef struct sl_conn {
     bool closed;    /* uv_close called */
     bool reading;
     bool authed;
+    int proto; /* SL_PROTO_RESP or SL_PROTO_HTTP */
+    struct sl_http_conn *http; /* HTTP: the parser's state, allocated on first use */
     char name[64];
     int64_t last_active;
 } sl_conn;

@@ -29,11 +29,17 @@
 /* The most replies buffered for one client before it is dropped. */
 #define SL_OUTPUT_MAX ((size_t)256 << 20)
 
+/* The server's clock: CLOCK_MONOTONIC moved 2^55 ns (about 417 days) ahead.
+ * A snapshot restored after a reboot rebases its times onto this clock; the
+ * offset keeps times from before the boot positive, so that a window that
+ * ended before the reboot is still seen to have ended (times clamp at 0). */
+#define SL_CLOCK_OFFSET (INT64_C(1) << 55)
+
 int64_t sl_now_mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return SL_CLOCK_OFFSET + (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void sl_conn_flush(sl_conn *c);
@@ -45,6 +51,7 @@ static void sl_conn_on_close(uv_handle_t *h)
     sl_resp_buf_free(&c->sending);
     free(c->rbuf);
     free(c->argv);
+    free(c->http);
     atomic_fetch_sub(&c->w->srv->clients, 1);
     free(c);
 }
@@ -79,8 +86,9 @@ static void sl_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->rcap - c->rlen;
 }
 
-/* Runs every complete command in the read buffer, then writes the replies. */
-static void sl_conn_process(sl_conn *c)
+/* Runs every complete RESP command in the read buffer; returns the bytes
+ * consumed. */
+static size_t sl_conn_run_resp(sl_conn *c)
 {
     const sl_server_config *cfg = &c->w->srv->cfg;
     sl_resp_limits lim;
@@ -108,16 +116,25 @@ static void sl_conn_process(sl_conn *c)
             sl_server_dispatch(c, (int)c->req.argc, c->argv);
             ran++;
         }
-        if (c->out.failed) {
-            sl_log(SL_LOG_WARN, "client %llu: output buffer over its cap; closing",
-                   (unsigned long long)c->id);
-            sl_conn_close(c);
-            return;
-        }
+        if (c->out.failed)
+            break;
     }
     if (ran > 0) /* the batch's time, shared by its commands */
         sl_metrics_latency(&c->w->metrics, SL_PROTO_RESP,
                            (sl_now_mono() - c->w->now) / (int64_t)ran, ran);
+    return off;
+}
+
+/* Runs every complete request in the read buffer, then writes the replies. */
+static void sl_conn_process(sl_conn *c)
+{
+    size_t off = c->proto == SL_PROTO_HTTP ? sl_http_serve(c) : sl_conn_run_resp(c);
+    if (c->out.failed) {
+        sl_log(SL_LOG_WARN, "client %llu: output buffer over its cap; closing",
+               (unsigned long long)c->id);
+        sl_conn_close(c);
+        return;
+    }
     if (off > 0) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
@@ -167,6 +184,23 @@ static void sl_conn_written(uv_write_t *req, int status)
     }
 }
 
+/* Closes a connection whose replies are all written. Bytes the client sent
+ * that were never read (the rest of a refused request, say) are read and
+ * dropped first, up to 1 MiB: closing a socket with unread input makes the
+ * kernel send a reset, which can destroy the reply before the client reads
+ * it. */
+static void sl_conn_close_gently(sl_conn *c)
+{
+    uv_os_fd_t fd;
+    if (uv_fileno((uv_handle_t *)&c->handle, &fd) == 0) {
+        char sink[16384];
+        for (int i = 0; i < 64 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+            ;
+        shutdown(fd, SHUT_WR);
+    }
+    sl_conn_close(c);
+}
+
 /* Writes what has gathered in c->out: first directly, and what the socket
  * does not take at once through a uv_write, from the second buffer. */
 static void sl_conn_flush(sl_conn *c)
@@ -175,7 +209,7 @@ static void sl_conn_flush(sl_conn *c)
         return;
     if (c->out.len == 0) {
         if (c->closing)
-            sl_conn_close(c);
+            sl_conn_close_gently(c);
         return;
     }
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
@@ -183,7 +217,7 @@ static void sl_conn_flush(sl_conn *c)
     if (n == (int)c->out.len) {
         sl_resp_buf_clear(&c->out);
         if (c->closing)
-            sl_conn_close(c);
+            sl_conn_close_gently(c);
         return;
     }
     if (n < 0 && n != UV_EAGAIN) {
@@ -203,7 +237,7 @@ static void sl_conn_flush(sl_conn *c)
     c->writing = true;
 }
 
-static void sl_on_connection(uv_stream_t *listener, int status)
+static void sl_accept(uv_stream_t *listener, int status, int proto)
 {
     sl_worker *w = listener->data;
     sl_server *srv = w->srv;
@@ -228,6 +262,7 @@ static void sl_on_connection(uv_stream_t *listener, int status)
     }
     c->handle.data = c;
     c->w = w;
+    c->proto = proto;
     atomic_fetch_add(&srv->clients, 1);
     if (uv_accept(listener, (uv_stream_t *)&c->handle) != 0) {
         c->closed = true;
@@ -235,7 +270,9 @@ static void sl_on_connection(uv_stream_t *listener, int status)
         return;
     }
     c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
-    c->authed = srv->cfg.requirepass == NULL;
+    /* HTTP has no AUTH command: it is served only on its own port, which
+     * the operator binds where it belongs. */
+    c->authed = srv->cfg.requirepass == NULL || proto == SL_PROTO_HTTP;
     c->last_active = sl_now_mono();
     sl_resp_request_init(&c->req, c->argv, nargs);
     sl_resp_buf_init(&c->out, 2, SL_OUTPUT_MAX);
@@ -248,7 +285,17 @@ static void sl_on_connection(uv_stream_t *listener, int status)
 
     if (atomic_load(&srv->clients) > srv->cfg.maxclients) {
         atomic_fetch_add(&srv->rejected_connections, 1);
-        sl_resp_add_error(&c->out, "max number of clients reached", 29);
+        if (proto == SL_PROTO_HTTP) {
+            static const char body[] = "{\"error\":\"max number of clients reached\"}\n";
+            char head[160];
+            int n = snprintf(head, sizeof head,
+                             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
+                             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
+                             sizeof body - 1);
+            sl_resp_add_raw(&c->out, head, (size_t)n);
+            sl_resp_add_raw(&c->out, body, sizeof body - 1);
+        } else
+            sl_resp_add_error(&c->out, "max number of clients reached", 29);
         c->closing = true;
         sl_conn_flush(c);
         return;
@@ -263,6 +310,16 @@ static void sl_on_connection(uv_stream_t *listener, int status)
 #define SL_SHUTDOWN_GRACE_NS INT64_C(5000000000)
 
 static void sl_worker_finish(sl_worker *w, int64_t now);
+
+static void sl_on_resp_connection(uv_stream_t *listener, int status)
+{
+    sl_accept(listener, status, SL_PROTO_RESP);
+}
+
+static void sl_on_http_connection(uv_stream_t *listener, int status)
+{
+    sl_accept(listener, status, SL_PROTO_HTTP);
+}
 
 /* Closes connections idle for longer than the timeout; during shutdown,
  * finishes it. */
@@ -337,9 +394,11 @@ static void sl_worker_wakeup(uv_async_t *a)
     atomic_store(&w->seen_epoch, atomic_load(&w->srv->epoch));
     if (!atomic_load(&w->srv->stopping))
         return;
-    if (w->listening) {
-        uv_close((uv_handle_t *)&w->listener, NULL);
-        w->listening = false;
+    for (int p = 0; p < SL_PROTOS; p++) {
+        if (w->listening[p]) {
+            uv_close((uv_handle_t *)&w->listener[p], NULL);
+            w->listening[p] = false;
+        }
     }
     if (uv_is_closing((uv_handle_t *)&w->tick))
         return; /* a second wake-up during shutdown */
@@ -416,24 +475,29 @@ int sl_workers_start(sl_server *srv)
         uv_timer_init(&w->loop, &w->tick);
         w->tick.data = w;
         uv_timer_start(&w->tick, sl_worker_tick, 1000, 1000);
-        if (srv->cfg.port > 0) {
-            int fd = sl_listen_socket(srv->cfg.bind, srv->cfg.port);
+        static const uv_connection_cb on_accept[SL_PROTOS] = {sl_on_resp_connection,
+                                                              sl_on_http_connection};
+        const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
+        for (int p = 0; p < SL_PROTOS; p++) {
+            if (ports[p] <= 0)
+                continue;
+            int fd = sl_listen_socket(srv->cfg.bind, ports[p]);
             if (fd < 0) {
-                sl_log(SL_LOG_ERROR, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port,
+                sl_log(SL_LOG_ERROR, "cannot listen on %s:%d: %s", srv->cfg.bind, ports[p],
                        strerror(errno));
                 return -1;
             }
-            uv_tcp_init(&w->loop, &w->listener);
-            w->listener.data = w;
-            int rc = uv_tcp_open(&w->listener, fd);
+            uv_tcp_init(&w->loop, &w->listener[p]);
+            w->listener[p].data = w;
+            int rc = uv_tcp_open(&w->listener[p], fd);
             if (rc == 0)
-                rc = uv_listen((uv_stream_t *)&w->listener, 511, sl_on_connection);
+                rc = uv_listen((uv_stream_t *)&w->listener[p], 511, on_accept[p]);
             if (rc != 0) {
-                sl_log(SL_LOG_ERROR, "cannot listen on %s:%d: %s", srv->cfg.bind, srv->cfg.port,
+                sl_log(SL_LOG_ERROR, "cannot listen on %s:%d: %s", srv->cfg.bind, ports[p],
                        uv_strerror(rc));
                 return -1;
             }
-            w->listening = true;
+            w->listening[p] = true;
         }
     }
     for (int i = 0; i < srv->nworkers; i++) {
@@ -458,6 +522,7 @@ void sl_workers_stop(sl_server *srv)
     for (int i = 0; i < srv->nworkers; i++) {
         pthread_join(srv->workers[i].thread, NULL);
         uv_loop_close(&srv->workers[i].loop);
+        free(srv->workers[i].check);
     }
     free(srv->workers);
     srv->workers = NULL;

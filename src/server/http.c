@@ -1,0 +1,314 @@
+/*
+ * http.c: sluiced's HTTP/1.1 face (docs/http.md). It only wires: the request
+ * parser, the check decoder and the response writer are src/proto/http.c's;
+ * the policies src/policy's; the decisions the store's.
+ *
+ *   GET  /v1/check?key=K&limit=N&period=P[&burst][&cost][&algorithm]
+ *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C]
+ *   POST /v1/check                      the same as JSON, or {"limits": [...]}
+ *   GET  /v1/auth/{policy}[?tier=T&cost=C]   forward-auth: the key comes from
+ *                                       a request header (--http-auth-header)
+ *   GET  /metrics                       Prometheus text
+ *   GET  /healthz
+ *
+ * Requests on a connection are served in order, pipelined or not; a request
+ * whose body has not fully arrived waits for it. A malformed request gets
+ * its status (400, 413, 414, 431, 501, 505) with a JSON error naming what was
+ * wrong, and the connection is closed: after a framing error the next
+ * request cannot be found reliably.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "policy/config.h"
+#include "proto/http.h"
+#include "server/log.h"
+#include "server/server.h"
+
+#define SL_HTTP_HEADERS 64
+
+/* A connection's parser state. */
+typedef struct sl_http_conn {
+    sl_http_request req;
+    sl_http_header headers[SL_HTTP_HEADERS];
+    bool continue_sent; /* "100 Continue" already sent for the request at hand */
+} sl_http_conn;
+
+/* The outcome of running a check, for the response and the metrics. */
+typedef struct sl_http_run {
+    sl_http_limit_report items[SL_TAKE_MANY_MAX];
+    sl_decision decisions[SL_TAKE_MANY_MAX];
+    const sl_limit *limits[SL_TAKE_MANY_MAX];
+    size_t n;
+    int rejected_by;
+    bool allowed;
+    int policy; /* index in the config, -1 ad hoc */
+    bool shadow;
+} sl_http_run;
+
+static bool sl_path_is(sl_http_slice path, const char *lit)
+{
+    size_t n = strlen(lit);
+    return path.len == n && memcmp(path.ptr, lit, n) == 0;
+}
+
+static bool sl_method_is(const sl_http_request *r, const char *m)
+{
+    return sl_path_is(r->method, m);
+}
+
+/* Runs a decoded check against the store (and the policies); on an error
+ * writes the error response itself and returns false. */
+static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, bool keep)
+{
+    sl_worker *w = c->w;
+    sl_server *srv = w->srv;
+    const sl_config *cfg = atomic_load_explicit(&srv->config, memory_order_acquire);
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
+    const char *name = NULL;
+    int rc;
+
+    run->policy = -1;
+    run->shadow = false;
+    run->rejected_by = -1;
+    if (chk->policy) {
+        const sl_policy *p = sl_config_policy(cfg, chk->policy, chk->policy_len);
+        if (!p) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "unknown policy '%.*s'", (int)chk->policy_len, chk->policy);
+            sl_http_write_error(&c->out, 400, keep, msg, "policy");
+            return false;
+        }
+        const sl_limit *l = sl_policy_limit(p, chk->tier, chk->tier ? chk->tier_len : 0);
+        if (!l) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "unknown tier '%.*s' for policy '%s'", (int)chk->tier_len,
+                     chk->tier, p->name);
+            sl_http_write_error(&c->out, 400, keep, msg, "tier");
+            return false;
+        }
+        size_t klen = sl_policy_key(p, chk->items[0].key, chk->items[0].keylen, key, sizeof key);
+        if (klen == 0) {
+            sl_http_write_error(&c->out, 400, keep, sl_strerror(SL_ERR_KEY), "key");
+            return false;
+        }
+        items[0] = (sl_take_item){key, klen, l, chk->items[0].cost};
+        run->limits[0] = l;
+        run->n = 1;
+        if (p->has_global) {
+            size_t glen = sl_policy_global_key(p, gkey, sizeof gkey);
+            items[1] = (sl_take_item){gkey, glen, &p->global, chk->items[0].cost};
+            run->limits[1] = &p->global;
+            run->n = 2;
+        }
+        run->policy = (int)(p - cfg->policies);
+        run->shadow = p->shadow;
+        name = p->name;
+    } else {
+        for (size_t i = 0; i < chk->n; i++) {
+            items[i] = (sl_take_item){chk->items[i].key, chk->items[i].keylen,
+                                      &chk->items[i].limit, chk->items[i].cost};
+            run->limits[i] = &chk->items[i].limit;
+        }
+        run->n = chk->n;
+    }
+
+    if (run->n == 1) {
+        rc = sl_store_take(srv->store, items[0].key, items[0].keylen, items[0].limit, w->now,
+                           items[0].cost, &run->decisions[0]);
+        run->rejected_by = rc == SL_OK && !run->decisions[0].allowed ? 0 : -1;
+    } else {
+        rc = sl_store_take_many(srv->store, items, run->n, w->now, run->decisions,
+                                &run->rejected_by);
+    }
+    if (rc != SL_OK) {
+        if (rc == SL_ERR_NOMEM)
+            atomic_fetch_add_explicit(&w->metrics.store_errors, 1, memory_order_relaxed);
+        sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), NULL);
+        return false;
+    }
+    run->allowed = run->rejected_by < 0;
+    for (size_t i = 0; i < run->n; i++) {
+        /* a policy's global limit is reported under the policy's name too */
+        run->items[i] = (sl_http_limit_report){name, run->limits[i], &run->decisions[i]};
+    }
+    sl_metrics_decided(&w->metrics, run->policy, run->allowed || run->shadow,
+                       run->shadow && !run->allowed);
+    return true;
+}
+
+/* /v1/check and /v1/auth/{policy}: decode, run, answer. */
+static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const char *body,
+                                  bool keep, bool forward_auth)
+{
+    sl_worker *w = c->w;
+    if (!w->check && !(w->check = malloc(sizeof *w->check))) {
+        sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+        return;
+    }
+    sl_http_check *chk = w->check;
+    int rc;
+    if (forward_auth) {
+        /* The key from a header; the policy from the path; tier and cost from
+         * the query string. Built as a query so one decoder validates it. */
+        const sl_server_config *cfg = &w->srv->cfg;
+        const sl_http_header *h = sl_http_find_header(r, cfg->http_auth_header);
+        sl_http_slice key = h ? h->value : (sl_http_slice){NULL, 0};
+        if (h && sl_http_slice_ieq((sl_http_slice){cfg->http_auth_header,
+                                                   strlen(cfg->http_auth_header)},
+                                   "X-Forwarded-For")) {
+            /* the client is the first address of the list */
+            size_t n = 0;
+            while (n < key.len && key.ptr[n] != ',')
+                n++;
+            while (n > 0 && (key.ptr[n - 1] == ' ' || key.ptr[n - 1] == '\t'))
+                n--;
+            key.len = n;
+        }
+        if (key.len == 0) {
+            char msg[128];
+            snprintf(msg, sizeof msg, "missing %s header", cfg->http_auth_header);
+            sl_http_write_error(&c->out, 401, keep, msg, cfg->http_auth_header);
+            return;
+        }
+        sl_http_slice policy = {r->path.ptr + 9, r->path.len - 9}; /* after "/v1/auth/" */
+        char q[4096 + 512];
+        size_t used = 0;
+        static const char hex[] = "0123456789ABCDEF";
+        used += (size_t)snprintf(q, sizeof q, "policy=%.*s&key=", (int)policy.len, policy.ptr);
+        for (size_t i = 0; i < key.len && used + 4 < sizeof q; i++) {
+            unsigned char ch = (unsigned char)key.ptr[i];
+            q[used++] = '%';
+            q[used++] = hex[ch >> 4];
+            q[used++] = hex[ch & 15];
+        }
+        if (r->query.len > 0 && used + 1 + r->query.len < sizeof q) {
+            q[used++] = '&';
+            memcpy(q + used, r->query.ptr, r->query.len);
+            used += r->query.len;
+        }
+        rc = sl_http_check_from_query(chk, q, used);
+    } else if (sl_method_is(r, "POST")) {
+        rc = sl_http_check_from_json(chk, body, (size_t)r->content_length);
+    } else {
+        rc = sl_http_check_from_query(chk, r->query.ptr, r->query.len);
+    }
+    if (rc != 0) {
+        sl_http_write_error(&c->out, chk->status, keep, chk->errstr, chk->field);
+        return;
+    }
+    sl_http_run run;
+    if (!sl_http_run_check(c, chk, &run, keep))
+        return;
+    sl_http_decision_opts o = {
+        .status = forward_auth && !run.allowed && !run.shadow ? w->srv->cfg.http_deny_status : 0,
+        .keep_alive = keep,
+        .shadow = run.shadow,
+        .head = sl_method_is(r, "HEAD"),
+        .multi = chk->multi,
+        .rejected_by = run.rejected_by,
+    };
+    sl_http_write_decision(&c->out, &o, run.items, run.n);
+}
+
+/* Routes one complete request (its body, content_length bytes, at `body`). */
+static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body)
+{
+    bool keep = r->keep_alive;
+    bool get = sl_method_is(r, "GET") || sl_method_is(r, "HEAD");
+    bool head = sl_method_is(r, "HEAD");
+    sl_http_slice path = r->path;
+
+    if (sl_path_is(path, "/v1/check")) {
+        if (get || sl_method_is(r, "POST"))
+            sl_http_check_request(c, r, body, keep, false);
+        else
+            sl_http_write_response(&c->out, 405, keep, "application/json",
+                                   "Allow: GET, HEAD, POST\r\n",
+                                   "{\"error\":\"method not allowed\"}\n", 31, head);
+    } else if (path.len > 9 && memcmp(path.ptr, "/v1/auth/", 9) == 0) {
+        if (get || sl_method_is(r, "POST"))
+            sl_http_check_request(c, r, body, keep, true);
+        else
+            sl_http_write_response(&c->out, 405, keep, "application/json",
+                                   "Allow: GET, HEAD, POST\r\n",
+                                   "{\"error\":\"method not allowed\"}\n", 31, head);
+    } else if (sl_path_is(path, "/healthz") && get) {
+        sl_http_write_response(&c->out, 200, keep, "application/json", NULL,
+                               "{\"status\":\"ok\"}\n", 16, head);
+    } else if (sl_path_is(path, "/metrics") && get) {
+        sl_resp_buf text;
+        sl_resp_buf_init(&text, 2, 0);
+        sl_metrics_render(c->w->srv, &text);
+        if (text.failed)
+            sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+        else
+            sl_http_write_response(&c->out, 200, keep, "text/plain; version=0.0.4; charset=utf-8",
+                                   NULL, text.data, text.len, head);
+        sl_resp_buf_free(&text);
+    } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics")) {
+        sl_http_write_response(&c->out, 405, keep, "application/json", "Allow: GET, HEAD\r\n",
+                               "{\"error\":\"method not allowed\"}\n", 31, head);
+    } else {
+        sl_http_write_error(&c->out, 404, keep, "not found", "path");
+    }
+    if (!keep)
+        c->closing = true;
+}
+
+size_t sl_http_serve(sl_conn *c)
+{
+    if (!c->http) {
+        c->http = calloc(1, sizeof *c->http);
+        if (!c->http) {
+            c->closing = true;
+            return c->rlen;
+        }
+        sl_http_request_init(&c->http->req, c->http->headers, SL_HTTP_HEADERS);
+    }
+    sl_http_conn *h = c->http;
+    sl_http_limits lim;
+    sl_http_limits_default(&lim);
+    size_t off = 0;
+    while (!c->closing && off < c->rlen) {
+        int n = sl_http_parse_request(c->rbuf + off, c->rlen - off, &h->req, &lim);
+        if (n == SL_HTTP_INCOMPLETE)
+            break;
+        if (n == SL_HTTP_ERROR) {
+            sl_http_write_error(&c->out, h->req.status, false, h->req.errstr, h->req.field);
+            sl_log(SL_LOG_INFO, "http client %llu: %d %s; closing", (unsigned long long)c->id,
+                   h->req.status, h->req.errstr);
+            c->closing = true;
+            break;
+        }
+        const sl_http_request *r = &h->req;
+        if (r->body_too_large) {
+            sl_http_write_error(&c->out, 413, false, "request body too large", "content-length");
+            c->closing = true;
+            break;
+        }
+        size_t need = (size_t)n + (size_t)r->content_length;
+        if (c->rlen - off < need) {
+            /* The body is still coming. The head is parsed again when it is
+             * complete (a few hundred bytes: cheap). */
+            if (r->expect_continue && !h->continue_sent) {
+                sl_resp_add_raw(&c->out, SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
+                h->continue_sent = true;
+            }
+            sl_http_request_reset(&h->req);
+            break;
+        }
+        int64_t started = sl_now_mono();
+        atomic_fetch_add_explicit(&c->w->metrics.commands, 1, memory_order_relaxed);
+        sl_http_route(c, r, c->rbuf + off + n);
+        sl_metrics_latency(&c->w->metrics, SL_PROTO_HTTP, sl_now_mono() - started, 1);
+        h->continue_sent = false;
+        off += need;
+        sl_http_request_reset(&h->req);
+    }
+    if (off > 0) /* the caller moves what is left to the front: start afresh */
+        sl_http_request_reset(&h->req);
+    return off;
+}

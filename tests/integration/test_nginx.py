@@ -1,0 +1,145 @@
+"""A real nginx (Debian's) in front of a tiny upstream, asking sluiced with auth_request
+before every request: nginx's client gets 200 until the limit, then 429 with Retry-After
+and the rate limit headers passed on. The nginx config is the one docs/deployment.md shows.
+
+nginx's auth_request accepts only 2xx, 401 and 403 from the auth server, so sluiced runs
+with --http-deny-status 403 and nginx turns that 403 back into a 429."""
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+import pytest
+import requests
+
+from conftest import Sluiced, free_port
+
+NGINX = shutil.which("nginx") or "/usr/sbin/nginx"
+
+CONF = """
+worker_processes 1;
+daemon off;
+pid {prefix}/nginx.pid;
+error_log {prefix}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    access_log off;
+    client_body_temp_path {prefix}/body;
+    proxy_temp_path {prefix}/proxy;
+    fastcgi_temp_path {prefix}/fastcgi;
+    uwsgi_temp_path {prefix}/uwsgi;
+    scgi_temp_path {prefix}/scgi;
+
+    # the tiny upstream: the application sluice protects
+    server {{
+        listen 127.0.0.1:{upstream};
+        location / {{ return 200 "hello from the app\\n"; }}
+    }}
+
+    server {{
+        listen 127.0.0.1:{front};
+
+        location / {{
+            auth_request /_sluice;
+            # what sluice said, for the headers below
+            auth_request_set $rl_limit $upstream_http_x_ratelimit_limit;
+            auth_request_set $rl_remaining $upstream_http_x_ratelimit_remaining;
+            auth_request_set $rl_reset $upstream_http_x_ratelimit_reset;
+            auth_request_set $rl_retry $upstream_http_retry_after;
+            auth_request_set $rl_policy $upstream_http_ratelimit_policy;
+            auth_request_set $rl_state $upstream_http_ratelimit;
+            add_header X-RateLimit-Limit $rl_limit always;
+            add_header X-RateLimit-Remaining $rl_remaining always;
+            add_header X-RateLimit-Reset $rl_reset always;
+            add_header RateLimit-Policy $rl_policy always;
+            add_header RateLimit $rl_state always;
+            error_page 403 = @limited;
+            proxy_pass http://127.0.0.1:{upstream};
+        }}
+
+        location = /_sluice {{
+            internal;
+            proxy_pass http://127.0.0.1:{sluice}/v1/auth/api;
+            proxy_pass_request_body off;
+            proxy_set_header Content-Length "";
+            proxy_set_header X-Api-Key $http_x_api_key;
+        }}
+
+        location @limited {{
+            add_header Retry-After $rl_retry always;
+            add_header X-RateLimit-Limit $rl_limit always;
+            add_header X-RateLimit-Remaining $rl_remaining always;
+            add_header X-RateLimit-Reset $rl_reset always;
+            add_header RateLimit-Policy $rl_policy always;
+            add_header RateLimit $rl_state always;
+            default_type application/json;
+            return 429 '{{"error":"rate limited"}}\\n';
+        }}
+    }}
+}}
+"""
+
+
+@pytest.fixture
+def stack(tmp_path):
+    conf = tmp_path / "sluice.yaml"
+    conf.write_text("policies:\n  api: {limit: 3, period: 1h}\n")
+    sluice_http = free_port()
+    sl = Sluiced(args=["--http-port", str(sluice_http), "--http-deny-status", "403",
+                       "--config", str(conf)], workdir=str(tmp_path)).start()
+    prefix = tmp_path / "nginx"
+    prefix.mkdir()
+    front, upstream = free_port(), free_port()
+    (prefix / "nginx.conf").write_text(CONF.format(prefix=prefix, front=front, upstream=upstream,
+                                                   sluice=sluice_http))
+    ng = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    base = "http://127.0.0.1:%d" % front
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            requests.get(base + "/", timeout=1)
+            break
+        except requests.ConnectionError:
+            if ng.poll() is not None or time.monotonic() > deadline:
+                err = (prefix / "error.log").read_text() if (prefix / "error.log").exists() else ""
+                sl.stop(check=False)
+                pytest.fail("nginx did not start: %s %s" % (ng.stderr.read().decode(), err))
+            time.sleep(0.05)
+    yield base, sl
+    os.kill(ng.pid, signal.SIGQUIT)
+    try:
+        ng.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        ng.kill()
+    sl.stop()
+
+
+def test_nginx_auth_request_turns_the_limit_into_429(stack):
+    base, _ = stack
+    hdr = {"X-Api-Key": "customer-42"}
+    for remaining in (2, 1, 0):
+        r = requests.get(base + "/orders", headers=hdr, timeout=5)
+        assert r.status_code == 200, r.text
+        assert r.text == "hello from the app\n"
+        assert r.headers["X-RateLimit-Limit"] == "3"
+        assert r.headers["X-RateLimit-Remaining"] == str(remaining)
+        assert r.headers["RateLimit-Policy"] == '"api";q=3;w=3600'
+    r = requests.get(base + "/orders", headers=hdr, timeout=5)
+    assert r.status_code == 429
+    assert r.json() == {"error": "rate limited"}
+    retry = int(r.headers["Retry-After"])
+    assert 1190 <= retry <= 1200, "3 per hour: one comes back after 20 minutes"
+    assert r.headers["X-RateLimit-Remaining"] == "0"
+    assert r.headers["RateLimit"].startswith('"api";r=0;t=')
+    # another customer is not affected
+    r = requests.get(base + "/orders", headers={"X-Api-Key": "customer-7"}, timeout=5)
+    assert r.status_code == 200
+
+
+def test_nginx_without_a_key_gets_401(stack):
+    base, _ = stack
+    r = requests.get(base + "/orders", timeout=5)
+    assert r.status_code == 401
