@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "policy/config.h"
 #include "proto/http.h"
@@ -45,6 +46,7 @@ typedef struct sl_http_run {
     bool allowed;
     int policy; /* index in the config, -1 ad hoc */
     bool shadow;
+    char global_name[SL_POLICY_NAME_MAX + 8];
 } sl_http_run;
 
 static bool sl_path_is(sl_http_slice path, const char *lit)
@@ -106,6 +108,7 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
         run->policy = (int)(p - cfg->policies);
         run->shadow = p->shadow;
         name = p->name;
+        snprintf(run->global_name, sizeof run->global_name, "%s.global", p->name);
     } else {
         for (size_t i = 0; i < chk->n; i++) {
             items[i] = (sl_take_item){chk->items[i].key, chk->items[i].keylen,
@@ -130,10 +133,10 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
         return false;
     }
     run->allowed = run->rejected_by < 0;
-    for (size_t i = 0; i < run->n; i++) {
-        /* a policy's global limit is reported under the policy's name too */
+    for (size_t i = 0; i < run->n; i++)
         run->items[i] = (sl_http_limit_report){name, run->limits[i], &run->decisions[i]};
-    }
+    if (name && run->n == 2) /* the policy's global limit: "api.global" */
+        run->items[1].name = run->global_name;
     sl_metrics_decided(&w->metrics, run->policy, run->allowed || run->shadow,
                        run->shadow && !run->allowed);
     return true;
@@ -151,45 +154,24 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
     sl_http_check *chk = w->check;
     int rc;
     if (forward_auth) {
-        /* The key from a header; the policy from the path; tier and cost from
-         * the query string. Built as a query so one decoder validates it. */
+        /* The key from a header (X-Forwarded-For: its first address), the
+         * policy from the path, tier and cost from the query string. */
         const sl_server_config *cfg = &w->srv->cfg;
         const sl_http_header *h = sl_http_find_header(r, cfg->http_auth_header);
         sl_http_slice key = h ? h->value : (sl_http_slice){NULL, 0};
-        if (h && sl_http_slice_ieq((sl_http_slice){cfg->http_auth_header,
-                                                   strlen(cfg->http_auth_header)},
-                                   "X-Forwarded-For")) {
-            /* the client is the first address of the list */
-            size_t n = 0;
-            while (n < key.len && key.ptr[n] != ',')
-                n++;
-            while (n > 0 && (key.ptr[n - 1] == ' ' || key.ptr[n - 1] == '\t'))
-                n--;
-            key.len = n;
-        }
-        if (key.len == 0) {
-            char msg[128];
-            snprintf(msg, sizeof msg, "missing %s header", cfg->http_auth_header);
-            sl_http_write_error(&c->out, 401, keep, msg, cfg->http_auth_header);
+        if (h && strcasecmp(cfg->http_auth_header, "X-Forwarded-For") == 0)
+            key = sl_http_list_first(key);
+        char policy[SL_HTTP_NAME_MAX + 1];
+        long plen = sl_http_path_decode(r->path.ptr + 9, r->path.len - 9, policy, sizeof policy);
+        if (plen <= 0) {
+            sl_http_write_error(&c->out, 400, keep,
+                                plen == 0 ? "the path names no policy"
+                                          : "the policy in the path is not a valid name",
+                                "policy");
             return;
         }
-        sl_http_slice policy = {r->path.ptr + 9, r->path.len - 9}; /* after "/v1/auth/" */
-        char q[4096 + 512];
-        size_t used = 0;
-        static const char hex[] = "0123456789ABCDEF";
-        used += (size_t)snprintf(q, sizeof q, "policy=%.*s&key=", (int)policy.len, policy.ptr);
-        for (size_t i = 0; i < key.len && used + 4 < sizeof q; i++) {
-            unsigned char ch = (unsigned char)key.ptr[i];
-            q[used++] = '%';
-            q[used++] = hex[ch >> 4];
-            q[used++] = hex[ch & 15];
-        }
-        if (r->query.len > 0 && used + 1 + r->query.len < sizeof q) {
-            q[used++] = '&';
-            memcpy(q + used, r->query.ptr, r->query.len);
-            used += r->query.len;
-        }
-        rc = sl_http_check_from_query(chk, q, used);
+        rc = sl_http_check_auth(chk, policy, (size_t)plen, key.ptr, key.len,
+                                cfg->http_auth_header, r->query.ptr, r->query.len);
     } else if (sl_method_is(r, "POST")) {
         rc = sl_http_check_from_json(chk, body, (size_t)r->content_length);
     } else {

@@ -141,9 +141,12 @@ def test_policies_tiers_global_and_shadow(http, session, request):
     assert r.json()["limit"] == 5
     assert r.headers["RateLimit-Policy"].startswith('"api";q=5;w=3600')
     # the global limit of 2 is shared by every key of the policy
-    codes = [check(session, http.base, key=uniq(request, "g%d" % i), policy="shared").status_code
-             for i in range(3)]
-    assert codes == [200, 200, 429]
+    replies = [check(session, http.base, key=uniq(request, "g%d" % i), policy="shared")
+               for i in range(3)]
+    assert [r.status_code for r in replies] == [200, 200, 429]
+    # both limits are reported, the global one under its own name
+    assert replies[0].headers["RateLimit-Policy"] == '"shared";q=100;w=3600, "shared.global";q=2;w=3600'
+    assert '"shared.global";r=0;t=' in replies[2].headers["RateLimit"]
     d = uniq(request, "d")
     assert check(session, http.base, key=d, policy="dry").status_code == 200
     r = check(session, http.base, key=d, policy="dry")
@@ -164,6 +167,11 @@ def test_forward_auth(http, session, request):
     r = session.get(http.base + "/v1/auth/api?tier=paid", headers={"X-Api-Key": key + "p"},
                     timeout=5)
     assert r.status_code == 200 and r.json()["limit"] == 5
+    # the path names a policy, nothing more: no parameters slip in through it
+    r = session.get(http.base + "/v1/auth/api%26tier=paid", headers=hdr, timeout=5)
+    assert r.status_code == 400 and r.json()["field"] == "policy", r.text
+    r = session.get(http.base + "/v1/auth/api?limit=1000", headers=hdr, timeout=5)
+    assert r.status_code == 400, "a forward-auth request cannot choose its own limit" 
 
 
 def test_forward_auth_deny_status_and_header_choice(make_server, tmp_path):
