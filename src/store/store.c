@@ -969,6 +969,18 @@ static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen,
     return SL_OK;
 }
 
+/* The time a take on a locked shard is decided at: `now`, or the latest
+ * time the shard has used when `now` is older (see sl_shard.now_max). */
+static inline int64_t sl_shard_now(sl_shard *sh, int64_t now)
+{
+    if (now < 0 || now > SL_TIME_MAX)
+        return now; /* invalid: the algorithm says so */
+    if (now < sh->now_max)
+        return sh->now_max;
+    sh->now_max = now;
+    return now;
+}
+
 /* A zeroed scratch state: the stack buffer when it fits, else the heap. */
 static void *sl_scratch_get(unsigned char *stack, size_t size)
 {
@@ -1009,6 +1021,7 @@ static int sl_store_take_op(sl_store *s, const void *key, size_t keylen, const s
     sl_shard *sh = sl_store_shard_of(s, h);
 
     sl_spin_lock(&sh->lock);
+    now = sl_shard_now(sh, now);
     long pos = sl_index_find(sh, h, key, keylen);
     if (pos >= 0) {
         uint32_t v = sh->slots[pos];
@@ -1123,6 +1136,7 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
     uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_spin_lock(&sh->lock);
+    now = sl_shard_now(sh, now);
     long pos = sl_index_find(sh, h, key, keylen);
     rc = 0;
     if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
@@ -1336,6 +1350,10 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
 
     size_t nlocked = sl_lock_shards(m, n, locked);
     int rc = SL_OK;
+    for (size_t i = 0; i < nlocked; i++) /* one time for all the limits */
+        now = sl_shard_now(locked[i], now);
+    for (size_t i = 0; i < nlocked; i++)
+        now = sl_shard_now(locked[i], now);
 
     /* 1. Copy each key's state (or "never seen") into scratch. */
     for (size_t i = 0; i < n; i++) {

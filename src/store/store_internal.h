@@ -97,6 +97,12 @@ typedef struct sl_shard {
      * between cores; the fields below are read far more than written and
      * then stay shared in every core's cache. */
     _Alignas(64) sl_spin lock;
+    /* The latest `now` a take on this shard has used (on the lock's line,
+     * which every take writes anyway). Threads read the clock once per
+     * batch, so a take can arrive with a `now` a little older than the one
+     * before it; it is decided at this time instead, so that a key's state
+     * never sees time go back (remaining then counts down one by one). */
+    int64_t now_max;
     _Alignas(64) uint32_t ngroups; /* index size in groups of 8 slots (0 before first use) */
     uint32_t count;      /* keys held */
     uint32_t tombs;      /* deleted slots */
