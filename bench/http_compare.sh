@@ -6,7 +6,8 @@
 #
 # Each server runs on core $SERVER_CPU (sluiced with --threads 1, nginx with one worker),
 # wrk on core $CLIENT_CPU with $CONNS connections for $SECONDS seconds:
-#   - sluiced GET /v1/check?key=K&limit=...&period=... (a key per connection)
+#   - sluiced GET /v1/check?key=K&limit=...&period=... on one key (and, through a wrk
+#     Lua script that costs wrk some of its own speed, a key per connection)
 #   - nginx limit_req, a zone keyed per client ($binary_remote_addr: every connection of
 #     wrk comes from 127.0.0.1, so one key, as sluiced's hot key), in front of empty_gif
 #     (a content handler: nginx's `return` runs before limit_req and would skip it)
@@ -99,11 +100,14 @@ run() { # name url [script]
 echo "http_compare: wrk -t1 -c$CONNS -d${SECONDS_}s, servers on core $SERVER_CPU, wrk on core $CLIENT_CPU; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 echo "| what | requests/s | p50 | p99 | non-2xx |"
 echo "|---|---:|---:|---:|---:|"
-run "sluiced GET /v1/check (GCRA)" "http://127.0.0.1:$SL_HTTP/" "$work/keys.lua"
+# One key, as nginx's zone keyed by the client address has one key for all of wrk's
+# connections; a static URL, so that wrk spends the same on every request of both.
+run "sluiced GET /v1/check (GCRA)" "http://127.0.0.1:$SL_HTTP/v1/check?key=bench&limit=100000000&period=1"
+run "sluiced GET /v1/check, a key per connection (wrk Lua)" "http://127.0.0.1:$SL_HTTP/" "$work/keys.lua"
 run "nginx limit_req + empty_gif" "http://127.0.0.1:$NG_PORT/limited"
 run "sluiced GET /healthz (no limit)" "http://127.0.0.1:$SL_HTTP/healthz"
 run "nginx empty_gif (no limit)" "http://127.0.0.1:$NG_PORT/free"
-a=$(cat "$work/rps.1"); b=$(cat "$work/rps.2")
+a=$(cat "$work/rps.1"); b=$(cat "$work/rps.3")
 echo
 echo "sluiced / nginx limit_req: $(/usr/bin/python3 -c "print('%.2fx' % ($a / $b))")"
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2

@@ -86,11 +86,20 @@ static void t_str(text *t, const char *s)
     t_mem(t, s, strlen(s));
 }
 
+/* Decimal digits written backwards into a small buffer: a response holds a
+ * dozen numbers, and snprintf cost most of a response's time (callgrind). */
 static void t_i64(text *t, int64_t v)
 {
     char tmp[24];
-    int n = snprintf(tmp, sizeof tmp, "%" PRId64, v);
-    t_mem(t, tmp, (size_t)n);
+    size_t i = sizeof tmp;
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[--i] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        tmp[--i] = '-';
+    t_mem(t, tmp + i, sizeof tmp - i);
 }
 
 static void t_bool(text *t, bool v)
