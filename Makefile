@@ -23,6 +23,8 @@ run: build
 	@if [ -x build/bin/sluiced ]; then \
 	  echo "sluiced: RESP on 127.0.0.1:7379, HTTP on 127.0.0.1:7380"; \
 	  echo "try: redis-cli -p 7379 CL.THROTTLE user:1 15 30 60"; \
+	  echo "     curl -i 'http://127.0.0.1:7380/v1/check?key=user:1&limit=100&period=60'"; \
+	  echo "     build/bin/sluice simulate --limit 100 --period 60 --traffic boundary"; \
 	  exec build/bin/sluiced; \
 	else \
 	  echo "make run: sluiced is not built yet (the server is a later issue); libsluice is in build/lib"; \
