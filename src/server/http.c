@@ -62,7 +62,8 @@ static bool sl_method_is(const sl_http_request *r, const char *m)
 
 /* Runs a decoded check against the store (and the policies); on an error
  * writes the error response itself and returns false. */
-static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, bool keep)
+static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, bool keep,
+                              bool peek)
 {
     sl_worker *w = c->w;
     sl_server *srv = w->srv;
@@ -118,7 +119,17 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
         run->n = chk->n;
     }
 
-    if (run->n == 1) {
+    if (peek) {
+        /* HEAD is safe (RFC 9110): it says what GET would answer, and
+         * consumes nothing. Each limit is asked on its own. */
+        rc = SL_OK;
+        for (size_t i = 0; i < run->n && rc == SL_OK; i++) {
+            rc = sl_store_peek(srv->store, items[i].key, items[i].keylen, items[i].limit, w->now,
+                               items[i].cost, &run->decisions[i]);
+            if (rc == SL_OK && !run->decisions[i].allowed && run->rejected_by < 0)
+                run->rejected_by = (int)i;
+        }
+    } else if (run->n == 1) {
         rc = sl_store_take(srv->store, items[0].key, items[0].keylen, items[0].limit, w->now,
                            items[0].cost, &run->decisions[0]);
         run->rejected_by = rc == SL_OK && !run->decisions[0].allowed ? 0 : -1;
@@ -137,8 +148,9 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
         run->items[i] = (sl_http_limit_report){name, run->limits[i], &run->decisions[i]};
     if (name && run->n == 2) /* the policy's global limit: "api.global" */
         run->items[1].name = run->global_name;
-    sl_metrics_decided(&w->metrics, run->policy, run->allowed || run->shadow,
-                       run->shadow && !run->allowed);
+    if (!peek)
+        sl_metrics_decided(&w->metrics, run->policy, run->allowed || run->shadow,
+                           run->shadow && !run->allowed);
     return true;
 }
 
@@ -182,7 +194,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         return;
     }
     sl_http_run run;
-    if (!sl_http_run_check(c, chk, &run, keep))
+    if (!sl_http_run_check(c, chk, &run, keep, sl_method_is(r, "HEAD")))
         return;
     sl_http_decision_opts o = {
         .status = forward_auth && !run.allowed && !run.shadow ? w->srv->cfg.http_deny_status : 0,

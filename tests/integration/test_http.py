@@ -92,6 +92,19 @@ def test_allowed_then_429_with_every_header(http, session, request):
     assert m and int(m.group(1)) == int(r.headers["X-RateLimit-Reset"])
 
 
+def test_head_answers_like_get_and_consumes_nothing(http, session, request):
+    key = uniq(request)
+    url = http.base + "/v1/check"
+    params = dict(key=key, limit=1, period=3600)
+    for _ in range(3):
+        r = session.head(url, params=params, timeout=5)
+        assert r.status_code == 200 and r.headers["X-RateLimit-Remaining"] == "0"
+        assert r.content == b""
+    assert session.get(url, params=params, timeout=5).status_code == 200
+    r = session.head(url, params=params, timeout=5)
+    assert r.status_code == 429 and "Retry-After" in r.headers
+
+
 def test_retry_after_is_whole_seconds_rounded_up(http, session, request):
     key = uniq(request)
     assert check(session, http.base, key=key, limit=1, period="1500ms").status_code == 200
