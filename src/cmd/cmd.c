@@ -520,26 +520,26 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_status(c, SL_ERR_COST);
         return;
     }
-    const sl_limit *l = sl_policy_limit(p, tier ? tier->ptr : NULL, tier ? tier->len : 0);
-    if (!l) {
+    char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
+    sl_take_item items[2];
+    int n = sl_policy_items(p, tier ? tier->ptr : NULL, tier ? tier->len : 0, argv[2].ptr,
+                            argv[2].len, cost, key, sizeof key, gkey, sizeof gkey, items);
+    if (n < 0) {
         sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
                         (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
         return;
     }
-    char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
-    size_t klen = sl_policy_key(p, argv[2].ptr, argv[2].len, key, sizeof key);
-    if (klen == 0 || argv[2].len == 0) {
+    if (n == 0) {
         sl_reply_status(c, SL_ERR_KEY);
         return;
     }
     sl_decision d[2];
-    const sl_limit *shown = l;
+    const sl_limit *shown = items[0].limit;
     int rc;
-    if (!p->has_global) {
-        rc = c->exec->take(c->ex, &(sl_resp_slice){key, klen}, l, cost, &d[0]);
+    if (n == 1) {
+        rc = c->exec->take(c->ex, &(sl_resp_slice){items[0].key, items[0].keylen}, items[0].limit,
+                           cost, &d[0]);
     } else {
-        size_t glen = sl_policy_global_key(p, gkey, sizeof gkey);
-        sl_take_item items[2] = {{key, klen, l, cost}, {gkey, glen, &p->global, cost}};
         int failed = -1;
         rc = c->exec->take_many(c->ex, items, 2, d, &failed);
         if (failed == 1) { /* the global limit refused: tell what it says */

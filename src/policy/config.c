@@ -413,3 +413,23 @@ size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap)
     int n = snprintf(out, cap, "\x1fglobal\x1f%s", p->name);
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
+
+int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
+                    size_t keylen, int64_t cost, char *keybuf, size_t keycap, char *gkeybuf,
+                    size_t gkeycap, sl_take_item items[2])
+{
+    const sl_limit *l = sl_policy_limit(p, tier, tierlen);
+    if (!l)
+        return -1;
+    size_t klen = keylen ? sl_policy_key(p, key, keylen, keybuf, keycap) : 0;
+    if (klen == 0)
+        return 0;
+    items[0] = (sl_take_item){keybuf, klen, l, cost};
+    if (!p->has_global)
+        return 1;
+    size_t glen = sl_policy_global_key(p, gkeybuf, gkeycap);
+    if (glen == 0)
+        return 0;
+    items[1] = (sl_take_item){gkeybuf, glen, &p->global, cost};
+    return 2;
+}

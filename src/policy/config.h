@@ -92,6 +92,19 @@ const sl_limit *sl_policy_limit(const sl_policy *p, const char *tier, size_t len
  */
 size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap);
 
+/*
+ * The takes one request under policy p makes: its key under the tier's limit
+ * (tier NULL or tierlen 0: the default) and, when the policy has a global
+ * limit, that limit under its global key; both of `cost`. The keys are
+ * written into keybuf (keycap bytes) and gkeybuf (at least
+ * SL_POLICY_NAME_MAX + 16 bytes), which items[] then points into. Returns
+ * the number of items (1 or 2), 0 when the key is empty or its store key does
+ * not fit (SL_ERR_KEY), or -1 for an unknown tier.
+ */
+int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
+                    size_t keylen, int64_t cost, char *keybuf, size_t keycap, char *gkeybuf,
+                    size_t gkeycap, sl_take_item items[2]);
+
 /* The store key of the policy's global limit: "\x1fglobal\x1f{policy}". The
  * control bytes keep it apart from any key a template makes of an ordinary
  * client key (clients of sluiced are trusted: any of them may name any key). */

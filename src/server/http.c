@@ -84,28 +84,23 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
             sl_http_write_error(&c->out, 400, keep, msg, "policy");
             return false;
         }
-        const sl_limit *l = sl_policy_limit(p, chk->tier, chk->tier ? chk->tier_len : 0);
-        if (!l) {
+        int n = sl_policy_items(p, chk->tier, chk->tier ? chk->tier_len : 0, chk->items[0].key,
+                                chk->items[0].keylen, chk->items[0].cost, key, sizeof key, gkey,
+                                sizeof gkey, items);
+        if (n < 0) {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown tier '%.*s' for policy '%s'", (int)chk->tier_len,
                      chk->tier, p->name);
             sl_http_write_error(&c->out, 400, keep, msg, "tier");
             return false;
         }
-        size_t klen = sl_policy_key(p, chk->items[0].key, chk->items[0].keylen, key, sizeof key);
-        if (klen == 0) {
+        if (n == 0) {
             sl_http_write_error(&c->out, 400, keep, sl_strerror(SL_ERR_KEY), "key");
             return false;
         }
-        items[0] = (sl_take_item){key, klen, l, chk->items[0].cost};
-        run->limits[0] = l;
-        run->n = 1;
-        if (p->has_global) {
-            size_t glen = sl_policy_global_key(p, gkey, sizeof gkey);
-            items[1] = (sl_take_item){gkey, glen, &p->global, chk->items[0].cost};
-            run->limits[1] = &p->global;
-            run->n = 2;
-        }
+        run->n = (size_t)n;
+        for (size_t i = 0; i < run->n; i++)
+            run->limits[i] = items[i].limit;
         run->policy = (int)(p - cfg->policies);
         run->shadow = p->shadow;
         name = p->name;

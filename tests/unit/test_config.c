@@ -141,3 +141,31 @@ Test(config, files_too_big_or_missing_are_refused)
     cr_assert_eq(sl_config_parse(big, sizeof big - 1, "big.yaml", &c, err, sizeof err), -1);
     cr_assert_str_eq(err, "big.yaml: the file is larger than 1048576 bytes");
 }
+
+Test(config, a_policy_request_becomes_its_takes)
+{
+    sl_config *c = parse_ok("policies:\n"
+                            "  api:\n"
+                            "    limit: 10\n"
+                            "    period: 1m\n"
+                            "    key: \"u:{key}\"\n"
+                            "    tiers: {paid: {limit: 99, period: 1m}}\n"
+                            "    global: {limit: 500, period: 1m}\n"
+                            "  solo: {limit: 1, period: 1s}\n");
+    const sl_policy *api = sl_config_policy(c, "api", 3), *solo = sl_config_policy(c, "solo", 4);
+    char key[16], gkey[SL_POLICY_NAME_MAX + 16];
+    sl_take_item it[2];
+    cr_assert_eq(sl_policy_items(api, "paid", 4, "bob", 3, 2, key, sizeof key, gkey, sizeof gkey, it), 2);
+    cr_assert(it[0].keylen == 5 && memcmp(it[0].key, "u:bob", 5) == 0);
+    cr_assert_eq(it[0].limit->limit, 99);
+    cr_assert_eq(it[0].cost, 2);
+    cr_assert_eq(it[1].limit, &api->global);
+    cr_assert_eq(it[1].cost, 2);
+    cr_assert_eq(sl_policy_items(solo, NULL, 0, "x", 1, 1, key, sizeof key, gkey, sizeof gkey, it), 1);
+    cr_assert_eq(sl_policy_items(api, "gold", 4, "bob", 3, 1, key, sizeof key, gkey, sizeof gkey, it), -1);
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "", 0, 1, key, sizeof key, gkey, sizeof gkey, it), 0,
+                 "an empty key");
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "a-key-too-long-for-16", 21, 1, key, sizeof key, gkey,
+                                 sizeof gkey, it), 0, "a store key that does not fit");
+    sl_config_free(c);
+}
