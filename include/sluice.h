@@ -130,6 +130,7 @@ typedef struct sl_limit {
     int64_t tolerance_ns, tolerance_frac;
     sl_divider by_reduced_period, by_den, by_period;
     sl_divider by_cell_interval_us; /* SL_LIMIT_CELL only */
+    size_t state_size;              /* what sl_state_size() answers */
 } sl_limit;
 
 #define SL_LIMIT_CELL 1u
@@ -154,7 +155,8 @@ int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t pe
  */
 int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s);
 
-/* Bytes of state one key needs under *l (8-byte aligned; zero = never seen). */
+/* Bytes of state one key needs under *l (8-byte aligned; zero = never seen);
+ * 0 for a limit that sl_limit_init did not fill. */
 size_t sl_state_size(const sl_limit *l);
 
 /*

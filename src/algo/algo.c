@@ -90,14 +90,14 @@ int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t pe
     sl_divider_init(&l->by_reduced_period, (uint64_t)l->reduced_period);
     sl_divider_init(&l->by_den, (uint64_t)l->den);
     sl_divider_init(&l->by_period, (uint64_t)period_ns);
-    return ops->init(l);
+    int rc = ops->init(l);
+    if (rc != SL_OK)
+        return rc;
+    l->state_size = ops->state_size(l);
+    return SL_OK;
 }
 
-size_t sl_state_size(const sl_limit *l)
-{
-    const sl_algo_ops *ops = sl_algo_get(l->algorithm);
-    return ops ? ops->state_size(l) : 0;
-}
+size_t sl_state_size(const sl_limit *l) { return l->state_size; }
 
 static int sl_check_input(const sl_limit *l, int64_t now, int64_t cost)
 {
@@ -128,6 +128,19 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
         return rc;
     /* With commit false the algorithm only reads *state. */
     sl_algos[l->algorithm]->take(l, (void *)state, now, cost, false, d);
+    return SL_OK;
+}
+
+int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
+                     int64_t *expires_at)
+{
+    memset(d, 0, sizeof *d);
+    int rc = sl_check_input(l, now, cost);
+    if (rc != SL_OK)
+        return rc;
+    const sl_algo_ops *ops = sl_algos[l->algorithm];
+    ops->take(l, state, now, cost, cost > 0, d);
+    *expires_at = ops->expires_at(l, state);
     return SL_OK;
 }
 

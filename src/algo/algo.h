@@ -43,6 +43,12 @@ void sl_leaky_bucket_take(const sl_limit *l, void *state, int64_t now, int64_t c
 int64_t sl_gcra_expires_at(const sl_limit *l, const void *state);
 void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
 
+/* sl_take, then sl_state_expires_at of the state it left, with one check of
+ * the inputs and one lookup of the algorithm: the keyed store's hot path.
+ * *expires_at is set only when SL_OK is returned. */
+int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
+                     int64_t *expires_at);
+
 /* Moves one timestamp by delta, saturating into [0, SL_TIME_MAX]. */
 int64_t sl_time_rebase(int64_t t, int64_t delta_ns);
 

@@ -11,7 +11,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "store/store_internal.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* A state this size or smaller is computed in a stack buffer before the key
  * is stored, so that a take that does not change anything stores nothing. */
@@ -91,7 +96,8 @@ static inline uint64_t sl_load_small(const unsigned char *p, size_t n)
  * read as overlapping words, and the length is mixed in, so that keys
  * whose words coincide but whose lengths differ still hash apart.
  */
-uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed)
+static inline __attribute__((always_inline)) uint64_t sl_hash(const void *key, size_t len,
+                                                               uint64_t seed)
 {
     const unsigned char *p = key;
     uint64_t h = seed ^ SL_K3;
@@ -112,6 +118,8 @@ uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed)
     h = sl_fold(a ^ SL_K1 ^ h, b ^ SL_K2 ^ seed ^ (uint64_t)len);
     return sl_fold(h ^ SL_K3, SL_K1 ^ seed);
 }
+
+uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed) { return sl_hash(key, len, seed); }
 
 /* Are the n bytes at a and b equal? Word compares, no call: keys are short
  * and the compare is on every take's path. */
@@ -138,10 +146,6 @@ static inline uint32_t sl_home_group(uint64_t h, uint32_t ngroups)
     return (uint32_t)(((h >> 7) & 0xffffffffu) * (uint64_t)ngroups >> 32);
 }
 
-sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h)
-{
-    return s->nshards == 1 ? &s->shards[0] : &s->shards[h >> s->shard_shift];
-}
 
 /* ---- locks ---- */
 
@@ -152,11 +156,11 @@ static inline void sl_cpu_relax(void)
 #endif
 }
 
-void sl_spin_lock(sl_spin *l)
+/* The lock was held: spin on a plain load (no line ping-pong) until it
+ * looks free, then try again. */
+void sl_spin_wait(sl_spin *l)
 {
-    for (;;) {
-        if (!atomic_exchange_explicit(&l->held, 1, memory_order_acquire))
-            return;
+    do {
         unsigned spins = 0;
         while (atomic_load_explicit(&l->held, memory_order_relaxed)) {
             if (++spins < 64)
@@ -164,20 +168,11 @@ void sl_spin_lock(sl_spin *l)
             else
                 sched_yield();
         }
-    }
+    } while (atomic_exchange_explicit(&l->held, 1, memory_order_acquire));
 }
-
-void sl_spin_unlock(sl_spin *l) { atomic_store_explicit(&l->held, 0, memory_order_release); }
 
 /* ---- ticks ---- */
 
-uint64_t sl_store_tick_of(int64_t expires_ns)
-{
-    if (expires_ns <= 0)
-        return 0;
-    uint64_t t = ((uint64_t)expires_ns + ((UINT64_C(1) << SL_TICK_SHIFT) - 1)) >> SL_TICK_SHIFT;
-    return t >= SL_TICK_NEVER ? SL_TICK_NEVER : t;
-}
 
 /* The tick that has fully passed at `now`: a record whose tick is at most
  * this is equivalent to "never seen". */
@@ -368,8 +363,35 @@ static inline bool sl_rec_matches(const sl_shard *sh, uint32_t slot, const void 
     return sl_rec_meta_of(rec)->keylen == keylen && sl_key_equal(sl_rec_key(sh, slot, rec), key, keylen);
 }
 
+/* Which slots of a group carry `tag` (bit i for slot i), and, in *empty,
+ * which are empty: two compares of four slots each with SSE2. */
+static inline unsigned sl_group_match(const uint32_t *grp, uint32_t tag, unsigned *empty)
+{
+#if defined(__SSE2__)
+    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)grp);
+    __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(grp + 4));
+    __m128i t = _mm_set1_epi32((int)tag), z = _mm_setzero_si128();
+    unsigned m = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(
+                     _mm_cmpeq_epi32(_mm_srli_epi32(lo, SL_SLOT_TAG_SHIFT), t))) |
+                 (unsigned)_mm_movemask_ps(_mm_castsi128_ps(
+                     _mm_cmpeq_epi32(_mm_srli_epi32(hi, SL_SLOT_TAG_SHIFT), t)))
+                     << 4;
+    *empty = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(lo, z))) |
+             (unsigned)_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(hi, z))) << 4;
+    return m;
+#else
+    unsigned m = 0, e = 0;
+    for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
+        m |= (unsigned)((grp[i] >> SL_SLOT_TAG_SHIFT) == tag) << i;
+        e |= (unsigned)(grp[i] == SL_SLOT_EMPTY) << i;
+    }
+    *empty = e;
+    return m;
+#endif
+}
+
 /* Finds the key; returns its slot position, or -1. */
-static long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_t keylen)
+static inline __attribute__((always_inline)) long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_t keylen)
 {
     if (!sh->ngroups)
         return -1;
@@ -377,12 +399,11 @@ static long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_
     uint32_t g = sl_home_group(h, sh->ngroups);
     for (uint32_t probes = 0; probes < sh->ngroups; probes++) {
         const uint32_t *grp = sh->slots + (size_t)g * SL_GROUP_SLOTS;
-        bool empty = false;
-        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
-            uint32_t v = grp[i];
-            if ((v >> SL_SLOT_TAG_SHIFT) == tag && sl_rec_matches(sh, v, key, keylen))
+        unsigned empty;
+        for (unsigned m = sl_group_match(grp, tag, &empty); m; m &= m - 1) {
+            unsigned i = (unsigned)__builtin_ctz(m);
+            if (sl_rec_matches(sh, grp[i], key, keylen))
                 return (long)g * SL_GROUP_SLOTS + i;
-            empty |= v == SL_SLOT_EMPTY;
         }
         if (empty)
             return -1;
@@ -962,7 +983,7 @@ static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen,
         return SL_ERR_KEY;
     if ((unsigned)l->algorithm >= SL_ALGORITHM_COUNT)
         return SL_ERR_ALGORITHM;
-    size_t sz = sl_state_size(l);
+    size_t sz = l->state_size;
     if (sz == 0 || sz % 8 || sz > (size_t)UINT16_MAX * 8 * 64)
         return SL_ERR_LIMIT;
     *size = sz;
@@ -1006,45 +1027,23 @@ static int sl_store_decide(const sl_limit *l, void *state, int64_t now, int64_t 
                     : sl_take(l, state, now, cost, d);
 }
 
-/* sl_store_take and sl_store_acquire: take `cost` from the key's state, or
- * acquire a lease of that weight carrying lease_id when it is not 0. */
-static int sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
-                            int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
+/* The cold half of a take: the key is new (pos < 0), or its state has
+ * another shape. Decides on a zeroed scratch state first, so that an
+ * invalid or empty-handed take stores nothing and the old state is only
+ * dropped when the take is valid. Called with the shard locked; unlocks it. */
+static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh, uint64_t h,
+                                                       long pos, const void *key, size_t keylen,
+                                                       const sl_limit *l, int64_t now,
+                                                       int64_t cost, uint64_t lease_id,
+                                                       sl_decision *d)
 {
-    size_t size;
-    if (!s || !d)
-        return SL_ERR_ARGUMENT;
-    int rc = sl_check_key_limit(s, key, keylen, l, &size);
-    if (rc != SL_OK)
-        return rc;
-    uint64_t h = sl_store_hash(key, keylen, s->seed);
-    sl_shard *sh = sl_store_shard_of(s, h);
-
-    sl_spin_lock(&sh->lock);
-    now = sl_shard_now(sh, now);
-    long pos = sl_index_find(sh, h, key, keylen);
-    if (pos >= 0) {
-        uint32_t v = sh->slots[pos];
-        if (sl_rec_compatible(sh, v, l->algorithm, size)) {
-            /* The hot path: decide in place. */
-            uint64_t *rec = sl_shard_record(sh, v);
-            rc = sl_store_decide(l, sl_rec_state(rec), now, cost, lease_id, d);
-            if (rc == SL_OK && cost > 0)
-                sl_rec_set_expiry(rec, sl_store_tick_of(sl_state_expires_at(l, sl_rec_state(rec))));
-            sl_spin_unlock(&sh->lock);
-            return rc;
-        }
-    }
-    /* A new key, or one whose state has another shape: decide on a zeroed
-     * scratch state first, so that an invalid or empty-handed take stores
-     * nothing and the old state is only dropped when the take is valid. */
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
-    void *scratch = sl_scratch_get(stack, size);
+    void *scratch = sl_scratch_get(stack, l->state_size);
     if (!scratch) {
         sl_spin_unlock(&sh->lock);
         return SL_ERR_NOMEM;
     }
-    rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
+    int rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
     if (rc == SL_OK) {
         if (pos >= 0) {
             sl_shard_remove(sh, (size_t)pos);
@@ -1052,11 +1051,46 @@ static int sl_store_take_op(sl_store *s, const void *key, size_t keylen, const s
         }
         int64_t exp = sl_state_expires_at(l, scratch);
         if (exp > now)
-            rc = sl_shard_insert(s, sh, h, key, keylen, l->algorithm, scratch, size,
+            rc = sl_shard_insert(s, sh, h, key, keylen, l->algorithm, scratch, l->state_size,
                                  sl_store_tick_of(exp), 0, now, NULL);
     }
     sl_spin_unlock(&sh->lock);
     sl_scratch_put(stack, scratch);
+    return rc;
+}
+
+/* sl_store_take and sl_store_acquire: take `cost` from the key's state, or
+ * acquire a lease of that weight carrying lease_id when it is not 0. The
+ * hot path, a key whose state is there, decides in place. */
+static inline __attribute__((always_inline)) int
+sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                 int64_t cost, uint64_t lease_id, sl_decision *d)
+{
+    size_t size;
+    if (!s || !d)
+        return SL_ERR_ARGUMENT;
+    int rc = sl_check_key_limit(s, key, keylen, l, &size);
+    if (rc != SL_OK)
+        return rc;
+    uint64_t h = sl_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+
+    sl_spin_lock(&sh->lock);
+    now = sl_shard_now(sh, now);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size))
+        return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
+    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+    int64_t exp;
+    if (lease_id) {
+        rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
+        exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
+    } else {
+        rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
+    }
+    if (rc == SL_OK && cost > 0)
+        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+    sl_spin_unlock(&sh->lock);
     return rc;
 }
 
@@ -1083,7 +1117,7 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
     int rc = sl_check_key_limit(s, key, keylen, l, &size);
     if (rc != SL_OK)
         return rc;
-    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
     void *zero = NULL;
@@ -1112,7 +1146,7 @@ int sl_store_reset(sl_store *s, const void *key, size_t keylen)
         return SL_ERR_ARGUMENT;
     if (!key || keylen == 0 || keylen > s->max_key_len)
         return SL_ERR_KEY;
-    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_spin_lock(&sh->lock);
     long pos = sl_index_find(sh, h, key, keylen);
@@ -1133,7 +1167,7 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
         return rc;
     if (l->algorithm != SL_CONCURRENCY)
         return SL_ERR_ALGORITHM;
-    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_spin_lock(&sh->lock);
     now = sl_shard_now(sh, now);
@@ -1467,7 +1501,7 @@ done:
 
 bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
 {
-    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_spin_lock(&sh->lock);
     bool found = sl_index_find(sh, h, key, keylen) >= 0;

@@ -137,9 +137,23 @@ struct sl_store {
 /* The key hash: seeded, 64 bits, fast on short keys. */
 uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed);
 
-sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h);
-void sl_spin_lock(sl_spin *l);
-void sl_spin_unlock(sl_spin *l);
+/* The shard of a key's hash: its top bits. */
+static inline sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h)
+{
+    return s->nshards == 1 ? &s->shards[0] : &s->shards[h >> s->shard_shift];
+}
+
+/* The lock: one atomic exchange when it is free, sl_spin_wait otherwise. */
+void sl_spin_wait(sl_spin *l);
+static inline void sl_spin_lock(sl_spin *l)
+{
+    if (__builtin_expect(atomic_exchange_explicit(&l->held, 1, memory_order_acquire), 0))
+        sl_spin_wait(l);
+}
+static inline void sl_spin_unlock(sl_spin *l)
+{
+    atomic_store_explicit(&l->held, 0, memory_order_release);
+}
 
 static inline uint32_t sl_slot_page(uint32_t slot) { return (slot >> 9) & 0x7fffu; }
 static inline uint32_t sl_slot_index(uint32_t slot) { return slot & 0x1ffu; }
@@ -162,7 +176,13 @@ static inline uint64_t sl_rec_expiry(const uint64_t *rec)
 size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot);
 
 /* Converts expires_at nanoseconds to a tick (rounded up, saturating). */
-uint64_t sl_store_tick_of(int64_t expires_ns);
+static inline uint64_t sl_store_tick_of(int64_t expires_ns)
+{
+    if (expires_ns <= 0)
+        return 0;
+    uint64_t t = ((uint64_t)expires_ns + ((UINT64_C(1) << SL_TICK_SHIFT) - 1)) >> SL_TICK_SHIFT;
+    return t >= SL_TICK_NEVER ? SL_TICK_NEVER : t;
+}
 
 /*
  * Inserts or replaces `key` with a copy of `state` (size bytes) under

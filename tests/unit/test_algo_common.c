@@ -8,6 +8,7 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#include "algo/algo.h"
 #include "testlib.h"
 
 #define YEAR (INT64_C(365) * 24 * 3600 * NS_PER_SEC)
@@ -46,8 +47,10 @@ Test(limit, invalid_parameters_get_distinct_errors)
     cr_assert_eq(sl_limit_init(&l, SL_SLIDING_LOG, SL_SLIDING_LOG_MAX + 1, 1, 0), SL_ERR_LIMIT);
     cr_assert_eq(sl_limit_init(&l, SL_CONCURRENCY, SL_CONCURRENCY_MAX + 1, 1, 0), SL_ERR_LIMIT);
 
+    cr_assert_eq(sl_state_size(&l), 0, "a failed init leaves no state size");
     cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
     cr_assert_eq(l.burst, 10, "burst defaults to the limit");
+    cr_assert_eq(sl_state_size(&l), 16);
     int64_t st[2] = {0, 0};
     sl_decision d;
     cr_assert_eq(sl_take(&l, st, 0, -1, &d), SL_ERR_COST);
@@ -257,5 +260,39 @@ Test(algorithms, a_limit_of_one_per_nanosecond_and_one_per_year)
         cr_assert(d.allowed, "%s", sl_algorithm_name(a));
         free(s1);
         free(s2);
+    }
+}
+
+/* The store's hot path takes and reads the expiry in one call: it must
+ * answer exactly as sl_take followed by sl_state_expires_at. */
+Test(algorithms, take_expiring_is_take_then_expires_at)
+{
+    test_rng r = {7};
+    for (int trial = 0; trial < 30; trial++) {
+        sl_limit ls[SL_ALGORITHM_COUNT];
+        limits_for(&r, ls);
+        for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
+            const sl_limit *l = &ls[a];
+            size_t size = sl_state_size(l);
+            void *one = test_state(l), *two = test_state(l);
+            int64_t now = 0;
+            for (int i = 0; i < 200; i++) {
+                now += test_range(&r, 0, l->period_ns / 3);
+                int64_t c = test_range(&r, 0, 3), exp = -1;
+                sl_decision d1, d2;
+                cr_assert_eq(sl_take(l, one, now, c, &d1), SL_OK);
+                cr_assert_eq(sl_take_expiring(l, two, now, c, &d2, &exp), SL_OK);
+                cr_assert(memcmp(&d1, &d2, sizeof d1) == 0, "%s: decisions differ",
+                          sl_algorithm_name(a));
+                cr_assert(memcmp(one, two, size) == 0, "%s: states differ", sl_algorithm_name(a));
+                cr_assert_eq(exp, sl_state_expires_at(l, one));
+            }
+            int64_t exp = 12345;
+            sl_decision d;
+            cr_assert_eq(sl_take_expiring(l, two, -1, 1, &d, &exp), SL_ERR_TIME);
+            cr_assert_eq(exp, 12345, "an error leaves *expires_at alone");
+            free(one);
+            free(two);
+        }
     }
 }
