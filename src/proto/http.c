@@ -2,16 +2,25 @@
  * http.c: the HTTP/1.1 request parser and the request helpers.
  * See http.h for the contract; this file explains only the how.
  *
- * The parser is a byte-at-a-time state machine whose whole state lives in
- * sl_http_request, so a resumed call continues exactly where the last one
- * stopped, and a head that arrives in n pieces costs the same as one that
- * arrives whole. Every error is decided by the byte at which it shows (or, for
- * the checks that need the whole head, by the final line end), which is what
- * makes every prefix of a valid head INCOMPLETE.
+ * The parser is a state machine whose whole state lives in sl_http_request,
+ * so a resumed call continues exactly where the last one stopped, and a head
+ * that arrives in n pieces costs the same as one that arrives whole. Within a
+ * state it does not step byte by byte: it scans a run of bytes that the state
+ * accepts without deciding anything (a method, a target, a field name or
+ * value) with one table lookup per byte, or 16 bytes at a time with SSE2, and
+ * decides only at the byte that ends the run. Every error is still decided by
+ * the byte at which it shows (or, for the checks that need the whole head, by
+ * the final line end), which is what makes every prefix of a valid head
+ * INCOMPLETE. Caps bound each scan: a scan never passes the byte where the
+ * current part's cap ends, nor `len`.
  */
 #include "proto/http.h"
 
 #include <string.h>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 /* Parser states. The request line: */
 enum {
@@ -29,17 +38,121 @@ enum {
     ST_END_CR,    /* the final empty line's CR */
 };
 
-/* tchar (RFC 9110 section 5.6.2): the bytes of a token. */
+/*
+ * Byte classes, a bit each, one table for all of them:
+ *   C_TCHAR  tchar (RFC 9110 section 5.6.2): methods and field names
+ *   C_VCHAR  visible ASCII, 0x21-0x7E: the request-target
+ *   C_FIELD  a byte a field value may hold: HTAB, SP, VCHAR, obs-text
+ *            (0x80-0xFF); every other byte (CTLs, DEL) ends the value's scan
+ */
+enum { C_TCHAR = 1, C_VCHAR = 2, C_FIELD = 4 };
+
+static const unsigned char byte_class[256] = {
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 4, 0, 0, 0, 0, 0, 0, /* 00: HTAB */
+    0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, /* 10 */
+    4, 7, 6, 7, 7, 7, 7, 7, 6, 6, 7, 7, 6, 7, 7, 6, /* 20: SP ! " # $ % & ' ( ) * + , - . / */
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 6, 6, 6, /* 30: 0-9 : ; < = > ? */
+    6, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, /* 40: @ A-O */
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 6, 6, 7, 7, /* 50: P-Z [ \ ] ^ _ */
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, /* 60: ` a-o */
+    7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 7, 6, 7, 6, 7, 0, /* 70: p-z { | } ~ DEL */
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, /* 80-FF: obs-text */
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+    4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4, 4,
+};
+
 static bool is_tchar(unsigned char c)
 {
-    if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
-        return true;
-    return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
+    return byte_class[c] & C_TCHAR;
 }
+
+/* The first offset in [pos, end) whose byte is not of class `cls`, or end.
+ * Four bytes per round: field values and targets are tens of bytes long. */
+static size_t scan_class(const unsigned char *b, size_t pos, size_t end, unsigned cls)
+{
+    while (end - pos >= 4) {
+        if (!(byte_class[b[pos]] & cls))
+            return pos;
+        if (!(byte_class[b[pos + 1]] & cls))
+            return pos + 1;
+        if (!(byte_class[b[pos + 2]] & cls))
+            return pos + 2;
+        if (!(byte_class[b[pos + 3]] & cls))
+            return pos + 3;
+        pos += 4;
+    }
+    while (pos < end && (byte_class[b[pos]] & cls))
+        pos++;
+    return pos;
+}
+
+/* scan_class for C_VCHAR and C_FIELD, 16 bytes at a time where SSE2 is
+ * there (every x86-64). Only whole 16-byte blocks inside [pos, end) are
+ * loaded; the tail goes through the table. SSE2 compares bytes as signed:
+ * 0x80-0xFF are negative. */
+#if defined(__SSE2__)
+static size_t scan_vchar(const unsigned char *b, size_t pos, size_t end)
+{
+    const __m128i sp = _mm_set1_epi8(0x20), del = _mm_set1_epi8(0x7f);
+    while (end - pos >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + pos));
+        /* 0x20 < v < 0x7F, signed: the negative bytes fail the first test. */
+        __m128i ok = _mm_and_si128(_mm_cmpgt_epi8(v, sp), _mm_cmplt_epi8(v, del));
+        unsigned stop = (unsigned)_mm_movemask_epi8(ok) ^ 0xffffu;
+        if (stop)
+            return pos + (size_t)__builtin_ctz(stop);
+        pos += 16;
+    }
+    return scan_class(b, pos, end, C_VCHAR);
+}
+
+static size_t scan_field(const unsigned char *b, size_t pos, size_t end)
+{
+    const __m128i sp = _mm_set1_epi8(0x20), minus1 = _mm_set1_epi8(-1);
+    const __m128i tab = _mm_set1_epi8(0x09), del = _mm_set1_epi8(0x7f);
+    while (end - pos >= 16) {
+        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(b + pos));
+        /* A CTL is 0x00-0x1F (signed: -1 < v < 0x20), HTAB excepted; and DEL. */
+        __m128i ctl = _mm_and_si128(_mm_cmpgt_epi8(v, minus1), _mm_cmplt_epi8(v, sp));
+        ctl = _mm_andnot_si128(_mm_cmpeq_epi8(v, tab), ctl);
+        ctl = _mm_or_si128(ctl, _mm_cmpeq_epi8(v, del));
+        unsigned stop = (unsigned)_mm_movemask_epi8(ctl);
+        if (stop)
+            return pos + (size_t)__builtin_ctz(stop);
+        pos += 16;
+    }
+    return scan_class(b, pos, end, C_FIELD);
+}
+#else
+static size_t scan_vchar(const unsigned char *b, size_t pos, size_t end)
+{
+    return scan_class(b, pos, end, C_VCHAR);
+}
+
+static size_t scan_field(const unsigned char *b, size_t pos, size_t end)
+{
+    return scan_class(b, pos, end, C_FIELD);
+}
+#endif
 
 static unsigned char lower(unsigned char c)
 {
     return c >= 'A' && c <= 'Z' ? (unsigned char)(c + 32) : c;
+}
+
+/* Whether s[0 .. n) equals the lowercase literal lit[0 .. n), ignoring the
+ * case of s. */
+static bool ieq_lower(const char *s, const char *lit, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (lower((unsigned char)s[i]) != (unsigned char)lit[i])
+            return false;
+    return true;
 }
 
 bool sl_http_slice_ieq(sl_http_slice s, const char *lit)
@@ -108,9 +221,9 @@ static int split_target(sl_http_request *req)
     if (t[0] != '/') {
         /* Absolute form: a scheme, "://", an authority, then the path. */
         size_t skip;
-        if (n >= 7 && sl_http_slice_ieq((sl_http_slice){t, 7}, "http://"))
+        if (n >= 7 && ieq_lower(t, "http://", 7))
             skip = 7;
-        else if (n >= 8 && sl_http_slice_ieq((sl_http_slice){t, 8}, "https://"))
+        else if (n >= 8 && ieq_lower(t, "https://", 8))
             skip = 8;
         else
             return -1;
@@ -120,9 +233,8 @@ static int split_target(sl_http_request *req)
         if (p == skip)
             return -1; /* no authority */
     }
-    size_t q = p;
-    while (q < n && t[q] != '?')
-        q++;
+    const char *qmark = memchr(t + p, '?', n - p);
+    size_t q = qmark ? (size_t)(qmark - t) : n;
     if (q == p) {
         /* "http://host" or "http://host?x": the path is "/" (a static string,
          * the one slice that does not point into the buffer). */
@@ -172,46 +284,64 @@ static void scan_connection(sl_http_request *req, sl_http_slice v)
         size_t e = i;
         while (e > s && (v.ptr[e - 1] == ' ' || v.ptr[e - 1] == '\t'))
             e--;
-        sl_http_slice tok = {v.ptr + s, e - s};
-        if (sl_http_slice_ieq(tok, "close"))
+        if (e - s == 5 && ieq_lower(v.ptr + s, "close", 5))
             req->st_conn_close = true;
-        else if (sl_http_slice_ieq(tok, "keep-alive"))
+        else if (e - s == 10 && ieq_lower(v.ptr + s, "keep-alive", 10))
             req->st_conn_keep = true;
     }
 }
 
-/* A complete field line: record it and look at the fields that frame the
- * request. Returns 0 or SL_HTTP_ERROR. */
-static int end_header(sl_http_request *req, const char *buf)
+/* A complete field line, its value ending where its line end starts (vend):
+ * record it and look at the fields that frame the request. The fields that
+ * matter all have different lengths, so the length picks the one to compare.
+ * Returns 0 or SL_HTTP_ERROR. */
+static int end_header(sl_http_request *req, const char *buf, size_t vend)
 {
     sl_http_header *h = &req->headers[req->num_headers++];
     h->name.ptr = buf + req->st_mark;
     h->name.len = req->st_mark2 - req->st_mark;
-    if (req->st_val_start) {
-        h->value.ptr = buf + req->st_val_start;
-        h->value.len = req->st_val_end - req->st_val_start;
-    } else {
-        h->value.ptr = buf + req->st_mark2 + 1;
-        h->value.len = 0;
-    }
-    if (sl_http_slice_ieq(h->name, "content-length")) {
-        uint64_t v;
-        if (parse_content_length(h->value, &v) < 0)
-            return fail(req, 400, "invalid content-length", "content-length");
-        if (req->has_content_length && v != req->content_length)
-            return fail(req, 400, "conflicting content-length fields", "content-length");
-        req->has_content_length = true;
-        req->content_length = v;
-    } else if (sl_http_slice_ieq(h->name, "transfer-encoding")) {
-        req->st_te = true;
-    } else if (sl_http_slice_ieq(h->name, "host")) {
-        if (++req->st_host > 1)
+    size_t vs = req->st_mark2 + 1, ve = vend;
+    while (vs < ve && (buf[vs] == ' ' || buf[vs] == '\t'))
+        vs++;
+    while (ve > vs && (buf[ve - 1] == ' ' || buf[ve - 1] == '\t'))
+        ve--;
+    if (vs == ve) /* an empty value: just after the colon */
+        vs = ve = req->st_mark2 + 1;
+    h->value.ptr = buf + vs;
+    h->value.len = ve - vs;
+
+    const char *name = h->name.ptr;
+    switch (h->name.len) {
+    case 4:
+        if (ieq_lower(name, "host", 4) && ++req->st_host > 1)
             return fail(req, 400, "more than one host field", "host");
-    } else if (sl_http_slice_ieq(h->name, "connection")) {
-        scan_connection(req, h->value);
-    } else if (sl_http_slice_ieq(h->name, "expect")) {
-        if (sl_http_slice_ieq(h->value, "100-continue"))
+        break;
+    case 6:
+        if (ieq_lower(name, "expect", 6) && h->value.len == 12 &&
+            ieq_lower(h->value.ptr, "100-continue", 12))
             req->expect_continue = true;
+        break;
+    case 10:
+        if (ieq_lower(name, "connection", 10))
+            scan_connection(req, h->value);
+        break;
+    case 14:
+        if (ieq_lower(name, "content-length", 14)) {
+            uint64_t v;
+            if (parse_content_length(h->value, &v) < 0)
+                return fail(req, 400, "invalid content-length", "content-length");
+            if (req->has_content_length && v != req->content_length)
+                return fail(req, 400, "conflicting content-length fields", "content-length");
+            req->has_content_length = true;
+            req->content_length = v;
+        }
+        break;
+    case 17:
+        if (ieq_lower(name, "transfer-encoding", 17))
+            req->st_te = true;
+        break;
+    default:
+        break;
     }
     return 0;
 }
@@ -244,6 +374,42 @@ static size_t cap_of(size_t v, size_t dflt)
     return v > SL_HTTP_MAX_CAP ? SL_HTTP_MAX_CAP : v;
 }
 
+/* One byte of the version, "HTTP/1.x" and what follows it, at st_ver bytes
+ * matched. Returns the next state, or SL_HTTP_ERROR (after fail()). */
+static int version_byte(sl_http_request *req, unsigned char c, size_t pos)
+{
+    size_t i = req->st_ver++;
+    bool digit = c >= '0' && c <= '9';
+    if (i < 5) {
+        if (c != (unsigned char)"HTTP/"[i])
+            return fail(req, 400, "malformed http version", "version");
+    } else if (i == 5 || i == 7) {
+        /* major must be 1; minor 0 or 1 */
+        if (!digit)
+            return fail(req, 400, "malformed http version", "version");
+        if (i == 5 ? c != '1' : c > '1')
+            return fail(req, 505, "http version not supported", "version");
+        if (i == 7)
+            req->minor_version = c - '0';
+    } else if (i == 6) {
+        if (digit)
+            return fail(req, 505, "http version not supported", "version");
+        if (c != '.')
+            return fail(req, 400, "malformed http version", "version");
+    } else {
+        if (digit)
+            return fail(req, 505, "http version not supported", "version");
+        if (c == '\r')
+            return ST_RL_CR;
+        if (c == '\n') {
+            req->st_head_start = pos + 1;
+            return ST_HDR_START;
+        }
+        return fail(req, 400, "malformed http version", "version");
+    }
+    return ST_VERSION;
+}
+
 int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
                           const sl_http_limits *lim)
 {
@@ -261,21 +427,34 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
     if (req->st_base != buf || req->st_pos > len || req->st_pos == 0)
         start_fresh(req, buf);
 
+    const unsigned char *b = (const unsigned char *)buf;
     int st = req->st_state;
     size_t pos = req->st_pos;
-    for (; pos < len; pos++) {
-        unsigned char c = (unsigned char)buf[pos];
+    while (pos < len) {
+        /* end: where this part's cap stops the scans. The request line's
+         * cap counts every byte before its line end, empty lines before it
+         * included (they end in LF, hence the exception only for the line
+         * end after the version); the header fields' counts from their
+         * first byte. */
+        size_t end;
         if (st < ST_HDR_START) {
-            /* The request line's cap counts every byte before its line end,
-             * empty lines before it included (they end in LF, hence the
-             * exception only for the line end after the version). */
-            bool line_end = (st == ST_VERSION || st == ST_RL_CR) && (c == '\r' || c == '\n');
-            if (!line_end && pos >= l.max_request_line)
-                return fail(req, 414, "request line is too long", "request-line");
-        } else if (pos - req->st_head_start >= l.max_header_bytes) {
-            return fail(req, 431, "header fields are too large", "headers");
+            end = len < l.max_request_line ? len : l.max_request_line;
+            if (pos >= end) {
+                bool line_end = (st == ST_VERSION || st == ST_RL_CR) &&
+                                (b[pos] == '\r' || b[pos] == '\n');
+                if (!line_end)
+                    return fail(req, 414, "request line is too long", "request-line");
+                end = pos + 1;
+            }
+        } else {
+            size_t cap = req->st_head_start + l.max_header_bytes;
+            end = len < cap ? len : cap;
+            if (pos >= end)
+                return fail(req, 431, "header fields are too large", "headers");
         }
 
+        unsigned char c = b[pos];
+        size_t p;
         switch (st) {
         case ST_START:
             if (c == '\r') {
@@ -283,81 +462,79 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
             } else if (c == '\n') {
                 /* an empty line before the request: skipped */
             } else if (is_tchar(c)) {
-                req->st_mark = pos;
+                req->st_mark = pos++;
                 st = ST_METHOD;
+                goto method;
             } else {
                 return fail(req, 400, "malformed request line", "request-line");
             }
+            pos++;
             break;
         case ST_START_CR:
             if (c != '\n')
                 return fail(req, 400, "cr not followed by lf", "request-line");
             st = ST_START;
+            pos++;
             break;
         case ST_METHOD:
-            if (c == ' ') {
-                req->method.ptr = buf + req->st_mark;
-                req->method.len = pos - req->st_mark;
-                req->st_mark2 = pos + 1;
-                st = ST_TARGET;
-            } else if (!is_tchar(c)) {
+        method:
+            p = scan_class(b, pos, end, C_TCHAR);
+            if (p == end) {
+                pos = p;
+                break;
+            }
+            if (b[p] != ' ')
                 return fail(req, 400, "invalid method", "method");
-            }
-            break;
+            req->method.ptr = buf + req->st_mark;
+            req->method.len = p - req->st_mark;
+            req->st_mark2 = p + 1;
+            st = ST_TARGET;
+            pos = p + 1;
+            /* A scan from `end` stops at once, so the next state may start
+             * with nothing left. */
+            /* fall through */
         case ST_TARGET:
-            if (c == ' ') {
-                if (pos == req->st_mark2)
-                    return fail(req, 400, "malformed request line", "request-line");
-                req->target.ptr = buf + req->st_mark2;
-                req->target.len = pos - req->st_mark2;
-                if (split_target(req) < 0)
-                    return fail(req, 400, "invalid request target", "target");
-                req->st_ver = 0;
-                st = ST_VERSION;
-            } else if (c == '\r' || c == '\n') {
+            p = scan_vchar(b, pos, end);
+            if (p == end) {
+                pos = p;
+                break;
+            }
+            c = b[p];
+            if (c == '\r' || c == '\n')
                 return fail(req, 400, "malformed request line", "request-line");
-            } else if (c < 0x21 || c > 0x7e) {
+            if (c != ' ')
                 return fail(req, 400, "invalid character in request target", "target");
-            }
+            if (p == req->st_mark2)
+                return fail(req, 400, "malformed request line", "request-line");
+            req->target.ptr = buf + req->st_mark2;
+            req->target.len = p - req->st_mark2;
+            if (split_target(req) < 0)
+                return fail(req, 400, "invalid request target", "target");
+            req->st_ver = 0;
+            st = ST_VERSION;
+            pos = p + 1;
             break;
-        case ST_VERSION: {
-            size_t i = req->st_ver++;
-            bool digit = c >= '0' && c <= '9';
-            if (i < 5) {
-                if (c != (unsigned char)"HTTP/"[i])
-                    return fail(req, 400, "malformed http version", "version");
-            } else if (i == 5 || i == 7) {
-                /* major must be 1; minor 0 or 1 */
-                if (!digit)
-                    return fail(req, 400, "malformed http version", "version");
-                if (i == 5 ? c != '1' : c > '1')
-                    return fail(req, 505, "http version not supported", "version");
-                if (i == 7)
-                    req->minor_version = c - '0';
-            } else if (i == 6) {
-                if (digit)
-                    return fail(req, 505, "http version not supported", "version");
-                if (c != '.')
-                    return fail(req, 400, "malformed http version", "version");
-            } else {
-                if (digit)
-                    return fail(req, 505, "http version not supported", "version");
-                if (c == '\r') {
-                    st = ST_RL_CR;
-                } else if (c == '\n') {
-                    req->st_head_start = pos + 1;
-                    st = ST_HDR_START;
-                } else {
-                    return fail(req, 400, "malformed http version", "version");
-                }
+        case ST_VERSION:
+            /* The usual "HTTP/1.1" or "HTTP/1.0" at once, when it is all
+             * there; else a byte at a time. */
+            if (req->st_ver == 0 && end - pos >= 8 && memcmp(b + pos, "HTTP/1.", 7) == 0 &&
+                (b[pos + 7] == '0' || b[pos + 7] == '1')) {
+                req->minor_version = b[pos + 7] - '0';
+                req->st_ver = 8;
+                pos += 8;
+                break;
             }
+            st = version_byte(req, c, pos);
+            if (st == SL_HTTP_ERROR)
+                return SL_HTTP_ERROR;
+            pos++;
             break;
-        }
         case ST_RL_CR:
             if (c != '\n')
                 return fail(req, 400, "cr not followed by lf", "request-line");
             req->st_head_start = pos + 1;
             st = ST_HDR_START;
+            pos++;
             break;
         case ST_HDR_START:
             if (c == '\r') {
@@ -369,46 +546,66 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
             } else if (is_tchar(c)) {
                 if (req->num_headers >= max_headers)
                     return fail(req, 431, "too many header fields", "headers");
-                req->st_mark = pos;
+                req->st_mark = pos++;
                 st = ST_HDR_NAME;
+                goto name;
             } else {
                 return fail(req, 400, "invalid character in header field name", "headers");
             }
+            pos++;
             break;
         case ST_HDR_NAME:
-            if (c == ':') {
-                req->st_mark2 = pos;
-                req->st_val_start = req->st_val_end = 0;
-                st = ST_HDR_VALUE;
-            } else if (c == ' ' || c == '\t') {
-                return fail(req, 400, "whitespace before colon in header field", "headers");
-            } else if (!is_tchar(c)) {
-                return fail(req, 400, "invalid character in header field name", "headers");
+        name:
+            p = scan_class(b, pos, end, C_TCHAR);
+            if (p == end) {
+                pos = p;
+                break;
             }
-            break;
+            c = b[p];
+            if (c == ' ' || c == '\t')
+                return fail(req, 400, "whitespace before colon in header field", "headers");
+            if (c != ':')
+                return fail(req, 400, "invalid character in header field name", "headers");
+            req->st_mark2 = p;
+            st = ST_HDR_VALUE;
+            pos = p + 1;
+            /* fall through */
         case ST_HDR_VALUE:
-            if (c == ' ' || c == '\t') {
-                /* optional whitespace: part of the value only between bytes */
-            } else if (c == '\r') {
-                st = ST_HDR_CR;
-            } else if (c == '\n') {
-                if (end_header(req, buf) < 0)
+            p = scan_field(b, pos, end);
+            if (p == end) {
+                pos = p;
+                break;
+            }
+            c = b[p];
+            if (c == '\n') {
+                if (end_header(req, buf, p) < 0)
                     return SL_HTTP_ERROR;
                 st = ST_HDR_START;
-            } else if (c < 0x20 || c == 0x7f) {
-                return fail(req, 400, "invalid character in header field value", "headers");
-            } else {
-                if (!req->st_val_start)
-                    req->st_val_start = pos; /* pos > 0 here: 0 means "none" */
-                req->st_val_end = pos + 1;
+                pos = p + 1;
+                break;
             }
+            if (c != '\r')
+                return fail(req, 400, "invalid character in header field value", "headers");
+            req->st_val_end = p;
+            if (p + 1 < end) { /* the usual CRLF, both bytes at hand */
+                if (b[p + 1] != '\n')
+                    return fail(req, 400, "cr not followed by lf", "headers");
+                if (end_header(req, buf, p) < 0)
+                    return SL_HTTP_ERROR;
+                st = ST_HDR_START;
+                pos = p + 2;
+                break;
+            }
+            st = ST_HDR_CR;
+            pos = p + 1;
             break;
         case ST_HDR_CR:
             if (c != '\n')
                 return fail(req, 400, "cr not followed by lf", "headers");
-            if (end_header(req, buf) < 0)
+            if (end_header(req, buf, req->st_val_end) < 0)
                 return SL_HTTP_ERROR;
             st = ST_HDR_START;
+            pos++;
             break;
         case ST_END_CR:
             if (c != '\n')

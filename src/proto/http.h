@@ -157,8 +157,7 @@ typedef struct sl_http_request {
     int st_state;
     size_t st_mark;       /* start of the current token or line */
     size_t st_mark2;      /* header: the colon; request line: the first SP */
-    size_t st_val_start;  /* header value: first non-space byte (0: none yet) */
-    size_t st_val_end;    /* header value: one past the last non-space byte */
+    size_t st_val_end;    /* header value: where its line end (the CR) starts */
     size_t st_line_start; /* offset where the request line begins */
     size_t st_head_start; /* offset of the first header line */
     size_t st_ver;        /* bytes of "HTTP/1.x" matched */

@@ -7,8 +7,10 @@
  *                  default caps or, when bit 7 is set, tiny ones: a one-shot
  *                  parse is compared with one resumed as the bytes arrive a
  *                  byte at a time, a valid head's every shorter prefix must be
- *                  INCOMPLETE, slices must lie inside the buffer; then the
- *                  query helpers run on each parsed query
+ *                  INCOMPLETE, slices must lie inside the buffer, and the
+ *                  one-shot answer must be a slow model's (model_parse: the
+ *                  rules a byte at a time); then the query helpers run on
+ *                  each parsed query
  *   byte % 2 == 1  the response writer on decisions built from the bytes: the
  *                  head must be clean lines and Content-Length the body's
  *                  length, the body one object of plain ASCII (fuzz_check_json
@@ -110,6 +112,320 @@ static void fuzz_query(sl_http_slice q)
     (void)sl_http_parse_i64(q.ptr, q.len, &x);
 }
 
+/* ------------------------------------------------------------------------ */
+/* A slow model of the request parser                                       */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The rules of http.h applied a byte at a time to the whole input, written
+ * for clarity rather than speed, with no state to resume: the parser scans
+ * runs of bytes at once and keeps its state between calls, and must still
+ * answer exactly what this model answers, on every input.
+ */
+typedef struct model {
+    int rc;
+    int status;
+    const char *errstr, *field;
+    size_t method_at, method_len, target_at, target_len;
+    int minor;
+    size_t nh;
+    size_t name_at[HDR_CAP], name_len[HDR_CAP], value_at[HDR_CAP], value_len[HDR_CAP];
+    uint64_t content_length;
+    bool keep_alive, expect_continue, body_too_large;
+} model;
+
+static int m_fail(model *m, int status, const char *errstr, const char *field)
+{
+    m->rc = SL_HTTP_ERROR;
+    m->status = status;
+    m->errstr = errstr;
+    m->field = field;
+    return SL_HTTP_ERROR;
+}
+
+static bool m_tchar(unsigned char c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+static size_t m_cap(size_t v, size_t dflt)
+{
+    v = v ? v : dflt;
+    return v > SL_HTTP_MAX_CAP ? SL_HTTP_MAX_CAP : v;
+}
+
+/* Whether a target is one of the three forms http.h accepts. */
+static bool m_target_ok(const unsigned char *t, size_t n)
+{
+    if (t[0] == '/' || (n == 1 && t[0] == '*'))
+        return true;
+    size_t skip = 0;
+    if (n >= 7 && sl_http_slice_ieq((sl_http_slice){(const char *)t, 7}, "http://"))
+        skip = 7;
+    else if (n >= 8 && sl_http_slice_ieq((sl_http_slice){(const char *)t, 8}, "https://"))
+        skip = 8;
+    return skip && skip < n && t[skip] != '/' && t[skip] != '?';
+}
+
+static int model_parse(const unsigned char *b, size_t n, const sl_http_limits *lim, model *m)
+{
+    memset(m, 0, sizeof *m);
+    size_t rl = m_cap(lim ? lim->max_request_line : 0, SL_HTTP_DEFAULT_MAX_REQUEST_LINE);
+    size_t hb = m_cap(lim ? lim->max_header_bytes : 0, SL_HTTP_DEFAULT_MAX_HEADER_BYTES);
+    size_t maxh = lim && lim->max_headers ? lim->max_headers : SL_HTTP_DEFAULT_MAX_HEADERS;
+    uint64_t maxb = lim && lim->max_body ? lim->max_body : SL_HTTP_DEFAULT_MAX_BODY;
+    if (maxh > HDR_CAP)
+        maxh = HDR_CAP;
+    size_t i = 0;
+
+/* The next byte of the request line: INCOMPLETE when it has not come, 414
+ * past the cap (the line end after the version excepted: line_end_ok). */
+#define RL_BYTE(line_end_ok)                                                          \
+    do {                                                                              \
+        if (i == n)                                                                   \
+            return m->rc = SL_HTTP_INCOMPLETE;                                        \
+        if (i >= rl && !((line_end_ok) && (b[i] == '\r' || b[i] == '\n')))          \
+            return m_fail(m, 414, "request line is too long", "request-line");       \
+    } while (0)
+
+    /* Empty lines, then the method. */
+    for (;;) {
+        RL_BYTE(false);
+        if (b[i] == '\n') {
+            i++;
+        } else if (b[i] == '\r') {
+            i++;
+            RL_BYTE(false);
+            if (b[i] != '\n')
+                return m_fail(m, 400, "cr not followed by lf", "request-line");
+            i++;
+        } else {
+            break;
+        }
+    }
+    if (!m_tchar(b[i]))
+        return m_fail(m, 400, "malformed request line", "request-line");
+    m->method_at = i;
+    for (i++;; i++) {
+        RL_BYTE(false);
+        if (b[i] == ' ')
+            break;
+        if (!m_tchar(b[i]))
+            return m_fail(m, 400, "invalid method", "method");
+    }
+    m->method_len = i - m->method_at;
+    m->target_at = ++i;
+    for (;; i++) {
+        RL_BYTE(false);
+        unsigned char c = b[i];
+        if (c == ' ')
+            break;
+        if (c == '\r' || c == '\n')
+            return m_fail(m, 400, "malformed request line", "request-line");
+        if (c < 0x21 || c > 0x7e)
+            return m_fail(m, 400, "invalid character in request target", "target");
+    }
+    m->target_len = i - m->target_at;
+    if (m->target_len == 0)
+        return m_fail(m, 400, "malformed request line", "request-line");
+    if (!m_target_ok(b + m->target_at, m->target_len))
+        return m_fail(m, 400, "invalid request target", "target");
+    i++;
+    /* "HTTP/1.0" or "HTTP/1.1", then the line end. */
+    for (size_t k = 0;; k++, i++) {
+        RL_BYTE(true);
+        unsigned char c = b[i];
+        bool digit = c >= '0' && c <= '9';
+        if (k < 5 && c != (unsigned char)"HTTP/"[k])
+            return m_fail(m, 400, "malformed http version", "version");
+        if ((k == 5 || k == 7) && !digit)
+            return m_fail(m, 400, "malformed http version", "version");
+        if ((k == 5 && c != '1') || (k == 7 && c > '1'))
+            return m_fail(m, 505, "http version not supported", "version");
+        if ((k == 6 || k >= 8) && digit)
+            return m_fail(m, 505, "http version not supported", "version");
+        if (k == 6 && c != '.')
+            return m_fail(m, 400, "malformed http version", "version");
+        if (k == 7)
+            m->minor = c - '0';
+        if (k >= 8) {
+            if (c == '\n')
+                break;
+            if (c != '\r')
+                return m_fail(m, 400, "malformed http version", "version");
+            i++;
+            RL_BYTE(true);
+            if (b[i] != '\n')
+                return m_fail(m, 400, "cr not followed by lf", "request-line");
+            break;
+        }
+    }
+#undef RL_BYTE
+    i++;
+
+/* The next byte of the header fields: INCOMPLETE, or 431 past the cap. */
+    size_t hs = i;
+#define HDR_BYTE()                                                                    \
+    do {                                                                              \
+        if (i == n)                                                                   \
+            return m->rc = SL_HTTP_INCOMPLETE;                                        \
+        if (i - hs >= hb)                                                             \
+            return m_fail(m, 431, "header fields are too large", "headers");          \
+    } while (0)
+
+    bool has_cl = false, te = false, conn_close = false, conn_keep = false;
+    int hosts = 0;
+    for (;;) {
+        HDR_BYTE();
+        unsigned char c = b[i];
+        if (c == '\r') {
+            i++;
+            HDR_BYTE();
+            if (b[i] != '\n')
+                return m_fail(m, 400, "cr not followed by lf", "headers");
+            break;
+        }
+        if (c == '\n')
+            break;
+        if (c == ' ' || c == '\t')
+            return m_fail(m, 400, "obsolete line folding is not allowed", "headers");
+        if (!m_tchar(c))
+            return m_fail(m, 400, "invalid character in header field name", "headers");
+        if (m->nh >= maxh)
+            return m_fail(m, 431, "too many header fields", "headers");
+        size_t name_at = i;
+        for (i++;; i++) {
+            HDR_BYTE();
+            c = b[i];
+            if (c == ':')
+                break;
+            if (c == ' ' || c == '\t')
+                return m_fail(m, 400, "whitespace before colon in header field", "headers");
+            if (!m_tchar(c))
+                return m_fail(m, 400, "invalid character in header field name", "headers");
+        }
+        size_t colon = i, first = 0, last = 0; /* first non-space byte, one past the last */
+        for (i++;; i++) {
+            HDR_BYTE();
+            c = b[i];
+            if (c == '\r') {
+                i++;
+                HDR_BYTE();
+                if (b[i] != '\n')
+                    return m_fail(m, 400, "cr not followed by lf", "headers");
+                break;
+            }
+            if (c == '\n')
+                break;
+            if (c == ' ' || c == '\t')
+                continue;
+            if (c < 0x20 || c == 0x7f)
+                return m_fail(m, 400, "invalid character in header field value", "headers");
+            if (!first)
+                first = i;
+            last = i + 1;
+        }
+        i++;
+        size_t h = m->nh++;
+        m->name_at[h] = name_at;
+        m->name_len[h] = colon - name_at;
+        m->value_at[h] = first ? first : colon + 1;
+        m->value_len[h] = first ? last - first : 0;
+        sl_http_slice name = {(const char *)b + name_at, colon - name_at};
+        sl_http_slice v = {(const char *)b + m->value_at[h], m->value_len[h]};
+        if (sl_http_slice_ieq(name, "content-length")) {
+            uint64_t x = 0;
+            bool ok = v.len > 0;
+            for (size_t k = 0; ok && k < v.len; k++) {
+                unsigned d = (unsigned char)v.ptr[k] - '0';
+                ok = d <= 9 && x <= ((uint64_t)INT64_MAX - d) / 10;
+                x = x * 10 + d;
+            }
+            if (!ok)
+                return m_fail(m, 400, "invalid content-length", "content-length");
+            if (has_cl && x != m->content_length)
+                return m_fail(m, 400, "conflicting content-length fields", "content-length");
+            has_cl = true;
+            m->content_length = x;
+        } else if (sl_http_slice_ieq(name, "transfer-encoding")) {
+            te = true;
+        } else if (sl_http_slice_ieq(name, "host")) {
+            if (++hosts > 1)
+                return m_fail(m, 400, "more than one host field", "host");
+        } else if (sl_http_slice_ieq(name, "connection")) {
+            for (size_t k = 0; k < v.len;) {
+                size_t e = k;
+                while (e < v.len && v.ptr[e] != ',')
+                    e++;
+                sl_http_slice tok = {v.ptr + k, e - k};
+                while (tok.len && (tok.ptr[0] == ' ' || tok.ptr[0] == '\t')) {
+                    tok.ptr++;
+                    tok.len--;
+                }
+                while (tok.len && (tok.ptr[tok.len - 1] == ' ' || tok.ptr[tok.len - 1] == '\t'))
+                    tok.len--;
+                conn_close |= sl_http_slice_ieq(tok, "close");
+                conn_keep |= sl_http_slice_ieq(tok, "keep-alive");
+                k = e + 1;
+            }
+        } else if (sl_http_slice_ieq(name, "expect")) {
+            m->expect_continue |= sl_http_slice_ieq(v, "100-continue");
+        }
+    }
+#undef HDR_BYTE
+    if (te && has_cl)
+        return m_fail(m, 400, "content-length with transfer-encoding", "transfer-encoding");
+    if (te)
+        return m_fail(m, 501, "transfer-encoding is not supported", "transfer-encoding");
+    if (m->minor == 1 && hosts == 0)
+        return m_fail(m, 400, "missing host field", "host");
+    m->keep_alive = m->minor == 1 ? !conn_close : conn_keep && !conn_close;
+    if (m->minor == 0)
+        m->expect_continue = false;
+    m->body_too_large = m->content_length > maxb;
+    return m->rc = (int)(i + 1);
+}
+
+/* The parser's answer on the whole input is the model's. */
+static void check_model(const uint8_t *in, size_t n, const sl_http_limits *lim, int ra,
+                        const sl_http_request *a, const char *base)
+{
+    model m;
+    int rm = model_parse(in, n, lim, &m);
+    if (rm != ra)
+        fprintf(stderr, "parser %d (%s), model %d (%s)\n", ra, ra == SL_HTTP_ERROR ? a->errstr : "",
+                rm, rm == SL_HTTP_ERROR ? m.errstr : "");
+    CHECK(rm == ra);
+    if (ra == SL_HTTP_ERROR) {
+        CHECK(a->status == m.status && !strcmp(a->errstr, m.errstr));
+        CHECK((!a->field && !m.field) || (a->field && m.field && !strcmp(a->field, m.field)));
+        return;
+    }
+    if (ra < 0)
+        return;
+    CHECK(a->method.ptr == base + m.method_at && a->method.len == m.method_len);
+    CHECK(a->target.ptr == base + m.target_at && a->target.len == m.target_len);
+    CHECK(a->minor_version == m.minor && a->num_headers == m.nh);
+    for (size_t i = 0; i < m.nh; i++) {
+        CHECK(a->headers[i].name.ptr == base + m.name_at[i]);
+        CHECK(a->headers[i].name.len == m.name_len[i]);
+        CHECK(a->headers[i].value.ptr == base + m.value_at[i]);
+        CHECK(a->headers[i].value.len == m.value_len[i]);
+    }
+    CHECK(a->content_length == m.content_length && a->keep_alive == m.keep_alive);
+    CHECK(a->expect_continue == m.expect_continue && a->body_too_large == m.body_too_large);
+    /* Path and query: the target split at its first '?' (after the authority
+     * for the absolute form). */
+    sl_http_slice t = a->target;
+    const char *q = memchr(t.ptr, '?', t.len);
+    CHECK(a->has_query == (q != NULL));
+    if (q)
+        CHECK(a->query.ptr == q + 1 && a->query.len == (size_t)(t.ptr + t.len - q - 1));
+    if (t.ptr[0] == '/' || (t.len == 1 && t.ptr[0] == '*'))
+        CHECK(a->path.ptr == t.ptr && a->path.len == (size_t)((q ? q : t.ptr + t.len) - t.ptr));
+}
+
 static void fuzz_parser(const uint8_t *in, size_t n, bool tiny)
 {
     sl_http_limits small = {.max_request_line = 24, .max_header_bytes = 48, .max_headers = 3,
@@ -121,6 +437,7 @@ static void fuzz_parser(const uint8_t *in, size_t n, bool tiny)
     sl_http_request_init(&a, hdr_a, HDR_CAP);
     int ra = sl_http_parse_request(whole, n, &a, lim);
     CHECK(ra == SL_HTTP_ERROR || ra == SL_HTTP_INCOMPLETE || (ra > 0 && (size_t)ra <= n));
+    check_model(in, n, lim, ra, &a, whole);
 
     /* Resumed, a byte at a time, on one buffer. */
     char *grow = copy_of(in, n);
