@@ -5,6 +5,7 @@
  * Every parse reads from a heap buffer of exactly the input's length, so that
  * AddressSanitizer reports any read past `len`.
  */
+#include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -846,6 +847,24 @@ Test(http_write, error_response)
     cr_assert(!strncmp(body2, "{\"error\":\"", 10));
     cr_assert(!strcmp(got + strlen(got) - 5, "...\"}"), "%s", got + strlen(got) - 20);
     free(got);
+    /* Cut wherever the escapes and spaces fall near the cap: the body stays
+     * valid JSON (never half an escape), the message a prefix of words. */
+    for (size_t at = 900; at < 1040; at += 3) {
+        sl_resp_buf_clear(&b);
+        for (size_t i = 0; i < sizeof msg - 1; i++)
+            msg[i] = i % 7 == 0 ? ' ' : i >= at && i % 5 == 0 ? '\x01' : i % 11 == 0 ? '"' : 'y';
+        cr_assert_eq(sl_http_write_error(&b, 400, true, msg, NULL), 0);
+        got = written(&b);
+        body2 = strstr(got, "\r\n\r\n") + 4;
+        cJSON *j = cJSON_Parse(body2);
+        cr_assert_not_null(j, "cut at %zu: %s", at, body2 + strlen(body2) - 40);
+        const char *e = cJSON_GetStringValue(cJSON_GetObjectItem(j, "error"));
+        cr_assert_not_null(e);
+        size_t el = strlen(e);
+        cr_assert(el > 3 && !strcmp(e + el - 3, "...") && !strncmp(e, msg, el - 3), "cut at %zu", at);
+        cJSON_Delete(j);
+        free(got);
+    }
     sl_resp_buf_free(&b);
 }
 
