@@ -161,17 +161,16 @@ bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int6
     return rc == 0;
 }
 
-/* A limit from (kind, a, b, c), kind < 0 for redis-cell's, through the cache. */
-static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64_t d,
-                        const sl_limit **out)
+int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
+                    const sl_limit **out)
 {
     struct sl_limit_cache_entry *e = NULL;
-    if (c->limit_cache) {
+    if (cache) {
         uint64_t h = (uint64_t)(kind + 2) * UINT64_C(0x9E3779B97F4A7C15);
         h = (h ^ (uint64_t)a) * UINT64_C(0xBF58476D1CE4E5B9);
         h = (h ^ (uint64_t)b) * UINT64_C(0x94D049BB133111EB);
         h = (h ^ (uint64_t)d) * UINT64_C(0x9E3779B97F4A7C15);
-        e = &c->limit_cache->slot[(h >> 32) % SL_LIMIT_CACHE_SLOTS];
+        e = &cache->slot[(h >> 32) % SL_LIMIT_CACHE_SLOTS];
         if (e->kind == kind + 2 && e->p1 == a && e->p2 == b && e->p3 == d) {
             *out = &e->limit;
             return SL_OK;
@@ -198,6 +197,14 @@ static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64
     }
     *out = l;
     return SL_OK;
+}
+
+/* A limit from (kind, a, b, c), kind < 0 for redis-cell's, through the
+ * connection's cache. */
+static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64_t d,
+                        const sl_limit **out)
+{
+    return sl_limit_cached(c->limit_cache, kind, a, b, d, out);
 }
 
 /*

@@ -56,7 +56,8 @@ typedef struct sl_exec_ops {
 } sl_exec_ops;
 
 /* A small per-thread cache of prepared limits: sl_limit_init costs several
- * takes, and ad-hoc commands repeat the same few limits. Direct-mapped. */
+ * takes, and ad-hoc commands repeat the same few limits. Direct-mapped.
+ * sluiced keeps one per worker, shared by its RESP and HTTP faces. */
 #define SL_LIMIT_CACHE_SLOTS 64
 typedef struct sl_limit_cache {
     struct sl_limit_cache_entry {
@@ -64,6 +65,19 @@ typedef struct sl_limit_cache {
         sl_limit limit;
     } slot[SL_LIMIT_CACHE_SLOTS];
 } sl_limit_cache;
+
+/*
+ * A prepared limit, from the cache when it holds one built from the same
+ * parameters, else built and kept there. kind is an sl_algorithm, with
+ * (a, b, d) sl_limit_init's (limit, period_ns, burst); or -1 for redis-cell's
+ * (max_burst, count_per_period, period_seconds) of sl_limit_init_cell.
+ * Returns SL_OK with *out pointing into the cache (valid until the next call
+ * on it: copy the limit to keep it), or sl_limit_init's error. cache may be
+ * NULL: *out then points at a thread-local copy, valid until the thread's
+ * next call.
+ */
+int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
+                    const sl_limit **out);
 
 typedef struct sl_cmd_ctx {
     const sl_reply_ops *reply;

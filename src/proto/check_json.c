@@ -33,21 +33,34 @@ enum {
     F_LIMITS = 1 << 8,
 };
 
+/* The fields by name, in the order of their bits (fields[i].bit == 1 << i). */
+#define FIELD(name, bit) {name, sizeof name - 1, bit}
 static const struct {
     const char *name;
+    size_t len;
     unsigned bit;
 } fields[] = {
-    {"key", F_KEY},       {"limit", F_LIMIT},   {"period", F_PERIOD},
-    {"burst", F_BURST},   {"cost", F_COST},     {"algorithm", F_ALGORITHM},
-    {"policy", F_POLICY}, {"tier", F_TIER},     {"limits", F_LIMITS},
+    FIELD("key", F_KEY),       FIELD("limit", F_LIMIT),   FIELD("period", F_PERIOD),
+    FIELD("burst", F_BURST),   FIELD("cost", F_COST),     FIELD("algorithm", F_ALGORITHM),
+    FIELD("policy", F_POLICY), FIELD("tier", F_TIER),     FIELD("limits", F_LIMITS),
 };
+#undef FIELD
+
+#define NFIELDS (sizeof fields / sizeof fields[0])
 
 static const char *field_name(unsigned bit)
 {
-    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-        if (fields[i].bit == bit)
-            return fields[i].name;
-    return "?";
+    unsigned i = bit ? (unsigned)__builtin_ctz(bit) : NFIELDS;
+    return i < NFIELDS ? fields[i].name : "?";
+}
+
+/* The bit of the field called s[0 .. n), or 0 for none. */
+static unsigned field_bit(const char *s, size_t n)
+{
+    for (size_t i = 0; i < NFIELDS; i++)
+        if (fields[i].len == n && memcmp(fields[i].name, s, n) == 0)
+            return fields[i].bit;
+    return 0;
 }
 
 /* One limit as given, before validation. Strings point into the check's
@@ -211,7 +224,10 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
         return check_fail(c, 400, prefix, "limit", "limit is required (or give a policy)");
     if (!(r->given & F_PERIOD))
         return check_fail(c, 400, prefix, "period", "period is required");
-    int rc = sl_limit_init(&it->limit, r->algorithm, r->limit, r->period_ns, r->burst);
+    int rc = c->make_limit ? c->make_limit(c->make_limit_ctx, &it->limit, r->algorithm, r->limit,
+                                           r->period_ns, r->burst)
+                           : sl_limit_init(&it->limit, r->algorithm, r->limit, r->period_ns,
+                                           r->burst);
     if (rc != SL_OK) {
         const char *f = rc == SL_ERR_LIMIT    ? "limit"
                         : rc == SL_ERR_PERIOD ? "period"
@@ -235,6 +251,20 @@ static void raw_init(raw *r)
 /* The query string                                                         */
 /* ------------------------------------------------------------------------ */
 
+/* A query string's name or value, decoded: the slice itself when it holds
+ * nothing to decode (no '%', no '+': the usual case; `plain` says the whole
+ * query holds none), else decoded into buf[0 .. cap). Returns what
+ * sl_http_percent_decode would, with *out the decoded bytes. */
+static long query_text(sl_http_slice s, bool plain, char *buf, size_t cap, const char **out)
+{
+    if (plain || (!memchr(s.ptr, '%', s.len) && !memchr(s.ptr, '+', s.len))) {
+        *out = s.ptr;
+        return s.len > cap ? -2 : (long)s.len;
+    }
+    *out = buf;
+    return sl_http_percent_decode(s.ptr, s.len, buf, cap);
+}
+
 /* The parameters of a query string into r; `allowed` is the mask of the
  * fields this endpoint takes (any other is an unknown parameter). */
 static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
@@ -243,15 +273,14 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
     raw r = *r_;
     size_t pos = 0;
     sl_http_slice k, v;
-    char name[16], val[SL_HTTP_KEY_MAX];
+    char namebuf[16], valbuf[SL_HTTP_KEY_MAX];
+    bool plain = !memchr(query, '%', len) && !memchr(query, '+', len);
     while (sl_http_query_next(query, len, &pos, &k, &v)) {
-        long kl = sl_http_percent_decode(k.ptr, k.len, name, sizeof name);
+        const char *name;
+        long kl = query_text(k, plain, namebuf, sizeof namebuf, &name);
         if (kl == -1)
             return check_fail(c, 400, NULL, NULL, "bad %%-escape in a parameter name");
-        unsigned bit = 0;
-        for (size_t i = 0; kl >= 0 && i < sizeof fields / sizeof fields[0]; i++)
-            if (strlen(fields[i].name) == (size_t)kl && !memcmp(fields[i].name, name, (size_t)kl))
-                bit = fields[i].bit;
+        unsigned bit = kl >= 0 ? field_bit(name, (size_t)kl) : 0;
         if (!(bit & allowed)) {
             /* Quote the raw name, cut: it is client input. */
             char shown[25];
@@ -264,7 +293,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         if (r.given & bit)
             return check_fail(c, 400, NULL, f, "%s is given twice", f);
         r.given |= bit;
-        long vl = sl_http_percent_decode(v.ptr, v.len, val, sizeof val);
+        const char *val;
+        long vl = query_text(v, plain, valbuf, sizeof valbuf, &val);
         if (vl == -1)
             return check_fail(c, 400, NULL, f, "bad %%-escape in %s", f);
         if (vl == -2 && (bit == F_LIMIT || bit == F_BURST || bit == F_COST))
@@ -392,10 +422,7 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
 {
     for (const cJSON *m = obj->child; m; m = m->next) {
         const char *mname = m->string ? m->string : "";
-        unsigned bit = 0;
-        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-            if (!strcmp(fields[i].name, mname))
-                bit = fields[i].bit;
+        unsigned bit = field_bit(mname, strlen(mname));
         if (bit == 0 || (!top && (bit == F_POLICY || bit == F_TIER || bit == F_LIMITS))) {
             char shown[25];
             snprintf(shown, sizeof shown, "%s", mname);

@@ -641,8 +641,8 @@ int sl_http_query_next(const char *q, size_t qlen, size_t *pos, sl_http_slice *n
         return 0;
     }
     size_t s = p;
-    while (p < qlen && q[p] != '&')
-        p++;
+    const char *amp = memchr(q + s, '&', qlen - s);
+    p = amp ? (size_t)(amp - q) : qlen;
     const char *eq = memchr(q + s, '=', p - s);
     name->ptr = q + s;
     if (eq) {
@@ -743,6 +743,18 @@ int sl_http_parse_i64(const char *s, size_t n, int64_t *out)
     i = neg;
     if (i == n)
         return -1;
+    if (n - i <= 18) {
+        /* At most 18 digits cannot overflow: no check per digit. */
+        int64_t v = 0;
+        for (; i < n; i++) {
+            unsigned d = (unsigned)(unsigned char)s[i] - '0';
+            if (d > 9)
+                return -1;
+            v = v * 10 + (int64_t)d;
+        }
+        *out = neg ? -v : v;
+        return 0;
+    }
     /* The magnitude may reach 2^63 for a negative number. */
     uint64_t cap = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, v = 0;
     for (; i < n; i++) {

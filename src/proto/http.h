@@ -341,14 +341,25 @@ int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
 typedef struct sl_http_check_item {
     const char *key; /* keylen bytes in the check's strbuf; not NUL-terminated */
     size_t keylen;
-    sl_limit limit;  /* from sl_limit_init (never SL_CONCURRENCY) */
+    sl_limit limit;  /* from sl_limit_init or make_limit (never SL_CONCURRENCY) */
     int64_t cost;    /* >= 0; 0 peeks */
 } sl_http_check_item;
 
 /*
+ * Prepares *out exactly as sl_limit_init(out, algorithm, limit, period_ns,
+ * burst) would, with the same result; ctx is the check's make_limit_ctx.
+ * sl_limit_init costs several takes, so a server passes one that keeps
+ * prepared limits (sluiced: the worker's cache, sl_limit_cached, which its
+ * RESP commands share).
+ */
+typedef int (*sl_http_limit_fn)(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
+                                int64_t period_ns, int64_t burst);
+
+/*
  * A decoded check. The struct owns every string it points at (they live in
  * strbuf), so it is self-contained: the request bytes and any JSON tree may be
- * freed once decoding returns. Large (about 10 KiB): keep one per worker.
+ * freed once decoding returns. Large (about 10 KiB): keep one per worker,
+ * zeroed at first (calloc) or with make_limit set.
  *
  * Three shapes:
  *   ad hoc   n == 1, items[0]: key, limit, period, [burst, cost, algorithm]
@@ -357,6 +368,11 @@ typedef struct sl_http_check_item {
  *   multi    multi == true, n in 1 .. 8 ad-hoc items, all or nothing
  */
 typedef struct sl_http_check {
+    /* In, optional: how limits are prepared. NULL (as calloc leaves it)
+     * means sl_limit_init. Decoding reads them and never changes them. */
+    sl_http_limit_fn make_limit;
+    void *make_limit_ctx;
+
     size_t n;
     sl_http_check_item items[SL_HTTP_CHECK_MAX_LIMITS];
     bool multi;

@@ -149,14 +149,31 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
     return true;
 }
 
+/* The check decoder's limits, through the worker's cache of prepared limits
+ * (the one its RESP commands use): a client repeats the same few limits, and
+ * preparing one costs several takes. */
+static int sl_http_cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
+                                int64_t period_ns, int64_t burst)
+{
+    const sl_limit *l;
+    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, &l);
+    if (rc == SL_OK)
+        *out = *l;
+    return rc;
+}
+
 /* /v1/check and /v1/auth/{policy}: decode, run, answer. */
 static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const char *body,
                                   bool keep, bool forward_auth)
 {
     sl_worker *w = c->w;
-    if (!w->check && !(w->check = malloc(sizeof *w->check))) {
-        sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
-        return;
+    if (!w->check) {
+        if (!(w->check = calloc(1, sizeof *w->check))) {
+            sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+            return;
+        }
+        w->check->make_limit = sl_http_cached_limit;
+        w->check->make_limit_ctx = &w->limits;
     }
     sl_http_check *chk = w->check;
     int rc;

@@ -7,15 +7,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/cmd.h"
 #include "proto/http.h"
 
 #define NS_PER_SEC INT64_C(1000000000)
 #define NS_PER_MS INT64_C(1000000)
 
-/* The check is large: one per test, on the heap, with exact-size input copies. */
+/* The check is large: one per test, on the heap (zeroed: no make_limit), with
+ * exact-size input copies. */
 static sl_http_check *check_query(const char *q, int *rc)
 {
-    sl_http_check *c = malloc(sizeof *c);
+    sl_http_check *c = calloc(1, sizeof *c);
     size_t n = strlen(q);
     char *copy = malloc(n ? n : 1);
     memcpy(copy, q, n);
@@ -28,7 +30,7 @@ static sl_http_check *check_query(const char *q, int *rc)
 
 static sl_http_check *check_json(const char *body, int *rc)
 {
-    sl_http_check *c = malloc(sizeof *c);
+    sl_http_check *c = calloc(1, sizeof *c);
     size_t n = strlen(body);
     char *copy = malloc(n ? n : 1);
     memcpy(copy, body, n);
@@ -155,7 +157,7 @@ Test(http_check, query_errors)
 
 Test(http_check, forward_auth)
 {
-    sl_http_check *c = malloc(sizeof *c);
+    sl_http_check *c = calloc(1, sizeof *c);
     cr_assert_eq(sl_http_check_auth(c, "api", 3, "abc123", 6, "X-Api-Key", "tier=paid&cost=2", 16),
                  0, "%s", c->errstr);
     cr_assert_eq(c->policy_len, 3);
@@ -395,4 +397,99 @@ Test(http_check, json_deep_nesting_refused_before_cjson)
     cr_assert_str_eq(c->errstr, "body is nested too deeply");
     free(c);
     free(body);
+}
+
+/* A server's make_limit is asked for every ad-hoc limit with the parameters
+ * sl_limit_init would get, never for a policy, and its errors name the fields
+ * as sl_limit_init's do. */
+static int hook_calls;
+
+static int counting_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
+                          int64_t period_ns, int64_t burst)
+{
+    cr_assert_eq(ctx, &hook_calls);
+    hook_calls++;
+    return sl_limit_init(out, algorithm, limit, period_ns, burst);
+}
+
+static int decode_query(sl_http_check *c, const char *q)
+{
+    return sl_http_check_from_query(c, q, strlen(q));
+}
+
+Test(http_check, make_limit_hook)
+{
+    sl_http_check *c = calloc(1, sizeof *c);
+    c->make_limit = counting_limit;
+    c->make_limit_ctx = &hook_calls;
+    hook_calls = 0;
+    cr_assert_eq(decode_query(c, "key=a&limit=10&period=500ms&burst=3&algorithm=token_bucket"), 0);
+    cr_assert_eq(hook_calls, 1);
+    cr_assert_eq(c->items[0].limit.algorithm, SL_TOKEN_BUCKET);
+    cr_assert_eq(c->items[0].limit.limit, 10);
+    cr_assert_eq(c->items[0].limit.period_ns, 500 * NS_PER_MS);
+    cr_assert_eq(c->items[0].limit.burst, 3);
+
+    const char *body = "{\"limits\":[{\"key\":\"a\",\"limit\":1,\"period\":1},"
+                       "{\"key\":\"b\",\"limit\":2,\"period\":\"2m\"}]}";
+    cr_assert_eq(sl_http_check_from_json(c, body, strlen(body)), 0, "%s", c->errstr);
+    cr_assert_eq(hook_calls, 3);
+    cr_assert_eq(c->items[1].limit.period_ns, 120 * NS_PER_SEC);
+
+    cr_assert_eq(decode_query(c, "key=a&policy=api"), 0);
+    cr_assert_eq(hook_calls, 3);
+
+    cr_assert_eq(decode_query(c, "key=a&limit=0&period=1"), -1);
+    cr_assert_eq(hook_calls, 4);
+    cr_assert_str_eq(c->field, "limit");
+    cr_assert_str_eq(c->errstr, sl_strerror(SL_ERR_LIMIT));
+    free(c);
+}
+
+/* Through sluiced's cache (sl_limit_cached, shared with RESP): a limit
+ * served from the cache is the one sl_limit_init builds, for limits that
+ * share slots and for a failed one between them. */
+static int cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
+                        int64_t period_ns, int64_t burst)
+{
+    const sl_limit *l;
+    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, &l);
+    if (rc == SL_OK)
+        *out = *l;
+    return rc;
+}
+
+Test(http_check, limits_through_the_cache)
+{
+    sl_limit_cache *cache = calloc(1, sizeof *cache);
+    sl_http_check *c = calloc(1, sizeof *c);
+    c->make_limit = cached_limit;
+    c->make_limit_ctx = cache;
+    static const char *algos[] = {"gcra", "token_bucket", "leaky_bucket", "sliding_window"};
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < 200; i++) {
+            char q[128];
+            const char *algo = algos[i % 4];
+            int64_t limit = 1 + i % 37, period_ms = 1 + i % 53 * 250, burst = i % 5;
+            snprintf(q, sizeof q, "key=k&limit=%lld&period=%lldms&burst=%lld&algorithm=%s",
+                     (long long)limit, (long long)period_ms, (long long)burst, algo);
+            cr_assert_eq(decode_query(c, q), 0, "%s: %s", q, c->errstr);
+            sl_limit want;
+            cr_assert_eq(sl_limit_init(&want, c->items[0].limit.algorithm, limit,
+                                       period_ms * NS_PER_MS, burst), SL_OK);
+            const sl_limit *got = &c->items[0].limit;
+            cr_assert(got->algorithm == want.algorithm && got->limit == want.limit &&
+                          got->period_ns == want.period_ns && got->burst == want.burst &&
+                          got->interval_ns == want.interval_ns &&
+                          got->interval_frac == want.interval_frac &&
+                          got->tolerance_ns == want.tolerance_ns &&
+                          got->tolerance_frac == want.tolerance_frac,
+                      "%s", q);
+            /* A refused limit in between is not cached as valid. */
+            cr_assert_eq(decode_query(c, "key=k&limit=5&period=1&burst=-1"), -1);
+            cr_assert_str_eq(c->field, "burst");
+        }
+    }
+    free(c);
+    free(cache);
 }
