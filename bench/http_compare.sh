@@ -2,7 +2,7 @@
 # sluiced's GET /v1/check vs nginx's own limit_req, with the same load generator (wrk),
 # the same cores and the same connections, in one run.
 #
-#   bench/http_compare.sh        prints a markdown table
+#   bench/http_compare.sh        prints a markdown table, then the ratios
 #
 # Each server runs on core $SERVER_CPU (sluiced with --threads 1, nginx with one worker),
 # wrk on core $CLIENT_CPU with $CONNS connections for $SECONDS seconds:
@@ -13,20 +13,36 @@
 #     (a content handler: nginx's `return` runs before limit_req and would skip it)
 #   - both with no limit at all (sluiced GET /healthz, nginx empty_gif): the ceiling
 # The limits are high enough that every request is admitted: the cost of deciding, not
-# of refusing, is measured. Environment: SLUICED (build/bin/sluiced), SERVER_CPU (0),
-# CLIENT_CPU (1), CONNS (50), SECONDS (10).
+# of refusing, is measured.
+#
+# A shared machine makes single runs vary by a third, so the runs are interleaved in
+# $ROUNDS rounds (each round runs every row once, in the same order) and the table gives
+# the median of each row, with every round's requests/s beside it. Each run also
+# measures the server's CPU time per request: user + system time of the server's
+# processes (nginx: master and worker) from /proc/PID/stat before and after the run,
+# divided by the requests wrk completed. CPU time counts only what the server itself
+# did, so other work on the machine disturbs it far less than requests/s.
+#
+# Environment: SLUICED (build/bin/sluiced), SERVER_CPU (0), CLIENT_CPU (1), CONNS (50),
+# SECONDS (10), ROUNDS (3).
 set -euo pipefail
+# SECONDS is bash's own counter of seconds since the shell started, which starts from
+# the environment's value when there is one, else from 0 (and then ${SECONDS:-10} would
+# be 0): read it first, and take 0 as "not given".
+SECONDS_=$SECONDS
+[ "$SECONDS_" -gt 0 ] || SECONDS_=10
 cd "$(dirname "$0")/.."
 
 SLUICED=${SLUICED:-build/bin/sluiced}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNS=${CONNS:-50}
-SECONDS_=${SECONDS:-10}
-for tool in nginx wrk taskset curl; do
-  command -v "$tool" >/dev/null || { echo "http_compare: $tool is missing (apt-get install nginx wrk curl)" >&2; exit 2; }
+ROUNDS=${ROUNDS:-3}
+for tool in nginx wrk taskset curl pgrep; do
+  command -v "$tool" >/dev/null || { echo "http_compare: $tool is missing (apt-get install nginx wrk curl procps)" >&2; exit 2; }
 done
 [ -x "$SLUICED" ] || { echo "http_compare: $SLUICED is not built (make)" >&2; exit 2; }
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "http_compare: ROUNDS must be a positive integer" >&2; exit 2; }
 
 work=$(mktemp -d)
 pids=()
@@ -36,10 +52,21 @@ trap cleanup EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 200); do curl -s -o /dev/null "$1" && return 0; sleep 0.05; done; echo "no answer from $1" >&2; exit 1; }
 
+# CPU time (user + system, all threads) of a process and its children, in clock ticks.
+cpu_ticks() { # pid
+  local p total=0
+  for p in "$1" $(pgrep -P "$1" || true); do
+    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
+  done
+  echo "$total"
+}
+CLK_TCK=$(getconf CLK_TCK)
+
 SL_PORT=$(free_port); SL_HTTP=$(free_port); NG_PORT=$(free_port)
 taskset -c "$SERVER_CPU" "$SLUICED" --port "$SL_PORT" --http-port "$SL_HTTP" --threads 1 \
   --log-level warn 2>"$work/sluiced.log" &
-pids+=($!)
+SL_PID=$!
+pids+=("$SL_PID")
 
 mkdir -p "$work/nginx"
 cat >"$work/nginx/nginx.conf" <<EOF
@@ -64,9 +91,17 @@ http {
 }
 EOF
 taskset -c "$SERVER_CPU" nginx -p "$work/nginx" -c "$work/nginx/nginx.conf" &
-pids+=($!)
+NG_PID=$!
+pids+=("$NG_PID")
 wait_http "http://127.0.0.1:$SL_HTTP/healthz"
 wait_http "http://127.0.0.1:$NG_PORT/free"
+
+CHECK_URL="http://127.0.0.1:$SL_HTTP/v1/check?key=bench&limit=100000000&period=1"
+# Every row must answer 200 before it is measured.
+for url in "$CHECK_URL" "http://127.0.0.1:$NG_PORT/limited"; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' "$url")
+  [ "$code" = 200 ] || { echo "http_compare: $url answered $code, not 200" >&2; exit 1; }
+done
 
 # A Lua script for wrk: a key per connection for sluiced's checks.
 cat >"$work/keys.lua" <<'EOF'
@@ -79,35 +114,77 @@ request = function()
 end
 EOF
 
-n_run=0
-run() { # name url [script]
-  local out
-  if [ -n "${3:-}" ]; then
-    out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${SECONDS_}s" --latency -s "$3" "$2")
-  else
-    out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"${SECONDS_}s" --latency "$2")
-  fi
-  local rps p50 p99 non2xx
-  rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
-  p50=$(awk '$1=="50%" {print $2}' <<<"$out")
-  p99=$(awk '$1=="99%" {print $2}' <<<"$out")
-  non2xx=$(awk '/Non-2xx/ {print $NF}' <<<"$out")
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$rps" "$p50" "$p99" "${non2xx:-0}"
-  n_run=$((n_run + 1))
-  echo "$rps" >"$work/rps.$n_run"
+# One wrk run against a server; appends a tab-separated line to $work/runs:
+# row, requests/s, p50 µs, p99 µs, server CPU µs per request, non-2xx answers.
+run() { # row server-pid url [script]
+  local row=$1 pid=$2 url=$3 script=${4:-} out t0 t1
+  local args=(-t1 -c"$CONNS" -d"${SECONDS_}s" --latency)
+  [ -n "$script" ] && args+=(-s "$script")
+  t0=$(cpu_ticks "$pid")
+  out=$(taskset -c "$CLIENT_CPU" wrk "${args[@]}" "$url")
+  t1=$(cpu_ticks "$pid")
+  awk -v row="$row" -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" '
+    function us(v) {  # wrk prints 594.00us, 1.62ms, 1.01s
+      if (v ~ /us$/) return v + 0
+      if (v ~ /ms$/) return v * 1000
+      if (v ~ /m$/) return v * 60e6
+      return v * 1e6
+    }
+    $2 == "requests" && $3 == "in" { n = $1 }
+    /^Requests\/sec/ { rps = $2 }
+    $1 == "50%" { p50 = us($2) }
+    $1 == "99%" { p99 = us($2) }
+    /Non-2xx/ { bad = $NF }
+    END {
+      if (n == 0) { print "http_compare: wrk completed no request for " row > "/dev/stderr"; exit 1 }
+      printf "%s\t%s\t%.0f\t%.0f\t%.2f\t%d\n", row, rps, p50, p99, ticks * 1e6 / hz / n, bad
+    }' <<<"$out" >>"$work/runs"
 }
 
-echo "http_compare: wrk -t1 -c$CONNS -d${SECONDS_}s, servers on core $SERVER_CPU, wrk on core $CLIENT_CPU; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-echo "| what | requests/s | p50 | p99 | non-2xx |"
-echo "|---|---:|---:|---:|---:|"
-# One key, as nginx's zone keyed by the client address has one key for all of wrk's
-# connections; a static URL, so that wrk spends the same on every request of both.
-run "sluiced GET /v1/check (GCRA)" "http://127.0.0.1:$SL_HTTP/v1/check?key=bench&limit=100000000&period=1"
-run "sluiced GET /v1/check, a key per connection (wrk Lua)" "http://127.0.0.1:$SL_HTTP/" "$work/keys.lua"
-run "nginx limit_req + empty_gif" "http://127.0.0.1:$NG_PORT/limited"
-run "sluiced GET /healthz (no limit)" "http://127.0.0.1:$SL_HTTP/healthz"
-run "nginx empty_gif (no limit)" "http://127.0.0.1:$NG_PORT/free"
-a=$(cat "$work/rps.1"); b=$(cat "$work/rps.3")
-echo
-echo "sluiced / nginx limit_req: $(/usr/bin/python3 -c "print('%.2fx' % ($a / $b))")"
+ROWS=(
+  "sluiced GET /v1/check (GCRA)"
+  "sluiced GET /v1/check, a key per connection (wrk Lua)"
+  "nginx limit_req + empty_gif"
+  "sluiced GET /healthz (no limit)"
+  "nginx empty_gif (no limit)"
+)
+echo "http_compare: $ROUNDS rounds of wrk -t1 -c$CONNS -d${SECONDS_}s, servers on core $SERVER_CPU, wrk on core $CLIENT_CPU; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+for round in $(seq "$ROUNDS"); do
+  # One key, as nginx's zone keyed by the client address has one key for all of wrk's
+  # connections; a static URL, so that wrk spends the same on every request of both.
+  run "${ROWS[0]}" "$SL_PID" "$CHECK_URL"
+  run "${ROWS[1]}" "$SL_PID" "http://127.0.0.1:$SL_HTTP/" "$work/keys.lua"
+  run "${ROWS[2]}" "$NG_PID" "http://127.0.0.1:$NG_PORT/limited"
+  run "${ROWS[3]}" "$SL_PID" "http://127.0.0.1:$SL_HTTP/healthz"
+  run "${ROWS[4]}" "$NG_PID" "http://127.0.0.1:$NG_PORT/free"
+  echo "http_compare: round $round of $ROUNDS done; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+done
+
+/usr/bin/python3 - "$work/runs" "$ROUNDS" "${ROWS[@]}" <<'EOF'
+import statistics, sys
+path, rounds, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+runs = {r: [] for r in rows}
+for line in open(path):
+    row, rps, p50, p99, cpu, bad = line.rstrip("\n").split("\t")
+    runs[row].append((float(rps), float(p50), float(p99), float(cpu), int(bad)))
+med = {r: [statistics.median(v[i] for v in runs[r]) for i in range(4)] for r in rows}
+
+def lat(us):
+    return "%.0f µs" % us if us < 1000 else "%.2f ms" % (us / 1000)
+
+print("| what | requests/s (median of %d) | each round | p50 | p99 | server CPU µs/request | non-2xx |" % rounds)
+print("|---|---:|---:|---:|---:|---:|---:|")
+for r in rows:
+    rps, p50, p99, cpu = med[r]
+    each = " / ".join("%.0f" % v[0] for v in runs[r])
+    bad = sum(v[4] for v in runs[r])
+    print("| %s | %.0f | %s | %s | %s | %.2f | %d |" % (r, rps, each, lat(p50), lat(p99), cpu, bad))
+
+sl, ng, slh, ngh = med[rows[0]], med[rows[2]], med[rows[3]], med[rows[4]]
+print()
+print("sluiced / nginx limit_req: %.2fx" % (sl[0] / ng[0]))
+print("server CPU per request, nginx limit_req / sluiced: %.2fx (above 1: sluiced spends less)" % (ng[3] / sl[3]))
+print("without a limit (sluiced /healthz / nginx empty_gif): %.2fx throughput, %.2fx CPU per request"
+      % (slh[0] / ngh[0], ngh[3] / slh[3]))
+EOF
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
