@@ -21,11 +21,15 @@
 # measures the server's CPU time per request: user + system time of the server's
 # processes (nginx: master and worker) from /proc/PID/stat before and after the run,
 # divided by the requests wrk completed. CPU time counts only what the server itself
-# did, so other work on the machine disturbs it far less than requests/s.
+# did, so other work on the machine disturbs it far less than requests/s. The table also
+# says how busy wrk kept its own core: on a small machine the load generator can be the
+# bottleneck (wrk spends about as much CPU per request as the server), and a row whose
+# wrk was near 100% measured the client as much as the server.
 #
 # Environment: SLUICED (build/bin/sluiced), SERVER_CPU (0), CLIENT_CPU (1), CONNS (50),
 # SECONDS (10), ROUNDS (3).
 set -euo pipefail
+TIMEFORMAT='%U %S %R' # bash's `time`: user, system and wall seconds
 # SECONDS is bash's own counter of seconds since the shell started, which starts from
 # the environment's value when there is one, else from 0 (and then ${SECONDS:-10} would
 # be 0): read it first, and take 0 as "not given".
@@ -115,15 +119,19 @@ end
 EOF
 
 # One wrk run against a server; appends a tab-separated line to $work/runs:
-# row, requests/s, p50 µs, p99 µs, server CPU µs per request, non-2xx answers.
+# row, requests/s, p50 µs, p99 µs, server CPU µs per request, non-2xx answers, and how
+# busy wrk kept its own core (user + system time over wall time, bash's `time`): near
+# 100%, the run measured the load generator as much as the server.
 run() { # row server-pid url [script]
-  local row=$1 pid=$2 url=$3 script=${4:-} out t0 t1
+  local row=$1 pid=$2 url=$3 script=${4:-} out t0 t1 busy
   local args=(-t1 -c"$CONNS" -d"${SECONDS_}s" --latency)
   [ -n "$script" ] && args+=(-s "$script")
   t0=$(cpu_ticks "$pid")
-  out=$(taskset -c "$CLIENT_CPU" wrk "${args[@]}" "$url")
+  { time taskset -c "$CLIENT_CPU" wrk "${args[@]}" "$url" >"$work/wrk.out"; } 2>"$work/wrk.time"
   t1=$(cpu_ticks "$pid")
-  awk -v row="$row" -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" '
+  out=$(cat "$work/wrk.out")
+  busy=$(awk '{ printf "%.0f", ($1 + $2) * 100 / $3 }' "$work/wrk.time")
+  awk -v row="$row" -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" -v busy="$busy" '
     function us(v) {  # wrk prints 594.00us, 1.62ms, 1.01s
       if (v ~ /us$/) return v + 0
       if (v ~ /ms$/) return v * 1000
@@ -137,7 +145,7 @@ run() { # row server-pid url [script]
     /Non-2xx/ { bad = $NF }
     END {
       if (n == 0) { print "http_compare: wrk completed no request for " row > "/dev/stderr"; exit 1 }
-      printf "%s\t%s\t%.0f\t%.0f\t%.2f\t%d\n", row, rps, p50, p99, ticks * 1e6 / hz / n, bad
+      printf "%s\t%s\t%.0f\t%.0f\t%.2f\t%d\t%s\n", row, rps, p50, p99, ticks * 1e6 / hz / n, bad, busy
     }' <<<"$out" >>"$work/runs"
 }
 
@@ -165,20 +173,20 @@ import statistics, sys
 path, rounds, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 runs = {r: [] for r in rows}
 for line in open(path):
-    row, rps, p50, p99, cpu, bad = line.rstrip("\n").split("\t")
-    runs[row].append((float(rps), float(p50), float(p99), float(cpu), int(bad)))
-med = {r: [statistics.median(v[i] for v in runs[r]) for i in range(4)] for r in rows}
+    row, rps, p50, p99, cpu, bad, busy = line.rstrip("\n").split("\t")
+    runs[row].append((float(rps), float(p50), float(p99), float(cpu), int(bad), float(busy)))
+med = {r: [statistics.median(v[i] for v in runs[r]) for i in (0, 1, 2, 3, 5)] for r in rows}
 
 def lat(us):
     return "%.0f µs" % us if us < 1000 else "%.2f ms" % (us / 1000)
 
-print("| what | requests/s (median of %d) | each round | p50 | p99 | server CPU µs/request | non-2xx |" % rounds)
-print("|---|---:|---:|---:|---:|---:|---:|")
+print("| what | requests/s (median of %d) | each round | p50 | p99 | server CPU µs/request | wrk's core busy | non-2xx |" % rounds)
+print("|---|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
-    rps, p50, p99, cpu = med[r]
+    rps, p50, p99, cpu, busy = med[r]
     each = " / ".join("%.0f" % v[0] for v in runs[r])
     bad = sum(v[4] for v in runs[r])
-    print("| %s | %.0f | %s | %s | %s | %.2f | %d |" % (r, rps, each, lat(p50), lat(p99), cpu, bad))
+    print("| %s | %.0f | %s | %s | %s | %.2f | %.0f%% | %d |" % (r, rps, each, lat(p50), lat(p99), cpu, busy, bad))
 
 sl, ng, slh, ngh = med[rows[0]], med[rows[2]], med[rows[3]], med[rows[4]]
 print()
