@@ -522,6 +522,16 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
                 req->minor_version = b[pos + 7] - '0';
                 req->st_ver = 8;
                 pos += 8;
+                /* And its line end when it is there (no cap counts it). */
+                if (len - pos >= 2 && b[pos] == '\r' && b[pos + 1] == '\n') {
+                    req->st_head_start = pos + 2;
+                    st = ST_HDR_START;
+                    pos += 2;
+                } else if (pos < len && b[pos] == '\n') {
+                    req->st_head_start = pos + 1;
+                    st = ST_HDR_START;
+                    pos++;
+                }
                 break;
             }
             st = version_byte(req, c, pos);
@@ -537,7 +547,14 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
             pos++;
             break;
         case ST_HDR_START:
+        hdr_start:
+            c = b[pos];
             if (c == '\r') {
+                if (end - pos >= 2) { /* the final CRLF, both bytes at hand */
+                    if (b[pos + 1] != '\n')
+                        return fail(req, 400, "cr not followed by lf", "headers");
+                    return end_head(req, pos + 2, &l);
+                }
                 st = ST_END_CR;
             } else if (c == '\n') {
                 return end_head(req, pos + 1, &l);
@@ -594,6 +611,8 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
                     return SL_HTTP_ERROR;
                 st = ST_HDR_START;
                 pos = p + 2;
+                if (pos < end) /* the next line, under the same cap */
+                    goto hdr_start;
                 break;
             }
             st = ST_HDR_CR;
