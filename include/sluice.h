@@ -342,6 +342,16 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
                        sl_decision *out, int *failed_index);
 
 /*
+ * Starts loading into the CPU cache what takes on keys[0 .. n) (of lens[i]
+ * bytes each) will read, and returns without waiting for it: first every
+ * key's index entry, then every record found there. Changes nothing; a key
+ * that is invalid or absent costs a little and is otherwise ignored. A server
+ * with several commands in hand (a pipelined batch) calls it before running
+ * them, so that their cache misses overlap instead of adding up.
+ */
+void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens, size_t n);
+
+/*
  * Forgets `key`: its next take starts from "never seen".
  * Returns 1 when the key was held, 0 when not, SL_ERR_KEY for a bad key.
  */

@@ -101,6 +101,7 @@ typedef struct sl_cmd_ctx {
 #define SL_CMD_FAST 0x04u     /* O(1) (or O(limit) for the sliding log) */
 #define SL_CMD_NOAUTH 0x08u   /* allowed before AUTH */
 #define SL_CMD_LOADING 0x10u  /* connection commands */
+#define SL_CMD_STOREKEYS 0x20u /* its keys (the key spec) are the store's keys as given */
 
 typedef void (*sl_cmd_fn)(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv);
 

@@ -58,6 +58,20 @@ static int parse_length(const char *p, size_t avail, uint64_t cap, uint64_t *out
 {
     /* v * 10 + d > cap exactly when v > cap / 10, or v == cap / 10 and
      * d > cap % 10: checked before the arithmetic, which cannot overflow. */
+    /* The common case first: one or two digits (no leading zero) and CR LF. */
+    if (avail >= 4 && p[0] > '0' && p[0] <= '9') {
+        uint64_t v = (uint64_t)(p[0] - '0');
+        size_t n = 1;
+        if (p[1] >= '0' && p[1] <= '9')
+            v = v * 10 + (uint64_t)(p[n++] - '0');
+        if (p[n] == '\r' && p[n + 1] == '\n') {
+            if (v > cap)
+                return R_ERR;
+            *out = v;
+            *used = n + 2;
+            return R_OK;
+        }
+    }
     const uint64_t cap_div = cap / 10, cap_mod = cap % 10;
     uint64_t v = 0;
     size_t i = 0;

@@ -110,6 +110,12 @@ void sl_resp_request_init(sl_resp_request *req, sl_resp_slice *argv, size_t argv
 /* Forgets a partly parsed command: the next call starts afresh. */
 void sl_resp_request_reset(sl_resp_request *req);
 
+/* Is a command partly parsed, waiting for more bytes to resume? */
+static inline int sl_resp_request_pending(const sl_resp_request *req)
+{
+    return req->st_kind != 0;
+}
+
 /* Fills *lim with the defaults above. */
 void sl_resp_limits_default(sl_resp_limits *lim);
 

@@ -86,8 +86,86 @@ static void sl_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     buf->len = c->rcap - c->rlen;
 }
 
+/* A pipelined batch: the commands parsed before any of them runs, so that
+ * the store can prefetch all their keys first, and the arguments each may
+ * have (one with more is left to the general path). */
+#define SL_BATCH_COMMANDS 16
+#define SL_BATCH_ARGS 16
+#define SL_BATCH_KEYS 32
+
+typedef struct sl_batch {
+    size_t n;
+    struct {
+        size_t bytes, argc;
+        sl_resp_slice argv[SL_BATCH_ARGS];
+    } cmd[SL_BATCH_COMMANDS];
+} sl_batch;
+
+/* The store keys of a rate command: the positions of its key spec (the
+ * numkeys argument's count for a command with movable keys). */
+static size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl_resp_slice *argv,
+                                    const void **keys, size_t *lens, size_t cap)
+{
+    size_t first = (size_t)cmd->first_key, last, step = (size_t)cmd->key_step, n = 0;
+    if (cmd->numkeys_at > 0) {
+        if ((size_t)cmd->numkeys_at >= argc)
+            return 0;
+        const sl_resp_slice *a = &argv[cmd->numkeys_at];
+        size_t count = 0;
+        for (size_t i = 0; i < a->len && i < 3 && a->ptr[i] >= '0' && a->ptr[i] <= '9'; i++)
+            count = count * 10 + (size_t)(a->ptr[i] - '0');
+        first = (size_t)cmd->numkeys_at + 1;
+        last = first + count - 1;
+        step = 1;
+    } else {
+        last = cmd->last_key < 0 ? argc - (size_t)-cmd->last_key : (size_t)cmd->last_key;
+    }
+    if (first == 0 || step == 0)
+        return 0;
+    for (size_t i = first; i <= last && i < argc && n < cap; i += step) {
+        keys[n] = argv[i].ptr;
+        lens[n++] = argv[i].len;
+    }
+    return n;
+}
+
+/*
+ * Parses up to SL_BATCH_COMMANDS complete multibulk commands from `off`
+ * into *b, then prefetches the store keys of the rate commands among them.
+ * Stops before an inline command (parsing one unescapes it in place), an
+ * incomplete or invalid one, or one with more than SL_BATCH_ARGS
+ * arguments: the general path parses (and judges) those.
+ */
+static void sl_batch_parse(sl_conn *c, size_t off, const sl_resp_limits *lim, sl_batch *b)
+{
+    const void *keys[SL_BATCH_KEYS];
+    size_t lens[SL_BATCH_KEYS], nkeys = 0;
+    sl_resp_request req;
+    b->n = 0;
+    while (b->n < SL_BATCH_COMMANDS && off < c->rlen && c->rbuf[off] == '*') {
+        sl_resp_slice *argv = b->cmd[b->n].argv;
+        sl_resp_request_init(&req, argv, SL_BATCH_ARGS);
+        int n = sl_resp_parse(c->rbuf + off, c->rlen - off, &req, lim);
+        if (n <= 0)
+            break;
+        b->cmd[b->n].bytes = (size_t)n;
+        b->cmd[b->n].argc = req.argc;
+        b->n++;
+        off += (size_t)n;
+        if (req.argc < 2)
+            continue;
+        const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
+        if (cmd && (cmd->flags & SL_CMD_STOREKEYS))
+            nkeys += sl_command_store_keys(cmd, req.argc, argv, keys + nkeys, lens + nkeys,
+                                           SL_BATCH_KEYS - nkeys);
+    }
+    if (nkeys > 1)
+        sl_store_prefetch(c->w->srv->store, keys, lens, nkeys);
+}
+
 /* Runs every complete RESP command in the read buffer; returns the bytes
- * consumed. */
+ * consumed. Whole multibulk commands go in batches (sl_batch_parse); the
+ * rest, and a command that came in pieces, through the resumable parser. */
 static size_t sl_conn_run_resp(sl_conn *c)
 {
     const sl_server_config *cfg = &c->w->srv->cfg;
@@ -99,7 +177,20 @@ static size_t sl_conn_run_resp(sl_conn *c)
 
     size_t off = 0;
     uint64_t ran = 0;
-    while (!c->closing && off < c->rlen) {
+    sl_batch batch;
+    while (!c->closing && off < c->rlen && !c->out.failed) {
+        if (c->authed && !sl_resp_request_pending(&c->req)) {
+            sl_batch_parse(c, off, &lim, &batch);
+            for (size_t i = 0; i < batch.n && !c->closing && !c->out.failed; i++) {
+                off += batch.cmd[i].bytes;
+                if (batch.cmd[i].argc > 0) {
+                    sl_server_dispatch(c, (int)batch.cmd[i].argc, batch.cmd[i].argv);
+                    ran++;
+                }
+            }
+            if (batch.n > 0)
+                continue;
+        }
         int n = sl_resp_parse(c->rbuf + off, c->rlen - off, &c->req, &lim);
         if (n == SL_RESP_INCOMPLETE)
             break;
@@ -116,8 +207,6 @@ static size_t sl_conn_run_resp(sl_conn *c)
             sl_server_dispatch(c, (int)c->req.argc, c->argv);
             ran++;
         }
-        if (c->out.failed)
-            break;
     }
     if (ran > 0) /* the batch's time, shared by its commands */
         sl_metrics_latency(&c->w->metrics, SL_PROTO_RESP,

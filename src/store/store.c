@@ -1140,6 +1140,60 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
     return rc;
 }
 
+/* Keys one sl_store_prefetch pass handles: enough to cover the misses of
+ * a pipelined batch, few enough that the first lines are still there when
+ * their takes run. */
+#define SL_PREFETCH_BATCH 32
+
+void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens, size_t n)
+{
+    uint64_t hs[SL_PREFETCH_BATCH];
+    if (!s || !keys || !lens)
+        return;
+    for (size_t base = 0; base < n; base += SL_PREFETCH_BATCH) {
+        size_t m = n - base < SL_PREFETCH_BATCH ? n - base : SL_PREFETCH_BATCH;
+        uint32_t valid = 0; /* bit i: key i is a valid key, hs[i] its hash */
+        /* The index groups: under the lock, as the table may be resized, but
+         * without waiting for the line. */
+        for (size_t i = 0; i < m; i++) {
+            const void *key = keys[base + i];
+            size_t len = lens[base + i];
+            if (!key || len == 0 || len > s->max_key_len)
+                continue;
+            valid |= UINT32_C(1) << i;
+            hs[i] = sl_hash(key, len, s->seed);
+            sl_shard *sh = sl_store_shard_of(s, hs[i]);
+            sl_spin_lock(&sh->lock);
+            if (sh->ngroups)
+                __builtin_prefetch(sh->slots + (size_t)sl_home_group(hs[i], sh->ngroups) *
+                                                   SL_GROUP_SLOTS);
+            sl_spin_unlock(&sh->lock);
+        }
+        /* The records the home groups point at, tag matches only: by now
+         * the first groups have arrived and the others are on their way. */
+        for (size_t i = 0; i < m; i++) {
+            if (!(valid >> i & 1))
+                continue;
+            sl_shard *sh = sl_store_shard_of(s, hs[i]);
+            sl_spin_lock(&sh->lock);
+            if (sh->ngroups) {
+                const uint32_t *grp =
+                    sh->slots + (size_t)sl_home_group(hs[i], sh->ngroups) * SL_GROUP_SLOTS;
+                unsigned empty;
+                for (unsigned mt = sl_group_match(grp, sl_tag_of(hs[i]), &empty); mt;
+                     mt &= mt - 1) {
+                    uint32_t v = grp[__builtin_ctz(mt)];
+                    const uint64_t *rec = sl_shard_record(sh, v);
+                    /* Both ends: a record may straddle two cache lines. */
+                    __builtin_prefetch(rec, 1);
+                    __builtin_prefetch(rec + sl_rec_units(sh, v) - 1, 1);
+                }
+            }
+            sl_spin_unlock(&sh->lock);
+        }
+    }
+}
+
 int sl_store_reset(sl_store *s, const void *key, size_t keylen)
 {
     if (!s)
