@@ -275,7 +275,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
     size_t pos = 0;
     sl_http_slice k, v;
     char namebuf[16], valbuf[SL_HTTP_KEY_MAX];
-    bool plain = !memchr(query, '%', len) && !memchr(query, '+', len);
+    /* (A request without a query string passes NULL and 0.) */
+    bool plain = len == 0 || (!memchr(query, '%', len) && !memchr(query, '+', len));
     while (sl_http_query_next(query, len, &pos, &k, &v)) {
         const char *name;
         long kl = query_text(k, plain, namebuf, sizeof namebuf, &name);

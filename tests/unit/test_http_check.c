@@ -155,6 +155,16 @@ Test(http_check, query_errors)
     check_errors(cases, sizeof cases / sizeof cases[0], false);
 }
 
+Test(http_check, no_query_string)
+{
+    /* GET /v1/check without a '?': the parser's query slice is NULL and 0. */
+    sl_http_check *c = calloc(1, sizeof *c);
+    cr_assert_eq(sl_http_check_from_query(c, NULL, 0), -1);
+    cr_assert_str_eq(c->errstr, "key is required");
+    cr_assert_eq(sl_http_check_auth(c, "api", 3, "k", 1, "X-Api-Key", NULL, 0), 0);
+    free(c);
+}
+
 Test(http_check, forward_auth)
 {
     sl_http_check *c = calloc(1, sizeof *c);
