@@ -813,3 +813,39 @@ Test(store, smallest_records_at_the_smallest_cap)
     cr_expect_eq(sl_store_debug_check(s), 0);
     sl_store_free(s);
 }
+
+/* A prefetch is a hint: any keys, valid or not, present or not, and more of
+ * them than one pass handles; nothing is stored, nothing changes. */
+Test(store, prefetch_changes_nothing)
+{
+    sl_store *s = new_store(0, 4);
+    sl_limit l;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
+    char names[100][16];
+    const void *keys[100];
+    size_t lens[100];
+    sl_decision d;
+    for (int i = 0; i < 100; i++) {
+        lens[i] = (size_t)snprintf(names[i], sizeof names[i], "key:%d", i);
+        keys[i] = names[i];
+        if (i % 2)
+            cr_assert_eq(sl_store_take(s, keys[i], lens[i], &l, NS_PER_SEC, 1, &d), SL_OK);
+    }
+    static char huge[100000];
+    keys[3] = NULL;
+    lens[5] = 0;
+    keys[7] = huge;
+    lens[7] = sizeof huge; /* longer than the store's keys may be */
+    sl_store_stats before, after;
+    sl_store_get_stats(s, &before);
+    sl_store_prefetch(s, keys, lens, 100);
+    sl_store_prefetch(s, keys, lens, 0);
+    sl_store_prefetch(NULL, keys, lens, 100);
+    sl_store_get_stats(s, &after);
+    cr_assert(memcmp(&before, &after, sizeof before) == 0, "the prefetch changed the store");
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    /* The keys answer as they did: a take on each odd key took one of ten. */
+    cr_assert_eq(sl_store_peek(s, names[9], lens[9], &l, NS_PER_SEC, 1, &d), SL_OK);
+    cr_assert_eq(d.remaining, 8);
+    sl_store_free(s);
+}
