@@ -16,8 +16,9 @@
 # of refusing, is measured.
 #
 # A shared machine makes single runs vary by a third, so the runs are interleaved in
-# $ROUNDS rounds (each round runs every row once, in the same order) and the table gives
-# the median of each row, with every round's requests/s beside it. Each run also
+# $ROUNDS rounds (each round runs every row once, sluiced and nginx back to back) and the
+# table gives the median of each row, with every round's requests/s beside it; each ratio
+# is given from the medians and within each round. Each run also
 # measures the server's CPU time per request: user + system time of the server's
 # processes (nginx: master and worker) from /proc/PID/stat before and after the run,
 # divided by the requests wrk completed. CPU time counts only what the server itself
@@ -160,11 +161,13 @@ echo "http_compare: $ROUNDS rounds of wrk -t1 -c$CONNS -d${SECONDS_}s, servers o
 for round in $(seq "$ROUNDS"); do
   # One key, as nginx's zone keyed by the client address has one key for all of wrk's
   # connections; a static URL, so that wrk spends the same on every request of both.
+  # The pairs that make the ratios run back to back, so that they share the machine's
+  # mood; the key-per-connection row last.
   run "${ROWS[0]}" "$SL_PID" "$CHECK_URL"
-  run "${ROWS[1]}" "$SL_PID" "http://127.0.0.1:$SL_HTTP/" "$work/keys.lua"
   run "${ROWS[2]}" "$NG_PID" "http://127.0.0.1:$NG_PORT/limited"
   run "${ROWS[3]}" "$SL_PID" "http://127.0.0.1:$SL_HTTP/healthz"
   run "${ROWS[4]}" "$NG_PID" "http://127.0.0.1:$NG_PORT/free"
+  run "${ROWS[1]}" "$SL_PID" "http://127.0.0.1:$SL_HTTP/" "$work/keys.lua"
   echo "http_compare: round $round of $ROUNDS done; load average $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 done
 
@@ -188,11 +191,19 @@ for r in rows:
     bad = sum(v[4] for v in runs[r])
     print("| %s | %.0f | %s | %s | %s | %.2f | %.0f%% | %d |" % (r, rps, each, lat(p50), lat(p99), cpu, busy, bad))
 
-sl, ng, slh, ngh = med[rows[0]], med[rows[2]], med[rows[3]], med[rows[4]]
+# Each ratio is the median of the rows, then in brackets the same ratio within each
+# round (whose two runs came one after the other): rounds that disagree say how far the
+# machine's noise reaches.
+def ratio(a, b, i, invert=False):
+    num, den = (b, a) if invert else (a, b)
+    each = ", ".join("%.2fx" % (x[i] / y[i]) for x, y in zip(runs[num], runs[den]))
+    return "%.2fx (rounds: %s)" % (med[num][i] / med[den][i], each)
+
 print()
-print("sluiced / nginx limit_req: %.2fx" % (sl[0] / ng[0]))
-print("server CPU per request, nginx limit_req / sluiced: %.2fx (above 1: sluiced spends less)" % (ng[3] / sl[3]))
-print("without a limit (sluiced /healthz / nginx empty_gif): %.2fx throughput, %.2fx CPU per request"
-      % (slh[0] / ngh[0], ngh[3] / slh[3]))
+print("sluiced / nginx limit_req: %s" % ratio(rows[0], rows[2], 0))
+print("server CPU per request, nginx limit_req / sluiced: %s; above 1: sluiced spends less"
+      % ratio(rows[0], rows[2], 3, invert=True))
+print("without a limit, sluiced /healthz / nginx empty_gif: %s throughput, %s CPU per request"
+      % (ratio(rows[3], rows[4], 0), ratio(rows[3], rows[4], 3, invert=True)))
 EOF
 echo "load average at the end: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
