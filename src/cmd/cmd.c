@@ -129,10 +129,11 @@ static bool sl_parse_int(const char *p, size_t len, int64_t *out)
     }
     uint64_t v = 0;
     for (; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9')
+        unsigned digit = (unsigned char)p[i] - (unsigned)'0';
+        if (digit > 9)
             return false;
-        uint64_t digit = (uint64_t)(p[i] - '0');
-        if (v > (UINT64_MAX - digit) / 10)
+        /* 19 digits cannot pass UINT64_MAX: check only the 20th. */
+        if (i >= 19 && v > (UINT64_MAX - digit) / 10)
             return false;
         v = v * 10 + digit;
     }
@@ -292,9 +293,7 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_decided(c, -1, d.allowed, false);
     int64_t out[5];
     sl_cell_reply(&d, out);
-    R->array(c->sink, 5);
-    for (int i = 0; i < 5; i++)
-        R->integer(c->sink, out[i]);
+    R->integers(c->sink, out, 5);
 }
 
 /* SL.TAKE / SL.PEEK key limit period [BURST b] [COST c] [ALGORITHM a] */
@@ -585,6 +584,22 @@ const sl_command sl_rate_commands[] = {
     {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
      "Releases a concurrency lease", "key lease_id", 0},
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+};
+
+/* ---- the RESP sink ---- */
+
+static void sk_integer(void *s, int64_t v) { sl_resp_add_int(s, v); }
+static void sk_bulk(void *s, const char *p, size_t len) { sl_resp_add_bulk(s, p, len); }
+static void sk_simple(void *s, const char *str) { sl_resp_add_simple(s, str, strlen(str)); }
+static void sk_null(void *s) { sl_resp_add_null(s); }
+static void sk_array(void *s, size_t n) { sl_resp_add_array(s, n); }
+static void sk_integers(void *s, const int64_t *v, size_t n) { sl_resp_add_int_array(s, v, n); }
+static void sk_map(void *s, size_t n) { sl_resp_add_map(s, n); }
+static void sk_error(void *s, const char *msg) { sl_resp_add_errorf(s, "-%s", msg); }
+
+const sl_reply_ops sl_resp_reply_sink = {
+    .integer = sk_integer, .bulk = sk_bulk,         .simple = sk_simple, .null = sk_null,
+    .array = sk_array,     .integers = sk_integers, .map = sk_map,       .error = sk_error,
 };
 
 const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len)

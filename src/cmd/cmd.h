@@ -29,11 +29,16 @@ typedef struct sl_reply_ops {
     void (*simple)(void *sink, const char *s);
     void (*null)(void *sink);
     void (*array)(void *sink, size_t n);
+    /* An array of n integers: array() then n times integer(), at once. */
+    void (*integers)(void *sink, const int64_t *v, size_t n);
     /* A map of n pairs (RESP3), or a flat array of 2n items (RESP2). */
     void (*map)(void *sink, size_t n);
     /* A whole error line without the leading '-': "ERR ...", "NOAUTH ...". */
     void (*error)(void *sink, const char *msg);
 } sl_reply_ops;
+
+/* The sink that writes RESP into an sl_resp_buf (the sink pointer). */
+extern const sl_reply_ops sl_resp_reply_sink;
 
 /* Where states live. `now` is the executor's own clock: the server's
  * monotonic clock read once per batch, or the Redis server's clock. Each

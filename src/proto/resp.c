@@ -433,7 +433,7 @@ void sl_resp_buf_free(sl_resp_buf *b)
 /* Makes room for `need` more bytes: returns where they go, or NULL (and sets
  * `failed`) when len + need would pass max or realloc fails. Grows by
  * doubling, from 256 bytes, clamped to max. */
-static char *reserve(sl_resp_buf *b, size_t need)
+static char *reserve_slow(sl_resp_buf *b, size_t need)
 {
     if (b->failed)
         return NULL;
@@ -459,6 +459,15 @@ static char *reserve(sl_resp_buf *b, size_t need)
     return b->data + b->len;
 }
 
+/* Room for `need` more bytes at the end (cap <= max always, so a fit in
+ * cap is within the cap); NULL once the buffer has failed. */
+static inline char *reserve(sl_resp_buf *b, size_t need)
+{
+    if (__builtin_expect(!b->failed && need <= b->cap - b->len, 1))
+        return b->data + b->len;
+    return reserve_slow(b, need);
+}
+
 static int append(sl_resp_buf *b, const void *p, size_t n)
 {
     char *w = reserve(b, n);
@@ -470,53 +479,85 @@ static int append(sl_resp_buf *b, const void *p, size_t n)
     return 0;
 }
 
-/* Writes the decimal digits of v at the end of a 20-byte area ending at
- * `end`; returns the first digit. */
-static char *u64_digits(char *end, uint64_t v)
+/* "00" to "99": two digits per division. */
+static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
+                                     "25262728293031323334353637383940414243444546474849"
+                                     "50515253545556575859606162636465666768697071727374"
+                                     "75767778798081828384858687888990919293949596979899";
+
+/* How many decimal digits v has. */
+static inline size_t u64_len(uint64_t v)
 {
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
+    size_t n = 1;
+    for (;;) {
+        if (v < 10)
+            return n;
+        if (v < 100)
+            return n + 1;
+        if (v < 1000)
+            return n + 2;
+        if (v < 10000)
+            return n + 3;
+        v /= 10000;
+        n += 4;
+    }
+}
+
+/* Writes the digits of v so that the last one is just before `end`;
+ * returns the first. */
+static inline char *u64_digits(char *end, uint64_t v)
+{
+    while (v >= 100) {
+        const char *d = digit_pairs + (v % 100) * 2;
+        v /= 100;
+        *--end = d[1];
+        *--end = d[0];
+    }
+    if (v >= 10) {
+        *--end = digit_pairs[v * 2 + 1];
+        *--end = digit_pairs[v * 2];
+    } else {
+        *--end = (char)('0' + v);
+    }
     return end;
 }
 
-
 static int add_header_size(sl_resp_buf *b, char type, size_t n)
 {
-    char tmp[24];
-    char *end = tmp + sizeof tmp;
-    *--end = '\n';
-    *--end = '\r';
-    char *s = u64_digits(end, (uint64_t)n);
-    *--s = type;
-    return append(b, s, (size_t)(tmp + sizeof tmp - s));
+    size_t len = 3 + u64_len((uint64_t)n);
+    char *w = reserve(b, len);
+    if (!w)
+        return -1;
+    w[0] = type;
+    u64_digits(w + len - 2, (uint64_t)n);
+    w[len - 2] = '\r';
+    w[len - 1] = '\n';
+    b->len += len;
+    return 0;
+}
+
+/* The magnitude of v, without negating INT64_MIN. */
+static inline uint64_t i64_mag(int64_t v)
+{
+    return v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
 }
 
 /* The length of ":<v>\r\n". */
-static size_t int_line_len(int64_t v)
+static inline size_t int_line_len(int64_t v)
 {
-    /* -(v + 1) + 1 avoids negating INT64_MIN. */
-    uint64_t mag = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
-    size_t n = 4 + (v < 0); /* ':', one digit, CR LF, and the sign */
-    while (mag >= 10) {
-        mag /= 10;
-        n++;
-    }
-    return n;
+    return 3 + (v < 0) + u64_len(i64_mag(v));
 }
 
 /* Writes ":<v>\r\n", exactly int_line_len(v) bytes, at w; returns that length.
  * Writing the digits straight into place, back to front, saves a copy: this
  * is the CL.THROTTLE reply's inner loop. */
-static size_t put_int_line(char *w, int64_t v)
+static inline size_t put_int_line(char *w, int64_t v)
 {
     size_t n = int_line_len(v);
-    uint64_t mag = v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
-    char *end = u64_digits(w + n - 2, mag);
+    char *first = u64_digits(w + n - 2, i64_mag(v));
     if (v < 0)
-        *--end = '-';
-    *--end = ':';
+        first[-1] = '-';
+    w[0] = ':';
     w[n - 2] = '\r';
     w[n - 1] = '\n';
     return n;
@@ -660,21 +701,28 @@ int sl_resp_add_bool(sl_resp_buf *b, int v)
     return append(b, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
-int sl_resp_add_throttle(sl_resp_buf *b, const int64_t v[5])
+int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
 {
-    /* The hot reply of sluiced: one reservation of the exact size, then
-     * the digits written in place. */
-    size_t need = 4;
-    for (int i = 0; i < 5; i++)
-        need += int_line_len(v[i]);
+    /* The hot reply of sluiced (CL.THROTTLE's five): one reservation of
+     * the exact size, then the digits written in place. */
+    size_t head = 3 + u64_len(n), need = head;
+    for (size_t i = 0; i < n; i++) {
+        size_t len = int_line_len(v[i]);
+        if (need > SIZE_MAX - len)
+            return b->failed = 1, -1;
+        need += len;
+    }
     char *w = reserve(b, need);
     if (!w)
         return -1;
-    memcpy(w, "*5\r\n", 4);
-    size_t n = 4;
-    for (int i = 0; i < 5; i++)
-        n += put_int_line(w + n, v[i]);
-    b->len += n;
+    w[0] = '*';
+    u64_digits(w + head - 2, n);
+    w[head - 2] = '\r';
+    w[head - 1] = '\n';
+    size_t len = head;
+    for (size_t i = 0; i < n; i++)
+        len += put_int_line(w + len, v[i]);
+    b->len += len;
     return 0;
 }
 

@@ -211,9 +211,9 @@ int sl_resp_add_bool(sl_resp_buf *b, int v);
 /* Text for a human (INFO, CLIENT INFO): RESP3 a verbatim string "=<n>\r\n<fmt>:<text>"
  * with a 3-letter format ("txt", "mkd"); RESP2 a plain bulk string of the text. */
 int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_t len);
-/* The CL.THROTTLE reply: an array of 5 integers, the same in RESP2 and RESP3:
- * limited (0/1), limit, remaining, retry_after, reset_after. */
-int sl_resp_add_throttle(sl_resp_buf *b, const int64_t v[5]);
+/* An array of n integers, the same in RESP2 and RESP3: CL.THROTTLE's
+ * reply (limited 0/1, limit, remaining, retry_after, reset_after). */
+int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n);
 /* A request as clients send it: an array of argc bulk strings (for the CLI's
  * client and for tests). */
 int sl_resp_add_command(sl_resp_buf *b, const sl_resp_slice *argv, size_t argc);

@@ -74,6 +74,13 @@ static void sk_array(void *s, size_t n)
     RedisModule_ReplyWithArray(SLM_CTX(s), (long)n);
 }
 
+static void sk_integers(void *s, const int64_t *v, size_t n)
+{
+    RedisModule_ReplyWithArray(SLM_CTX(s), (long)n);
+    for (size_t i = 0; i < n; i++)
+        RedisModule_ReplyWithLongLong(SLM_CTX(s), (long long)v[i]);
+}
+
 /* Redis 7 sends a map to RESP3 clients and an array of 2n items to RESP2
  * ones, exactly the shape cmd.h asks of map(). */
 static void sk_map(void *s, size_t n)
@@ -90,8 +97,10 @@ static void sk_error(void *s, const char *msg)
     m->error_override = NULL;
 }
 
-static const sl_reply_ops slm_sink = {sk_integer, sk_bulk, sk_simple, sk_null,
-                                      sk_array,   sk_map,  sk_error};
+static const sl_reply_ops slm_sink = {
+    .integer = sk_integer, .bulk = sk_bulk,         .simple = sk_simple, .null = sk_null,
+    .array = sk_array,     .integers = sk_integers, .map = sk_map,       .error = sk_error,
+};
 
 /* ---- the clock ---- */
 

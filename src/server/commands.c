@@ -2,8 +2,9 @@
  * commands.c: how sluiced runs a command. The rate limiting commands come
  * from the shared table (src/cmd); this file adds the connection commands
  * that real clients send (PING, HELLO, AUTH, CLIENT, SELECT, COMMAND, INFO,
- * QUIT, ...), the reply sink that writes RESP into the connection's buffer,
- * and the executor that takes from the store at the batch's `now`.
+ * QUIT, ...) and the executor that takes from the store at the batch's
+ * `now`; replies go through the command layer's RESP sink into the
+ * connection's buffer.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,19 +14,6 @@
 #include "server/server.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
-
-/* ---- the sink: RESP into the connection's output buffer ---- */
-
-static void sk_integer(void *s, int64_t v) { sl_resp_add_int(s, v); }
-static void sk_bulk(void *s, const char *p, size_t len) { sl_resp_add_bulk(s, p, len); }
-static void sk_simple(void *s, const char *str) { sl_resp_add_simple(s, str, strlen(str)); }
-static void sk_null(void *s) { sl_resp_add_null(s); }
-static void sk_array(void *s, size_t n) { sl_resp_add_array(s, n); }
-static void sk_map(void *s, size_t n) { sl_resp_add_map(s, n); }
-static void sk_error(void *s, const char *msg) { sl_resp_add_errorf(s, "-%s", msg); }
-
-static const sl_reply_ops sl_resp_sink = {sk_integer, sk_bulk, sk_simple, sk_null,
-                                          sk_array,   sk_map,  sk_error};
 
 /* ---- the executor: the store, at the batch's clock ---- */
 
@@ -447,7 +435,7 @@ void sl_server_dispatch(sl_conn *conn, int argc, const sl_resp_slice *argv)
 {
     sl_server *srv = conn->w->srv;
     sl_cmd_ctx ctx = {
-        .reply = &sl_resp_sink,
+        .reply = &sl_resp_reply_sink,
         .sink = &conn->out,
         .exec = &sl_store_exec,
         .ex = conn->w,

@@ -20,15 +20,6 @@ typedef struct harness {
     sl_config *config;
 } harness;
 
-static void sk_integer(void *s, int64_t v) { sl_resp_add_int(s, v); }
-static void sk_bulk(void *s, const char *p, size_t len) { sl_resp_add_bulk(s, p, len); }
-static void sk_simple(void *s, const char *str) { sl_resp_add_simple(s, str, strlen(str)); }
-static void sk_null(void *s) { sl_resp_add_null(s); }
-static void sk_array(void *s, size_t n) { sl_resp_add_array(s, n); }
-static void sk_map(void *s, size_t n) { sl_resp_add_map(s, n); }
-static void sk_error(void *s, const char *msg) { sl_resp_add_errorf(s, "-%s", msg); }
-static const sl_reply_ops sink = {sk_integer, sk_bulk, sk_simple, sk_null,
-                                  sk_array,   sk_map,  sk_error};
 
 static int ex_take(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost, sl_decision *d)
 {
@@ -91,7 +82,7 @@ static const char *run(const char *line)
     snprintf(copy, sizeof copy, "%s", line);
     for (char *tok = strtok(copy, " "); tok && argc < 32; tok = strtok(NULL, " "))
         argv[argc++] = (sl_resp_slice){tok, strlen(tok)};
-    sl_cmd_ctx c = {.reply = &sink,
+    sl_cmd_ctx c = {.reply = &sl_resp_reply_sink,
                     .sink = &H.out,
                     .exec = &exec_ops,
                     .ex = &H,

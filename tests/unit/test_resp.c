@@ -734,14 +734,42 @@ Test(resp_encode, throttle_and_command)
     sl_resp_buf b;
     sl_resp_buf_init(&b, 3, 0);
     int64_t v[5] = {0, 16, 15, -1, 2};
-    cr_assert_eq(sl_resp_add_throttle(&b, v), 0);
+    cr_assert_eq(sl_resp_add_int_array(&b, v, 5), 0);
     sl_resp_slice argv[2] = {{"GET", 3}, {"k", 1}};
     cr_assert_eq(sl_resp_add_command(&b, argv, 2), 0);
     BUF_IS(&b, "*5\r\n:0\r\n:16\r\n:15\r\n:-1\r\n:2\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
     sl_resp_buf_clear(&b);
     int64_t x[5] = {1, INT64_MAX, 0, INT64_MIN, -10};
-    cr_assert_eq(sl_resp_add_throttle(&b, x), 0);
+    cr_assert_eq(sl_resp_add_int_array(&b, x, 5), 0);
     BUF_IS(&b, "*5\r\n:1\r\n:9223372036854775807\r\n:0\r\n:-9223372036854775808\r\n:-10\r\n");
+    sl_resp_buf_clear(&b);
+    cr_assert_eq(sl_resp_add_int_array(&b, x, 0), 0);
+    BUF_IS(&b, "*0\r\n");
+    sl_resp_buf_free(&b);
+}
+
+/* Every power of ten, one either side and its negative, as printf writes
+ * them: the digit counting and the two-at-a-time writing at each edge. */
+Test(resp_encode, integers_at_every_digit_boundary)
+{
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    int64_t p = 1;
+    for (int k = 0; k < 19; k++, p = k < 19 ? p * 10 : p) {
+        int64_t vals[6] = {p - 1, p, p + 1, -(p - 1), -p, -(p + 1)};
+        for (int i = 0; i < 6; i++) {
+            char want[32];
+            int n = snprintf(want, sizeof want, ":%lld\r\n", (long long)vals[i]);
+            sl_resp_buf_clear(&b);
+            cr_assert_eq(sl_resp_add_int(&b, vals[i]), 0);
+            cr_assert_eq(b.len, (size_t)n, "%lld", (long long)vals[i]);
+            cr_assert(memcmp(b.data, want, (size_t)n) == 0, "%lld", (long long)vals[i]);
+            sl_resp_buf_clear(&b);
+            cr_assert_eq(sl_resp_add_array(&b, (size_t)(p - 1 + i % 3)), 0);
+            n = snprintf(want, sizeof want, "*%lld\r\n", (long long)(p - 1 + i % 3));
+            cr_assert(b.len == (size_t)n && memcmp(b.data, want, (size_t)n) == 0);
+        }
+    }
     sl_resp_buf_free(&b);
 }
 
@@ -769,7 +797,7 @@ Test(resp_encode, growth_and_cap)
     cr_assert_eq(sl_resp_add_int(&b, -10), 0);              /* 6 more: 16 exactly */
     BUF_IS(&b, ":1000000\r\n:-10\r\n");
     int64_t v[5] = {0, 0, 0, 0, 0};
-    cr_assert_eq(sl_resp_add_throttle(&b, v), -1);
+    cr_assert_eq(sl_resp_add_int_array(&b, v, 5), -1);
     cr_assert_eq(b.len, 16); /* nothing of it written */
     sl_resp_buf_clear(&b);
     cr_assert_eq(sl_resp_add_simple(&b, "OK", 2), 0);       /* 5 bytes */
@@ -926,7 +954,7 @@ Test(resp_reply, aggregates)
     sl_resp_buf b;
     sl_resp_buf_init(&b, 2, 0);
     int64_t v[5] = {1, 16, 0, 3, 60};
-    sl_resp_add_throttle(&b, v);
+    sl_resp_add_int_array(&b, v, 5);
     r = reply_lim(b.data, b.len, 64, NULL);
     cr_assert_eq(r->rc, (int)b.len);
     cr_assert_eq(r->rep.count, 6);
