@@ -604,8 +604,15 @@ const sl_reply_ops sl_resp_reply_sink = {
 
 const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len)
 {
+    if (len == 0)
+        return NULL;
+    /* Names are lowercase: most entries are told apart by the first byte. */
+    unsigned char first = (unsigned char)name[0];
+    if (first >= 'A' && first <= 'Z')
+        first |= 0x20;
     for (const sl_command *cmd = table; cmd->name; cmd++)
-        if (strlen(cmd->name) == len && strncasecmp(cmd->name, name, len) == 0)
+        if ((unsigned char)cmd->name[0] == first && strlen(cmd->name) == len &&
+            strncasecmp(cmd->name, name, len) == 0)
             return cmd;
     return NULL;
 }

@@ -54,7 +54,9 @@ static const char *quote_byte(char *errbuf, size_t size, const char *prefix, uns
  * a value that already exceeds cap, since more digits only make it larger:
  * "$600000000" fails as soon as its digits pass the cap.
  */
-static int parse_length(const char *p, size_t avail, uint64_t cap, uint64_t *out, size_t *used)
+static inline __attribute__((always_inline)) int parse_length(const char *p, size_t avail,
+                                                               uint64_t cap, uint64_t *out,
+                                                               size_t *used)
 {
     /* v * 10 + d > cap exactly when v > cap / 10, or v == cap / 10 and
      * d > cap % 10: checked before the arithmetic, which cannot overflow. */
