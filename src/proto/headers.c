@@ -96,8 +96,9 @@ static void t_str(text *t, const char *s)
     t_mem(t, s, strlen(s));
 }
 
-/* "00" to "99": decimal digits two at a time, half the divisions. */
-static const char two_digits[200] = "00010203040506070809"
+/* "00" to "99": decimal digits two at a time, half the divisions (201: the
+ * literal's NUL too, which nothing reads). */
+static const char two_digits[201] = "00010203040506070809"
                                     "10111213141516171819"
                                     "20212223242526272829"
                                     "30313233343536373839"
