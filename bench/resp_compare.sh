@@ -13,9 +13,14 @@
 # latency, each run reports the server's CPU time per request (/proc/PID/stat), which a
 # busy machine disturbs much less than wall-clock figures.
 #
+# On a shared machine one run can be off by a third: the throughput runs are repeated
+# ROUNDS times, interleaved (each round runs every command once, the compared pairs back
+# to back), and the tables give the median of each figure; the ratio of each round is
+# printed too.
+#
 # Environment: SLUICED (default build/bin/sluiced), REDIS_SERVER (redis-server),
-# SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (300000),
-# REQUESTS_P16 (2000000), RSS_KEYS (1000000).
+# SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (200000),
+# REQUESTS_P16 (1000000), ROUNDS (3), RSS_KEYS (1000000).
 # Needs redis-server and redis-tools (redis-benchmark, redis-cli) from Debian.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,8 +31,9 @@ SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CLIENTS=${CLIENTS:-50}
 KEYSPACE=${KEYSPACE:-100000}
-REQUESTS_P1=${REQUESTS_P1:-300000}
-REQUESTS_P16=${REQUESTS_P16:-2000000}
+REQUESTS_P1=${REQUESTS_P1:-200000}
+REQUESTS_P16=${REQUESTS_P16:-1000000}
+ROUNDS=${ROUNDS:-3}
 RSS_KEYS=${RSS_KEYS:-1000000}
 # The limit every request checks: 100 per hour, burst 100 (so that the keys stay in the
 # stores for the whole run: a bucket that is full again is reclaimed by sluiced and
@@ -166,14 +172,17 @@ load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 start_sluiced
 start_redis
 probe
-for pipe in 1 16; do
-  n=$REQUESTS_P1
-  ((pipe == 16)) && n=$REQUESTS_P16
-  echo "resp_compare: pipeline $pipe, $n requests per run" >&2
-  R[sl_cell_$pipe]=$(bench "$SL_PORT" "$SL_PID" "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
-  R[rd_lua_$pipe]=$(bench "$RD_PORT" "$RD_PID" "$pipe" "$n" EVALSHA "$SHA" 1 "key:__rand_int__" "${LUA_ARGS[@]}")
-  R[rd_ping_$pipe]=$(bench "$RD_PORT" "$RD_PID" "$pipe" "$n" PING)
-  R[sl_ping_$pipe]=$(bench "$SL_PORT" "$SL_PID" "$pipe" "$n" PING)
+# Each entry of R holds one line "rps p50 p99 cpu" per round.
+for round in $(seq "$ROUNDS"); do
+  for pipe in 1 16; do
+    n=$REQUESTS_P1
+    ((pipe == 16)) && n=$REQUESTS_P16
+    echo "resp_compare: round $round of $ROUNDS, pipeline $pipe, $n requests per run" >&2
+    R[sl_cell_$pipe]+="$(bench "$SL_PORT" "$SL_PID" "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")"$'\n'
+    R[rd_ping_$pipe]+="$(bench "$RD_PORT" "$RD_PID" "$pipe" "$n" PING)"$'\n'
+    R[rd_lua_$pipe]+="$(bench "$RD_PORT" "$RD_PID" "$pipe" "$n" EVALSHA "$SHA" 1 "key:__rand_int__" "${LUA_ARGS[@]}")"$'\n'
+    R[sl_ping_$pipe]+="$(bench "$SL_PORT" "$SL_PID" "$pipe" "$n" PING)"$'\n'
+  done
 done
 # sanity: the load reached the servers (keys stored, replies not errors)
 sl_keys=$(redis-cli -p "$SL_PORT" INFO | tr -d '\r' | awk -F: '$1 == "keys" {print $2}')
@@ -197,15 +206,27 @@ rd_keys=$(redis-cli -p "$RD_PORT" DBSIZE)
 rd_used=$(redis-cli -p "$RD_PORT" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}')
 stop "$RD_PID"
 
+# The median over the rounds of field $2 (1 rps, 2 p50, 3 p99, 4 cpu) of entry $1.
+median() {
+  printf '%s' "${R[$1]}" | awk -v f="$2" 'NF { print $f }' | sort -g |
+    awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else printf "%.2f\n", (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
 row() { # label pipeline key
-  read -r rps p50 p99 cpu <<<"${R[$3]}"
-  printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99" "$cpu"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$(median "$3" 1)" "$(median "$3" 2)" \
+    "$(median "$3" 3)" "$(median "$3" 4)"
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
-first() { echo "${R[$1]}" | awk '{print $1}'; }
-cpu() { echo "${R[$1]}" | awk '{print $4}'; }
+first() { median "$1" 1; }
+cpu() { median "$1" 4; }
+# The ratio a/b of field $3 in each round, e.g. "0.95 1.02 0.99".
+per_round() {
+  paste -d' ' <(printf '%s' "${R[$1]}" | awk -v f="$3" 'NF { print $f }') \
+    <(printf '%s' "${R[$2]}" | awk -v f="$3" 'NF { print $f }') |
+    awk '{ printf "%s%.2f", (NR > 1 ? " " : ""), ($2 > 0 ? $1 / $2 : 0) } END { print "" }'
+}
 
 echo
+echo "Medians of $ROUNDS rounds."
 echo "| server and command | pipeline | requests/s | p50 ms | p99 ms | server CPU µs/request |"
 echo "|---|---:|---:|---:|---:|---:|"
 for pipe in 1 16; do
@@ -222,6 +243,9 @@ echo "| sluiced CL.THROTTLE / Redis PING | $(ratio "$(first sl_cell_1)" "$(first
 echo "| server CPU per request: Redis EVALSHA / sluiced CL.THROTTLE | $(ratio "$(cpu rd_lua_1)" "$(cpu sl_cell_1)")× | $(ratio "$(cpu rd_lua_16)" "$(cpu sl_cell_16)")× |"
 echo "| server CPU per request: Redis PING / sluiced CL.THROTTLE | $(ratio "$(cpu rd_ping_1)" "$(cpu sl_cell_1)")× | $(ratio "$(cpu rd_ping_16)" "$(cpu sl_cell_16)")× |"
 echo
+echo "Each round's ratio, CL.THROTTLE / PING throughput: pipeline 1: $(per_round sl_cell_1 rd_ping_1 1); pipeline 16: $(per_round sl_cell_16 rd_ping_16 1)."
+echo "Each round's ratio, Redis PING / sluiced CL.THROTTLE server CPU: pipeline 1: $(per_round rd_ping_1 sl_cell_1 4); pipeline 16: $(per_round rd_ping_16 sl_cell_16 4)."
+echo
 echo "| memory after $RSS_KEYS keys | keys held | VmRSS before | VmRSS after | bytes per key |"
 echo "|---|---:|---:|---:|---:|"
 per_key() { awk -v a="$1" -v b="$2" -v n="$3" 'BEGIN { if (n > 0) printf "%.0f", (b - a) * 1024 / n; else print "n/a" }'; }
@@ -229,5 +253,5 @@ echo "| sluiced (CL.THROTTLE state) | ${sl_keys:-?} | ${sl_rss0} kB | ${sl_rss1}
 echo "| Redis (Lua token bucket hash + TTL) | ${rd_keys:-?} | ${rd_rss0} kB | ${rd_rss1} kB | $(per_key "$rd_rss0" "$rd_rss1" "${rd_keys:-0}") (used_memory $rd_used) |"
 echo
 echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "raw redis-benchmark CSV lines (in run order: sluiced CL.THROTTLE, Redis EVALSHA, Redis PING, sluiced PING; P1 then P16):" >&2
+echo "raw redis-benchmark CSV lines (in run order, each round: sluiced CL.THROTTLE, Redis PING, Redis EVALSHA, sluiced PING; P1 then P16):" >&2
 cat "$work/raw.csv" >&2

@@ -116,7 +116,7 @@ bool sl_arg_is(const sl_resp_slice *a, const char *keyword)
 }
 
 /* A whole decimal int64 (optional '-'), no spaces, no leading '+'. */
-static bool sl_parse_int(const char *p, size_t len, int64_t *out)
+static inline bool sl_parse_int(const char *p, size_t len, int64_t *out)
 {
     size_t i = 0;
     bool neg = false;
@@ -610,10 +610,21 @@ const sl_command *sl_command_find(const sl_command *table, const char *name, siz
     unsigned char first = (unsigned char)name[0];
     if (first >= 'A' && first <= 'Z')
         first |= 0x20;
-    for (const sl_command *cmd = table; cmd->name; cmd++)
-        if ((unsigned char)cmd->name[0] == first && strlen(cmd->name) == len &&
-            strncasecmp(cmd->name, name, len) == 0)
+    for (const sl_command *cmd = table; cmd->name; cmd++) {
+        if ((unsigned char)cmd->name[0] != first)
+            continue;
+        /* ASCII case folding, no locale; stops at cmd->name's end. */
+        size_t i = 1;
+        for (; i < len; i++) {
+            unsigned char k = (unsigned char)cmd->name[i], c = (unsigned char)name[i];
+            if (c >= 'A' && c <= 'Z')
+                c |= 0x20;
+            if (k == '\0' || k != c)
+                break;
+        }
+        if (i == len && cmd->name[len] == '\0')
             return cmd;
+    }
     return NULL;
 }
 

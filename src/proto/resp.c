@@ -544,24 +544,43 @@ static inline uint64_t i64_mag(int64_t v)
     return v < 0 ? (uint64_t)(-(v + 1)) + 1 : (uint64_t)v;
 }
 
+/* The most bytes ":<v>\r\n" takes: a sign, 19 digits, CR LF. */
+#define INT_LINE_MAX 23
+
 /* The length of ":<v>\r\n". */
-static inline size_t int_line_len(int64_t v)
+static size_t int_line_len(int64_t v)
 {
     return 3 + (v < 0) + u64_len(i64_mag(v));
 }
 
-/* Writes ":<v>\r\n", exactly int_line_len(v) bytes, at w; returns that length.
- * Writing the digits straight into place, back to front, saves a copy: this
- * is the CL.THROTTLE reply's inner loop. */
+/* Room for `most` bytes when the buffer has it already, else for exactly
+ * `exact()` bytes (growing it, or failing at its cap only when the exact
+ * size would not fit). */
+#define RESERVE_UPTO(b, most, exact)                                                          \
+    (!(b)->failed && (most) <= (b)->cap - (b)->len ? (b)->data + (b)->len : reserve((b), (exact)))
+
+/* Writes ":<v>\r\n" at w (room for INT_LINE_MAX bytes); returns its length.
+ * The digits go straight into place, back to front; values below 100, the
+ * usual ones, without counting them first. This is the CL.THROTTLE reply's
+ * inner loop. */
 static inline size_t put_int_line(char *w, int64_t v)
 {
-    size_t n = int_line_len(v);
-    char *first = u64_digits(w + n - 2, i64_mag(v));
+    uint64_t m = i64_mag(v);
+    size_t n = 0;
+    w[n++] = ':';
     if (v < 0)
-        first[-1] = '-';
-    w[0] = ':';
-    w[n - 2] = '\r';
-    w[n - 1] = '\n';
+        w[n++] = '-';
+    if (m < 10) {
+        w[n++] = (char)('0' + m);
+    } else if (m < 100) {
+        w[n++] = digit_pairs[m * 2];
+        w[n++] = digit_pairs[m * 2 + 1];
+    } else {
+        n += u64_len(m);
+        u64_digits(w + n, m);
+    }
+    w[n++] = '\r';
+    w[n++] = '\n';
     return n;
 }
 
@@ -610,7 +629,7 @@ int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...)
 
 int sl_resp_add_int(sl_resp_buf *b, int64_t v)
 {
-    char *w = reserve(b, int_line_len(v));
+    char *w = RESERVE_UPTO(b, INT_LINE_MAX, int_line_len(v));
     if (!w)
         return -1;
     b->len += put_int_line(w, v);
@@ -703,18 +722,23 @@ int sl_resp_add_bool(sl_resp_buf *b, int v)
     return append(b, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
+/* The exact length of an array of integers whose header takes `head`. */
+static size_t int_array_len(size_t head, const int64_t *v, size_t n)
+{
+    size_t len = head;
+    for (size_t i = 0; i < n; i++)
+        len += int_line_len(v[i]);
+    return len;
+}
+
 int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
 {
-    /* The hot reply of sluiced (CL.THROTTLE's five): one reservation of
-     * the exact size, then the digits written in place. */
-    size_t head = 3 + u64_len(n), need = head;
-    for (size_t i = 0; i < n; i++) {
-        size_t len = int_line_len(v[i]);
-        if (need > SIZE_MAX - len)
-            return b->failed = 1, -1;
-        need += len;
-    }
-    char *w = reserve(b, need);
+    /* The hot reply of sluiced (CL.THROTTLE's five): one reservation for
+     * the longest the items can be, then the digits written in place. */
+    size_t head = 3 + u64_len(n);
+    if (n > (SIZE_MAX - head) / INT_LINE_MAX)
+        return b->failed = 1, -1;
+    char *w = RESERVE_UPTO(b, head + n * INT_LINE_MAX, int_array_len(head, v, n));
     if (!w)
         return -1;
     w[0] = '*';

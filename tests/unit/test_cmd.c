@@ -264,3 +264,22 @@ Test(siphash, reference_vector)
     cr_assert_eq(sl_siphash(key, msg, 15), UINT64_C(0xa129ca6149be45e5));
     cr_assert_eq(sl_siphash(key, msg, 0), UINT64_C(0x726fdb47dd0e0e31));
 }
+
+/* Names match whole and case-insensitively (ASCII), and nothing else does:
+ * not a prefix, not a longer name, not one with a NUL inside. */
+Test(cmd, command_names_match_exactly_in_any_case)
+{
+    const sl_command *t = sl_command_find(sl_rate_commands, "cl.throttle", 11);
+    cr_assert_not_null(t);
+    cr_assert_eq(sl_command_find(sl_rate_commands, "CL.THROTTLE", 11), t);
+    cr_assert_eq(sl_command_find(sl_rate_commands, "Cl.ThRoTtLe", 11), t);
+    cr_assert_null(sl_command_find(sl_rate_commands, "cl.throttl", 10));
+    cr_assert_null(sl_command_find(sl_rate_commands, "cl.throttlee", 12));
+    cr_assert_null(sl_command_find(sl_rate_commands, "cl.throttle\0", 12));
+    cr_assert_null(sl_command_find(sl_rate_commands, "cl.thr\0ttle", 11));
+    cr_assert_null(sl_command_find(sl_rate_commands, "", 0));
+    cr_assert_null(sl_command_find(sl_rate_commands, "cl.throttle", 0));
+    cr_assert_null(sl_command_find(sl_rate_commands, "cl\xabthrottle", 11));
+    cr_assert_str_eq(sl_command_find(sl_rate_commands, "SL.TAKEMANY", 11)->name, "sl.takemany");
+    cr_assert_str_eq(sl_command_find(sl_rate_commands, "sl.take", 7)->name, "sl.take");
+}
