@@ -64,6 +64,43 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     /* Refill. If the clock stepped back before the anchor, nothing accrues
      * until it catches up; the anchor never moves back. */
     int64_t elapsed = now > a ? now - a : 0;
+
+    if (__builtin_expect(l->den == 1, 1)) {
+        /* The common case, a token every T whole nanoseconds: tokens accrue
+         * by whole periods, so one division refills and the times below are
+         * products (debt * T <= (burst + 1) * T fits, as sl_limit_init
+         * checked burst * T). The same answers as the general path. */
+        int64_t t = l->reduced_period;
+        int64_t q = debt == 0 ? 0 : (int64_t)sl_divide(&l->by_reduced_period, (uint64_t)elapsed);
+        if (q >= debt) {
+            a = now;
+            debt = 0;
+        } else {
+            a += q * t;
+            debt -= q;
+        }
+        int64_t tokens = sl_max64(cap - debt, 0);
+        d->limit = cap;
+        if (cost > cap) {
+            d->allowed = false;
+            d->retry_after_ns = SL_NEVER;
+        } else if (tokens >= cost) {
+            d->allowed = true;
+            debt += cost;
+            tokens -= cost;
+            if (commit) {
+                s->anchor = a;
+                s->debt = debt;
+            }
+        } else {
+            d->allowed = false;
+            d->retry_after_ns = a + (debt + cost - cap) * t - now;
+        }
+        d->remaining = tokens;
+        d->reset_after_ns = debt == 0 ? 0 : a + debt * t - now;
+        return;
+    }
+
     int64_t accrued = debt == 0 ? 0 : sl_tb_accrued(l, elapsed);
     if (accrued >= debt) {
         a = now; /* full: the fraction of a token beyond the brim is lost */
