@@ -117,8 +117,12 @@ static size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl
         first = (size_t)cmd->numkeys_at + 1;
         last = first + count - 1;
         step = 1;
+    } else if (cmd->last_key < 0) {
+        if ((size_t)-cmd->last_key > argc)
+            return 0;
+        last = argc - (size_t)-cmd->last_key;
     } else {
-        last = cmd->last_key < 0 ? argc - (size_t)-cmd->last_key : (size_t)cmd->last_key;
+        last = (size_t)cmd->last_key;
     }
     if (first == 0 || step == 0)
         return 0;
