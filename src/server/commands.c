@@ -431,7 +431,7 @@ static const sl_command sl_conn_commands[] = {
     {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 
-void sl_server_dispatch(sl_conn *conn, int argc, const sl_resp_slice *argv)
+void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl_resp_slice *argv)
 {
     sl_server *srv = conn->w->srv;
     sl_cmd_ctx ctx = {
@@ -446,7 +446,8 @@ void sl_server_dispatch(sl_conn *conn, int argc, const sl_resp_slice *argv)
         .decided = sl_on_decided,
     };
     atomic_fetch_add_explicit(&conn->w->metrics.commands, 1, memory_order_relaxed);
-    const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
+    if (!cmd)
+        cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
     if (!cmd)
         cmd = sl_command_find(sl_conn_commands, argv[0].ptr, argv[0].len);
     if (!conn->authed && !(cmd && (cmd->flags & SL_CMD_NOAUTH))) {

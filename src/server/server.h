@@ -96,8 +96,10 @@ int sl_workers_start(sl_server *srv);
  * waits for them. */
 void sl_workers_stop(sl_server *srv);
 
-/* commands.c: runs one parsed command of a connection. */
-void sl_server_dispatch(struct sl_conn *conn, int argc, const sl_resp_slice *argv);
+/* commands.c: runs one parsed command of a connection; cmd is its entry in
+ * sl_rate_commands when the caller has looked it up already, else NULL. */
+void sl_server_dispatch(struct sl_conn *conn, const sl_command *cmd, int argc,
+                        const sl_resp_slice *argv);
 
 /* http.c: serves every complete HTTP request in the connection's read
  * buffer, and returns the bytes it consumed (the rest is a partial request).

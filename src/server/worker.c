@@ -97,6 +97,7 @@ typedef struct sl_batch {
     size_t n;
     struct {
         size_t bytes, argc;
+        const sl_command *rate; /* its entry in sl_rate_commands, or NULL */
         sl_resp_slice argv[SL_BATCH_ARGS];
     } cmd[SL_BATCH_COMMANDS];
 } sl_batch;
@@ -145,21 +146,23 @@ static void sl_batch_parse(sl_conn *c, size_t off, const sl_resp_limits *lim, sl
     const void *keys[SL_BATCH_KEYS];
     size_t lens[SL_BATCH_KEYS], nkeys = 0;
     sl_resp_request req;
+    sl_resp_request_init(&req, b->cmd[0].argv, SL_BATCH_ARGS);
     b->n = 0;
     while (b->n < SL_BATCH_COMMANDS && off < c->rlen && c->rbuf[off] == '*') {
-        sl_resp_slice *argv = b->cmd[b->n].argv;
-        sl_resp_request_init(&req, argv, SL_BATCH_ARGS);
+        /* After a complete parse the request is back at its start: only
+         * the array it fills changes. */
+        sl_resp_slice *argv = req.argv = b->cmd[b->n].argv;
         int n = sl_resp_parse(c->rbuf + off, c->rlen - off, &req, lim);
         if (n <= 0)
             break;
+        const sl_command *cmd =
+            req.argc > 0 ? sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len) : NULL;
         b->cmd[b->n].bytes = (size_t)n;
         b->cmd[b->n].argc = req.argc;
+        b->cmd[b->n].rate = cmd;
         b->n++;
         off += (size_t)n;
-        if (req.argc < 2)
-            continue;
-        const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
-        if (cmd && (cmd->flags & SL_CMD_STOREKEYS))
+        if (cmd && req.argc >= 2 && (cmd->flags & SL_CMD_STOREKEYS))
             nkeys += sl_command_store_keys(cmd, req.argc, argv, keys + nkeys, lens + nkeys,
                                            SL_BATCH_KEYS - nkeys);
     }
@@ -188,7 +191,8 @@ static size_t sl_conn_run_resp(sl_conn *c)
             for (size_t i = 0; i < batch.n && !c->closing && !c->out.failed; i++) {
                 off += batch.cmd[i].bytes;
                 if (batch.cmd[i].argc > 0) {
-                    sl_server_dispatch(c, (int)batch.cmd[i].argc, batch.cmd[i].argv);
+                    sl_server_dispatch(c, batch.cmd[i].rate, (int)batch.cmd[i].argc,
+                                       batch.cmd[i].argv);
                     ran++;
                 }
             }
@@ -208,7 +212,7 @@ static size_t sl_conn_run_resp(sl_conn *c)
         }
         off += (size_t)n;
         if (c->req.argc > 0) {
-            sl_server_dispatch(c, (int)c->req.argc, c->argv);
+            sl_server_dispatch(c, NULL, (int)c->req.argc, c->argv);
             ran++;
         }
     }
