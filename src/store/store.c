@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include <sched.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -49,6 +50,92 @@ void *sl_store_calloc(size_t n, size_t size)
 }
 
 void sl_store_mfree(void *p) { free(p); }
+
+/* ---- the page arena (see sl_arena) ---- */
+
+#define SL_CHUNK_BYTES ((size_t)2 << 20)
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define SL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define SL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define SL_POISON(p, n) ((void)(p), (void)(n))
+#define SL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+/* A new chunk, 2 MiB aligned (so that it can be one huge page): map twice
+ * the size, keep the aligned middle. */
+static char *sl_chunk_map(void)
+{
+    char *p = mmap(NULL, 2 * SL_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                   -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    char *a = (char *)(((uintptr_t)p + SL_CHUNK_BYTES - 1) & ~(uintptr_t)(SL_CHUNK_BYTES - 1));
+    if (a > p)
+        munmap(p, (size_t)(a - p));
+    munmap(a + SL_CHUNK_BYTES, (size_t)(p + 2 * SL_CHUNK_BYTES - (a + SL_CHUNK_BYTES)));
+    (void)madvise(a, SL_CHUNK_BYTES, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
+    SL_POISON(a, SL_CHUNK_BYTES);
+    return a;
+}
+
+/* One page of SL_PAGE_BYTES (not zeroed); NULL when memory is short. */
+static void *sl_arena_page(sl_arena *a)
+{
+    if (sl_alloc_should_fail())
+        return NULL;
+    sl_spin_lock(&a->lock);
+    void *p = a->free;
+    if (p) {
+        SL_UNPOISON(p, SL_PAGE_BYTES);
+        a->free = *(void **)p;
+    } else {
+        if (a->bump == a->end) {
+            char *c = NULL;
+            if (a->nchunks == a->chunks_cap) {
+                size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
+                void **n = realloc(a->chunks, cap * sizeof *n);
+                if (n) {
+                    a->chunks = n;
+                    a->chunks_cap = cap;
+                }
+            }
+            if (a->nchunks < a->chunks_cap && (c = sl_chunk_map()) != NULL) {
+                a->chunks[a->nchunks++] = c;
+                a->bump = c;
+                a->end = c + SL_CHUNK_BYTES;
+            }
+        }
+        if (a->bump < a->end) {
+            p = a->bump;
+            a->bump += SL_PAGE_BYTES;
+            SL_UNPOISON(p, SL_PAGE_BYTES);
+        }
+    }
+    sl_spin_unlock(&a->lock);
+    return p;
+}
+
+static void sl_arena_page_free(sl_arena *a, void *p)
+{
+    sl_spin_lock(&a->lock);
+    *(void **)p = a->free;
+    a->free = p;
+    SL_POISON((char *)p + sizeof(void *), SL_PAGE_BYTES - sizeof(void *));
+    sl_spin_unlock(&a->lock);
+}
+
+/* Gives a page back: to the arena when it is one of its pages (a small
+ * record page), else to malloc. */
+static void sl_page_release(sl_shard *sh, sl_page *pg)
+{
+    if (pg->units <= SL_SMALL_MAX_UNITS)
+        sl_arena_page_free(sh->arena, pg->base);
+    else
+        sl_store_mfree(pg->base);
+}
 
 /* ---- hash ---- */
 
@@ -293,7 +380,7 @@ static bool sl_rec_alloc_noevict(sl_shard *sh, uint32_t units, uint32_t *slot_re
         id = sl_page_id_get(sh, bytes, oom);
         if (id == SL_PAGE_NONE)
             return false;
-        uint64_t *base = sl_store_malloc(bytes);
+        uint64_t *base = small ? sl_arena_page(sh->arena) : sl_store_malloc(bytes);
         if (!base) {
             *oom = true;
             return false;
@@ -339,7 +426,7 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
         if (small && pg->live < pg->cap)
             sl_partial_unlink(sh, id);
         sh->used -= small ? SL_PAGE_BYTES : (size_t)pg->units * 8;
-        sl_store_mfree(pg->base);
+        sl_page_release(sh, pg);
         memset(pg, 0, sizeof *pg);
         pg->next = sh->free_pages;
         sh->free_pages = id;
@@ -761,7 +848,7 @@ static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, bool may_evict
     if (sh->pages[id].base) {
         /* Empty now (its last record left by a move, not a free). */
         sh->used -= SL_PAGE_BYTES;
-        sl_store_mfree(pg->base);
+        sl_page_release(sh, pg);
         memset(pg, 0, sizeof *pg);
         pg->next = sh->free_pages;
         sh->free_pages = (uint16_t)id;
@@ -949,6 +1036,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     for (uint32_t i = 0; i < nshards; i++) {
         sl_shard *sh = &s->shards[i];
         atomic_init(&sh->lock.held, 0);
+        sh->arena = &s->arena;
         sh->budget = budget;
         sh->free_pages = SL_PAGE_NONE;
         for (unsigned u = 0; u <= SL_SMALL_MAX_UNITS; u++)
@@ -965,10 +1053,16 @@ void sl_store_free(sl_store *s)
     for (uint32_t i = 0; i < s->nshards; i++) {
         sl_shard *sh = &s->shards[i];
         for (uint32_t id = 0; id < sh->pages_len; id++)
-            sl_store_mfree(sh->pages[id].base);
+            if (sh->pages[id].base && sh->pages[id].units > SL_SMALL_MAX_UNITS)
+                sl_store_mfree(sh->pages[id].base);
         sl_store_mfree(sh->pages);
         sl_store_mfree(sh->slots);
     }
+    for (size_t i = 0; i < s->arena.nchunks; i++) {
+        SL_UNPOISON(s->arena.chunks[i], SL_CHUNK_BYTES);
+        munmap(s->arena.chunks[i], SL_CHUNK_BYTES);
+    }
+    free(s->arena.chunks);
     free(s->shards);
     sl_store_mfree(s);
 }

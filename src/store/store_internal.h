@@ -92,6 +92,19 @@ typedef struct sl_spin {
     atomic_int held;
 } sl_spin;
 
+/* Where the shards' record pages of SL_PAGE_BYTES come from: chunks of 2 MiB
+ * mapped for transparent huge pages, so that the records of millions of keys
+ * sit in few TLB entries (a miss on one costs a page walk, which a virtual
+ * machine makes two-dimensional). Pages a shard gives back are kept on a
+ * free list for the next; chunks are unmapped when the store is freed. */
+typedef struct sl_arena {
+    sl_spin lock;         /* taken once per page, not per take */
+    void *free;           /* freed pages, linked through their first word */
+    char *bump, *end;     /* what the newest chunk has not handed out */
+    void **chunks;        /* every chunk, to unmap */
+    size_t nchunks, chunks_cap;
+} sl_arena;
+
 typedef struct sl_shard {
     /* The lock alone on its line: every take writes it, and the line moves
      * between cores; the fields below are read far more than written and
@@ -112,6 +125,7 @@ typedef struct sl_shard {
     uint32_t evict_rec;  /* where in a page eviction samples next */
     uint32_t *slots;     /* ngroups * 8 slots */
     sl_page *pages;      /* page table, pages_len entries */
+    sl_arena *arena;     /* the store's, for pages of SL_PAGE_BYTES */
     uint32_t pages_len;  /* entries allocated in the page table */
     uint16_t free_pages; /* list of unused page ids (SL_PAGE_NONE = empty) */
     uint16_t partial[SL_SMALL_MAX_UNITS + 1]; /* per record size: pages with room */
@@ -130,6 +144,7 @@ struct sl_store {
     size_t max_memory;    /* 0: no cap */
     size_t fixed_bytes;   /* the store and its shard array */
     uint64_t seed;
+    sl_arena arena;
 };
 
 /* ---- functions shared by store.c and snapshot.c ---- */

@@ -849,3 +849,35 @@ Test(store, prefetch_changes_nothing)
     cr_assert_eq(d.remaining, 8);
     sl_store_free(s);
 }
+
+/* Record pages come from the store's arena of 2 MiB chunks; a page a shard
+ * gives back is handed out again, so churn does not map more chunks. */
+Test(store, arena_pages_are_reused)
+{
+    sl_store *s = new_store(0, 4);
+    sl_limit l;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, NS_PER_SEC, 0), SL_OK);
+    sl_decision d;
+    char key[32];
+    size_t chunks_after_first = 0;
+    for (int round = 0; round < 5; round++) {
+        for (int i = 0; i < 100000; i++) {
+            size_t n = (size_t)snprintf(key, sizeof key, "r%d:%d", round, i);
+            cr_assert_eq(sl_store_take(s, key, n, &l, NS_PER_SEC, 1, &d), SL_OK);
+        }
+        for (int i = 0; i < 100000; i++) {
+            size_t n = (size_t)snprintf(key, sizeof key, "r%d:%d", round, i);
+            cr_assert_eq(sl_store_reset(s, key, n), 1);
+        }
+        cr_assert_eq(sl_store_debug_check(s), 0);
+        if (round == 0)
+            chunks_after_first = s->arena.nchunks;
+    }
+    cr_assert_gt(chunks_after_first, 0);
+    cr_assert_eq(s->arena.nchunks, chunks_after_first, "churn mapped %zu chunks, the first round %zu",
+                 s->arena.nchunks, chunks_after_first);
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_assert_eq(st.keys, 0);
+    sl_store_free(s);
+}
