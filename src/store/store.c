@@ -118,13 +118,57 @@ static void *sl_arena_page(sl_arena *a)
     return p;
 }
 
-static void sl_arena_page_free(sl_arena *a, void *p)
+static void sl_arena_push(sl_arena *a, void *p)
 {
-    sl_spin_lock(&a->lock);
     *(void **)p = a->free;
     a->free = p;
     SL_POISON((char *)p + sizeof(void *), SL_PAGE_BYTES - sizeof(void *));
+}
+
+static void sl_arena_page_free(sl_arena *a, void *p)
+{
+    sl_spin_lock(&a->lock);
+    sl_arena_push(a, p);
     sl_spin_unlock(&a->lock);
+}
+
+/* `pages` > 1 contiguous pages (an index table), from the newest chunk or a
+ * new one (the old chunk's rest goes to the free list); NULL when memory is
+ * short. Given back page by page, they serve as record pages afterwards. */
+static void *sl_arena_run(sl_arena *a, size_t pages)
+{
+    size_t bytes = pages * SL_PAGE_BYTES;
+    if (sl_alloc_should_fail() || pages > SL_CHUNK_BYTES / SL_PAGE_BYTES)
+        return NULL;
+    sl_spin_lock(&a->lock);
+    if ((size_t)(a->end - a->bump) < bytes) {
+        char *c = NULL;
+        if (a->nchunks == a->chunks_cap) {
+            size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
+            void **n = realloc(a->chunks, cap * sizeof *n);
+            if (n) {
+                a->chunks = n;
+                a->chunks_cap = cap;
+            }
+        }
+        if (a->nchunks < a->chunks_cap && (c = sl_chunk_map()) != NULL) {
+            for (; a->bump < a->end; a->bump += SL_PAGE_BYTES) {
+                SL_UNPOISON(a->bump, sizeof(void *));
+                sl_arena_push(a, a->bump);
+            }
+            a->chunks[a->nchunks++] = c;
+            a->bump = c;
+            a->end = c + SL_CHUNK_BYTES;
+        }
+    }
+    void *p = NULL;
+    if ((size_t)(a->end - a->bump) >= bytes) {
+        p = a->bump;
+        a->bump += bytes;
+        SL_UNPOISON(p, bytes);
+    }
+    sl_spin_unlock(&a->lock);
+    return p;
 }
 
 /* Gives a page back: to the arena when it is one of its pages (a small
@@ -552,13 +596,42 @@ static inline uint32_t sl_index_limit(uint32_t ngroups) { return ngroups * 7; }
  * hold every key: walking them is sequential memory, where walking the old
  * index would jump to a random record for each key's hash.
  */
+/* Index tables of at least a quarter page, and at most a chunk, take whole
+ * arena pages (huge pages, as the records'); smaller ones come from malloc. */
+static size_t sl_index_pages(uint32_t ngroups)
+{
+    size_t bytes = (size_t)ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
+    if (bytes < SL_PAGE_BYTES / 4 || bytes > SL_CHUNK_BYTES)
+        return 0;
+    return (bytes + SL_PAGE_BYTES - 1) / SL_PAGE_BYTES;
+}
+
+/* The bytes an index of ngroups takes (what the shard counts for it). */
+static size_t sl_index_bytes(uint32_t ngroups, size_t pages)
+{
+    return pages ? pages * SL_PAGE_BYTES : (size_t)ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
+}
+
+static void sl_index_free(sl_shard *sh)
+{
+    if (sh->slots_pages)
+        for (size_t i = 0; i < sh->slots_pages; i++)
+            sl_arena_page_free(sh->arena, (char *)sh->slots + i * SL_PAGE_BYTES);
+    else
+        sl_store_mfree(sh->slots);
+}
+
 static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
 {
     size_t n = (size_t)ngroups * SL_GROUP_SLOTS;
     uint32_t *slots = sh->slots;
+    size_t pages = sh->slots_pages;
     if (ngroups != sh->ngroups) {
-        slots = sl_store_calloc(n, sizeof *slots);
-        if (!slots)
+        pages = sl_index_pages(ngroups);
+        slots = pages ? sl_arena_run(sh->arena, pages) : NULL;
+        if (slots)
+            memset(slots, 0, n * sizeof *slots);
+        else if ((pages = 0, slots = sl_store_calloc(n, sizeof *slots)) == NULL)
             return SL_ERR_NOMEM;
     } else {
         memset(slots, 0, n * sizeof *slots);
@@ -578,10 +651,11 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
         }
     }
     if (slots != sh->slots) {
-        sh->used -= (size_t)sh->ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
-        sl_store_mfree(sh->slots);
-        sh->used += n * sizeof(uint32_t);
+        sh->used -= sl_index_bytes(sh->ngroups, sh->slots_pages);
+        sl_index_free(sh);
+        sh->used += sl_index_bytes(ngroups, pages);
         sh->slots = slots;
+        sh->slots_pages = (uint32_t)pages;
         sh->ngroups = ngroups;
     }
     sh->tombs = 0;
@@ -605,7 +679,7 @@ static int sl_index_reserve(sl_store *s, sl_shard *sh, int64_t now)
     if (ngroups > UINT32_MAX / (SL_GROUP_SLOTS * 8) ||
         sh->count >= SL_MAX_PAGES * (SL_PAGE_UNITS / SL_MIN_UNITS))
         return SL_ERR_NOMEM; /* cannot happen with 15-bit page ids; keeps the sums in range */
-    size_t bytes = (size_t)ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
+    size_t bytes = sl_index_bytes(ngroups, sl_index_pages(ngroups));
     if (!sl_within_budget(sh, bytes) && bytes <= sh->budget / 4) {
         /* At the cap, the index gets its room first (records are most of a
          * shard's bytes): free whole pages of records until the larger table
@@ -1056,7 +1130,8 @@ void sl_store_free(sl_store *s)
             if (sh->pages[id].base && sh->pages[id].units > SL_SMALL_MAX_UNITS)
                 sl_store_mfree(sh->pages[id].base);
         sl_store_mfree(sh->pages);
-        sl_store_mfree(sh->slots);
+        if (!sh->slots_pages)
+            sl_store_mfree(sh->slots);
     }
     for (size_t i = 0; i < s->arena.nchunks; i++) {
         SL_UNPOISON(s->arena.chunks[i], SL_CHUNK_BYTES);
@@ -1665,7 +1740,8 @@ int sl_store_debug_check(sl_store *s)
         int bad = 0;
         size_t total = (size_t)sh->ngroups * SL_GROUP_SLOTS;
         uint32_t full = 0, tombs = 0;
-        size_t bytes = total * sizeof(uint32_t) + (size_t)sh->pages_len * sizeof(sl_page);
+        size_t bytes = sl_index_bytes(sh->ngroups, sh->slots_pages) +
+                       (size_t)sh->pages_len * sizeof(sl_page);
         for (size_t pos = 0; pos < total && !bad; pos++) {
             uint32_t v = sh->slots[pos];
             if (v == SL_SLOT_DELETED)

@@ -126,6 +126,7 @@ typedef struct sl_shard {
     uint32_t *slots;     /* ngroups * 8 slots */
     sl_page *pages;      /* page table, pages_len entries */
     sl_arena *arena;     /* the store's, for pages of SL_PAGE_BYTES */
+    uint32_t slots_pages; /* the index's arena pages; 0 when it came from malloc */
     uint32_t pages_len;  /* entries allocated in the page table */
     uint16_t free_pages; /* list of unused page ids (SL_PAGE_NONE = empty) */
     uint16_t partial[SL_SMALL_MAX_UNITS + 1]; /* per record size: pages with room */
