@@ -81,43 +81,6 @@ static char *sl_chunk_map(void)
     return a;
 }
 
-/* One page of SL_PAGE_BYTES (not zeroed); NULL when memory is short. */
-static void *sl_arena_page(sl_arena *a)
-{
-    if (sl_alloc_should_fail())
-        return NULL;
-    sl_spin_lock(&a->lock);
-    void *p = a->free;
-    if (p) {
-        SL_UNPOISON(p, SL_PAGE_BYTES);
-        a->free = *(void **)p;
-    } else {
-        if (a->bump == a->end) {
-            char *c = NULL;
-            if (a->nchunks == a->chunks_cap) {
-                size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
-                void **n = realloc(a->chunks, cap * sizeof *n);
-                if (n) {
-                    a->chunks = n;
-                    a->chunks_cap = cap;
-                }
-            }
-            if (a->nchunks < a->chunks_cap && (c = sl_chunk_map()) != NULL) {
-                a->chunks[a->nchunks++] = c;
-                a->bump = c;
-                a->end = c + SL_CHUNK_BYTES;
-            }
-        }
-        if (a->bump < a->end) {
-            p = a->bump;
-            a->bump += SL_PAGE_BYTES;
-            SL_UNPOISON(p, SL_PAGE_BYTES);
-        }
-    }
-    sl_spin_unlock(&a->lock);
-    return p;
-}
-
 static void sl_arena_push(sl_arena *a, void *p)
 {
     *(void **)p = a->free;
@@ -125,50 +88,60 @@ static void sl_arena_push(sl_arena *a, void *p)
     SL_POISON((char *)p + sizeof(void *), SL_PAGE_BYTES - sizeof(void *));
 }
 
-static void sl_arena_page_free(sl_arena *a, void *p)
+/* Starts a new chunk; what the newest one had not handed out goes to the
+ * free list. With the arena's lock held. False when memory is short. */
+static bool sl_arena_grow(sl_arena *a)
 {
-    sl_spin_lock(&a->lock);
-    sl_arena_push(a, p);
-    sl_spin_unlock(&a->lock);
+    if (a->nchunks == a->chunks_cap) {
+        size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
+        void **n = realloc(a->chunks, cap * sizeof *n);
+        if (!n)
+            return false;
+        a->chunks = n;
+        a->chunks_cap = cap;
+    }
+    char *c = sl_chunk_map();
+    if (!c)
+        return false;
+    for (; a->bump < a->end; a->bump += SL_PAGE_BYTES) {
+        SL_UNPOISON(a->bump, sizeof(void *));
+        sl_arena_push(a, a->bump);
+    }
+    a->chunks[a->nchunks++] = c;
+    a->bump = c;
+    a->end = c + SL_CHUNK_BYTES;
+    return true;
 }
 
-/* `pages` > 1 contiguous pages (an index table), from the newest chunk or a
- * new one (the old chunk's rest goes to the free list); NULL when memory is
- * short. Given back page by page, they serve as record pages afterwards. */
-static void *sl_arena_run(sl_arena *a, size_t pages)
+/* `pages` contiguous pages (not zeroed): one page from the free list when
+ * there is one, else from the newest chunk or a new one; NULL when memory is
+ * short or more than a chunk is asked for. Runs of several pages (an index
+ * table) are given back page by page and serve as record pages afterwards. */
+static void *sl_arena_get(sl_arena *a, size_t pages)
 {
     size_t bytes = pages * SL_PAGE_BYTES;
-    if (sl_alloc_should_fail() || pages > SL_CHUNK_BYTES / SL_PAGE_BYTES)
+    if (sl_alloc_should_fail() || pages == 0 || pages > SL_CHUNK_BYTES / SL_PAGE_BYTES)
         return NULL;
     sl_spin_lock(&a->lock);
-    if ((size_t)(a->end - a->bump) < bytes) {
-        char *c = NULL;
-        if (a->nchunks == a->chunks_cap) {
-            size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
-            void **n = realloc(a->chunks, cap * sizeof *n);
-            if (n) {
-                a->chunks = n;
-                a->chunks_cap = cap;
-            }
-        }
-        if (a->nchunks < a->chunks_cap && (c = sl_chunk_map()) != NULL) {
-            for (; a->bump < a->end; a->bump += SL_PAGE_BYTES) {
-                SL_UNPOISON(a->bump, sizeof(void *));
-                sl_arena_push(a, a->bump);
-            }
-            a->chunks[a->nchunks++] = c;
-            a->bump = c;
-            a->end = c + SL_CHUNK_BYTES;
-        }
-    }
     void *p = NULL;
-    if ((size_t)(a->end - a->bump) >= bytes) {
+    if (pages == 1 && a->free) {
+        p = a->free;
+        SL_UNPOISON(p, SL_PAGE_BYTES);
+        a->free = *(void **)p;
+    } else if ((size_t)(a->end - a->bump) >= bytes || sl_arena_grow(a)) {
         p = a->bump;
         a->bump += bytes;
         SL_UNPOISON(p, bytes);
     }
     sl_spin_unlock(&a->lock);
     return p;
+}
+
+static void sl_arena_page_free(sl_arena *a, void *p)
+{
+    sl_spin_lock(&a->lock);
+    sl_arena_push(a, p);
+    sl_spin_unlock(&a->lock);
 }
 
 /* Gives a page back: to the arena when it is one of its pages (a small
@@ -424,7 +397,7 @@ static bool sl_rec_alloc_noevict(sl_shard *sh, uint32_t units, uint32_t *slot_re
         id = sl_page_id_get(sh, bytes, oom);
         if (id == SL_PAGE_NONE)
             return false;
-        uint64_t *base = small ? sl_arena_page(sh->arena) : sl_store_malloc(bytes);
+        uint64_t *base = small ? sl_arena_get(sh->arena, 1) : sl_store_malloc(bytes);
         if (!base) {
             *oom = true;
             return false;
@@ -628,7 +601,7 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
     size_t pages = sh->slots_pages;
     if (ngroups != sh->ngroups) {
         pages = sl_index_pages(ngroups);
-        slots = pages ? sl_arena_run(sh->arena, pages) : NULL;
+        slots = pages ? sl_arena_get(sh->arena, pages) : NULL;
         if (slots)
             memset(slots, 0, n * sizeof *slots);
         else if ((pages = 0, slots = sl_store_calloc(n, sizeof *slots)) == NULL)
