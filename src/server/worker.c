@@ -420,12 +420,20 @@ static void sl_on_http_connection(uv_stream_t *listener, int status)
 
 /* Closes connections idle for longer than the timeout; during shutdown,
  * finishes it. */
+static void sl_worker_stop(sl_worker *w);
+
 static void sl_worker_tick(uv_timer_t *t)
 {
     sl_worker *w = t->data;
     int64_t now = sl_now_mono();
     if (atomic_load(&w->srv->stopping)) {
-        sl_worker_finish(w, now);
+        /* The tick may see the flag before the wake-up runs: either way
+         * shutdown starts once, listeners first (else the loop would keep
+         * them open and never end). */
+        if (w->stop_deadline == 0)
+            sl_worker_stop(w);
+        else
+            sl_worker_finish(w, now);
         return;
     }
     int64_t limit = (int64_t)w->srv->cfg.idle_timeout_s * 1000000000;
@@ -483,14 +491,8 @@ static void sl_worker_finish(sl_worker *w, int64_t now)
 
 /* Shutdown, on the worker's own thread: stop accepting, let every
  * connection finish the replies it owes, close the rest. */
-static void sl_worker_wakeup(uv_async_t *a)
+static void sl_worker_stop(sl_worker *w)
 {
-    sl_worker *w = a->data;
-    /* Between callbacks no command is running: this worker holds no config
-     * pointer now, so it has moved to the current epoch. */
-    atomic_store(&w->seen_epoch, atomic_load(&w->srv->epoch));
-    if (!atomic_load(&w->srv->stopping))
-        return;
     for (int p = 0; p < SL_PROTOS; p++) {
         if (w->listening[p]) {
             uv_close((uv_handle_t *)&w->listener[p], NULL);
@@ -516,6 +518,16 @@ static void sl_worker_wakeup(uv_async_t *a)
     sl_worker_finish(w, now);
     if (!uv_is_closing((uv_handle_t *)&w->tick))
         uv_timer_start(&w->tick, sl_worker_tick, 20, 20);
+}
+
+static void sl_worker_wakeup(uv_async_t *a)
+{
+    sl_worker *w = a->data;
+    /* Between callbacks no command is running: this worker holds no config
+     * pointer now, so it has moved to the current epoch. */
+    atomic_store(&w->seen_epoch, atomic_load(&w->srv->epoch));
+    if (atomic_load(&w->srv->stopping) && w->stop_deadline == 0) /* once (the tick may have) */
+        sl_worker_stop(w);
 }
 
 static void *sl_worker_run(void *arg)
@@ -615,6 +627,15 @@ void sl_workers_wake(sl_server *srv)
 void sl_workers_stop(sl_server *srv)
 {
     atomic_store(&srv->stopping, true);
+    /* A test hook: SLUICED_DEBUG_STOP_DELAY_MS holds the wake-up back, so
+     * that the workers' ticks see the flag first (tests/integration/
+     * test_shutdown.py); shutdown must begin the same way from either. */
+    const char *delay = getenv("SLUICED_DEBUG_STOP_DELAY_MS");
+    if (delay) {
+        long ms = strtol(delay, NULL, 10);
+        if (ms > 0 && ms <= 10000)
+            usleep((useconds_t)ms * 1000);
+    }
     sl_workers_wake(srv);
     for (int i = 0; i < srv->nworkers; i++) {
         pthread_join(srv->workers[i].thread, NULL);

@@ -43,3 +43,17 @@ def test_replies_in_flight_are_delivered_before_exit(make_server):
         got = [c.read_reply() for _ in range(2000)]
     assert [int(x) for x in got] == list(range(2000))
     assert srv.stop() == 0
+
+
+def test_shutdown_begins_alike_from_the_tick_or_the_wake_up(make_server, monkeypatch):
+    """A worker learns of SIGTERM from its wake-up or from its once-a-second tick,
+    whichever runs first. The tick used to only finish a shutdown the wake-up had begun,
+    leaving the listeners open: the loop then never ended. The hook holds the wake-up
+    back 1.5 s, so that every worker's tick sees the flag first."""
+    monkeypatch.setenv("SLUICED_DEBUG_STOP_DELAY_MS", "1500")
+    s = make_server()
+    with s.conn() as c:
+        assert c.call("PING") == "PONG"
+    t0 = time.monotonic()
+    assert s.stop() == 0
+    assert time.monotonic() - t0 < 10
