@@ -35,11 +35,12 @@ static size_t sl_tb_state_size(const sl_limit *l)
 
 /* Time (ns, rounded up) until `tokens` more tokens have accrued:
  * ceil(tokens * reduced_period / den). */
-static int64_t sl_tb_time_for(const sl_limit *l, int64_t tokens)
+static inline __attribute__((always_inline)) int64_t sl_tb_time_for(const sl_limit *l,
+                                                                    int64_t tokens)
 {
     uint64_t n;
     if (!__builtin_mul_overflow((uint64_t)tokens, (uint64_t)l->reduced_period, &n))
-        return sl_sat64(sl_divide_ceil(&l->by_den, n));
+        return sl_sat64(l->den == 1 ? n : sl_divide_ceil(&l->by_den, n));
     return sl_muldiv_ceil(tokens, l->reduced_period, l->den);
 }
 
@@ -65,53 +66,33 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
      * until it catches up; the anchor never moves back. */
     int64_t elapsed = now > a ? now - a : 0;
 
+    int64_t accrued;
     if (__builtin_expect(l->den == 1, 1)) {
         /* The common case, a token every T whole nanoseconds: tokens accrue
-         * by whole periods, so one division refills and the times below are
-         * products (debt * T <= (burst + 1) * T fits, as sl_limit_init
-         * checked burst * T). The same answers as the general path. */
-        int64_t t = l->reduced_period;
+         * by whole periods, so one division refills, nothing is left over,
+         * and the times below are products (sl_tb_time_for). */
         int64_t q = debt == 0 ? 0 : (int64_t)sl_divide(&l->by_reduced_period, (uint64_t)elapsed);
         if (q >= debt) {
             a = now;
             debt = 0;
         } else {
-            a += q * t;
+            a += q * l->reduced_period;
             debt -= q;
         }
-        int64_t tokens = sl_max64(cap - debt, 0);
-        d->limit = cap;
-        if (cost > cap) {
-            d->allowed = false;
-            d->retry_after_ns = SL_NEVER;
-        } else if (tokens >= cost) {
-            d->allowed = true;
-            debt += cost;
-            tokens -= cost;
-            if (commit) {
-                s->anchor = a;
-                s->debt = debt;
-            }
-        } else {
-            d->allowed = false;
-            d->retry_after_ns = a + (debt + cost - cap) * t - now;
-        }
-        d->remaining = tokens;
-        d->reset_after_ns = debt == 0 ? 0 : a + debt * t - now;
-        return;
-    }
-
-    int64_t accrued = debt == 0 ? 0 : sl_tb_accrued(l, elapsed);
-    if (accrued >= debt) {
-        a = now; /* full: the fraction of a token beyond the brim is lost */
-        debt = 0;
         accrued = 0;
-    } else if (elapsed >= l->reduced_period) {
-        /* each whole reduced period credits den tokens */
-        int64_t periods = (int64_t)sl_divide(&l->by_reduced_period, (uint64_t)elapsed);
-        a += periods * l->reduced_period;
-        debt -= periods * l->den;
-        accrued -= periods * l->den;
+    } else {
+        accrued = debt == 0 ? 0 : sl_tb_accrued(l, elapsed);
+        if (accrued >= debt) {
+            a = now; /* full: the fraction of a token beyond the brim is lost */
+            debt = 0;
+            accrued = 0;
+        } else if (elapsed >= l->reduced_period) {
+            /* each whole reduced period credits den tokens */
+            int64_t periods = (int64_t)sl_divide(&l->by_reduced_period, (uint64_t)elapsed);
+            a += periods * l->reduced_period;
+            debt -= periods * l->den;
+            accrued -= periods * l->den;
+        }
     }
     /* Negative only after the clock stepped back past a take. */
     int64_t tokens = sl_max64(cap - debt + accrued, 0);
