@@ -628,6 +628,40 @@ const sl_command *sl_command_find(const sl_command *table, const char *name, siz
     return NULL;
 }
 
+/* The positions of the key spec, or the numkeys argument's count for a
+ * command with movable keys. */
+size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl_resp_slice *argv,
+                             const void **keys, size_t *lens, size_t cap)
+{
+    size_t first = (size_t)cmd->first_key, last, step = (size_t)cmd->key_step, n = 0;
+    if (!(cmd->flags & SL_CMD_STOREKEYS))
+        return 0;
+    if (cmd->numkeys_at > 0) {
+        if ((size_t)cmd->numkeys_at >= argc)
+            return 0;
+        const sl_resp_slice *a = &argv[cmd->numkeys_at];
+        size_t count = 0;
+        for (size_t i = 0; i < a->len && i < 3 && a->ptr[i] >= '0' && a->ptr[i] <= '9'; i++)
+            count = count * 10 + (size_t)(a->ptr[i] - '0');
+        first = (size_t)cmd->numkeys_at + 1;
+        last = first + count - 1;
+        step = 1;
+    } else if (cmd->last_key < 0) {
+        if ((size_t)-cmd->last_key > argc)
+            return 0;
+        last = argc - (size_t)-cmd->last_key;
+    } else {
+        last = (size_t)cmd->last_key;
+    }
+    if (first == 0 || step == 0)
+        return 0;
+    for (size_t i = first; i <= last && i < argc && n < cap; i += step) {
+        keys[n] = argv[i].ptr;
+        lens[n++] = argv[i].len;
+    }
+    return n;
+}
+
 void sl_command_call(const sl_command *cmd, sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {

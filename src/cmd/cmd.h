@@ -132,6 +132,15 @@ extern const sl_command sl_rate_commands[];
 const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len);
 
 /*
+ * The store keys of a command marked SL_CMD_STOREKEYS, by its key spec (or
+ * its numkeys argument): up to cap of them into keys[] / lens[], slices of
+ * argv. For prefetching: a malformed command gives fewer keys (or none),
+ * never an error; the command itself judges its arguments.
+ */
+size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl_resp_slice *argv,
+                             const void **keys, size_t *lens, size_t cap);
+
+/*
  * Checks the arity and runs the command, or replies Redis's error for a
  * wrong number of arguments.
  */

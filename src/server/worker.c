@@ -102,38 +102,6 @@ typedef struct sl_batch {
     } cmd[SL_BATCH_COMMANDS];
 } sl_batch;
 
-/* The store keys of a rate command: the positions of its key spec (the
- * numkeys argument's count for a command with movable keys). */
-static size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl_resp_slice *argv,
-                                    const void **keys, size_t *lens, size_t cap)
-{
-    size_t first = (size_t)cmd->first_key, last, step = (size_t)cmd->key_step, n = 0;
-    if (cmd->numkeys_at > 0) {
-        if ((size_t)cmd->numkeys_at >= argc)
-            return 0;
-        const sl_resp_slice *a = &argv[cmd->numkeys_at];
-        size_t count = 0;
-        for (size_t i = 0; i < a->len && i < 3 && a->ptr[i] >= '0' && a->ptr[i] <= '9'; i++)
-            count = count * 10 + (size_t)(a->ptr[i] - '0');
-        first = (size_t)cmd->numkeys_at + 1;
-        last = first + count - 1;
-        step = 1;
-    } else if (cmd->last_key < 0) {
-        if ((size_t)-cmd->last_key > argc)
-            return 0;
-        last = argc - (size_t)-cmd->last_key;
-    } else {
-        last = (size_t)cmd->last_key;
-    }
-    if (first == 0 || step == 0)
-        return 0;
-    for (size_t i = first; i <= last && i < argc && n < cap; i += step) {
-        keys[n] = argv[i].ptr;
-        lens[n++] = argv[i].len;
-    }
-    return n;
-}
-
 /*
  * Parses up to SL_BATCH_COMMANDS complete multibulk commands from `off`
  * into *b, then prefetches the store keys of the rate commands among them.
@@ -162,7 +130,7 @@ static void sl_batch_parse(sl_conn *c, size_t off, const sl_resp_limits *lim, sl
         b->cmd[b->n].rate = cmd;
         b->n++;
         off += (size_t)n;
-        if (cmd && req.argc >= 2 && (cmd->flags & SL_CMD_STOREKEYS))
+        if (cmd)
             nkeys += sl_command_store_keys(cmd, req.argc, argv, keys + nkeys, lens + nkeys,
                                            SL_BATCH_KEYS - nkeys);
     }

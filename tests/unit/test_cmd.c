@@ -283,3 +283,40 @@ Test(cmd, command_names_match_exactly_in_any_case)
     cr_assert_str_eq(sl_command_find(sl_rate_commands, "SL.TAKEMANY", 11)->name, "sl.takemany");
     cr_assert_str_eq(sl_command_find(sl_rate_commands, "sl.take", 7)->name, "sl.take");
 }
+
+/* The keys sluiced prefetches for a pipelined batch: the store keys of the
+ * key spec (or numkeys) of commands marked SL_CMD_STOREKEYS, nothing for the
+ * others, and never more than there are arguments or room. */
+static size_t keys_of(const char *name, const char *const *args, size_t argc, const void **keys,
+                      size_t *lens, size_t cap)
+{
+    sl_resp_slice argv[16];
+    cr_assert_leq(argc, 16);
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = (sl_resp_slice){args[i], strlen(args[i])};
+    const sl_command *cmd = sl_command_find(sl_rate_commands, name, strlen(name));
+    cr_assert_not_null(cmd, "%s", name);
+    return sl_command_store_keys(cmd, argc, argv, keys, lens, cap);
+}
+
+Test(cmd, store_keys_follow_the_key_spec)
+{
+    const void *k[8];
+    size_t l[8];
+    const char *throttle[] = {"CL.THROTTLE", "user:1", "15", "30", "60"};
+    cr_assert_eq(keys_of("cl.throttle", throttle, 5, k, l, 8), 1);
+    cr_assert(l[0] == 6 && memcmp(k[0], "user:1", 6) == 0);
+    const char *many[] = {"SL.TAKEMANY", "2", "a", "bb", "LIMIT", "1", "60", "LIMIT", "2", "60"};
+    cr_assert_eq(keys_of("sl.takemany", many, 10, k, l, 8), 2);
+    cr_assert(l[0] == 1 && l[1] == 2 && memcmp(k[1], "bb", 2) == 0);
+    const char *too_many[] = {"SL.TAKEMANY", "9", "a", "b"}; /* numkeys past the arguments */
+    cr_assert_eq(keys_of("sl.takemany", too_many, 4, k, l, 8), 2);
+    const char *bad[] = {"SL.TAKEMANY", "x", "a"};
+    cr_assert_eq(keys_of("sl.takemany", bad, 3, k, l, 8), 0);
+    const char *reset[] = {"SL.RESET", "a", "b", "c"};
+    cr_assert_eq(keys_of("sl.reset", reset, 4, k, l, 8), 3);
+    cr_assert_eq(keys_of("sl.reset", reset, 4, k, l, 2), 2, "no more than the room");
+    /* SL.POLICY's store key is built from the policy, not given: none. */
+    const char *policy[] = {"SL.POLICY", "api", "user:1"};
+    cr_assert_eq(keys_of("sl.policy", policy, 3, k, l, 8), 0);
+}
