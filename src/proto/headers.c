@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/decimal.h"
 #include "proto/http.h"
 
 /* The largest RFC 8941 Integer: 15 decimal digits. */
@@ -96,78 +97,16 @@ static void t_str(text *t, const char *s)
     t_mem(t, s, strlen(s));
 }
 
-/* "00" to "99": decimal digits two at a time, half the divisions (201: the
- * literal's NUL too, which nothing reads). */
-static const char two_digits[201] = "00010203040506070809"
-                                    "10111213141516171819"
-                                    "20212223242526272829"
-                                    "30313233343536373839"
-                                    "40414243444546474849"
-                                    "50515253545556575859"
-                                    "60616263646566676869"
-                                    "70717273747576777879"
-                                    "80818283848586878889"
-                                    "90919293949596979899";
-
-/* 10^0 .. 10^19: the digit count of a number from its bit length. */
-static const uint64_t pow10_table[20] = {
-    UINT64_C(1),
-    UINT64_C(10),
-    UINT64_C(100),
-    UINT64_C(1000),
-    UINT64_C(10000),
-    UINT64_C(100000),
-    UINT64_C(1000000),
-    UINT64_C(10000000),
-    UINT64_C(100000000),
-    UINT64_C(1000000000),
-    UINT64_C(10000000000),
-    UINT64_C(100000000000),
-    UINT64_C(1000000000000),
-    UINT64_C(10000000000000),
-    UINT64_C(100000000000000),
-    UINT64_C(1000000000000000),
-    UINT64_C(10000000000000000),
-    UINT64_C(100000000000000000),
-    UINT64_C(1000000000000000000),
-    UINT64_C(10000000000000000000),
-};
-
 /* Decimal digits, counted first and then written backwards straight into
- * the text: a response holds a dozen numbers, and snprintf cost most of a
- * response's time (callgrind). log10(2) is about 1233 / 4096, so
- * bits * 1233 >> 12 is the digit count of 2^bits less one, which one
- * comparison corrects for u. */
+ * the text (common/decimal.h). */
 static void t_u64(text *t, uint64_t u)
 {
-    unsigned bits = 64 - (unsigned)__builtin_clzll(u | 1);
-    unsigned guess = bits * 1233 >> 12;
-    size_t n = guess + (u >= pow10_table[guess]);
-    n += n == 0; /* u == 0 */
+    size_t n = sl_dec_len(u);
     if (t->over || n > t->cap - t->len) {
         t->over = true;
         return;
     }
-    char *at = t->p + t->len + n;
-    while (u > UINT32_MAX) {
-        unsigned r = (unsigned)(u % 100);
-        u /= 100;
-        at -= 2;
-        memcpy(at, two_digits + 2 * r, 2);
-    }
-    uint32_t v = (uint32_t)u; /* 32-bit divisions are cheaper */
-    while (v >= 100) {
-        uint32_t q = v / 100;
-        at -= 2;
-        memcpy(at, two_digits + 2 * (v - q * 100), 2);
-        v = q;
-    }
-    if (v >= 10) {
-        at -= 2;
-        memcpy(at, two_digits + 2 * v, 2);
-    } else {
-        *--at = (char)('0' + v);
-    }
+    sl_dec_put(t->p + t->len + n, u);
     t->len += n;
 }
 

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/decimal.h"
+
 /* The parsers' own results while a frame is being walked. */
 enum { R_OK = 0, R_MORE = SL_RESP_INCOMPLETE, R_ERR = SL_RESP_ERROR };
 
@@ -481,57 +483,14 @@ static int append(sl_resp_buf *b, const void *p, size_t n)
     return 0;
 }
 
-/* "00" to "99": two digits per division. */
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
-/* How many decimal digits v has. */
-static inline size_t u64_len(uint64_t v)
-{
-    size_t n = 1;
-    for (;;) {
-        if (v < 10)
-            return n;
-        if (v < 100)
-            return n + 1;
-        if (v < 1000)
-            return n + 2;
-        if (v < 10000)
-            return n + 3;
-        v /= 10000;
-        n += 4;
-    }
-}
-
-/* Writes the digits of v so that the last one is just before `end`;
- * returns the first. */
-static inline char *u64_digits(char *end, uint64_t v)
-{
-    while (v >= 100) {
-        const char *d = digit_pairs + (v % 100) * 2;
-        v /= 100;
-        *--end = d[1];
-        *--end = d[0];
-    }
-    if (v >= 10) {
-        *--end = digit_pairs[v * 2 + 1];
-        *--end = digit_pairs[v * 2];
-    } else {
-        *--end = (char)('0' + v);
-    }
-    return end;
-}
-
 static int add_header_size(sl_resp_buf *b, char type, size_t n)
 {
-    size_t len = 3 + u64_len((uint64_t)n);
+    size_t len = 3 + sl_dec_len((uint64_t)n);
     char *w = reserve(b, len);
     if (!w)
         return -1;
     w[0] = type;
-    u64_digits(w + len - 2, (uint64_t)n);
+    sl_dec_put(w + len - 2, (uint64_t)n);
     w[len - 2] = '\r';
     w[len - 1] = '\n';
     b->len += len;
@@ -550,7 +509,7 @@ static inline uint64_t i64_mag(int64_t v)
 /* The length of ":<v>\r\n". */
 static size_t int_line_len(int64_t v)
 {
-    return 3 + (v < 0) + u64_len(i64_mag(v));
+    return 3 + (v < 0) + sl_dec_len(i64_mag(v));
 }
 
 /* Room for `most` bytes when the buffer has it already, else for exactly
@@ -573,11 +532,11 @@ static inline size_t put_int_line(char *w, int64_t v)
     if (m < 10) {
         w[n++] = (char)('0' + m);
     } else if (m < 100) {
-        w[n++] = digit_pairs[m * 2];
-        w[n++] = digit_pairs[m * 2 + 1];
+        w[n++] = sl_digit_pairs[m * 2];
+        w[n++] = sl_digit_pairs[m * 2 + 1];
     } else {
-        n += u64_len(m);
-        u64_digits(w + n, m);
+        n += sl_dec_len(m);
+        sl_dec_put(w + n, m);
     }
     w[n++] = '\r';
     w[n++] = '\n';
@@ -735,14 +694,14 @@ int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
 {
     /* The hot reply of sluiced (CL.THROTTLE's five): one reservation for
      * the longest the items can be, then the digits written in place. */
-    size_t head = 3 + u64_len(n);
+    size_t head = 3 + sl_dec_len(n);
     if (n > (SIZE_MAX - head) / INT_LINE_MAX)
         return b->failed = 1, -1;
     char *w = RESERVE_UPTO(b, head + n * INT_LINE_MAX, int_array_len(head, v, n));
     if (!w)
         return -1;
     w[0] = '*';
-    u64_digits(w + head - 2, n);
+    sl_dec_put(w + head - 2, n);
     w[head - 2] = '\r';
     w[head - 1] = '\n';
     size_t len = head;
