@@ -118,26 +118,20 @@ bool sl_arg_is(const sl_resp_slice *a, const char *keyword)
 /* A whole decimal int64 (optional '-'), no spaces, no leading '+'. */
 static inline bool sl_parse_int(const char *p, size_t len, int64_t *out)
 {
-    size_t i = 0;
-    bool neg = false;
-    if (len == 0 || len > 20)
+    size_t i = len > 0 && p[0] == '-';
+    /* An int64 has at most 19 digits, and 19 digits stay below 10^19 <
+     * UINT64_MAX: the loop cannot overflow, the range is checked after. */
+    if (len == i || len - i > 19)
         return false;
-    if (p[0] == '-') {
-        neg = true;
-        if (++i == len)
-            return false;
-    }
     uint64_t v = 0;
     for (; i < len; i++) {
         unsigned digit = (unsigned char)p[i] - (unsigned)'0';
         if (digit > 9)
             return false;
-        /* 19 digits cannot pass UINT64_MAX: check only the 20th. */
-        if (i >= 19 && v > (UINT64_MAX - digit) / 10)
-            return false;
         v = v * 10 + digit;
     }
-    if (neg ? v > (uint64_t)INT64_MAX + 1 : v > (uint64_t)INT64_MAX)
+    bool neg = p[0] == '-';
+    if (v > (uint64_t)INT64_MAX + neg)
         return false;
     *out = neg ? (int64_t)(0 - v) : (int64_t)v;
     return true;
@@ -583,7 +577,7 @@ const sl_command sl_rate_commands[] = {
      "Acquires a concurrency lease", "key max_in_flight ttl_ms [WEIGHT weight]", 0},
     {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
      "Releases a concurrency lease", "key lease_id", 0},
-    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+    {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 
 /* ---- the RESP sink ---- */
@@ -602,27 +596,34 @@ const sl_reply_ops sl_resp_reply_sink = {
     .array = sk_array,     .integers = sk_integers, .map = sk_map,       .error = sk_error,
 };
 
+/* The eight bytes of x with 'A'..'Z' made lowercase, all at once: a byte's
+ * low seven bits plus 0x80 - 'A' reach 0x80 from 'A' up, plus 0x7f - 'Z'
+ * from past 'Z' up; neither sum carries into the next byte. Bytes with the
+ * high bit set are left alone. */
+static inline uint64_t sl_ascii_lower8(uint64_t x)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101), high = ones * 0x80;
+    uint64_t low7 = x & ~high;
+    uint64_t from_a = low7 + ones * (0x80 - 'A'), past_z = low7 + ones * (0x7f - 'Z');
+    uint64_t upper = from_a & ~past_z & ~x & high;
+    return x | upper >> 2; /* 0x80 >> 2 == 0x20, the case bit */
+}
+
 const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len)
 {
-    if (len == 0)
+    if (len == 0 || len >= SL_CMD_NAME_MAX)
         return NULL;
-    /* Names are lowercase: most entries are told apart by the first byte. */
-    unsigned char first = (unsigned char)name[0];
-    if (first >= 'A' && first <= 'Z')
-        first |= 0x20;
-    for (const sl_command *cmd = table; cmd->name; cmd++) {
-        if ((unsigned char)cmd->name[0] != first)
-            continue;
-        /* ASCII case folding, no locale; stops at cmd->name's end. */
-        size_t i = 1;
-        for (; i < len; i++) {
-            unsigned char k = (unsigned char)cmd->name[i], c = (unsigned char)name[i];
-            if (c >= 'A' && c <= 'Z')
-                c |= 0x20;
-            if (k == '\0' || k != c)
-                break;
-        }
-        if (i == len && cmd->name[len] == '\0')
+    /* The name folded and NUL-padded as the table's are: two words. */
+    uint64_t w[2] = {0, 0};
+    memcpy(w, name, len);
+    w[0] = sl_ascii_lower8(w[0]);
+    w[1] = sl_ascii_lower8(w[1]);
+    for (const sl_command *cmd = table; cmd->name[0]; cmd++) {
+        uint64_t n[2];
+        memcpy(n, cmd->name, sizeof n);
+        /* Equal words, and the entry is len bytes long: a NUL inside
+         * `name` would otherwise match the entry's padding. */
+        if (n[0] == w[0] && n[1] == w[1] && cmd->name[len - 1] != '\0')
             return cmd;
     }
     return NULL;

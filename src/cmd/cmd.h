@@ -110,8 +110,12 @@ typedef struct sl_cmd_ctx {
 
 typedef void (*sl_cmd_fn)(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv);
 
+/* Room for a command's name: at most 15 bytes, NUL-padded to 16, so that
+ * the lookup compares whole words. */
+#define SL_CMD_NAME_MAX 16
+
 typedef struct sl_command {
-    const char *name;  /* lowercase */
+    char name[SL_CMD_NAME_MAX]; /* lowercase, NUL-padded; "" ends a table */
     int arity;         /* > 0 exactly, < 0 at least -arity, counting the name */
     uint32_t flags;
     int first_key, last_key, key_step; /* as Redis's COMMAND reports them */
@@ -124,11 +128,11 @@ typedef struct sl_command {
     int numkeys_at;
 } sl_command;
 
-/* The rate limiting commands: CL.THROTTLE and SL.*; ends with name NULL. */
+/* The rate limiting commands: CL.THROTTLE and SL.*; ends with an empty name. */
 extern const sl_command sl_rate_commands[];
 
-/* Finds a command by name (case-insensitive) in a table that ends with a
- * NULL name; NULL when it is not there. */
+/* Finds a command by name (ASCII case-insensitive) in a table that ends
+ * with an empty name; NULL when it is not there. */
 const sl_command *sl_command_find(const sl_command *table, const char *name, size_t len);
 
 /*

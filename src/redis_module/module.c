@@ -292,7 +292,7 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     }
     RedisModule_GetRandomBytes((unsigned char *)slm_lease_key, sizeof slm_lease_key);
     int i = 0;
-    for (const sl_command *cmd = sl_rate_commands; cmd->name; cmd++, i++) {
+    for (const sl_command *cmd = sl_rate_commands; cmd->name[0]; cmd++, i++) {
         if (i >= SLM_MAX_COMMANDS) {
             RedisModule_Log(ctx, "warning", "sluice: more commands than SLM_MAX_COMMANDS");
             return REDISMODULE_ERR;

@@ -21,7 +21,7 @@
 static int sl_counted(sl_worker *w, int rc)
 {
     if (rc == SL_ERR_NOMEM)
-        atomic_fetch_add_explicit(&w->metrics.store_errors, 1, memory_order_relaxed);
+        sl_counter_add(&w->metrics.store_errors, 1);
     return rc;
 }
 
@@ -248,7 +248,7 @@ static const sl_command sl_conn_commands[];
 static size_t sl_command_count(const sl_command *t)
 {
     size_t n = 0;
-    while (t[n].name)
+    while (t[n].name[0])
         n++;
     return n;
 }
@@ -304,7 +304,7 @@ static void sl_cmd_command(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     if (argc == 1) {
         c->reply->array(c->sink, total);
         for (int t = 0; t < 2; t++)
-            for (const sl_command *cmd = tables[t]; cmd->name; cmd++)
+            for (const sl_command *cmd = tables[t]; cmd->name[0]; cmd++)
                 sl_reply_command_info(c, cmd);
     } else if (sl_arg_is(&argv[1], "COUNT") && argc == 2) {
         c->reply->integer(c->sink, (int64_t)total);
@@ -312,16 +312,14 @@ static void sl_cmd_command(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         if (argc == 2) {
             c->reply->map(c->sink, total);
             for (int t = 0; t < 2; t++)
-                for (const sl_command *cmd = tables[t]; cmd->name; cmd++)
+                for (const sl_command *cmd = tables[t]; cmd->name[0]; cmd++)
                     sl_reply_command_doc(c, cmd);
             return;
         }
         const sl_command *found[64];
         size_t n = 0;
         for (int i = 2; i < argc && n < 64; i++) {
-            const sl_command *cmd = sl_command_find(sl_rate_commands, argv[i].ptr, argv[i].len);
-            if (!cmd)
-                cmd = sl_command_find(sl_conn_commands, argv[i].ptr, argv[i].len);
+            const sl_command *cmd = sl_server_command(argv[i].ptr, argv[i].len);
             if (cmd)
                 found[n++] = cmd;
         }
@@ -331,9 +329,7 @@ static void sl_cmd_command(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     } else if (sl_arg_is(&argv[1], "INFO")) {
         c->reply->array(c->sink, (size_t)(argc - 2));
         for (int i = 2; i < argc; i++) {
-            const sl_command *cmd = sl_command_find(sl_rate_commands, argv[i].ptr, argv[i].len);
-            if (!cmd)
-                cmd = sl_command_find(sl_conn_commands, argv[i].ptr, argv[i].len);
+            const sl_command *cmd = sl_server_command(argv[i].ptr, argv[i].len);
             if (cmd)
                 sl_reply_command_info(c, cmd);
             else
@@ -428,8 +424,14 @@ static const sl_command sl_conn_commands[] = {
      "Describes the commands: COMMAND, COUNT, DOCS, INFO", "[subcommand]", 0},
     {"info", -1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_info, "Reports the server's state",
      "[section]", 0},
-    {NULL, 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
+    {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
+
+const sl_command *sl_server_command(const char *name, size_t len)
+{
+    const sl_command *cmd = sl_command_find(sl_rate_commands, name, len);
+    return cmd ? cmd : sl_command_find(sl_conn_commands, name, len);
+}
 
 void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl_resp_slice *argv)
 {
@@ -445,11 +447,7 @@ void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl
         .face = conn,
         .decided = sl_on_decided,
     };
-    atomic_fetch_add_explicit(&conn->w->metrics.commands, 1, memory_order_relaxed);
-    if (!cmd)
-        cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
-    if (!cmd)
-        cmd = sl_command_find(sl_conn_commands, argv[0].ptr, argv[0].len);
+    sl_counter_add(&conn->w->metrics.commands, 1);
     if (!conn->authed && !(cmd && (cmd->flags & SL_CMD_NOAUTH))) {
         ctx.reply->error(ctx.sink, "NOAUTH Authentication required.");
         return;

@@ -134,7 +134,7 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
     }
     if (rc != SL_OK) {
         if (rc == SL_ERR_NOMEM)
-            atomic_fetch_add_explicit(&w->metrics.store_errors, 1, memory_order_relaxed);
+            sl_counter_add(&w->metrics.store_errors, 1);
         sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), NULL);
         return false;
     }
@@ -307,7 +307,7 @@ size_t sl_http_serve(sl_conn *c)
             break;
         }
         int64_t started = sl_now_mono();
-        atomic_fetch_add_explicit(&c->w->metrics.commands, 1, memory_order_relaxed);
+        sl_counter_add(&c->w->metrics.commands, 1);
         sl_http_route(c, r, c->rbuf + off + n);
         sl_metrics_latency(&c->w->metrics, SL_PROTO_HTTP, sl_now_mono() - started, 1);
         h->continue_sent = false;

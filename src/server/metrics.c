@@ -20,7 +20,10 @@ void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow)
     if (policy >= SL_METRIC_POLICIES)
         return; /* beyond the counted policies: not counted per policy */
     int out = shadow ? SL_OUT_SHADOW : allowed ? SL_OUT_ALLOWED : SL_OUT_REJECTED;
-    atomic_fetch_add_explicit(&m->decisions[slot][out], 1, memory_order_relaxed);
+    if (slot == 0)
+        sl_counter_add(&m->decisions[0][out], 1);
+    else /* sl_metrics_reset_policies may zero it meanwhile */
+        atomic_fetch_add_explicit(&m->decisions[slot][out], 1, memory_order_relaxed);
 }
 
 void sl_metrics_latency(sl_metrics *m, int proto, int64_t ns, uint64_t count)
@@ -29,9 +32,8 @@ void sl_metrics_latency(sl_metrics *m, int proto, int64_t ns, uint64_t count)
     int b = 0;
     while (b < SL_LATENCY_BUCKETS && us > sl_latency_bound_us[b])
         b++;
-    atomic_fetch_add_explicit(&m->latency[proto][b], count, memory_order_relaxed);
-    atomic_fetch_add_explicit(&m->latency_sum_ns[proto], (uint64_t)(ns > 0 ? ns : 0) * count,
-                              memory_order_relaxed);
+    sl_counter_add(&m->latency[proto][b], count);
+    sl_counter_add(&m->latency_sum_ns[proto], (uint64_t)(ns > 0 ? ns : 0) * count);
 }
 
 static uint64_t sl_load(atomic_uint_fast64_t *a)

@@ -31,6 +31,16 @@ typedef struct sl_metrics {
     atomic_uint_fast64_t latency_sum_ns[SL_PROTOS];
 } sl_metrics;
 
+/* Adds n to a counter that only its worker writes (all but the per-policy
+ * decisions, which a reload zeroes from the main thread): a relaxed load
+ * and store, which readers on other threads see whole, without the cost of
+ * a locked add on every command. */
+static inline void sl_counter_add(atomic_uint_fast64_t *a, uint64_t n)
+{
+    atomic_store_explicit(a, atomic_load_explicit(a, memory_order_relaxed) + n,
+                          memory_order_relaxed);
+}
+
 /* policy: -1 for an ad-hoc limit, else the config's index. */
 void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow);
 

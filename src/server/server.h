@@ -96,8 +96,12 @@ int sl_workers_start(sl_server *srv);
  * waits for them. */
 void sl_workers_stop(sl_server *srv);
 
-/* commands.c: runs one parsed command of a connection; cmd is its entry in
- * sl_rate_commands when the caller has looked it up already, else NULL. */
+/* commands.c: the command sluiced runs for a name (a rate command or a
+ * connection command), or NULL. */
+const sl_command *sl_server_command(const char *name, size_t len);
+
+/* commands.c: runs one parsed command of a connection: cmd is
+ * sl_server_command(argv[0]), NULL for a name sluiced does not know. */
 void sl_server_dispatch(struct sl_conn *conn, const sl_command *cmd, int argc,
                         const sl_resp_slice *argv);
 

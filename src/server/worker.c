@@ -97,7 +97,7 @@ typedef struct sl_batch {
     size_t n;
     struct {
         size_t bytes, argc;
-        const sl_command *rate; /* its entry in sl_rate_commands, or NULL */
+        const sl_command *cmd; /* sl_server_command of its name */
         sl_resp_slice argv[SL_BATCH_ARGS];
     } cmd[SL_BATCH_COMMANDS];
 } sl_batch;
@@ -123,11 +123,10 @@ static void sl_batch_parse(sl_conn *c, size_t off, const sl_resp_limits *lim, sl
         int n = sl_resp_parse(c->rbuf + off, c->rlen - off, &req, lim);
         if (n <= 0)
             break;
-        const sl_command *cmd =
-            req.argc > 0 ? sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len) : NULL;
+        const sl_command *cmd = req.argc > 0 ? sl_server_command(argv[0].ptr, argv[0].len) : NULL;
         b->cmd[b->n].bytes = (size_t)n;
         b->cmd[b->n].argc = req.argc;
-        b->cmd[b->n].rate = cmd;
+        b->cmd[b->n].cmd = cmd;
         b->n++;
         off += (size_t)n;
         if (cmd)
@@ -159,7 +158,7 @@ static size_t sl_conn_run_resp(sl_conn *c)
             for (size_t i = 0; i < batch.n && !c->closing && !c->out.failed; i++) {
                 off += batch.cmd[i].bytes;
                 if (batch.cmd[i].argc > 0) {
-                    sl_server_dispatch(c, batch.cmd[i].rate, (int)batch.cmd[i].argc,
+                    sl_server_dispatch(c, batch.cmd[i].cmd, (int)batch.cmd[i].argc,
                                        batch.cmd[i].argv);
                     ran++;
                 }
@@ -180,7 +179,8 @@ static size_t sl_conn_run_resp(sl_conn *c)
         }
         off += (size_t)n;
         if (c->req.argc > 0) {
-            sl_server_dispatch(c, NULL, (int)c->req.argc, c->argv);
+            sl_server_dispatch(c, sl_server_command(c->argv[0].ptr, c->argv[0].len),
+                               (int)c->req.argc, c->argv);
             ran++;
         }
     }

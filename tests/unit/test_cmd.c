@@ -141,6 +141,17 @@ Test(cmd, bad_arguments_get_errors_that_name_them)
     cr_assert_str_eq(run("CL.THROTTLE k x 1 1"),
                      "-ERR value is not an integer or out of range\r\n");
     cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 -1"), "-ERR cost must be a non-negative integer\r\n");
+    /* int64's edges: parsed exactly, one past refused as not an integer */
+    const char *not_int = "-ERR value is not an integer or out of range\r\n";
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 -9223372036854775808"),
+                     "-ERR cost must be a non-negative integer\r\n");
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 -9223372036854775809"), not_int);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 9223372036854775808"), not_int);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 99999999999999999999"), not_int);
+    cr_assert_str_neq(run("CL.THROTTLE k 1 1 1 9223372036854775807"), not_int);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 -"), not_int);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 1-"), not_int);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 +1"), not_int);
     cr_assert_str_eq(run("SL.TAKE k 0 60"),
                      "-ERR limit must be a positive integer within the algorithm's maximum\r\n");
     cr_assert_str_eq(run("SL.TAKE k 5 60x"), "-ERR period is not a duration: use seconds, or a "
@@ -282,6 +293,38 @@ Test(cmd, command_names_match_exactly_in_any_case)
     cr_assert_null(sl_command_find(sl_rate_commands, "cl\xabthrottle", 11));
     cr_assert_str_eq(sl_command_find(sl_rate_commands, "SL.TAKEMANY", 11)->name, "sl.takemany");
     cr_assert_str_eq(sl_command_find(sl_rate_commands, "sl.take", 7)->name, "sl.take");
+}
+
+/* The lookup folds case a word at a time: every byte value, at a position
+ * in each word, matches exactly when it is the name's letter in either case. */
+Test(cmd, command_lookup_folds_only_ascii_letters)
+{
+    const sl_command *t = sl_command_find(sl_rate_commands, "cl.throttle", 11);
+    size_t at[] = {0, 7, 8, 10};
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        for (int b = 0; b < 256; b++) {
+            char name[12] = "cl.throttle";
+            char want = name[at[i]];
+            name[at[i]] = (char)b;
+            bool same = b == want || (want >= 'a' && want <= 'z' && b == want - 32);
+            cr_assert_eq(sl_command_find(sl_rate_commands, name, 11) == t, same,
+                         "byte 0x%02x at %zu", b, at[i]);
+        }
+    }
+}
+
+/* Every name fits the table's padded field, lowercase and NUL-terminated. */
+Test(cmd, command_names_fit_their_field)
+{
+    size_t n = 0;
+    for (const sl_command *cmd = sl_rate_commands; cmd->name[0]; cmd++, n++) {
+        size_t len = strnlen(cmd->name, SL_CMD_NAME_MAX);
+        cr_assert_lt(len, SL_CMD_NAME_MAX, "%.16s", cmd->name);
+        for (size_t i = 0; i < len; i++)
+            cr_assert(!(cmd->name[i] >= 'A' && cmd->name[i] <= 'Z'), "%s", cmd->name);
+        cr_assert_eq(sl_command_find(sl_rate_commands, cmd->name, len), cmd, "%s", cmd->name);
+    }
+    cr_assert_gt(n, 5);
 }
 
 /* The keys sluiced prefetches for a pipelined batch: the store keys of the
