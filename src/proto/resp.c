@@ -381,6 +381,78 @@ static int parse_inline(char *buf, size_t len, sl_resp_request *req, const sl_re
     return request_done(req, lf + 1);
 }
 
+/*
+ * The common case in one pass: a whole multibulk command whose count and
+ * lengths have at most 9 digits. Returns its length, or 0 when anything is
+ * otherwise (incomplete, malformed, past a cap, a long header), and the
+ * general parser then answers as it always does. Writes only argv, so a 0
+ * leaves nothing behind.
+ */
+#define FAST_NONE SIZE_MAX
+
+/* The value of a header's digits at p, 1 to 9 of them, canonical, followed
+ * by CR LF, with *used the bytes up to the LF; FAST_NONE otherwise. The
+ * caller has made sure that p[0 .. avail) is readable and avail >= 3, the
+ * least a header's value takes. One and two digits, the usual lengths, are
+ * read without a loop. */
+static inline size_t fast_length(const unsigned char *p, size_t avail, size_t *used)
+{
+    unsigned d0 = p[0] - (unsigned)'0';
+    if (d0 <= 9 && p[1] == '\r') {
+        *used = 3;
+        return p[2] == '\n' ? d0 : FAST_NONE;
+    }
+    if (d0 == 0 || d0 > 9 || avail < 4)
+        return FAST_NONE;
+    unsigned d1 = p[1] - (unsigned)'0';
+    if (d1 <= 9 && p[2] == '\r') {
+        *used = 4;
+        return p[3] == '\n' ? d0 * 10 + d1 : FAST_NONE;
+    }
+    size_t v = d0, i = 1;
+    for (; i < avail && i < 9; i++) {
+        unsigned d = p[i] - (unsigned)'0';
+        if (d > 9)
+            break;
+        v = v * 10 + d;
+    }
+    if (avail - i < 2 || p[i] != '\r' || p[i + 1] != '\n')
+        return FAST_NONE;
+    *used = i + 2;
+    return v;
+}
+
+static size_t parse_multibulk_fast(const char *buf, size_t len, sl_resp_request *req,
+                                   const sl_resp_limits *l)
+{
+    /* Every byte of the command must be in the buffer and within the cap. */
+    const unsigned char *b = (const unsigned char *)buf;
+    size_t max = len < l->max_request_len ? len : l->max_request_len, used;
+    if (max < 4)
+        return 0;
+    size_t count = fast_length(b + 1, max - 1, &used);
+    if (count == FAST_NONE || count == 0 || count > l->max_args)
+        return 0;
+    size_t pos = 1 + used;
+    for (size_t i = 0; i < count; i++) {
+        /* "$0" CR LF CR LF, six bytes, is the shortest argument. */
+        if (max - pos < 6 || b[pos] != '$')
+            return 0;
+        size_t blen = fast_length(b + pos + 1, max - pos - 1, &used);
+        size_t data = pos + 1 + used; /* <= max */
+        if (blen == FAST_NONE || blen > l->max_bulk_len || max - data < blen + 2)
+            return 0;
+        size_t end = data + blen;
+        if (b[end] != '\r' || b[end + 1] != '\n')
+            return 0;
+        req->argv[i].ptr = buf + data;
+        req->argv[i].len = blen;
+        pos = end + 2;
+    }
+    req->argc = count;
+    return pos;
+}
+
 int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_limits *lim)
 {
     sl_resp_limits l = effective_limits(lim, req);
@@ -390,6 +462,13 @@ int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_lim
         l.max_request_len = INT32_MAX - 2;
     if (l.max_inline_len > INT32_MAX - 2)
         l.max_inline_len = INT32_MAX - 2;
+    if (req->st_kind == KIND_NONE && len > 0 && buf[0] == '*') {
+        size_t n = parse_multibulk_fast(buf, len, req, &l);
+        if (n > 0) { /* n <= max_request_len, an int */
+            req->is_inline = 0;
+            return (int)n;
+        }
+    }
     /* A moved or shrunk buffer cannot continue the remembered command. */
     if (req->st_kind != KIND_NONE && (req->st_base != buf || req->st_pos > len || len == 0))
         sl_resp_request_reset(req);
@@ -519,9 +598,9 @@ static size_t int_line_len(int64_t v)
     (!(b)->failed && (most) <= (b)->cap - (b)->len ? (b)->data + (b)->len : reserve((b), (exact)))
 
 /* Writes ":<v>\r\n" at w (room for INT_LINE_MAX bytes); returns its length.
- * The digits go straight into place, back to front; values below 100, the
- * usual ones, without counting them first. This is the CL.THROTTLE reply's
- * inner loop. */
+ * The digits go straight into place; values below 10 000, the usual ones
+ * (a count, seconds), two at a time without counting them first. This is
+ * the CL.THROTTLE reply's inner loop. */
 static inline size_t put_int_line(char *w, int64_t v)
 {
     uint64_t m = i64_mag(v);
@@ -532,8 +611,18 @@ static inline size_t put_int_line(char *w, int64_t v)
     if (m < 10) {
         w[n++] = (char)('0' + m);
     } else if (m < 100) {
-        w[n++] = sl_digit_pairs[m * 2];
-        w[n++] = sl_digit_pairs[m * 2 + 1];
+        memcpy(w + n, sl_digit_pairs + m * 2, 2);
+        n += 2;
+    } else if (m < 10000) {
+        uint32_t hi = (uint32_t)m / 100, lo = (uint32_t)m % 100;
+        if (hi < 10) {
+            w[n++] = (char)('0' + hi);
+        } else {
+            memcpy(w + n, sl_digit_pairs + hi * 2, 2);
+            n += 2;
+        }
+        memcpy(w + n, sl_digit_pairs + lo * 2, 2);
+        n += 2;
     } else {
         n += sl_dec_len(m);
         sl_dec_put(w + n, m);
@@ -694,14 +783,17 @@ int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
 {
     /* The hot reply of sluiced (CL.THROTTLE's five): one reservation for
      * the longest the items can be, then the digits written in place. */
-    size_t head = 3 + sl_dec_len(n);
+    size_t head = n < 10 ? 4 : 3 + sl_dec_len(n);
     if (n > (SIZE_MAX - head) / INT_LINE_MAX)
         return b->failed = 1, -1;
     char *w = RESERVE_UPTO(b, head + n * INT_LINE_MAX, int_array_len(head, v, n));
     if (!w)
         return -1;
     w[0] = '*';
-    sl_dec_put(w + head - 2, n);
+    if (n < 10)
+        w[1] = (char)('0' + n);
+    else
+        sl_dec_put(w + head - 2, n);
     w[head - 2] = '\r';
     w[head - 1] = '\n';
     size_t len = head;
