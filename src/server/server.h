@@ -48,6 +48,11 @@ typedef struct sl_worker {
     bool listening[SL_PROTOS];
     uv_async_t wakeup; /* the main thread asks for shutdown through it */
     uv_timer_t tick;   /* idle timeouts */
+    /* After the reads of a loop iteration have all run, writes the replies
+     * they made, as Redis does before it sleeps: the client gets them
+     * together, and sends its next requests together. */
+    uv_check_t flusher;
+    struct sl_conn *to_flush; /* connections with replies to write, by flush_next */
     pthread_t thread;
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     sl_limit_cache limits;
@@ -128,6 +133,8 @@ typedef struct sl_conn {
     bool closed;    /* uv_close called */
     bool reading;
     bool authed;
+    bool flush_queued; /* on w->to_flush */
+    struct sl_conn *flush_next;
     int proto; /* SL_PROTO_RESP or SL_PROTO_HTTP */
     struct sl_http_conn *http; /* HTTP: the parser's state, allocated on first use */
     char name[64];

@@ -61,6 +61,13 @@ static void sl_conn_close(sl_conn *c)
     if (c->closed)
         return;
     c->closed = true;
+    if (c->flush_queued) {
+        sl_conn **p = &c->w->to_flush;
+        while (*p != c)
+            p = &(*p)->flush_next;
+        *p = c->flush_next;
+        c->flush_queued = false;
+    }
     if (c->prev)
         c->prev->next = c->next;
     else
@@ -190,7 +197,20 @@ static size_t sl_conn_run_resp(sl_conn *c)
     return off;
 }
 
-/* Runs every complete request in the read buffer, then writes the replies. */
+/* Writes the replies, and reads no more while the client owes it reading
+ * them (or the connection is closing). */
+static void sl_conn_flush_now(sl_conn *c)
+{
+    sl_conn_flush(c);
+    if (!c->closed && c->reading && (c->closing || c->out.len > SL_OUTPUT_PAUSE)) {
+        uv_read_stop((uv_stream_t *)&c->handle);
+        c->reading = false;
+    }
+}
+
+/* Runs every complete request in the read buffer; its replies are written
+ * at the end of the loop iteration (sl_worker_flush), or at once when the
+ * connection closes or owes a lot. */
 static void sl_conn_process(sl_conn *c)
 {
     size_t off = c->proto == SL_PROTO_HTTP ? sl_http_serve(c) : sl_conn_run_resp(c);
@@ -205,10 +225,24 @@ static void sl_conn_process(sl_conn *c)
         c->rlen -= off;
         sl_resp_request_reset(&c->req);
     }
-    sl_conn_flush(c);
-    if (!c->closed && c->reading && (c->closing || c->out.len > SL_OUTPUT_PAUSE)) {
-        uv_read_stop((uv_stream_t *)&c->handle);
-        c->reading = false;
+    if (c->closing || c->out.len > SL_OUTPUT_PAUSE) {
+        sl_conn_flush_now(c);
+    } else if (c->out.len > 0 && !c->flush_queued) {
+        c->flush_queued = true;
+        c->flush_next = c->w->to_flush;
+        c->w->to_flush = c;
+    }
+}
+
+/* The worker's check phase, after the iteration's reads: their replies. */
+static void sl_worker_flush(uv_check_t *h)
+{
+    sl_worker *w = h->data;
+    while (w->to_flush) {
+        sl_conn *c = w->to_flush;
+        w->to_flush = c->flush_next;
+        c->flush_queued = false;
+        sl_conn_flush_now(c);
     }
 }
 
@@ -454,6 +488,7 @@ static void sl_worker_finish(sl_worker *w, int64_t now)
         uv_timer_stop(&w->tick);
         uv_close((uv_handle_t *)&w->tick, NULL);
         uv_close((uv_handle_t *)&w->wakeup, NULL);
+        uv_close((uv_handle_t *)&w->flusher, NULL);
     }
 }
 
@@ -552,6 +587,10 @@ int sl_workers_start(sl_server *srv)
         uv_timer_init(&w->loop, &w->tick);
         w->tick.data = w;
         uv_timer_start(&w->tick, sl_worker_tick, 1000, 1000);
+        uv_check_init(&w->loop, &w->flusher);
+        w->flusher.data = w;
+        uv_check_start(&w->flusher, sl_worker_flush);
+        uv_unref((uv_handle_t *)&w->flusher); /* keeps no loop alive */
         static const uv_connection_cb on_accept[SL_PROTOS] = {sl_on_resp_connection,
                                                               sl_on_http_connection};
         const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
