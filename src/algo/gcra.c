@@ -62,11 +62,12 @@ sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool c
     sl_gcra_state *s = state;
     int64_t t = s->tat, f = s->frac;
 
-    if (__builtin_expect(l->den == 1 && cost == 1 && !(l->flags & SL_LIMIT_CELL), 1)) {
+    if (__builtin_expect(l->den == 1 && cost == 1, 1)) {
         /* The common case, a rate that is a whole number of nanoseconds
-         * apart and a take of one: the same decision without fractions.
-         * (With den 1 every fraction is 0; a state written under another
-         * rate is read with its fraction dropped, as below.) */
+         * apart and a take of one (CL.THROTTLE's always is): the same
+         * decision without fractions. (With den 1 every fraction is 0; a
+         * state written under another rate is read with its fraction
+         * dropped, as below.) */
         int64_t debt = t > now ? t - now : 0;
         if (debt > l->tolerance_ns)
             debt = l->tolerance_ns;
@@ -85,7 +86,10 @@ sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool c
             d->retry_after_ns = after - l->tolerance_ns;
         }
         d->reset_after_ns = debt;
-        d->remaining = l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
+        if (l->flags & SL_LIMIT_CELL)
+            d->remaining = sl_cell_remaining(l, debt);
+        else
+            d->remaining = l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
         return;
     }
 

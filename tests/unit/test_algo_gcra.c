@@ -122,6 +122,47 @@ static int64_t random_step(test_rng *r, const sl_limit *l)
     }
 }
 
+/* A take of one under a CL.THROTTLE limit goes the whole-nanosecond path,
+ * any other cost the general one: both give redis-cell's remaining and the
+ * same reset. Checked by peeking (cost 0, the general path) right after
+ * each take, when the state is the one the take saw or left. */
+Test(gcra, cell_takes_of_one_agree_with_the_general_path)
+{
+    test_rng r = {7};
+    for (int trial = 0; trial < 300; trial++) {
+        sl_limit l;
+        int64_t burst = test_range(&r, 0, 60), count = test_range(&r, 1, 1000);
+        int64_t period = test_range(&r, 1, 3600);
+        if (sl_limit_init_cell(&l, burst, count, period) != SL_OK)
+            continue;
+        int64_t st[2] = {0, 0};
+        int64_t now = test_range(&r, 0, NS_PER_SEC);
+        for (int i = 0; i < 200; i++) {
+            now += random_step(&r, &l);
+            sl_decision take, peek;
+            cr_assert_eq(sl_take(&l, st, now, 1, &take), SL_OK);
+            cr_assert_eq(sl_peek(&l, st, now, 0, &peek), SL_OK);
+            cr_assert_eq(take.remaining, peek.remaining, "trial %d step %d", trial, i);
+            cr_assert_eq(take.reset_after_ns, peek.reset_after_ns, "trial %d step %d", trial, i);
+            cr_assert_geq(take.remaining, 0);
+            cr_assert_leq(take.remaining, l.burst);
+        }
+    }
+    /* Where redis-cell's remaining (in whole microseconds) differs from
+     * the exact one: 7 per second, T = 142 857 142 ns; after two takes,
+     * a third T - 1 ns later leaves a debt of 2T + 1, and redis-cell says
+     * (7T - 2T - 1) / 1000 / 142 857 = 5 where the exact count is 4. */
+    sl_limit l;
+    cr_assert_eq(sl_limit_init_cell(&l, 6, 7, 1), SL_OK);
+    int64_t st[2] = {0, 0}, t0 = NS_PER_SEC, T = NS_PER_SEC / 7;
+    sl_decision d;
+    sl_take(&l, st, t0, 1, &d);
+    sl_take(&l, st, t0, 1, &d);
+    cr_assert_eq(sl_take(&l, st, t0 + T - 1, 1, &d), SL_OK);
+    cr_assert(d.allowed);
+    cr_assert_eq(d.remaining, 5);
+}
+
 Test(gcra, agrees_with_token_bucket_on_every_decision)
 {
     test_rng r = {42};
