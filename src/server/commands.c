@@ -71,8 +71,8 @@ static int ex_release(void *ex, const sl_resp_slice *key, const sl_limit *l, uin
     return sl_store_release(w->srv->store, key->ptr, key->len, l, w->now, id);
 }
 
-static const sl_exec_ops sl_store_exec = {ex_take,  ex_peek,    ex_take_many,
-                                          ex_reset, ex_acquire, ex_release};
+const sl_exec_ops sl_worker_exec = {ex_take,  ex_peek,    ex_take_many,
+                                    ex_reset, ex_acquire, ex_release};
 
 /* ---- connection commands ---- */
 
@@ -439,7 +439,7 @@ void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl
     sl_cmd_ctx ctx = {
         .reply = &sl_resp_reply_sink,
         .sink = &conn->out,
-        .exec = &sl_store_exec,
+        .exec = &sl_worker_exec,
         .ex = conn->w,
         .lease_key = srv->lease_key,
         .limit_cache = &conn->w->limits,

@@ -114,27 +114,25 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
         run->n = chk->n;
     }
 
+    const sl_exec_ops *ex = &sl_worker_exec;
     if (peek) {
         /* HEAD is safe (RFC 9110): it says what GET would answer, and
          * consumes nothing. Each limit is asked on its own. */
         rc = SL_OK;
         for (size_t i = 0; i < run->n && rc == SL_OK; i++) {
-            rc = sl_store_peek(srv->store, items[i].key, items[i].keylen, items[i].limit, w->now,
-                               items[i].cost, &run->decisions[i]);
+            sl_resp_slice k = {items[i].key, items[i].keylen};
+            rc = ex->peek(w, &k, items[i].limit, items[i].cost, &run->decisions[i]);
             if (rc == SL_OK && !run->decisions[i].allowed && run->rejected_by < 0)
                 run->rejected_by = (int)i;
         }
     } else if (run->n == 1) {
-        rc = sl_store_take(srv->store, items[0].key, items[0].keylen, items[0].limit, w->now,
-                           items[0].cost, &run->decisions[0]);
+        sl_resp_slice k = {items[0].key, items[0].keylen};
+        rc = ex->take(w, &k, items[0].limit, items[0].cost, &run->decisions[0]);
         run->rejected_by = rc == SL_OK && !run->decisions[0].allowed ? 0 : -1;
     } else {
-        rc = sl_store_take_many(srv->store, items, run->n, w->now, run->decisions,
-                                &run->rejected_by);
+        rc = ex->take_many(w, items, run->n, run->decisions, &run->rejected_by);
     }
     if (rc != SL_OK) {
-        if (rc == SL_ERR_NOMEM)
-            sl_counter_add(&w->metrics.store_errors, 1);
         sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), NULL);
         return false;
     }

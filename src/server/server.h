@@ -101,6 +101,10 @@ int sl_workers_start(sl_server *srv);
  * waits for them. */
 void sl_workers_stop(sl_server *srv);
 
+/* commands.c: the store at the worker's clock, for both faces (ex: the
+ * sl_worker); store errors are counted for /metrics here. */
+extern const sl_exec_ops sl_worker_exec;
+
 /* commands.c: the command sluiced runs for a name (a rate command or a
  * connection command), or NULL. */
 const sl_command *sl_server_command(const char *name, size_t len);
