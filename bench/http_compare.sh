@@ -43,29 +43,14 @@ SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 CONNS=${CONNS:-50}
 ROUNDS=${ROUNDS:-3}
-for tool in nginx wrk taskset curl pgrep; do
-  command -v "$tool" >/dev/null || { echo "http_compare: $tool is missing (apt-get install nginx wrk curl procps)" >&2; exit 2; }
-done
-[ -x "$SLUICED" ] || { echo "http_compare: $SLUICED is not built (make)" >&2; exit 2; }
-[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || { echo "http_compare: ROUNDS must be a positive integer" >&2; exit 2; }
+BENCH_NAME=http_compare
+. bench/lib.sh
+bench_need nginx wrk taskset curl pgrep
+[ -x "$SLUICED" ] || bench_fail "$SLUICED is not built (make)"
+[[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || bench_fail "ROUNDS must be a positive integer"
+bench_workdir
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; rm -rf "$work"; }
-trap cleanup EXIT
-
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() { for _ in $(seq 200); do curl -s -o /dev/null "$1" && return 0; sleep 0.05; done; echo "no answer from $1" >&2; exit 1; }
-
-# CPU time (user + system, all threads) of a process and its children, in clock ticks.
-cpu_ticks() { # pid
-  local p total=0
-  for p in "$1" $(pgrep -P "$1" || true); do
-    total=$((total + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat")))
-  done
-  echo "$total"
-}
-CLK_TCK=$(getconf CLK_TCK)
 
 SL_PORT=$(free_port); SL_HTTP=$(free_port); NG_PORT=$(free_port)
 taskset -c "$SERVER_CPU" "$SLUICED" --port "$SL_PORT" --http-port "$SL_HTTP" --threads 1 \

@@ -37,25 +37,13 @@ LUA_ARGS=(100 100 3600000 1)     # capacity, tokens per period, period_ms, cost
 CELL_ARGS_MEM=(99 100 86400)
 LUA_ARGS_MEM=(100 100 86400000 1)
 
-for tool in "$REDIS_SERVER" redis-benchmark redis-cli taskset python3; do
-  command -v "$tool" >/dev/null || { echo "module_compare: $tool not found (scripts/deps.sh)" >&2; exit 1; }
-done
-[[ -f $MODULE ]] || { echo "module_compare: $MODULE not built (make)" >&2; exit 1; }
+BENCH_NAME=module_compare
+. bench/lib.sh
+bench_need "$REDIS_SERVER" redis-benchmark redis-cli taskset pgrep python3
+[[ -f $MODULE ]] || bench_fail "$MODULE not built (make)"
 MODULE=$(realpath "$MODULE")
-(($(nproc) >= 2)) || { echo "module_compare: needs 2 cores (server and load generator apart)" >&2; exit 1; }
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
+(($(nproc) >= 2)) || bench_fail "needs 2 cores (server and load generator apart)"
+bench_workdir
 
 start_redis() {
   PORT=$(free_port)
@@ -64,18 +52,12 @@ start_redis() {
     --loadmodule "$MODULE" &
   PID=$!
   pids+=("$PID")
-  for _ in $(seq 1 200); do
-    kill -0 "$PID" 2>/dev/null || { echo "module_compare: redis-server exited:" >&2; tail "$work/redis.log" >&2; exit 1; }
-    [[ $(redis-cli -p "$PORT" PING 2>/dev/null) == PONG ]] && break
-    sleep 0.05
-  done
+  wait_ping "$PORT" "$PID" "$work/redis.log"
   SHA_TB=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat bench/lua/token_bucket.lua)")
   SHA_CELL=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat src/redis_module/lua/cell.lua)")
   [[ $SHA_TB =~ ^[0-9a-f]{40}$ && $SHA_CELL =~ ^[0-9a-f]{40}$ ]] ||
     { echo "module_compare: SCRIPT LOAD failed" >&2; exit 1; }
 }
-
-stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 used_memory() { redis-cli -p "$PORT" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 

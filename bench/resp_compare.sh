@@ -45,40 +45,12 @@ LUA_ARGS=(100 100 3600000 1)            # capacity, tokens per period, period_ms
 CELL_ARGS_RSS=(99 100 86400)
 LUA_ARGS_RSS=(100 100 86400000 1)
 
-for tool in "$REDIS_SERVER" redis-benchmark redis-cli taskset python3; do
-  command -v "$tool" >/dev/null || { echo "resp_compare: $tool not found (scripts/deps.sh)" >&2; exit 1; }
-done
-[[ -x $SLUICED ]] || { echo "resp_compare: $SLUICED not built (make)" >&2; exit 1; }
-ncpu=$(nproc)
-if ((ncpu < 2)); then
-  echo "resp_compare: needs 2 cores (server and load generator pinned apart); this machine has $ncpu" >&2
-  exit 1
-fi
-
-work=$(mktemp -d)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
-}
-
-wait_ping() { # port pid
-  for _ in $(seq 1 200); do
-    kill -0 "$2" 2>/dev/null || { echo "resp_compare: server on port $1 exited" >&2; return 1; }
-    [[ $(redis-cli -p "$1" PING 2>/dev/null) == PONG ]] && return 0
-    sleep 0.05
-  done
-  echo "resp_compare: no PONG on port $1 within 10 s" >&2
-  return 1
-}
-
-rss_kb() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+BENCH_NAME=resp_compare
+. bench/lib.sh
+bench_need "$REDIS_SERVER" redis-benchmark redis-cli taskset pgrep python3
+[[ -x $SLUICED ]] || bench_fail "$SLUICED not built (make)"
+(($(nproc) >= 2)) || bench_fail "needs 2 cores (server and load generator pinned apart); this machine has $(nproc)"
+bench_workdir
 
 start_sluiced() {
   SL_PORT=$(free_port)
@@ -99,15 +71,6 @@ start_redis() {
   SHA=$(redis-cli -p "$RD_PORT" SCRIPT LOAD "$(cat bench/lua/token_bucket.lua)")
   [[ $SHA =~ ^[0-9a-f]{40}$ ]] || { echo "resp_compare: SCRIPT LOAD failed: $SHA" >&2; exit 1; }
 }
-
-stop() { # pid
-  kill "$1" 2>/dev/null || true
-  wait "$1" 2>/dev/null || true
-}
-
-# CPU time (user + system, all threads) a process has used, in clock ticks.
-cpu_ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
-CLK_TCK=$(getconf CLK_TCK)
 
 # One redis-benchmark run; prints "rps p50 p99 cpu" (latencies in ms; cpu: the server's
 # CPU time per request in microseconds, which a busy machine disturbs far less than the
