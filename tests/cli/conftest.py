@@ -9,31 +9,18 @@ Run: /usr/bin/python3 -m pytest -q tests/cli
 """
 
 import os
-import signal
 import socket
 import subprocess
+import sys
 import tempfile
-import time
 
 import pytest
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                   "SUMMARY: UndefinedBehaviorSanitizer")
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from harness import ROOT, SANITIZER_MARKS, ServerProcess, binary, free_port  # noqa: E402,F401
 
 
-def _binary(env, name):
-    p = os.environ.get(env)
-    if p:
-        return p if os.path.isabs(p) else os.path.join(ROOT, p)
-    for cand in ("build/asan/bin/" + name, "build/bin/" + name):
-        full = os.path.join(ROOT, cand)
-        if os.access(full, os.X_OK):
-            return full
-    return os.path.join(ROOT, "build/bin/" + name)
-
-
-SLUICE = _binary("SLUICE", "sluice")
+SLUICE = binary("SLUICE", "sluice")
 
 
 def run(*args, check=None, timeout=120, cwd=None):
@@ -75,52 +62,36 @@ def parse_table(out):
     return rows
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class Sluiced(ServerProcess):
+    name = "sluiced"
 
-
-def _ping(port):
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1.0) as s:
-            s.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return s.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-class Sluiced:
     def __init__(self, http=False):
+        super().__init__()
         self.http = http
         self.http_port = 0
-        self.binary = _binary("SLUICED", "sluiced")
+        self.binary = binary("SLUICED", "sluiced")
         self.dir = tempfile.mkdtemp(prefix="sluice-cli-")
-        self.proc = None
-        self.port = None
         self.err = os.path.join(self.dir, "sluiced.stderr")
+
+    def argv(self):
+        return [self.binary, "--port", str(self.port), "--http-port", str(self.http_port),
+                "--threads", "2", "--bind", "127.0.0.1"]
+
+    def spawn(self):
+        self.http_port = free_port() if self.http else 0
+        with open(self.err, "wb") as e:
+            return subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=e, stderr=e,
+                                    cwd=self.dir)
 
     def start(self):
         if not os.access(self.binary, os.X_OK):
             pytest.fail("sluiced is not built: %s" % self.binary)
-        for _ in range(3):
-            self.port = free_port()
-            self.http_port = free_port() if self.http else 0
-            with open(self.err, "wb") as e:
-                self.proc = subprocess.Popen(
-                    [self.binary, "--port", str(self.port), "--http-port", str(self.http_port),
-                     "--threads", "2",
-                     "--bind", "127.0.0.1"], stdin=subprocess.DEVNULL, stdout=e, stderr=e,
-                    cwd=self.dir)
-            deadline = time.monotonic() + 20
-            while time.monotonic() < deadline and self.proc.poll() is None:
-                if _ping(self.port):
-                    return self
-                time.sleep(0.02)
-            if self.proc.poll() is None:
-                self.stop(check=False)
-                break
-        pytest.fail("sluiced did not start; stderr:\n" + self.stderr())
+        return super().start()
+
+    def ping(self):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(64).startswith(b"+PONG")
 
     def stderr(self):
         try:
@@ -129,17 +100,13 @@ class Sluiced:
         except OSError:
             return ""
 
+    output = stderr
+
     def stop(self, check=True):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(timeout=10)
+        status, killed = self.terminate()
         if check:
             err = self.stderr()
-            assert self.proc.returncode == 0, err
+            assert status == 0 and not killed, err
             for mark in SANITIZER_MARKS:
                 assert mark not in err, err
 

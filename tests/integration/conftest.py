@@ -12,57 +12,38 @@ build/bin/sluiced. Run: /usr/bin/python3 -m pytest -q tests/integration
 
 import os
 import shutil
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
-from respclient import Conn, Error, Closed, TimedOut  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "lib"))
+from respclient import Conn, Error  # noqa: E402
+from harness import (ROOT, SANITIZER_MARKS, ServerProcess, binary, failed, free_port,  # noqa: E402,F401
+                     pytest_runtest_makereport)
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 START_TIMEOUT = 20.0  # a sanitizer build starts slower
 STOP_TIMEOUT = 15.0   # SIGTERM: finish in-flight work, write the snapshot, exit
-SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
-                   "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
 
 
-def sluiced_path():
-    env = os.environ.get("SLUICED")
-    if env:
-        return env if os.path.isabs(env) else os.path.join(ROOT, env)
-    for p in ("build/asan/bin/sluiced", "build/bin/sluiced"):
-        full = os.path.join(ROOT, p)
-        if os.access(full, os.X_OK):
-            return full
-    return os.path.join(ROOT, "build/bin/sluiced")
-
-
-def free_port():
-    """A port nobody listens on now: bind port 0, read it, close. (A tiny race with
-    other processes remains; Sluiced.start retries on a failed start.)"""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Sluiced:
+class Sluiced(ServerProcess):
     """One sluiced process."""
 
+    name = "sluiced"
+    start_timeout = START_TIMEOUT
+    stop_timeout = STOP_TIMEOUT
+
     def __init__(self, args=(), password=None, workdir=None):
-        self.binary = sluiced_path()
+        super().__init__()
+        self.binary = binary("SLUICED", "sluiced")
         self.extra = list(args)
         self.password = password
         if password is not None:
             self.extra += ["--requirepass", password]
         self.workdir = workdir or tempfile.mkdtemp(prefix="sluiced-it-")
-        self.proc = None
-        self.port = None
         self.host = "127.0.0.1"
         self.stderr_path = None
         self.returncode = None
@@ -92,41 +73,20 @@ class Sluiced:
         self.returncode = None
         return self
 
+    def spawn(self):
+        return self.launch(self.port).proc
+
     def start(self, port=None):
         if not os.access(self.binary, os.X_OK):
             pytest.fail("sluiced is not built: %s (run make; or set SLUICED=path)" % self.binary)
-        last = ""
-        for attempt in range(3):
-            self.launch(port)
-            if self.wait_ready():
-                return self
-            last = self.stderr()
-            if self.proc.poll() is None:
-                self.kill()
-                pytest.fail("sluiced did not answer PING within %.0fs on port %d; stderr:\n%s"
-                            % (START_TIMEOUT, self.port, last))
-            if port is not None or "in use" not in last.lower():
-                break  # retry elsewhere only when the free port was taken meanwhile
-        pytest.fail("sluiced exited during start-up (status %s); argv %s; stderr:\n%s"
-                    % (self.proc.returncode, self.argv(), last))
+        return super().start(port)
 
-    def wait_ready(self):
-        """True once PING answers; False if the process exited or START_TIMEOUT passed."""
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                with Conn(self.host, self.port, timeout=2.0) as c:
-                    c.send_command("PING")
-                    r = c.read_reply()
-                    # With --requirepass a PING answers NOAUTH: the server is up all the same.
-                    if r == "PONG" or (isinstance(r, Error) and r.code == "NOAUTH"):
-                        return True
-            except (OSError, Closed, TimedOut):
-                pass
-            time.sleep(0.02)
-        return False
+    def ping(self):
+        with Conn(self.host, self.port, timeout=2.0) as c:
+            c.send_command("PING")
+            r = c.read_reply()
+            # With --requirepass a PING answers NOAUTH: the server is up all the same.
+            return r == "PONG" or (isinstance(r, Error) and r.code == "NOAUTH")
 
     def stderr(self):
         try:
@@ -135,35 +95,23 @@ class Sluiced:
         except (OSError, TypeError):
             return ""
 
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+    output = stderr
 
     def stop(self, check=True):
         """SIGTERM by PID; SIGKILL after STOP_TIMEOUT. Returns the exit status. With check,
         asserts a clean exit 0 and no sanitizer report."""
         if self.proc is None:
             return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.kill()
-                if check:
-                    pytest.fail("sluiced did not exit within %.0fs of SIGTERM (killed); stderr:\n%s"
-                                % (STOP_TIMEOUT, self.stderr()))
-        self.returncode = self.proc.returncode
+        self.returncode, killed = self.terminate()
         if check:
             err = self.stderr()
+            if killed:
+                pytest.fail("sluiced did not exit within %.0fs of SIGTERM (killed); stderr:\n%s"
+                            % (STOP_TIMEOUT, err))
             assert self.returncode == 0, "sluiced exited %s on SIGTERM; stderr:\n%s" % (self.returncode, err)
             for mark in SANITIZER_MARKS:
                 assert mark not in err, "sanitizer report in sluiced's stderr:\n%s" % err
         return self.returncode
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     # -- clients
     def conn(self, timeout=5.0, auth=True):
@@ -196,21 +144,6 @@ class Sluiced:
             assert c.call("PING") == "PONG"
 
 
-@pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    setattr(item, "rep_" + rep.when, rep)
-
-
-def _failed(request):
-    for when in ("setup", "call"):
-        rep = getattr(request.node, "rep_" + when, None)
-        if rep is not None and rep.failed:
-            return True
-    return False
-
-
 def _report_stderr(servers, title):
     for s in servers:
         text = s.stderr()
@@ -236,7 +169,7 @@ def server(request):
 @pytest.fixture(autouse=True)
 def _server_stderr_on_failure(request):
     yield
-    if _failed(request) and "server" in request.fixturenames:
+    if failed(request.node) and "server" in request.fixturenames:
         _report_stderr([request.getfixturevalue("server")], request.node.name)
 
 
@@ -252,7 +185,7 @@ def make_server(request, tmp_path):
         return s.start() if start else s
 
     yield make
-    if _failed(request):
+    if failed(request.node):
         _report_stderr(started, request.node.name)
     errors = []
     for s in started:

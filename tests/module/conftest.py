@@ -9,12 +9,10 @@ build/lib/sluice-redis.so (what `make` builds). Run: make test-module, or
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 import uuid
 
 import pytest
@@ -24,6 +22,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "integration"))  # respclient: RESP3 replies
 sys.path.insert(0, os.path.join(ROOT, "tests", "testdata"))     # command_cases
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))          # harness
+from harness import ServerProcess, failed, free_port, pytest_runtest_makereport  # noqa: E402,F401
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 20.0
 
@@ -31,12 +31,6 @@ STOP_TIMEOUT = 20.0
 def module_path():
     p = os.environ.get("SLUICE_MODULE", "build/lib/sluice-redis.so")
     return p if os.path.isabs(p) else os.path.join(ROOT, p)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cluster_port():
@@ -54,17 +48,20 @@ def cluster_port():
     pytest.fail("no free port pair for a cluster node")
 
 
-class RedisServer:
+class RedisServer(ServerProcess):
     """One redis-server process with the module loaded."""
 
+    name = "redis-server"
+    start_timeout = START_TIMEOUT
+    stop_timeout = STOP_TIMEOUT
+
     def __init__(self, workdir, args=(), module=True, module_args=()):
+        super().__init__()
         self.workdir = workdir
         os.makedirs(workdir, exist_ok=True)
         self.args = list(args)
         self.module = module
         self.module_args = list(module_args)
-        self.port = None
-        self.proc = None
         self.log_path = os.path.join(workdir, "redis.log")
 
     def argv(self):
@@ -76,47 +73,24 @@ class RedisServer:
         return a + self.args
 
     def start(self, port=None, expect_ready=True):
+        """Starts on `port`, else on the port it had (a restart), else a free one."""
         if self.module and not os.path.exists(module_path()):
             pytest.fail("the module is not built: %s (run make)" % module_path())
-        for attempt in range(3):
-            self.port = port or self.port or free_port()
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
-                                         stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
-                                         cwd=self.workdir)
-            if not expect_ready:
-                return self
-            if self.wait_ready():
-                return self
-            if self.proc.poll() is None:
-                self.kill()
-                pytest.fail("redis-server did not answer PING in %.0fs; log:\n%s"
-                            % (START_TIMEOUT, self.log()))
-            if port is not None or "Address already in use" not in self.log():
-                break
-            self.port = None
-        pytest.fail("redis-server exited at start (status %s); argv %s; log:\n%s"
-                    % (self.proc.returncode, self.argv(), self.log()))
+        return super().start(port or self.port, expect_ready)
 
-    def wait_ready(self):
-        deadline = time.monotonic() + START_TIMEOUT
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                return False
-            try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2,
-                                socket_connect_timeout=2)
-                try:
-                    if c.ping():
-                        # loading an RDB or AOF answers LOADING until done
-                        return True
-                finally:
-                    c.close()
-            except redis.exceptions.BusyLoadingError:
-                pass
-            except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, OSError):
-                pass
-            time.sleep(0.02)
-        return False
+    def spawn(self):
+        return subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                                cwd=self.workdir)
+
+    def ping(self):
+        # loading an RDB or AOF answers LOADING (an exception) until done
+        c = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=2,
+                        socket_connect_timeout=2)
+        try:
+            return c.ping()
+        finally:
+            c.close()
 
     def log(self):
         try:
@@ -125,26 +99,12 @@ class RedisServer:
         except OSError:
             return ""
 
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+    output = log
 
     def stop(self):
         """SIGTERM by PID (Redis then writes its RDB if saving is on, flushes the AOF);
         SIGKILL after STOP_TIMEOUT. Returns the exit status."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.kill()
-        return self.proc.returncode
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
+        return self.terminate()[0]
 
     def client(self, **kw):
         kw.setdefault("socket_timeout", 10)
@@ -162,18 +122,6 @@ class RedisServer:
     def cli(self, *args, timeout=30):
         return subprocess.run(["redis-cli", "-h", "127.0.0.1", "-p", str(self.port)] +
                               [str(a) for a in args], capture_output=True, timeout=timeout)
-
-
-@pytest.hookimpl(tryfirst=True, hookwrapper=True)
-def pytest_runtest_makereport(item, call):
-    outcome = yield
-    rep = outcome.get_result()
-    setattr(item, "rep_" + rep.when, rep)
-
-
-def _failed(node):
-    return any(getattr(node, "rep_" + w, None) is not None and getattr(node, "rep_" + w).failed
-               for w in ("setup", "call"))
 
 
 @pytest.fixture(scope="module")
@@ -198,7 +146,7 @@ def make_server(request, tmp_path):
         return s.start() if start else s
 
     yield make
-    if _failed(request.node):
+    if failed(request.node):
         for s in started:
             sys.stderr.write("---- redis-server %s log ----\n%s\n" % (s.workdir, s.log()))
     for s in started:

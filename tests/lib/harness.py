@@ -1,0 +1,132 @@
+"""What the pytest harnesses share (tests/integration: sluiced; tests/module: redis-server
+with the module): free ports, a server process started on one and stopped by PID, and
+knowing whether a test failed (so that its servers' output is shown).
+
+A harness imports this module from its conftest.py (the conftest puts tests/lib on
+sys.path) and re-exports pytest_runtest_makereport, which pytest only looks for there.
+"""
+
+import os
+import signal
+import socket
+import subprocess
+import time
+
+import pytest
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+# What a sanitizer writes when it finds something: a server or tool whose output has
+# one of these failed, whatever its exit status.
+SANITIZER_MARKS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:",
+                   "ThreadSanitizer", "SUMMARY: UndefinedBehaviorSanitizer")
+
+
+def binary(env, name):
+    """A built program: $env when set (relative to the repository root), else
+    build/asan/bin/NAME (the sanitizers watch it), else build/bin/NAME."""
+    p = os.environ.get(env)
+    if p:
+        return p if os.path.isabs(p) else os.path.join(ROOT, p)
+    for cand in ("build/asan/bin/" + name, "build/bin/" + name):
+        full = os.path.join(ROOT, cand)
+        if os.access(full, os.X_OK):
+            return full
+    return os.path.join(ROOT, "build/bin/" + name)
+
+
+def free_port():
+    """A port nobody listens on now: bind port 0, read it, close. (A tiny race with
+    other processes remains; ServerProcess.start retries on a failed start.)"""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.hookimpl(tryfirst=True, hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """Keeps each phase's report on the test item: rep_setup, rep_call, rep_teardown."""
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, "rep_" + rep.when, rep)
+
+
+def failed(node):
+    """Did the test's setup or body fail (with pytest_runtest_makereport in force)?"""
+    for when in ("setup", "call"):
+        rep = getattr(node, "rep_" + when, None)
+        if rep is not None and rep.failed:
+            return True
+    return False
+
+
+class ServerProcess:
+    """A server process on a free 127.0.0.1 port, stopped by PID.
+
+    A subclass gives name, start_timeout, stop_timeout, and:
+      argv()          the command line for self.port
+      ping()          True once the server answers (exceptions count as not yet)
+      output()        what the process wrote (its stderr, or its log file)
+      spawn()         starts the process for self.port and returns the Popen
+    """
+
+    name = "server"
+    start_timeout = 20.0
+    stop_timeout = 15.0
+
+    def __init__(self):
+        self.proc = None
+        self.port = None
+
+    def start(self, port=None, expect_ready=True):
+        """Starts on `port`, or a free one (then once more elsewhere if another process
+        took it meanwhile), and waits for ping(); fails the test if it never answers."""
+        for _ in range(3):
+            self.port = port or free_port()
+            self.proc = self.spawn()
+            if not expect_ready or self.wait_ready():
+                return self
+            if self.proc.poll() is None:
+                self.kill()
+                pytest.fail("%s did not answer within %.0fs on port %d; output:\n%s"
+                            % (self.name, self.start_timeout, self.port, self.output()))
+            if port is not None or "in use" not in self.output().lower():
+                break
+        pytest.fail("%s exited during start-up (status %s); argv %s; output:\n%s"
+                    % (self.name, self.proc.returncode, self.argv(), self.output()))
+
+    def wait_ready(self):
+        """True once ping() does; False if the process exited or start_timeout passed."""
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                if self.ping():
+                    return True
+            except Exception:  # not listening yet, loading, ...
+                pass
+            time.sleep(0.02)
+        return False
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+
+    def terminate(self):
+        """SIGTERM by PID, SIGKILL after stop_timeout. Returns (status, killed)."""
+        if self.proc is None:
+            return None, False
+        killed = False
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=self.stop_timeout)
+            except subprocess.TimeoutExpired:
+                self.kill()
+                killed = True
+        return self.proc.returncode, killed
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
