@@ -24,31 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "proto/http.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                  \
-        }                                                                             \
-    } while (0)
 
 #define HDR_CAP 64
 
 static sl_http_header hdr_a[HDR_CAP], hdr_b[HDR_CAP];
-
-/* An exact-size heap copy, so that ASan sees any read past the end. */
-static char *copy_of(const uint8_t *p, size_t n)
-{
-    char *c = malloc(n ? n : 1);
-    CHECK(c);
-    if (n)
-        memcpy(c, p, n);
-    return c;
-}
 
 static bool inside(sl_http_slice s, const char *base, size_t n)
 {

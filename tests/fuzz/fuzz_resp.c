@@ -23,31 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 #include "proto/resp.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                  \
-        }                                                                             \
-    } while (0)
 
 #define ARGV_CAP 4096
 
 static sl_resp_slice argv_a[ARGV_CAP], argv_b[ARGV_CAP];
-
-/* An exact-size heap copy, so that ASan sees any read past the end. */
-static char *copy_of(const uint8_t *p, size_t n)
-{
-    char *c = malloc(n ? n : 1);
-    CHECK(c);
-    if (n)
-        memcpy(c, p, n);
-    return c;
-}
 
 static void check_error_text(const char *e)
 {

@@ -16,19 +16,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
 /* The CLI is not a library: its two files are compiled into the target. */
 #include "../../src/cli/traffic.c"
 #include "../../src/cli/util.c"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-#define CHECK(cond)                                                                   \
-    do {                                                                              \
-        if (!(cond)) {                                                                \
-            fprintf(stderr, "CHECK failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-            abort();                                                                  \
-        }                                                                             \
-    } while (0)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
