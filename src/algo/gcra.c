@@ -52,46 +52,15 @@ static int64_t sl_cell_remaining(const sl_limit *l, int64_t debt_ns)
     return (int64_t)sl_divide(&l->by_cell_interval_us, next_us);
 }
 
-/* GCRA's decision; with `queue`, an admitted request is also told how long
- * to wait for its turn (the leaky bucket as a queue). Inlined into both takes
- * below, so that each is one call with the `queue` branch folded away. */
-static inline __attribute__((always_inline)) void
-sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit, bool queue,
-               sl_decision *d)
+/* GCRA's decision in general: any cost, and an emission interval with a
+ * fraction of a nanosecond. With `queue`, an admitted request is also told
+ * how long to wait for its turn (the leaky bucket as a queue). Out of line:
+ * the common case below then needs few registers. */
+static __attribute__((noinline)) void sl_gcra_decide_general(const sl_limit *l, sl_gcra_state *s,
+                                                             int64_t now, int64_t cost, bool commit,
+                                                             bool queue, sl_decision *d)
 {
-    sl_gcra_state *s = state;
     int64_t t = s->tat, f = s->frac;
-
-    if (__builtin_expect(l->den == 1 && cost == 1, 1)) {
-        /* The common case, a rate that is a whole number of nanoseconds
-         * apart and a take of one (CL.THROTTLE's always is): the same
-         * decision without fractions. (With den 1 every fraction is 0; a
-         * state written under another rate is read with its fraction
-         * dropped, as below.) */
-        int64_t debt = t > now ? t - now : 0;
-        if (debt > l->tolerance_ns)
-            debt = l->tolerance_ns;
-        int64_t after = debt + l->interval_ns;
-        d->limit = l->burst;
-        d->allowed = after <= l->tolerance_ns;
-        if (d->allowed) {
-            if (queue)
-                d->delay_ns = debt;
-            if (commit) {
-                s->tat = now + after;
-                s->frac = 0;
-            }
-            debt = after;
-        } else {
-            d->retry_after_ns = after - l->tolerance_ns;
-        }
-        d->reset_after_ns = debt;
-        if (l->flags & SL_LIMIT_CELL)
-            d->remaining = sl_cell_remaining(l, debt);
-        else
-            d->remaining = l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
-        return;
-    }
 
     if (f < 0 || f >= l->den) /* a state written under another rate */
         f = 0;
@@ -164,6 +133,47 @@ sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool c
         d->remaining = sl_cell_remaining(l, debt_ns);
     else
         d->remaining = l->burst - sl_intervals_ceil(l, debt_ns, debt_frac);
+}
+
+/* GCRA's decision, inlined into both takes below with the `queue` branch
+ * folded away. */
+static inline __attribute__((always_inline)) void
+sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit, bool queue,
+               sl_decision *d)
+{
+    sl_gcra_state *s = state;
+    if (__builtin_expect(l->den == 1 && cost == 1, 1)) {
+        int64_t t = s->tat;
+        /* The common case, a rate that is a whole number of nanoseconds
+         * apart and a take of one (CL.THROTTLE's always is): the same
+         * decision without fractions. (With den 1 every fraction is 0; a
+         * state written under another rate is read with its fraction
+         * dropped, as in sl_gcra_decide_general.) */
+        int64_t debt = t > now ? t - now : 0;
+        if (debt > l->tolerance_ns)
+            debt = l->tolerance_ns;
+        int64_t after = debt + l->interval_ns;
+        d->limit = l->burst;
+        d->allowed = after <= l->tolerance_ns;
+        if (d->allowed) {
+            if (queue)
+                d->delay_ns = debt;
+            if (commit) {
+                s->tat = now + after;
+                s->frac = 0;
+            }
+            debt = after;
+        } else {
+            d->retry_after_ns = after - l->tolerance_ns;
+        }
+        d->reset_after_ns = debt;
+        if (l->flags & SL_LIMIT_CELL)
+            d->remaining = sl_cell_remaining(l, debt);
+        else
+            d->remaining = l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
+        return;
+    }
+    sl_gcra_decide_general(l, s, now, cost, commit, queue, d);
 }
 
 static void sl_gcra_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
