@@ -745,6 +745,12 @@ Test(resp_encode, throttle_and_command)
     sl_resp_buf_clear(&b);
     cr_assert_eq(sl_resp_add_int_array(&b, x, 0), 0);
     BUF_IS(&b, "*0\r\n");
+    /* ten or more: the count takes two digits */
+    sl_resp_buf_clear(&b);
+    int64_t many[12] = {0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, -9999, -10000};
+    cr_assert_eq(sl_resp_add_int_array(&b, many, 12), 0);
+    BUF_IS(&b, "*12\r\n:0\r\n:1\r\n:9\r\n:10\r\n:99\r\n:100\r\n:999\r\n:1000\r\n:9999\r\n"
+               ":10000\r\n:-9999\r\n:-10000\r\n");
     sl_resp_buf_free(&b);
 }
 
