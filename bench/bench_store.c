@@ -97,6 +97,9 @@ static sl_store *new_store(size_t cap)
 static sl_limit gcra;
 static volatile uint64_t sink;
 
+/* One key, over and over: the fastest of five runs of `ops` takes (as the
+ * access figures keep the faster of their runs: on a shared machine the
+ * slow ones measure the neighbours). */
 static void bench_hot(long ops)
 {
     sl_store *s = new_store(0);
@@ -105,25 +108,35 @@ static void bench_hot(long ops)
     sl_decision d;
     int64_t t = 1000000000;
     uint64_t allowed = 0;
-    int64_t t0 = now_ns(), c0 = cpu_ns();
-    for (long i = 0; i < ops; i++) {
-        sl_store_take(s, key, 16, &gcra, t + i * 1000, 1, &d);
-        allowed += d.allowed;
-    }
-    int64_t dt = now_ns() - t0, dc = cpu_ns() - c0;
-    /* The algorithm alone, on a private state: the store's overhead is
-     * the difference. */
+    int64_t best = INT64_MAX, best_wall = INT64_MAX, best_algo = INT64_MAX;
     int64_t st[2] = {0, 0};
-    int64_t c1 = cpu_ns();
-    for (long i = 0; i < ops; i++) {
-        sl_take(&gcra, st, t + i * 1000, 1, &d);
-        allowed += d.allowed + (sl_state_expires_at(&gcra, st) > 0);
+    for (int rep = 0; rep < 5; rep++) {
+        int64_t t0 = now_ns(), c0 = cpu_ns();
+        for (long i = 0; i < ops; i++) {
+            sl_store_take(s, key, 16, &gcra, t, 1, &d);
+            t += 1000;
+            allowed += d.allowed;
+        }
+        int64_t dt = now_ns() - t0, dc = cpu_ns() - c0;
+        /* The algorithm alone, on a private state: the store's overhead is
+         * the difference. */
+        int64_t c1 = cpu_ns();
+        for (long i = 0; i < ops; i++) {
+            sl_take(&gcra, st, t, 1, &d);
+            t += 1000;
+            allowed += d.allowed + (sl_state_expires_at(&gcra, st) > 0);
+        }
+        int64_t da = cpu_ns() - c1;
+        if (dc < best)
+            best = dc, best_wall = dt;
+        if (da < best_algo)
+            best_algo = da;
     }
-    int64_t da = cpu_ns() - c1;
     sink += allowed;
     printf("hot      1 key, GCRA, 1 thread: %6.1f ns/take CPU (%.1f wall); sl_take + "
-           "sl_state_expires_at alone %.1f ns CPU\n",
-           (double)dc / (double)ops, (double)dt / (double)ops, (double)da / (double)ops);
+           "sl_state_expires_at alone %.1f ns CPU (fastest of 5 runs)\n",
+           (double)best / (double)ops, (double)best_wall / (double)ops,
+           (double)best_algo / (double)ops);
     sl_store_free(s);
 }
 

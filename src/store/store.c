@@ -436,6 +436,9 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
     uint16_t id = (uint16_t)sl_slot_page(slot_ref);
     uint32_t idx = sl_slot_index(slot_ref);
     sl_page *pg = &sh->pages[id];
+    uint64_t *rec = pg->base + (size_t)idx * pg->units;
+    if (sh->last_rec == rec)
+        sh->last_rec = NULL;
     bool small = pg->units <= SL_SMALL_MAX_UNITS;
     if (pg->live == 1) {
         /* The page empties: give its memory back, so that memory follows
@@ -449,7 +452,6 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
         sh->free_pages = id;
         return;
     }
-    uint64_t *rec = pg->base + (size_t)idx * pg->units;
     sl_rec_meta *m = sl_rec_meta_of(rec);
     m->flags = 0;
     m->keylen = pg->free_head;
@@ -868,6 +870,7 @@ static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, bool may_evict
     /* Out of the partial list: nothing may be allocated here meanwhile. */
     if (pg->live < pg->cap)
         sl_partial_unlink(sh, id);
+    sh->last_rec = NULL; /* it may be one of the records that move */
     pg->cap = 0; /* marks the page as draining for sl_rec_free */
     for (uint32_t idx = 0; idx < pg->bump && pg->live; idx++) {
         uint64_t *rec = pg->base + (size_t)idx * units;
@@ -1023,6 +1026,19 @@ static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, sl_algorith
     const sl_rec_meta *m = sl_rec_meta_of(pg->base + (size_t)sl_slot_index(v) * pg->units);
     return (m->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
            ((size_t)pg->units - 1 - sl_key_units(m->keylen)) * 8 == size;
+}
+
+/* Does the live record rec, of `units`, hold `key` with a state of this
+ * algorithm and size? (The check of a take that comes through last_rec.) */
+static inline bool sl_rec_holds(uint64_t *rec, uint32_t units, const void *key, size_t keylen,
+                                sl_algorithm algorithm, size_t size)
+{
+    const sl_rec_meta *m = sl_rec_meta_of(rec);
+    uint32_t key_units = sl_key_units(keylen);
+    return m->keylen == keylen && (m->flags & (SL_REC_LIVE | SL_REC_ALGO_MASK)) ==
+                                      (SL_REC_LIVE | (unsigned)algorithm) &&
+           ((size_t)units - 1 - key_units) * 8 == size &&
+           sl_key_equal((const unsigned char *)(rec + units - key_units), key, keylen);
 }
 
 /* ---- the public operations ---- */
@@ -1219,10 +1235,18 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
 
     sl_spin_lock(&sh->lock);
     now = sl_shard_now(sh, now);
-    long pos = sl_index_find(sh, h, key, keylen);
-    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size))
-        return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
-    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+    uint64_t *rec = sh->last_rec;
+    if (!(rec && sh->last_h == h && sl_rec_holds(rec, sh->last_units, key, keylen, l->algorithm, size))) {
+        long pos = sl_index_find(sh, h, key, keylen);
+        if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size))
+            return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
+        uint32_t v = sh->slots[pos];
+        const sl_page *pg = &sh->pages[sl_slot_page(v)];
+        rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
+        sh->last_h = h;
+        sh->last_rec = rec;
+        sh->last_units = pg->units;
+    }
     int64_t exp;
     if (lease_id) {
         rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
@@ -1743,6 +1767,18 @@ int sl_store_debug_check(sl_store *s)
             bad = __LINE__;
         if (!bad && bytes != sh->used)
             bad = __LINE__;
+        if (!bad && sh->last_rec) {
+            /* The last take's record is a live record of this shard, the
+             * one the index finds for its key, which has that hash, and
+             * last_units is its page's size. */
+            const sl_rec_meta *m = sl_rec_meta_of(sh->last_rec);
+            const uint64_t *key = sh->last_rec + sh->last_units - sl_key_units(m->keylen);
+            long pos = (m->flags & SL_REC_LIVE) ? sl_index_find(sh, sh->last_h, key, m->keylen) : -1;
+            if (pos < 0 || sl_store_hash(key, m->keylen, s->seed) != sh->last_h ||
+                sl_shard_record(sh, sh->slots[pos]) != sh->last_rec ||
+                sl_rec_units(sh, sh->slots[pos]) != sh->last_units)
+                bad = __LINE__;
+        }
         if (!bad && sh->budget != SIZE_MAX && sh->used > sh->budget)
             bad = __LINE__;
         sl_spin_unlock(&sh->lock);

@@ -116,6 +116,13 @@ typedef struct sl_shard {
      * before it; it is decided at this time instead, so that a key's state
      * never sees time go back (remaining then counts down one by one). */
     int64_t now_max;
+    /* The record the last take on this shard found, by its key's hash: a
+     * hot key's next take goes straight to it, past the index and the page
+     * table. NULL when unknown; whatever frees or moves a record clears it
+     * when it is that record (sl_rec_free, sl_drain_page). */
+    uint64_t last_h;
+    uint64_t *last_rec;
+    uint32_t last_units; /* the record's size in 8-byte units */
     _Alignas(64) uint32_t ngroups; /* index size in groups of 8 slots (0 before first use) */
     uint32_t count;      /* keys held */
     uint32_t tombs;      /* deleted slots */

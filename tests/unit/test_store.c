@@ -886,3 +886,81 @@ Test(store, arena_pages_are_reused)
     cr_assert_eq(st.keys, 0);
     sl_store_free(s);
 }
+
+/* A take goes straight to the record the shard's last take found when it is
+ * the same key (last_rec). Whatever frees or moves that record must make the
+ * shard forget it: a reset, a reclaim, an eviction at the cap, a page drained
+ * by compaction, a state of another algorithm. After each, the hot key's
+ * decisions still equal a private state's, and the invariants (which check
+ * last_rec too) hold. */
+Test(store, last_take_record_is_forgotten_when_it_goes)
+{
+    sl_limit l, other, hour;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 4, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&other, SL_TOKEN_BUCKET, 4, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&hour, SL_GCRA, 3, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(256 * 1024, 1);
+    int64_t model[2] = {0, 0}, now = NS_PER_SEC;
+    sl_decision got, want;
+#define HOT_TAKE(lim)                                                                    \
+    do {                                                                                 \
+        cr_assert_eq(sl_store_take(s, "hot", 3, (lim), now, 1, &got), SL_OK);            \
+        cr_assert_eq(sl_take((lim), model, now, 1, &want), SL_OK);                       \
+        cr_assert(got.allowed == want.allowed && got.remaining == want.remaining,        \
+                  "at %lld: %d/%lld, want %d/%lld", (long long)now, got.allowed,         \
+                  (long long)got.remaining, want.allowed, (long long)want.remaining);    \
+        cr_assert_eq(sl_store_debug_check(s), 0);                                        \
+    } while (0)
+
+    for (int i = 0; i < 6; i++)
+        HOT_TAKE(&l); /* drained: the last ones refused */
+    /* a reset forgets the key: the next take starts afresh */
+    cr_assert_eq(sl_store_reset(s, "hot", 3), 1);
+    model[0] = model[1] = 0;
+    HOT_TAKE(&l);
+    /* a state of another algorithm replaces it */
+    cr_assert_eq(sl_store_take(s, "hot", 3, &other, now, 1, &got), SL_OK);
+    cr_assert(got.allowed && got.remaining == 3);
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    model[0] = model[1] = 0;
+    HOT_TAKE(&l);
+    /* reclaimed once it is "never seen" again */
+    now += 10 * NS_PER_SEC;
+    sl_store_sweep(s, now, SIZE_MAX);
+    cr_assert(!sl_store_debug_contains(s, "hot", 3));
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    model[0] = model[1] = 0;
+    HOT_TAKE(&l);
+    HOT_TAKE(&l);
+    /* compaction: keys of an hour around it, most of them then reclaimed
+     * (a limit of a second), so that pages drain and records move */
+    char key[32];
+    for (int i = 0; i < 3000; i++) {
+        int n = snprintf(key, sizeof key, "c:%06d", i);
+        cr_assert_eq(sl_store_take(s, key, (size_t)n, i % 10 ? &l : &hour, now, 1, &got), SL_OK);
+        if (i % 100 == 0)
+            HOT_TAKE(&l);
+    }
+    now += 2 * NS_PER_SEC;
+    HOT_TAKE(&l);
+    for (int i = 0; i < 20; i++)
+        sl_store_sweep(s, now, SIZE_MAX);
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    HOT_TAKE(&l);
+    /* eviction at the cap: a flood of keys of an hour pushes it out */
+    for (int i = 0; i < 20000; i++) {
+        int n = snprintf(key, sizeof key, "flood:%06d", i);
+        cr_assert_eq(sl_store_take(s, key, (size_t)n, &hour, now, 1, &got), SL_OK);
+    }
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    if (!sl_store_debug_contains(s, "hot", 3))
+        model[0] = model[1] = 0; /* evicted: more lenient, as documented */
+    HOT_TAKE(&l);
+    HOT_TAKE(&l);
+    sl_store_stats st;
+    sl_store_get_stats(s, &st);
+    cr_expect_gt(st.evictions, 0);
+    cr_expect_gt(st.reclaimed, 0);
+#undef HOT_TAKE
+    sl_store_free(s);
+}
