@@ -29,6 +29,9 @@
  *
  * so a 16-byte key with a 16-byte GCRA state costs 40 bytes of record and
  * about 5 to 7 bytes of index (4-byte slots at a load of 0.58 to 0.875).
+ *
+ * Each shard also remembers the record its last take found (last_rec): the
+ * next take of that key goes straight to it.
  */
 #ifndef SL_STORE_INTERNAL_H
 #define SL_STORE_INTERNAL_H
