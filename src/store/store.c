@@ -1019,26 +1019,32 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
                            sl_store_tick_of(expires_ns), 0, now, NULL);
 }
 
+/* Does a record of `units` with this metadata hold a state of this
+ * algorithm and size? */
+static inline bool sl_rec_shape_fits(const sl_rec_meta *m, uint32_t units, sl_algorithm algorithm,
+                                     size_t size)
+{
+    return (m->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
+           ((size_t)units - 1 - sl_key_units(m->keylen)) * 8 == size;
+}
+
 /* Does the stored record fit this limit (same algorithm, same state size)? */
 static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, sl_algorithm algorithm, size_t size)
 {
     const sl_page *pg = &sh->pages[sl_slot_page(v)];
     const sl_rec_meta *m = sl_rec_meta_of(pg->base + (size_t)sl_slot_index(v) * pg->units);
-    return (m->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
-           ((size_t)pg->units - 1 - sl_key_units(m->keylen)) * 8 == size;
+    return sl_rec_shape_fits(m, pg->units, algorithm, size);
 }
 
-/* Does the live record rec, of `units`, hold `key` with a state of this
- * algorithm and size? (The check of a take that comes through last_rec.) */
+/* Is rec, of `units`, live and holding `key` with a state that fits this
+ * limit? (The check of a take that comes through last_rec.) */
 static inline bool sl_rec_holds(uint64_t *rec, uint32_t units, const void *key, size_t keylen,
                                 sl_algorithm algorithm, size_t size)
 {
     const sl_rec_meta *m = sl_rec_meta_of(rec);
-    uint32_t key_units = sl_key_units(keylen);
-    return m->keylen == keylen && (m->flags & (SL_REC_LIVE | SL_REC_ALGO_MASK)) ==
-                                      (SL_REC_LIVE | (unsigned)algorithm) &&
-           ((size_t)units - 1 - key_units) * 8 == size &&
-           sl_key_equal((const unsigned char *)(rec + units - key_units), key, keylen);
+    return (m->flags & SL_REC_LIVE) && m->keylen == keylen &&
+           sl_rec_shape_fits(m, units, algorithm, size) &&
+           sl_key_equal((const unsigned char *)(rec + units - sl_key_units(keylen)), key, keylen);
 }
 
 /* ---- the public operations ---- */

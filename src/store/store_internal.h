@@ -109,9 +109,10 @@ typedef struct sl_arena {
 } sl_arena;
 
 typedef struct sl_shard {
-    /* The lock alone on its line: every take writes it, and the line moves
-     * between cores; the fields below are read far more than written and
-     * then stay shared in every core's cache. */
+    /* The lock's line holds what every take writes (the lock, now_max, the
+     * last take's record); it moves between cores. The fields from ngroups
+     * on are read far more than written and stay shared in every core's
+     * cache. */
     _Alignas(64) sl_spin lock;
     /* The latest `now` a take on this shard has used (on the lock's line,
      * which every take writes anyway). Threads read the clock once per
