@@ -24,6 +24,7 @@ packages=(
   curl              # HTTP tests: a real HTTP client
   python3-requests  # HTTP tests: Python's HTTP client
   wrk               # bench: the HTTP load generator
+  procps            # bench: pgrep, to sum a server's CPU time with its workers'
 )
 
 if [[ ${1:-} == --list ]]; then
