@@ -43,6 +43,9 @@ void sl_leaky_bucket_take(const sl_limit *l, void *state, int64_t now, int64_t c
 int64_t sl_gcra_expires_at(const sl_limit *l, const void *state);
 void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
 
+/* What sl_take checks of its inputs: SL_OK, or the error it would return. */
+int sl_take_check(const sl_limit *l, int64_t now, int64_t cost);
+
 /* sl_take, then sl_state_expires_at of the state it left, with one check of
  * the inputs and one lookup of the algorithm: the keyed store's hot path.
  * *expires_at is set only when SL_OK is returned. */

@@ -16,13 +16,7 @@
  * `period` (token_bucket.c is that bucket, written the obvious way; the tests
  * check that the two agree on every decision).
  */
-#include "algo/algo.h"
-#include "common/arith.h"
-
-typedef struct sl_gcra_state {
-    int64_t tat;  /* whole nanoseconds of the TAT; 0 with frac 0 = never seen */
-    int64_t frac; /* the TAT's fraction of a nanosecond, in 1/den units, [0, den) */
-} sl_gcra_state;
+#include "algo/gcra.h"
 
 /* A duration (ns + frac/den) rounded up to whole nanoseconds. */
 static inline int64_t sl_mixed_ceil(int64_t ns, int64_t frac)
@@ -41,15 +35,6 @@ static int64_t sl_intervals_ceil(const sl_limit *l, int64_t ns, int64_t frac)
     sl_u128 v = (sl_u128)(uint64_t)ns * (uint64_t)l->den + (uint64_t)frac;
     sl_u128 p = (sl_u128)(uint64_t)l->reduced_period;
     return sl_sat64(v / p + (v % p != 0));
-}
-
-/* redis-cell's remaining: (tau - debt) / T, both truncated to microseconds,
- * divided and truncated (T is whole nanoseconds in this mode, den = 1;
- * debt <= tau, so nothing here is negative). */
-static int64_t sl_cell_remaining(const sl_limit *l, int64_t debt_ns)
-{
-    uint64_t next_us = (uint64_t)(l->tolerance_ns - debt_ns) / 1000;
-    return (int64_t)sl_divide(&l->by_cell_interval_us, next_us);
 }
 
 /* GCRA's decision in general: any cost, and an emission interval with a
@@ -136,41 +121,15 @@ static __attribute__((noinline)) void sl_gcra_decide_general(const sl_limit *l, 
 }
 
 /* GCRA's decision, inlined into both takes below with the `queue` branch
- * folded away. */
+ * folded away: the common case (gcra.h) or the general one. */
 static inline __attribute__((always_inline)) void
 sl_gcra_decide(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit, bool queue,
                sl_decision *d)
 {
     sl_gcra_state *s = state;
-    if (__builtin_expect(l->den == 1 && cost == 1, 1)) {
-        int64_t t = s->tat;
-        /* The common case, a rate that is a whole number of nanoseconds
-         * apart and a take of one (CL.THROTTLE's always is): the same
-         * decision without fractions. (With den 1 every fraction is 0; a
-         * state written under another rate is read with its fraction
-         * dropped, as in sl_gcra_decide_general.) */
-        int64_t debt = t > now ? t - now : 0;
-        if (debt > l->tolerance_ns)
-            debt = l->tolerance_ns;
-        int64_t after = debt + l->interval_ns;
-        d->limit = l->burst;
-        d->allowed = after <= l->tolerance_ns;
-        if (d->allowed) {
-            if (queue)
-                d->delay_ns = debt;
-            if (commit) {
-                s->tat = now + after;
-                s->frac = 0;
-            }
-            debt = after;
-        } else {
-            d->retry_after_ns = after - l->tolerance_ns;
-        }
-        d->reset_after_ns = debt;
-        if (l->flags & SL_LIMIT_CELL)
-            d->remaining = sl_cell_remaining(l, debt);
-        else
-            d->remaining = l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
+    if (sl_gcra_whole(l, cost)) {
+        sl_gcra_step st = commit ? sl_gcra_whole_commit(l, s, now) : sl_gcra_whole_step(l, s, now);
+        sl_gcra_whole_describe(l, st, queue, d);
         return;
     }
     sl_gcra_decide_general(l, s, now, cost, commit, queue, d);

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "algo/algo.h"
+#include "algo/gcra.h"
 #include "store/store_internal.h"
 
 #if defined(__SSE2__)
@@ -231,6 +232,8 @@ static inline bool sl_key_equal(const unsigned char *a, const unsigned char *b, 
 {
     if (n < 8)
         return sl_load_small(a, n) == sl_load_small(b, n);
+    if (n <= 16) /* the first 8 bytes and the last 8, which may overlap */
+        return ((sl_load64(a) ^ sl_load64(b)) | (sl_load64(a + n - 8) ^ sl_load64(b + n - 8))) == 0;
     for (size_t i = 0; i + 8 < n; i += 8)
         if (sl_load64(a + i) != sl_load64(b + i))
             return false;
@@ -496,6 +499,19 @@ static inline unsigned sl_group_match(const uint32_t *grp, uint32_t tag, unsigne
 #endif
 }
 
+/* Starts loading the key's home group of the index without taking the lock,
+ * so that a take's first cache miss starts as early as it can (a take whose
+ * miss starts after the lock is taken does not overlap with the one before;
+ * see docs/store.md). The index may be being replaced meanwhile: its place
+ * is read atomically, and a prefetch of a stale place is harmless. */
+static inline void sl_index_prefetch(const sl_shard *sh, uint64_t h)
+{
+    const uint32_t *slots = __atomic_load_n(&sh->slots, __ATOMIC_RELAXED);
+    uint32_t ngroups = __atomic_load_n(&sh->ngroups, __ATOMIC_RELAXED);
+    if (ngroups)
+        __builtin_prefetch(slots + (size_t)sl_home_group(h, ngroups) * SL_GROUP_SLOTS);
+}
+
 /* Finds the key; returns its slot position, or -1. */
 static inline __attribute__((always_inline)) long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_t keylen)
 {
@@ -629,9 +645,10 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
         sh->used -= sl_index_bytes(sh->ngroups, sh->slots_pages);
         sl_index_free(sh);
         sh->used += sl_index_bytes(ngroups, pages);
-        sh->slots = slots;
+        /* Atomic: sl_index_prefetch reads them without the lock. */
+        __atomic_store_n(&sh->slots, slots, __ATOMIC_RELAXED);
         sh->slots_pages = (uint32_t)pages;
-        sh->ngroups = ngroups;
+        __atomic_store_n(&sh->ngroups, ngroups, __ATOMIC_RELAXED);
     }
     sh->tombs = 0;
     return SL_OK;
@@ -1089,7 +1106,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     }
     memset(s->shards, 0, shard_bytes);
     s->nshards = nshards;
-    s->shard_shift = 64 - bits;
+    s->shard_shift = 63 - bits;
     s->max_key_len = c.max_key_len;
     s->max_memory = c.max_memory;
     s->seed = c.seed;
@@ -1152,6 +1169,17 @@ static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen,
         return SL_ERR_LIMIT;
     *size = sz;
     return SL_OK;
+}
+
+/* What sl_check_key_limit and the algorithm ask of a take's limit, cost
+ * and time, as one test and one branch; when it fails, they say which
+ * error it is. (The key is checked first, as hashing it reads it.) */
+static inline bool sl_take_args_ok(const sl_limit *l, int64_t now, int64_t cost)
+{
+    size_t sz = l->state_size;
+    return !(((unsigned)l->algorithm >= SL_ALGORITHM_COUNT) |
+             (sz - 1 >= (size_t)UINT16_MAX * 8 * 64) | (sz % 8 != 0) | (cost < 0) |
+             ((uint64_t)now > (uint64_t)SL_TIME_MAX));
 }
 
 /* The time a take on a locked shard is decided at: `now`, or the latest
@@ -1233,25 +1261,47 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
     size_t size;
     if (!s || !d)
         return SL_ERR_ARGUMENT;
-    int rc = sl_check_key_limit(s, key, keylen, l, &size);
-    if (rc != SL_OK)
-        return rc;
+    int rc;
+    if (__builtin_expect(!l || !key || keylen - 1 >= s->max_key_len, 0))
+        return sl_check_key_limit(s, key, keylen, l, &size);
+    /* The key's index group starts on its way first; the other checks
+     * overlap with it. */
     uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
+    sl_index_prefetch(sh, h);
+    if (__builtin_expect(!sl_take_args_ok(l, now, cost), 0)) {
+        if ((rc = sl_check_key_limit(s, key, keylen, l, &size)) != SL_OK)
+            return rc;
+        memset(d, 0, sizeof *d);
+        return sl_take_check(l, now, cost);
+    }
+    size = l->state_size;
 
     sl_spin_lock(&sh->lock);
     now = sl_shard_now(sh, now);
     uint64_t *rec = sh->last_rec;
     if (!(rec && sh->last_h == h && sl_rec_holds(rec, sh->last_units, key, keylen, l->algorithm, size))) {
         long pos = sl_index_find(sh, h, key, keylen);
-        if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size))
+        if (pos < 0)
             return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
         uint32_t v = sh->slots[pos];
         const sl_page *pg = &sh->pages[sl_slot_page(v)];
         rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
+        if (!sl_rec_shape_fits(sl_rec_meta_of(rec), pg->units, l->algorithm, size))
+            return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
         sh->last_h = h;
         sh->last_rec = rec;
         sh->last_units = pg->units;
+    }
+    if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
+        /* GCRA's common case, inline: only the state's change under the
+         * lock, the decision after it (see gcra.h). */
+        sl_gcra_step st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
+        if (st.expires_at)
+            sl_rec_set_expiry(rec, sl_store_tick_of(st.expires_at));
+        sl_spin_unlock(&sh->lock);
+        sl_gcra_whole_describe(l, st, false, d);
+        return SL_OK;
     }
     int64_t exp;
     if (lease_id) {
@@ -1325,8 +1375,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
     for (size_t base = 0; base < n; base += SL_PREFETCH_BATCH) {
         size_t m = n - base < SL_PREFETCH_BATCH ? n - base : SL_PREFETCH_BATCH;
         uint32_t valid = 0; /* bit i: key i is a valid key, hs[i] its hash */
-        /* The index groups: under the lock, as the table may be resized, but
-         * without waiting for the line. */
+        /* The index groups, without waiting for the lines. */
         for (size_t i = 0; i < m; i++) {
             const void *key = keys[base + i];
             size_t len = lens[base + i];
@@ -1334,12 +1383,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
                 continue;
             valid |= UINT32_C(1) << i;
             hs[i] = sl_hash(key, len, s->seed);
-            sl_shard *sh = sl_store_shard_of(s, hs[i]);
-            sl_spin_lock(&sh->lock);
-            if (sh->ngroups)
-                __builtin_prefetch(sh->slots + (size_t)sl_home_group(hs[i], sh->ngroups) *
-                                                   SL_GROUP_SLOTS);
-            sl_spin_unlock(&sh->lock);
+            sl_index_prefetch(sl_store_shard_of(s, hs[i]), hs[i]);
         }
         /* The records the home groups point at, tag matches only: by now
          * the first groups have arrived and the others are on their way. */
@@ -1729,6 +1773,7 @@ bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
 {
     uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
+    sl_index_prefetch(sh, h); /* as a take does */
     sl_spin_lock(&sh->lock);
     bool found = sl_index_find(sh, h, key, keylen) >= 0;
     sl_spin_unlock(&sh->lock);

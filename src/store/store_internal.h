@@ -151,7 +151,7 @@ typedef struct sl_shard {
 struct sl_store {
     sl_shard *shards;
     uint32_t nshards;
-    unsigned shard_shift; /* 64 - log2(nshards); a shift of 64 is avoided */
+    unsigned shard_shift; /* 63 - log2(nshards): the shard is (h >> 1) >> shard_shift */
     size_t max_key_len;
     size_t max_memory;    /* 0: no cap */
     size_t fixed_bytes;   /* the store and its shard array */
@@ -164,10 +164,11 @@ struct sl_store {
 /* The key hash: seeded, 64 bits, fast on short keys. */
 uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed);
 
-/* The shard of a key's hash: its top bits. */
+/* The shard of a key's hash: its top bits (none of them for one shard,
+ * without a shift of 64). */
 static inline sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h)
 {
-    return s->nshards == 1 ? &s->shards[0] : &s->shards[h >> s->shard_shift];
+    return &s->shards[(h >> 1) >> s->shard_shift];
 }
 
 /* The lock: one atomic exchange when it is free, sl_spin_wait otherwise. */
