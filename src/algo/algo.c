@@ -99,7 +99,7 @@ int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t pe
 
 size_t sl_state_size(const sl_limit *l) { return l->state_size; }
 
-int sl_take_check(const sl_limit *l, int64_t now, int64_t cost)
+static inline int sl_check_input(const sl_limit *l, int64_t now, int64_t cost)
 {
     if (sl_algo_get(l->algorithm) == NULL)
         return SL_ERR_ALGORITHM;
@@ -110,10 +110,15 @@ int sl_take_check(const sl_limit *l, int64_t now, int64_t cost)
     return SL_OK;
 }
 
+int sl_take_check(const sl_limit *l, int64_t now, int64_t cost)
+{
+    return sl_check_input(l, now, cost);
+}
+
 int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d)
 {
     memset(d, 0, sizeof *d);
-    int rc = sl_take_check(l, now, cost);
+    int rc = sl_check_input(l, now, cost);
     if (rc != SL_OK)
         return rc;
     sl_algos[l->algorithm]->take(l, state, now, cost, cost > 0, d);
@@ -123,7 +128,7 @@ int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decisi
 int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d)
 {
     memset(d, 0, sizeof *d);
-    int rc = sl_take_check(l, now, cost);
+    int rc = sl_check_input(l, now, cost);
     if (rc != SL_OK)
         return rc;
     /* With commit false the algorithm only reads *state. */
@@ -135,7 +140,7 @@ int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, 
                      int64_t *expires_at)
 {
     memset(d, 0, sizeof *d);
-    int rc = sl_take_check(l, now, cost);
+    int rc = sl_check_input(l, now, cost);
     if (rc != SL_OK)
         return rc;
     const sl_algo_ops *ops = sl_algos[l->algorithm];

@@ -70,7 +70,7 @@ static inline sl_gcra_step sl_gcra_whole_commit(const sl_limit *l, sl_gcra_state
     return st;
 }
 
-/* The decision of a step: every field of *d. With `queue` (the leaky bucket
+/* The decision of a step, into a zeroed *d. With `queue` (the leaky bucket
  * as a queue), an admitted take also waits out the debt it found. */
 static inline void sl_gcra_whole_describe(const sl_limit *l, sl_gcra_step st, bool queue,
                                           sl_decision *d)
@@ -79,13 +79,16 @@ static inline void sl_gcra_whole_describe(const sl_limit *l, sl_gcra_step st, bo
     int64_t debt = allowed ? st.after : st.debt;
     d->allowed = allowed;
     d->limit = l->burst;
+    if (allowed) {
+        if (queue)
+            d->delay_ns = st.debt;
+    } else {
+        d->retry_after_ns = st.after - l->tolerance_ns;
+    }
+    d->reset_after_ns = debt;
     d->remaining = l->flags & SL_LIMIT_CELL
                        ? sl_cell_remaining(l, debt)
                        : l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
-    d->reset_after_ns = debt;
-    d->retry_after_ns = allowed ? 0 : st.after - l->tolerance_ns;
-    d->delay_ns = queue && allowed ? st.debt : 0;
-    d->lease_id = 0;
 }
 
 #endif /* SL_ALGO_GCRA_H */

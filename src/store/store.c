@@ -1300,6 +1300,7 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
         if (st.expires_at)
             sl_rec_set_expiry(rec, sl_store_tick_of(st.expires_at));
         sl_spin_unlock(&sh->lock);
+        memset(d, 0, sizeof *d);
         sl_gcra_whole_describe(l, st, false, d);
         return SL_OK;
     }
