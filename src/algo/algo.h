@@ -47,7 +47,8 @@ void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
 int sl_take_check(const sl_limit *l, int64_t now, int64_t cost);
 
 /* sl_take, then sl_state_expires_at of the state it left, with one check of
- * the inputs and one lookup of the algorithm: the keyed store's hot path.
+ * the inputs and one lookup of the algorithm: the keyed store's path for
+ * what is not GCRA's common case (that one is inline: algo/gcra.h).
  * *expires_at is set only when SL_OK is returned. */
 int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
                      int64_t *expires_at);

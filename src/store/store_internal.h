@@ -227,8 +227,9 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
  * one), once; 0 turns the hook off. Process-wide. */
 void sl_store_debug_fail_alloc(long nth);
 
-/* Is the key present? A bare lookup (hash, lock, probe, compare), so that a
- * benchmark can measure the table alone. */
+/* Is the key present? A bare lookup (hash, the index group's prefetch as a
+ * take starts it, lock, probe, compare), so that a benchmark can measure
+ * the table alone. */
 bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen);
 
 /* Checks the shard invariants (counts, page lists, every key findable);

@@ -169,6 +169,26 @@ Test(store, validates_keys)
     cr_expect_eq(sl_store_take(s, "a", 1, &l, -1, 1, &d), SL_ERR_TIME);
     cr_expect_eq(sl_store_take(s, "a", 1, &l, 1, -1, &d), SL_ERR_COST);
     cr_expect_eq(sl_store_take(s, "a", 1, NULL, 1, 1, &d), SL_ERR_ARGUMENT);
+    /* The same errors on a key that is there (the inline GCRA path): each
+     * names its argument, clears the decision where sl_take would, and
+     * leaves the state alone. */
+    sl_decision p1, p2;
+    cr_assert_eq(sl_store_peek(s, big, 512, &l, 2, 1, &p1), SL_OK);
+    memset(&d, 0x5a, sizeof d);
+    cr_expect_eq(sl_store_take(s, big, 512, &l, -1, 1, &d), SL_ERR_TIME);
+    cr_expect(!d.allowed && d.remaining == 0 && d.limit == 0, "an invalid time clears *d");
+    cr_expect_eq(sl_store_take(s, big, 512, &l, SL_TIME_MAX + 1, 1, &d), SL_ERR_TIME);
+    cr_expect_eq(sl_store_take(s, big, 512, &l, 2, -1, &d), SL_ERR_COST);
+    sl_limit bad = l;
+    bad.algorithm = (sl_algorithm)SL_ALGORITHM_COUNT;
+    cr_expect_eq(sl_store_take(s, big, 512, &bad, 2, 1, &d), SL_ERR_ALGORITHM);
+    bad = l;
+    bad.state_size = 12;
+    cr_expect_eq(sl_store_take(s, big, 512, &bad, 2, 1, &d), SL_ERR_LIMIT);
+    cr_expect_eq(sl_store_take(s, big, 512, &bad, -1, -1, &d), SL_ERR_LIMIT, "the limit's error first");
+    cr_expect_eq(sl_store_take(s, NULL, 0, NULL, 2, 1, &d), SL_ERR_ARGUMENT, "then the key's");
+    cr_assert_eq(sl_store_peek(s, big, 512, &l, 2, 1, &p2), SL_OK);
+    cr_expect(memcmp(&p1, &p2, sizeof p1) == 0, "errors leave the state alone");
     sl_store_stats st;
     sl_store_get_stats(s, &st);
     cr_expect_eq(st.keys, 2, "invalid takes store nothing");
