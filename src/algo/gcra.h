@@ -8,7 +8,7 @@
  * (sl_gcra_whole_describe). On a key space larger than the caches a take
  * waits for its record to come from memory, and the processor overlaps
  * that wait with the next take's only when little work follows it; a call
- * through the algorithm table and a full decision under the lock was
+ * through the algorithm table and a full decision under the lock were
  * measured to be too much (docs/store.md).
  */
 #ifndef SL_ALGO_GCRA_H

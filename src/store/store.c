@@ -1154,6 +1154,13 @@ void sl_store_free(sl_store *s)
     sl_store_mfree(s);
 }
 
+/* Is sz a state size a limit can have (8-aligned, under the largest
+ * record)? */
+static inline bool sl_state_size_ok(size_t sz)
+{
+    return sz - 1 < (size_t)UINT16_MAX * 8 * 64 && sz % 8 == 0;
+}
+
 /* Validates a key and a limit; sets *size to the state size. */
 static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen, const sl_limit *l,
                               size_t *size)
@@ -1165,21 +1172,20 @@ static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen,
     if ((unsigned)l->algorithm >= SL_ALGORITHM_COUNT)
         return SL_ERR_ALGORITHM;
     size_t sz = l->state_size;
-    if (sz == 0 || sz % 8 || sz > (size_t)UINT16_MAX * 8 * 64)
+    if (!sl_state_size_ok(sz))
         return SL_ERR_LIMIT;
     *size = sz;
     return SL_OK;
 }
 
-/* What sl_check_key_limit and the algorithm ask of a take's limit, cost
- * and time, as one test and one branch; when it fails, they say which
- * error it is. (The key is checked first, as hashing it reads it.) */
+/* What sl_check_key_limit and sl_take_check ask of a take's limit, cost
+ * and time, as one test and one branch. Only a shortcut: when it fails,
+ * they decide (and say which error it is). The key is checked before, as
+ * hashing it reads it. */
 static inline bool sl_take_args_ok(const sl_limit *l, int64_t now, int64_t cost)
 {
-    size_t sz = l->state_size;
-    return !(((unsigned)l->algorithm >= SL_ALGORITHM_COUNT) |
-             (sz - 1 >= (size_t)UINT16_MAX * 8 * 64) | (sz % 8 != 0) | (cost < 0) |
-             ((uint64_t)now > (uint64_t)SL_TIME_MAX));
+    return ((unsigned)l->algorithm < SL_ALGORITHM_COUNT) & sl_state_size_ok(l->state_size) &
+           (cost >= 0) & ((uint64_t)now <= (uint64_t)SL_TIME_MAX);
 }
 
 /* The time a take on a locked shard is decided at: `now`, or the latest
@@ -1272,8 +1278,10 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
     if (__builtin_expect(!sl_take_args_ok(l, now, cost), 0)) {
         if ((rc = sl_check_key_limit(s, key, keylen, l, &size)) != SL_OK)
             return rc;
-        memset(d, 0, sizeof *d);
-        return sl_take_check(l, now, cost);
+        if ((rc = sl_take_check(l, now, cost)) != SL_OK) {
+            memset(d, 0, sizeof *d);
+            return rc;
+        }
     }
     size = l->state_size;
 
