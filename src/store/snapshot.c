@@ -120,7 +120,7 @@ static int sl_copy_shard(sl_shard *sh, int64_t now, unsigned char **out, size_t 
     uint64_t now_tick = now <= 0 ? 0 : (uint64_t)now >> SL_TICK_SHIFT;
     *out = NULL;
     *out_len = 0;
-    sl_spin_lock(&sh->lock);
+    sl_shard_lock(sh);
     size_t total = (size_t)sh->ngroups * SL_GROUP_SLOTS, bytes = 0;
     for (int pass = 0; pass < 2; pass++) {
         size_t off = 0;
@@ -158,13 +158,13 @@ static int sl_copy_shard(sl_shard *sh, int64_t now, unsigned char **out, size_t 
                 break;
             *out = sl_store_malloc(bytes);
             if (!*out) {
-                sl_spin_unlock(&sh->lock);
+                sl_shard_unlock(sh);
                 return SL_ERR_NOMEM;
             }
             *out_len = bytes;
         }
     }
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     return SL_OK;
 }
 
@@ -385,10 +385,10 @@ static int sl_snap_pass(sl_reader *r, sl_snap_ctx *c, int64_t *wall, int64_t *mo
         }
         uint64_t h = sl_store_hash(c->key, keylen, c->s->seed);
         sl_shard *sh = sl_store_shard_of(c->s, h);
-        sl_spin_lock(&sh->lock);
+        sl_shard_lock(sh);
         int rc = sl_shard_put(c->s, sh, h, c->key, keylen, (sl_algorithm)algo, c->state, size,
                               exp == INT64_MAX ? SL_TIME_MAX : exp, c->now);
-        sl_spin_unlock(&sh->lock);
+        sl_shard_unlock(sh);
         if (rc != SL_OK)
             return rc;
         c->loaded++;

@@ -7,6 +7,7 @@
  * eviction, the public operations, debug hooks.
  */
 #define _GNU_SOURCE
+#include <pthread.h>
 #include <sched.h>
 #include <sys/mman.h>
 #include <stdlib.h>
@@ -228,7 +229,7 @@ uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed) { return sl_h
 
 /* Are the n bytes at a and b equal? Word compares, no call: keys are short
  * and the compare is on every take's path. */
-static inline bool sl_key_equal(const unsigned char *a, const unsigned char *b, size_t n)
+static inline __attribute__((always_inline)) bool sl_key_equal(const unsigned char *a, const unsigned char *b, size_t n)
 {
     if (n < 8)
         return sl_load_small(a, n) == sl_load_small(b, n);
@@ -275,7 +276,175 @@ void sl_spin_wait(sl_spin *l)
             else
                 sched_yield();
         }
-    } while (atomic_exchange_explicit(&l->held, 1, memory_order_acquire));
+    } while (atomic_exchange_explicit(&l->held, 1, memory_order_seq_cst));
+}
+
+/*
+ * ---- readers: takes that run without the shard's lock ----
+ *
+ * A take on a key that is there changes only its record. It runs without
+ * the shard's lock, so that takes on different keys write no line in
+ * common (a lock's line written by every take of a shard moves between
+ * cores on nearly every take; see docs/store.md):
+ *
+ *   reader (a take)                      holder of the shard's lock
+ *   announce: my slot = shard            take the spin lock (exchange)
+ *   is the spin lock held?               wait while any slot = shard
+ *     no:  find the record, lock it
+ *          (a bit in its meta), take,
+ *          unlock it
+ *     yes: leave, take the lock instead
+ *   my slot = none                       change anything; release
+ *
+ * Both sides write, then read what the other wrote, all sequentially
+ * consistent: either the reader sees the lock held, or the holder sees the
+ * reader and waits for it. So nothing a reader looks at (the index, the
+ * page table, a record's place and key) changes under it, and no memory
+ * is freed while it may be read. Readers of one shard exclude each other
+ * per record only; the record's lock bit is clear whenever the shard lock
+ * is held, as its holder waited for the readers to leave.
+ *
+ * Slots are process-wide, one cache line each, one per thread that has
+ * taken (given back when it exits); a thread that finds none free takes
+ * the lock every time.
+ */
+#define SL_READERS 256u
+
+typedef struct sl_reader {
+    _Alignas(64) _Atomic(sl_shard *) shard; /* the shard it reads, or NULL */
+    atomic_bool taken;                       /* the slot belongs to a thread */
+} sl_reader;
+
+static sl_reader sl_readers[SL_READERS];
+static atomic_uint sl_readers_used; /* slots handed out at least once: [0, used) */
+static pthread_key_t sl_reader_key;
+static bool sl_reader_key_ok;
+static pthread_once_t sl_reader_once = PTHREAD_ONCE_INIT;
+static sl_reader sl_reader_none; /* the slot of a thread that got none */
+static _Thread_local sl_reader *sl_reader_mine __attribute__((tls_model("initial-exec")));
+
+/* The record this thread's last take went to: the next take of that key
+ * goes straight to it, past the index and the page table, while the
+ * shard's epoch says no lock holder has come since (nothing has moved). */
+typedef struct sl_last_take {
+    uint64_t store; /* sl_store.id */
+    const sl_shard *sh;
+    uint64_t h, epoch;
+    uint64_t *rec;
+    uint32_t units;
+} sl_last_take;
+static _Thread_local sl_last_take sl_last __attribute__((tls_model("initial-exec")));
+static atomic_uint_least64_t sl_store_ids;
+
+static void sl_reader_exit(void *p)
+{
+    sl_reader *r = p;
+    atomic_store(&r->shard, NULL);
+    atomic_store(&r->taken, false);
+}
+
+static void sl_reader_init(void)
+{
+    sl_reader_key_ok = pthread_key_create(&sl_reader_key, sl_reader_exit) == 0;
+}
+
+/* This thread's slot, claimed on its first take; NULL when none is free. */
+static __attribute__((noinline)) sl_reader *sl_reader_claim(void)
+{
+    sl_reader_mine = &sl_reader_none;
+    pthread_once(&sl_reader_once, sl_reader_init);
+    if (!sl_reader_key_ok)
+        return NULL;
+    for (unsigned i = 0; i < SL_READERS; i++) {
+        bool was = false;
+        if (atomic_load_explicit(&sl_readers[i].taken, memory_order_relaxed) ||
+            !atomic_compare_exchange_strong(&sl_readers[i].taken, &was, true))
+            continue;
+        if (pthread_setspecific(sl_reader_key, &sl_readers[i]) != 0) {
+            atomic_store(&sl_readers[i].taken, false);
+            return NULL;
+        }
+        unsigned used = atomic_load(&sl_readers_used);
+        while (used <= i && !atomic_compare_exchange_weak(&sl_readers_used, &used, i + 1))
+            ;
+        sl_reader_mine = &sl_readers[i];
+        return sl_reader_mine;
+    }
+    return NULL;
+}
+
+static inline sl_reader *sl_reader_self(void)
+{
+    sl_reader *r = sl_reader_mine;
+    if (__builtin_expect(r != NULL, 1))
+        return r == &sl_reader_none ? NULL : r;
+    return sl_reader_claim();
+}
+
+/* Enters a shard as its reader: true when its lock is not held (else the
+ * caller must take the lock instead). sl_read_end leaves, either way. */
+static inline bool sl_read_begin(sl_reader *me, sl_shard *sh)
+{
+    atomic_store(&me->shard, sh);
+    return __builtin_expect(!atomic_load(&sh->lock.held), 1);
+}
+
+static inline void sl_read_end(sl_reader *me)
+{
+    atomic_store_explicit(&me->shard, NULL, memory_order_release);
+}
+
+void sl_shard_lock(sl_shard *sh)
+{
+    sl_spin_lock(&sh->lock);
+    unsigned used = atomic_load(&sl_readers_used);
+    for (unsigned i = 0; i < used; i++) {
+        unsigned spins = 0;
+        while (atomic_load(&sl_readers[i].shard) == sh) {
+            if (++spins < 64)
+                sl_cpu_relax();
+            else
+                sched_yield(); /* the reader may have been preempted */
+        }
+    }
+    atomic_store_explicit(&sh->epoch, atomic_load_explicit(&sh->epoch, memory_order_relaxed) + 1,
+                          memory_order_relaxed);
+}
+
+/* Locks a record for a reader: sets its lock bit, waiting while another
+ * reader holds it. Returns the meta word as it was (bit clear). */
+#define SL_META_LOCKED ((uint64_t)SL_REC_LOCKED << 40)
+
+static inline uint64_t sl_rec_lock(uint64_t *rec)
+{
+    uint64_t m = __atomic_load_n(rec, __ATOMIC_RELAXED);
+    unsigned spins = 0;
+    for (;;) {
+        if (!(m & SL_META_LOCKED)) {
+            if (__atomic_compare_exchange_n(rec, &m, m | SL_META_LOCKED, true, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return m;
+        } else {
+            if (++spins < 64)
+                sl_cpu_relax();
+            else
+                sched_yield();
+            m = __atomic_load_n(rec, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* A meta word with its expiry (the low 40 bits: exp_lo, exp_hi) set. */
+#define SL_META_EXPIRY ((UINT64_C(1) << 40) - 1)
+static inline uint64_t sl_meta_word_expiring(uint64_t word, uint64_t tick)
+{
+    return (word & ~SL_META_EXPIRY) | tick;
+}
+
+/* Writes a record's meta word back, lock bit clear. */
+static inline void sl_rec_unlock(uint64_t *rec, uint64_t m)
+{
+    __atomic_store_n(rec, m & ~SL_META_LOCKED, __ATOMIC_RELEASE);
 }
 
 /* ---- ticks ---- */
@@ -440,8 +609,6 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
     uint32_t idx = sl_slot_index(slot_ref);
     sl_page *pg = &sh->pages[id];
     uint64_t *rec = pg->base + (size_t)idx * pg->units;
-    if (sh->last_rec == rec)
-        sh->last_rec = NULL;
     bool small = pg->units <= SL_SMALL_MAX_UNITS;
     if (pg->live == 1) {
         /* The page empties: give its memory back, so that memory follows
@@ -466,10 +633,18 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
 
 /* ---- the index ---- */
 
-static inline bool sl_rec_matches(const sl_shard *sh, uint32_t slot, const void *key, size_t keylen)
+/* Does the record, of `units`, hold this key? */
+static inline __attribute__((always_inline)) bool sl_rec_key_is(const uint64_t *rec, uint32_t units,
+                                                                 const void *key, size_t keylen)
 {
-    uint64_t *rec = sl_shard_record(sh, slot);
-    return sl_rec_meta_of(rec)->keylen == keylen && sl_key_equal(sl_rec_key(sh, slot, rec), key, keylen);
+    return sl_rec_meta_load(rec).keylen == keylen &&
+           sl_key_equal((const unsigned char *)(rec + units - sl_key_units(keylen)), key, keylen);
+}
+
+static inline __attribute__((always_inline)) bool sl_rec_matches(const sl_shard *sh, uint32_t slot, const void *key, size_t keylen)
+{
+    const sl_page *pg = &sh->pages[sl_slot_page(slot)];
+    return sl_rec_key_is(pg->base + (size_t)sl_slot_index(slot) * pg->units, pg->units, key, keylen);
 }
 
 /* Which slots of a group carry `tag` (bit i for slot i), and, in *empty,
@@ -887,7 +1062,6 @@ static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, bool may_evict
     /* Out of the partial list: nothing may be allocated here meanwhile. */
     if (pg->live < pg->cap)
         sl_partial_unlink(sh, id);
-    sh->last_rec = NULL; /* it may be one of the records that move */
     pg->cap = 0; /* marks the page as draining for sl_rec_free */
     for (uint32_t idx = 0; idx < pg->bump && pg->live; idx++) {
         uint64_t *rec = pg->base + (size_t)idx * units;
@@ -1053,17 +1227,6 @@ static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, sl_algorith
     return sl_rec_shape_fits(m, pg->units, algorithm, size);
 }
 
-/* Is rec, of `units`, live and holding `key` with a state that fits this
- * limit? (The check of a take that comes through last_rec.) */
-static inline bool sl_rec_holds(uint64_t *rec, uint32_t units, const void *key, size_t keylen,
-                                sl_algorithm algorithm, size_t size)
-{
-    const sl_rec_meta *m = sl_rec_meta_of(rec);
-    return (m->flags & SL_REC_LIVE) && m->keylen == keylen &&
-           sl_rec_shape_fits(m, units, algorithm, size) &&
-           sl_key_equal((const unsigned char *)(rec + units - sl_key_units(keylen)), key, keylen);
-}
-
 /* ---- the public operations ---- */
 
 static unsigned sl_log2_ceil(unsigned v)
@@ -1110,6 +1273,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     s->max_key_len = c.max_key_len;
     s->max_memory = c.max_memory;
     s->seed = c.seed;
+    s->id = atomic_fetch_add(&sl_store_ids, 1) + 1;
     s->fixed_bytes = sizeof *s + shard_bytes;
     size_t budget = SIZE_MAX;
     if (c.max_memory) {
@@ -1188,16 +1352,20 @@ static inline bool sl_take_args_ok(const sl_limit *l, int64_t now, int64_t cost)
            (cost >= 0) & ((uint64_t)now <= (uint64_t)SL_TIME_MAX);
 }
 
-/* The time a take on a locked shard is decided at: `now`, or the latest
- * time the shard has used when `now` is older (see sl_shard.now_max). */
-static inline int64_t sl_shard_now(sl_shard *sh, int64_t now)
+/* The time a take is decided at: `now`, or the latest time a take has used
+ * when `now` is older (see sl_store.clock). Called with the key's record
+ * locked (or its shard): the take before on that key raised the clock
+ * before it let go, so this one reads that time or a later one. */
+static inline int64_t sl_store_now(sl_store *s, int64_t now)
 {
     if (now < 0 || now > SL_TIME_MAX)
         return now; /* invalid: the algorithm says so */
-    if (now < sh->now_max)
-        return sh->now_max;
-    sh->now_max = now;
-    return now;
+    int64_t c = atomic_load_explicit(&s->clock, memory_order_relaxed);
+    while (now > c)
+        if (atomic_compare_exchange_weak_explicit(&s->clock, &c, now, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return now;
+    return c;
 }
 
 /* A zeroed scratch state: the stack buffer when it fits, else the heap. */
@@ -1238,7 +1406,7 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
     void *scratch = sl_scratch_get(stack, l->state_size);
     if (!scratch) {
-        sl_spin_unlock(&sh->lock);
+        sl_shard_unlock(sh);
         return SL_ERR_NOMEM;
     }
     int rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
@@ -1252,8 +1420,70 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
             rc = sl_shard_insert(s, sh, h, key, keylen, l->algorithm, scratch, l->state_size,
                                  sl_store_tick_of(exp), 0, now, NULL);
     }
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     sl_scratch_put(stack, scratch);
+    return rc;
+}
+
+/* sl_store_take_read's answer when the take needs the shard's lock (the key
+ * is new, or its state has another shape). */
+#define SL_STORE_LOCK 1
+
+/* A take without the shard's lock, by a reader of the shard (see
+ * "readers"): finds the key's record and takes from it under the record's
+ * lock bit. The hot path: only the state and the meta word are written, and
+ * the decision is described after the record is let go. */
+static inline __attribute__((always_inline)) int
+sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                   const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
+{
+    sl_last_take *last = &sl_last;
+    uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
+    uint64_t *rec;
+    uint32_t units;
+    if (last->h == h && last->sh == sh && last->epoch == epoch && last->store == s->id &&
+        sl_rec_key_is(last->rec, last->units, key, keylen)) {
+        rec = last->rec;
+        units = last->units;
+    } else {
+        long pos = sl_index_find(sh, h, key, keylen);
+        if (pos < 0)
+            return SL_STORE_LOCK;
+        uint32_t v = sh->slots[pos];
+        const sl_page *pg = &sh->pages[sl_slot_page(v)];
+        rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
+        units = pg->units;
+        *last = (sl_last_take){s->id, sh, h, epoch, rec, units};
+    }
+    uint64_t word = sl_rec_lock(rec);
+    sl_rec_meta m;
+    memcpy(&m, &word, sizeof m);
+    if (!sl_rec_shape_fits(&m, units, l->algorithm, l->state_size)) {
+        sl_rec_unlock(rec, word);
+        return SL_STORE_LOCK;
+    }
+    now = sl_store_now(s, now);
+    if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
+        /* GCRA's common case, inline (see gcra.h). */
+        sl_gcra_step st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
+        if (st.expires_at)
+            word = sl_meta_word_expiring(word, sl_store_tick_of(st.expires_at));
+        sl_rec_unlock(rec, word);
+        memset(d, 0, sizeof *d);
+        sl_gcra_whole_describe(l, st, false, d);
+        return SL_OK;
+    }
+    int rc;
+    int64_t exp;
+    if (lease_id) {
+        rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
+        exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
+    } else {
+        rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
+    }
+    if (rc == SL_OK && cost > 0)
+        word = sl_meta_word_expiring(word, sl_store_tick_of(exp));
+    sl_rec_unlock(rec, word);
     return rc;
 }
 
@@ -1285,33 +1515,22 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
     }
     size = l->state_size;
 
-    sl_spin_lock(&sh->lock);
-    now = sl_shard_now(sh, now);
-    uint64_t *rec = sh->last_rec;
-    if (!(rec && sh->last_h == h && sl_rec_holds(rec, sh->last_units, key, keylen, l->algorithm, size))) {
-        long pos = sl_index_find(sh, h, key, keylen);
-        if (pos < 0)
-            return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
-        uint32_t v = sh->slots[pos];
-        const sl_page *pg = &sh->pages[sl_slot_page(v)];
-        rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
-        if (!sl_rec_shape_fits(sl_rec_meta_of(rec), pg->units, l->algorithm, size))
-            return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
-        sh->last_h = h;
-        sh->last_rec = rec;
-        sh->last_units = pg->units;
+    sl_reader *me = sl_reader_self();
+    if (__builtin_expect(me != NULL, 1)) {
+        rc = sl_read_begin(me, sh) ? sl_store_take_read(s, sh, h, key, keylen, l, now, cost,
+                                                        lease_id, d)
+                                   : SL_STORE_LOCK;
+        sl_read_end(me);
+        if (rc != SL_STORE_LOCK)
+            return rc;
     }
-    if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
-        /* GCRA's common case, inline: only the state's change under the
-         * lock, the decision after it (see gcra.h). */
-        sl_gcra_step st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
-        if (st.expires_at)
-            sl_rec_set_expiry(rec, sl_store_tick_of(st.expires_at));
-        sl_spin_unlock(&sh->lock);
-        memset(d, 0, sizeof *d);
-        sl_gcra_whole_describe(l, st, false, d);
-        return SL_OK;
-    }
+
+    sl_shard_lock(sh);
+    now = sl_store_now(s, now);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size))
+        return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
+    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
     int64_t exp;
     if (lease_id) {
         rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
@@ -1321,7 +1540,7 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
     }
     if (rc == SL_OK && cost > 0)
         sl_rec_set_expiry(rec, sl_store_tick_of(exp));
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     return rc;
 }
 
@@ -1353,14 +1572,14 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
     void *zero = NULL;
 
-    sl_spin_lock(&sh->lock);
+    sl_shard_lock(sh);
     long pos = sl_index_find(sh, h, key, keylen);
     if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
         rc = sl_peek(l, sl_rec_state(sl_shard_record(sh, sh->slots[pos])), now, cost, d);
-        sl_spin_unlock(&sh->lock);
+        sl_shard_unlock(sh);
         return rc;
     }
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     /* Absent (or of another shape, which a take would reset): the answer
      * for "never seen" needs no lock. */
     zero = sl_scratch_get(stack, size);
@@ -1381,6 +1600,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
     uint64_t hs[SL_PREFETCH_BATCH];
     if (!s || !keys || !lens)
         return;
+    sl_reader *me = sl_reader_self(); /* without one, the index groups only */
     for (size_t base = 0; base < n; base += SL_PREFETCH_BATCH) {
         size_t m = n - base < SL_PREFETCH_BATCH ? n - base : SL_PREFETCH_BATCH;
         uint32_t valid = 0; /* bit i: key i is a valid key, hs[i] its hash */
@@ -1400,8 +1620,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
             if (!(valid >> i & 1))
                 continue;
             sl_shard *sh = sl_store_shard_of(s, hs[i]);
-            sl_spin_lock(&sh->lock);
-            if (sh->ngroups) {
+            if (me && sl_read_begin(me, sh) && sh->ngroups) {
                 const uint32_t *grp =
                     sh->slots + (size_t)sl_home_group(hs[i], sh->ngroups) * SL_GROUP_SLOTS;
                 unsigned empty;
@@ -1414,7 +1633,8 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
                     __builtin_prefetch(rec + sl_rec_units(sh, v) - 1, 1);
                 }
             }
-            sl_spin_unlock(&sh->lock);
+            if (me)
+                sl_read_end(me);
         }
     }
 }
@@ -1427,11 +1647,11 @@ int sl_store_reset(sl_store *s, const void *key, size_t keylen)
         return SL_ERR_KEY;
     uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
-    sl_spin_lock(&sh->lock);
+    sl_shard_lock(sh);
     long pos = sl_index_find(sh, h, key, keylen);
     if (pos >= 0)
         sl_shard_remove(sh, (size_t)pos);
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     return pos >= 0;
 }
 
@@ -1448,8 +1668,8 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
         return SL_ERR_ALGORITHM;
     uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
-    sl_spin_lock(&sh->lock);
-    now = sl_shard_now(sh, now);
+    sl_shard_lock(sh);
+    now = sl_store_now(s, now);
     long pos = sl_index_find(sh, h, key, keylen);
     rc = 0;
     if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
@@ -1466,7 +1686,7 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
             }
         }
     }
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     return rc;
 }
 
@@ -1538,10 +1758,10 @@ size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records)
         return 0;
     for (uint32_t i = 0; i < s->nshards; i++) {
         sl_shard *sh = &s->shards[i];
-        sl_spin_lock(&sh->lock);
+        sl_shard_lock(sh);
         done += sl_shard_sweep(s, sh, now, max_records);
         sl_shard_compact(s, sh, now);
-        sl_spin_unlock(&sh->lock);
+        sl_shard_unlock(sh);
     }
     return done;
 }
@@ -1555,13 +1775,13 @@ void sl_store_get_stats(sl_store *s, sl_store_stats *st)
     st->max_memory = s->max_memory;
     for (uint32_t i = 0; i < s->nshards; i++) {
         sl_shard *sh = &s->shards[i];
-        sl_spin_lock(&sh->lock);
+        sl_shard_lock(sh);
         st->keys += sh->count;
         st->bytes_used += sh->used;
         st->evictions += sh->evictions;
         st->reclaimed += sh->reclaimed;
         st->reinits += sh->reinits;
-        sl_spin_unlock(&sh->lock);
+        sl_shard_unlock(sh);
     }
 }
 
@@ -1603,14 +1823,14 @@ static size_t sl_lock_shards(sl_many_item *m, size_t n, sl_shard **locked)
         locked[j] = x;
     }
     for (size_t i = 0; i < k; i++)
-        sl_spin_lock(&locked[i]->lock);
+        sl_shard_lock(locked[i]);
     return k;
 }
 
 static void sl_unlock_shards(sl_shard **locked, size_t k)
 {
     for (size_t i = k; i-- > 0;)
-        sl_spin_unlock(&locked[i]->lock);
+        sl_shard_unlock(locked[i]);
 }
 
 int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
@@ -1663,10 +1883,7 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
 
     size_t nlocked = sl_lock_shards(m, n, locked);
     int rc = SL_OK;
-    for (size_t i = 0; i < nlocked; i++) /* one time for all the limits */
-        now = sl_shard_now(locked[i], now);
-    for (size_t i = 0; i < nlocked; i++)
-        now = sl_shard_now(locked[i], now);
+    now = sl_store_now(s, now); /* one time for all the limits */
 
     /* 1. Copy each key's state (or "never seen") into scratch. */
     for (size_t i = 0; i < n; i++) {
@@ -1782,10 +1999,18 @@ bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
 {
     uint64_t h = sl_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
-    sl_index_prefetch(sh, h); /* as a take does */
-    sl_spin_lock(&sh->lock);
+    sl_index_prefetch(sh, h); /* as a take does, and entering the shard as it does */
+    sl_reader *me = sl_reader_self();
+    if (me && sl_read_begin(me, sh)) {
+        bool found = sl_index_find(sh, h, key, keylen) >= 0;
+        sl_read_end(me);
+        return found;
+    }
+    if (me)
+        sl_read_end(me);
+    sl_shard_lock(sh);
     bool found = sl_index_find(sh, h, key, keylen) >= 0;
-    sl_spin_unlock(&sh->lock);
+    sl_shard_unlock(sh);
     return found;
 }
 
@@ -1793,7 +2018,7 @@ int sl_store_debug_check(sl_store *s)
 {
     for (uint32_t i = 0; i < s->nshards; i++) {
         sl_shard *sh = &s->shards[i];
-        sl_spin_lock(&sh->lock);
+        sl_shard_lock(sh);
         int bad = 0;
         size_t total = (size_t)sh->ngroups * SL_GROUP_SLOTS;
         uint32_t full = 0, tombs = 0;
@@ -1808,7 +2033,7 @@ int sl_store_debug_check(sl_store *s)
             full++;
             uint64_t *rec = sl_shard_record(sh, v);
             sl_rec_meta *meta = sl_rec_meta_of(rec);
-            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & SL_REC_PINNED))
+            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & (SL_REC_PINNED | SL_REC_LOCKED)))
                 bad = __LINE__;
             else if (sl_index_find(sh, sl_slot_hash(s, sh, v), sl_rec_key(sh, v, rec), meta->keylen) != (long)pos)
                 bad = __LINE__;
@@ -1827,21 +2052,9 @@ int sl_store_debug_check(sl_store *s)
             bad = __LINE__;
         if (!bad && bytes != sh->used)
             bad = __LINE__;
-        if (!bad && sh->last_rec) {
-            /* The last take's record is a live record of this shard, the
-             * one the index finds for its key, which has that hash, and
-             * last_units is its page's size. */
-            const sl_rec_meta *m = sl_rec_meta_of(sh->last_rec);
-            const uint64_t *key = sh->last_rec + sh->last_units - sl_key_units(m->keylen);
-            long pos = (m->flags & SL_REC_LIVE) ? sl_index_find(sh, sh->last_h, key, m->keylen) : -1;
-            if (pos < 0 || sl_store_hash(key, m->keylen, s->seed) != sh->last_h ||
-                sl_shard_record(sh, sh->slots[pos]) != sh->last_rec ||
-                sl_rec_units(sh, sh->slots[pos]) != sh->last_units)
-                bad = __LINE__;
-        }
         if (!bad && sh->budget != SIZE_MAX && sh->used > sh->budget)
             bad = __LINE__;
-        sl_spin_unlock(&sh->lock);
+        sl_shard_unlock(sh);
         if (bad)
             return bad;
     }

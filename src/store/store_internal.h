@@ -30,8 +30,14 @@
  * so a 16-byte key with a 16-byte GCRA state costs 40 bytes of record and
  * about 5 to 7 bytes of index (4-byte slots at a load of 0.58 to 0.875).
  *
- * Each shard also remembers the record its last take found (last_rec): the
- * next take of that key goes straight to it.
+ * Takes on keys that are there run without the shard's lock (see "readers"
+ * in store.c): a thread announces the shard it reads in a line of its own,
+ * and locks the one record it changes with a bit in the record's metadata.
+ * Whatever holds the shard's lock (an insert, a reclaim, a multi-limit take)
+ * first waits for the shard's readers to leave. A take on a key that is
+ * there thus writes nothing that another thread's take on another key reads
+ * or writes: only its record, and the store's clock when its time is the
+ * newest yet.
  */
 #ifndef SL_STORE_INTERNAL_H
 #define SL_STORE_INTERNAL_H
@@ -40,6 +46,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sluice.h"
 
@@ -62,6 +69,7 @@
 #define SL_REC_ALGO_MASK 0x0fu
 #define SL_REC_LIVE 0x10u                    /* the record holds a key (else: free) */
 #define SL_REC_PINNED 0x20u                  /* a multi-take holds it: never evict */
+#define SL_REC_LOCKED 0x40u                  /* a take without the shard's lock is changing it */
 
 /* Expiry is kept in ticks of 2^20 ns (about 1.05 ms), rounded up, in 40
  * bits: enough for 36 years of a monotonic clock. */
@@ -75,6 +83,9 @@ typedef struct sl_rec_meta {
     uint8_t flags;    /* algorithm | SL_REC_LIVE | SL_REC_PINNED */
     uint16_t keylen;  /* key bytes; in a free record: next free index + 1 */
 } sl_rec_meta;
+_Static_assert(sizeof(sl_rec_meta) == 8 && offsetof(sl_rec_meta, flags) == 5 &&
+                   __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "a record's meta is one word: expiry in its low 40 bits, flags in bits 40-47");
 
 /* One page of records, or one large record (cap == 1). 24 bytes. */
 typedef struct sl_page {
@@ -109,24 +120,15 @@ typedef struct sl_arena {
 } sl_arena;
 
 typedef struct sl_shard {
-    /* The lock's line holds what every take writes (the lock, now_max, the
-     * last take's record); it moves between cores. The fields from ngroups
-     * on are read far more than written and stay shared in every core's
-     * cache. */
+    /* Taken by whatever changes the shard's index, pages or records other
+     * than by a take on a key that is there; such takes read it and, while it
+     * is held, take it too. Written by those only: in steady state its line
+     * stays in every core's cache. */
     _Alignas(64) sl_spin lock;
-    /* The latest `now` a take on this shard has used (on the lock's line,
-     * which every take writes anyway). Threads read the clock once per
-     * batch, so a take can arrive with a `now` a little older than the one
-     * before it; it is decided at this time instead, so that a key's state
-     * never sees time go back (remaining then counts down one by one). */
-    int64_t now_max;
-    /* The record the last take on this shard found, by its key's hash: a
-     * hot key's next take goes straight to it, past the index and the page
-     * table. NULL when unknown; whatever frees or moves a record clears it
-     * when it is that record (sl_rec_free, sl_drain_page). */
-    uint64_t last_h;
-    uint64_t *last_rec;
-    uint32_t last_units; /* the record's size in 8-byte units */
+    /* Counts the lock's holders (each adds one once the readers have left):
+     * a thread's record of its last take here is good while it is
+     * unchanged. */
+    _Atomic uint64_t epoch;
     _Alignas(64) uint32_t ngroups; /* index size in groups of 8 slots (0 before first use) */
     uint32_t count;      /* keys held */
     uint32_t tombs;      /* deleted slots */
@@ -149,13 +151,21 @@ typedef struct sl_shard {
 } sl_shard;
 
 struct sl_store {
-    sl_shard *shards;
+    /* The latest `now` a take has used. Threads read the clock once per
+     * batch, so a take can arrive with a `now` a little older than the one
+     * before it on the same key; it is decided at this time instead, so that
+     * a key's state never sees time go back (remaining then counts down one
+     * by one). Raised by the first take of each newer batch, read by the
+     * rest: one line for the store, rarely written. */
+    _Alignas(64) _Atomic int64_t clock;
+    _Alignas(64) sl_shard *shards;
     uint32_t nshards;
     unsigned shard_shift; /* 63 - log2(nshards): the shard is (h >> 1) >> shard_shift */
     size_t max_key_len;
     size_t max_memory;    /* 0: no cap */
     size_t fixed_bytes;   /* the store and its shard array */
     uint64_t seed;
+    uint64_t id;          /* unique in the process: no two stores, even over time, share it */
     sl_arena arena;
 };
 
@@ -171,17 +181,25 @@ static inline sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h)
     return &s->shards[(h >> 1) >> s->shard_shift];
 }
 
-/* The lock: one atomic exchange when it is free, sl_spin_wait otherwise. */
+/* The lock: one atomic exchange when it is free, sl_spin_wait otherwise.
+ * Sequentially consistent, as a shard's readers and its lock's holder each
+ * write one thing and then read what the other wrote (see store.c). */
 void sl_spin_wait(sl_spin *l);
 static inline void sl_spin_lock(sl_spin *l)
 {
-    if (__builtin_expect(atomic_exchange_explicit(&l->held, 1, memory_order_acquire), 0))
+    if (__builtin_expect(atomic_exchange_explicit(&l->held, 1, memory_order_seq_cst), 0))
         sl_spin_wait(l);
 }
 static inline void sl_spin_unlock(sl_spin *l)
 {
     atomic_store_explicit(&l->held, 0, memory_order_release);
 }
+
+/* A shard's lock, for anything but a take on a key that is there: the spin
+ * lock, then a wait until the takes running without it have left the
+ * shard. */
+void sl_shard_lock(sl_shard *sh);
+static inline void sl_shard_unlock(sl_shard *sh) { sl_spin_unlock(&sh->lock); }
 
 static inline uint32_t sl_slot_page(uint32_t slot) { return (slot >> 9) & 0x7fffu; }
 static inline uint32_t sl_slot_index(uint32_t slot) { return slot & 0x1ffu; }
@@ -195,6 +213,15 @@ static inline uint64_t *sl_shard_record(const sl_shard *sh, uint32_t slot)
 }
 /* Record accessors. */
 static inline sl_rec_meta *sl_rec_meta_of(uint64_t *rec) { return (sl_rec_meta *)(void *)rec; }
+/* A record's meta, read as one word: a take without the shard's lock may be
+ * setting or clearing its lock bit meanwhile (see store.c). */
+static inline sl_rec_meta sl_rec_meta_load(const uint64_t *rec)
+{
+    uint64_t w = __atomic_load_n(rec, __ATOMIC_RELAXED);
+    sl_rec_meta m;
+    memcpy(&m, &w, sizeof m);
+    return m;
+}
 static inline uint64_t sl_rec_expiry(const uint64_t *rec)
 {
     const sl_rec_meta *m = (const sl_rec_meta *)(const void *)rec;
@@ -228,8 +255,8 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
 void sl_store_debug_fail_alloc(long nth);
 
 /* Is the key present? A bare lookup (hash, the index group's prefetch as a
- * take starts it, lock, probe, compare), so that a benchmark can measure
- * the table alone. */
+ * take starts it, entering the shard as a take does, probe, compare), so
+ * that a benchmark can measure the table alone. */
 bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen);
 
 /* Checks the shard invariants (counts, page lists, every key findable);

@@ -4,7 +4,9 @@
  * likewise; multi-limit takes crossing shards, issued from many threads in
  * any order, admit the same total as one thread and consume each limit
  * exactly as often as they were admitted (all or nothing, no deadlock);
- * leases never exceed their limit; snapshots and sweeps run beside takes.
+ * leases never exceed their limit; snapshots and sweeps run beside takes;
+ * takes without the shard's lock run beside inserts, resets, sweeps and
+ * index growth; a key's time never goes back.
  *
  * A plain program with its own main, not a Criterion suite: Criterion cannot
  * start under ThreadSanitizer (Snaipe/Criterion issue 274, "Could not
@@ -387,6 +389,170 @@ static void snapshots_sweeps_and_takes_together(void)
     sl_store_free(s);
 }
 
+/* Takes on keys that are there run without the shard's lock; everything
+ * else takes it and waits for them. Here readers take from resident keys
+ * while one thread inserts, resets, sweeps (which frees pages and moves
+ * records to compact them) and grows the index on the same shards: every
+ * resident key still admits exactly its capacity, and ThreadSanitizer sees
+ * no race. */
+enum { RESIDENT = 300, RESIDENT_BURST = 40 };
+
+typedef struct resident_arg {
+    sl_store *s;
+    const sl_limit *l;
+    int id;
+    int64_t admitted;
+    atomic_int *stop;
+} resident_arg;
+
+static void *resident_reader(void *p)
+{
+    resident_arg *a = p;
+    test_rng rng = {(uint64_t)a->id + 500};
+    char key[24];
+    while (!atomic_load(a->stop)) {
+        int n = snprintf(key, sizeof key, "r%d", (int)test_range(&rng, 0, RESIDENT - 1));
+        /* Three in a row, so that the thread's last take's record is used,
+         * and must not be once the record has moved. The time stands still
+         * for the resident keys: nothing refills. */
+        for (int i = 0; i < 3; i++) {
+            sl_decision d;
+            if (CHECK_EQ(sl_store_take(a->s, key, (size_t)n, a->l, 1000 * NS_PER_SEC, 1, &d), SL_OK) &&
+                d.allowed)
+                a->admitted++;
+        }
+    }
+    return NULL;
+}
+
+static void *resident_churner(void *p)
+{
+    resident_arg *a = p;
+    sl_limit brief;
+    CHECK_EQ(sl_limit_init(&brief, SL_TOKEN_BUCKET, 5, 10 * NS_PER_MS, 0), SL_OK);
+    char key[24];
+    for (int round = 0; round < 6; round++) {
+        /* Many new keys: inserts, index growth, new pages. */
+        for (int i = 0; i < 4000; i++) {
+            int n = snprintf(key, sizeof key, "c%d.%d", round, i);
+            sl_decision d;
+            CHECK_EQ(sl_store_take(a->s, key, (size_t)n, &brief, 1000 * NS_PER_SEC, 1, &d), SL_OK);
+        }
+        /* Most of them go: records freed, pages emptied and compacted. */
+        for (int i = 0; i < 4000; i++)
+            if (i % 8) {
+                int n = snprintf(key, sizeof key, "c%d.%d", round, i);
+                sl_store_reset(a->s, key, (size_t)n);
+            }
+        sl_store_sweep(a->s, 1000 * NS_PER_SEC, 1u << 20);
+    }
+    atomic_store(a->stop, 1);
+    return NULL;
+}
+
+static void readers_beside_lock_holders(void)
+{
+    sl_limit l;
+    CHECK_EQ(sl_limit_init(&l, SL_GCRA, RESIDENT_BURST, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(4);
+    char key[24];
+    for (int k = 0; k < RESIDENT; k++) { /* the resident keys, each with one take gone */
+        int n = snprintf(key, sizeof key, "r%d", k);
+        sl_decision d;
+        CHECK_EQ(sl_store_take(s, key, (size_t)n, &l, 1000 * NS_PER_SEC, 1, &d), SL_OK);
+    }
+    atomic_int stop = 0;
+    pthread_t t[NTHREADS];
+    resident_arg a[NTHREADS];
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (resident_arg){s, &l, i, 0, &stop};
+        pthread_create(&t[i], NULL, i == 0 ? resident_churner : resident_reader, &a[i]);
+    }
+    int64_t total = 0;
+    for (int i = 0; i < NTHREADS; i++) {
+        pthread_join(t[i], NULL);
+        total += a[i].admitted;
+    }
+    /* Drain what is left, then count: every resident key gave exactly its burst. */
+    for (int k = 0; k < RESIDENT; k++) {
+        int n = snprintf(key, sizeof key, "r%d", k);
+        sl_decision d;
+        do {
+            CHECK_EQ(sl_store_take(s, key, (size_t)n, &l, 1000 * NS_PER_SEC, 1, &d), SL_OK);
+            total += d.allowed;
+        } while (d.allowed);
+    }
+    CHECK_EQ(total, (int64_t)RESIDENT * (RESIDENT_BURST - 1), "%lld admitted", (long long)total);
+    CHECK_EQ(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
+/* A key's state never sees time go back: the key's first take is at the
+ * newest time, then threads take it at older times (workers read the clock
+ * once per batch, so a take can arrive with a time older than the take
+ * before it). Each is decided at the newest time the store has seen, so the
+ * admitted takes see every remaining from burst-1 down to 0 once, as one
+ * thread at one time would; decided at their own older times, each would
+ * owe a little more and one remaining would be skipped. */
+enum { CLOCK_BURST = 20000 };
+
+typedef struct clock_arg {
+    sl_store *s;
+    const sl_limit *l;
+    int64_t now;
+    atomic_int *seen; /* CLOCK_BURST counters, one per remaining */
+    pthread_barrier_t *start;
+} clock_arg;
+
+static void *clock_worker(void *p)
+{
+    clock_arg *a = p;
+    pthread_barrier_wait(a->start);
+    for (int i = 0; i < CLOCK_BURST / NTHREADS; i++) {
+        sl_decision d;
+        if (sl_store_take(a->s, "k", 1, a->l, a->now, 1, &d) != SL_OK) {
+            CHECK(false, "a take failed");
+            break;
+        }
+        if (d.allowed && CHECK(d.remaining >= 0 && d.remaining < CLOCK_BURST))
+            atomic_fetch_add(&a->seen[d.remaining], 1);
+    }
+    return NULL;
+}
+
+static void time_never_goes_back_on_a_key(void)
+{
+    sl_limit l; /* one an hour: the burst is all there is */
+    CHECK_EQ(sl_limit_init(&l, SL_GCRA, CLOCK_BURST, 3600 * NS_PER_SEC * CLOCK_BURST, 0), SL_OK);
+    sl_store *s = new_store(0);
+    static atomic_int seen[CLOCK_BURST];
+    for (int i = 0; i < CLOCK_BURST; i++)
+        atomic_store(&seen[i], 0);
+    const int64_t newest = 1000 * NS_PER_SEC;
+    sl_decision d;
+    CHECK_EQ(sl_store_take(s, "k", 1, &l, newest, 1, &d), SL_OK);
+    CHECK(d.allowed && d.remaining == CLOCK_BURST - 1);
+    atomic_store(&seen[CLOCK_BURST - 1], 1);
+    pthread_t t[NTHREADS];
+    clock_arg a[NTHREADS];
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, NTHREADS);
+    for (int i = 0; i < NTHREADS; i++) {
+        a[i] = (clock_arg){s, &l, newest - (i + 1) * NS_PER_MS, seen, &start};
+        pthread_create(&t[i], NULL, clock_worker, &a[i]);
+    }
+    for (int i = 0; i < NTHREADS; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    int wrong = 0, first = -1;
+    for (int r = 0; r < CLOCK_BURST; r++)
+        if (atomic_load(&seen[r]) != 1 && wrong++ == 0)
+            first = r;
+    CHECK_EQ(wrong, 0, "%d remaining values not seen exactly once, the first %d (seen %d times)",
+             wrong, first, first >= 0 ? atomic_load(&seen[first]) : 0);
+    sl_store_free(s);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -400,6 +566,8 @@ int main(int argc, char **argv)
         {"multi_limit_takes_across_shards_match_one_thread", multi_limit_takes_across_shards_match_one_thread},
         {"leases_never_exceed_the_limit", leases_never_exceed_the_limit},
         {"snapshots_sweeps_and_takes_together", snapshots_sweeps_and_takes_together},
+        {"readers_beside_lock_holders", readers_beside_lock_holders},
+        {"time_never_goes_back_on_a_key", time_never_goes_back_on_a_key},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int before = atomic_load(&check_failures);
