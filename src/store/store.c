@@ -290,9 +290,10 @@ void sl_spin_wait(sl_spin *l)
  *   reader (a take)                      holder of the shard's lock
  *   announce: my slot = shard            take the spin lock (exchange)
  *   is the spin lock held?               wait while any slot = shard
- *     no:  find the record, lock it
- *          (a bit in its meta), take,
- *          unlock it
+ *     no:  lock the key's home group
+ *          (a bit in its first slot),
+ *          find the record, take,
+ *          unlock the group
  *     yes: leave, take the lock instead
  *   my slot = none                       change anything; release
  *
@@ -301,7 +302,7 @@ void sl_spin_wait(sl_spin *l)
  * reader and waits for it. So nothing a reader looks at (the index, the
  * page table, a record's place and key) changes under it, and no memory
  * is freed while it may be read. Readers of one shard exclude each other
- * per record only; the record's lock bit is clear whenever the shard lock
+ * per home group only; a group's lock bit is clear whenever the shard lock
  * is held, as its holder waited for the readers to leave.
  *
  * Slots are process-wide, one cache line each, one per thread that has
@@ -411,40 +412,37 @@ void sl_shard_lock(sl_shard *sh)
                           memory_order_relaxed);
 }
 
-/* Locks a record for a reader: sets its lock bit, waiting while another
- * reader holds it. Returns the meta word as it was (bit clear). */
-#define SL_META_LOCKED ((uint64_t)SL_REC_LOCKED << 40)
+/* A group's lock: the always-zero bit 24 of its first slot (see the slot
+ * layout in store_internal.h). A reader takes the lock of its key's home
+ * group before it looks for the key, so that takes on one key exclude each
+ * other. The group's line is the first a take needs, and was prefetched as
+ * it started: the lock costs no miss of its own, and it is taken before
+ * the record's address is known, so that the record's miss does not hold
+ * up the next take's first loads (a locked instruction does: see
+ * docs/store.md). Two keys with the same home group share the lock. */
+#define SL_SLOT_LOCK (UINT32_C(1) << 24)
 
-static inline uint64_t sl_rec_lock(uint64_t *rec)
+static inline uint32_t *sl_group_lock(sl_shard *sh, uint64_t h)
 {
-    uint64_t m = __atomic_load_n(rec, __ATOMIC_RELAXED);
+    uint32_t *w = sh->slots + (size_t)sl_home_group(h, sh->ngroups) * SL_GROUP_SLOTS;
+    uint32_t v = __atomic_load_n(w, __ATOMIC_RELAXED) & ~SL_SLOT_LOCK;
     unsigned spins = 0;
-    for (;;) {
-        if (!(m & SL_META_LOCKED)) {
-            if (__atomic_compare_exchange_n(rec, &m, m | SL_META_LOCKED, true, __ATOMIC_ACQUIRE,
-                                            __ATOMIC_RELAXED))
-                return m;
-        } else {
-            if (++spins < 64)
-                sl_cpu_relax();
-            else
-                sched_yield();
-            m = __atomic_load_n(rec, __ATOMIC_RELAXED);
-        }
+    while (!__atomic_compare_exchange_n(w, &v, v | SL_SLOT_LOCK, true, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED)) {
+        v &= ~SL_SLOT_LOCK;
+        if (++spins < 64)
+            sl_cpu_relax();
+        else
+            sched_yield();
     }
+    return w;
 }
 
-/* A meta word with its expiry (the low 40 bits: exp_lo, exp_hi) set. */
-#define SL_META_EXPIRY ((UINT64_C(1) << 40) - 1)
-static inline uint64_t sl_meta_word_expiring(uint64_t word, uint64_t tick)
+/* Lets the group go: its first slot has not changed meanwhile (only lock
+ * holders of the shard change slots, and none is in). */
+static inline void sl_group_unlock(uint32_t *w)
 {
-    return (word & ~SL_META_EXPIRY) | tick;
-}
-
-/* Writes a record's meta word back, lock bit clear. */
-static inline void sl_rec_unlock(uint64_t *rec, uint64_t m)
-{
-    __atomic_store_n(rec, m & ~SL_META_LOCKED, __ATOMIC_RELEASE);
+    __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~SL_SLOT_LOCK, __ATOMIC_RELEASE);
 }
 
 /* ---- ticks ---- */
@@ -637,7 +635,7 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
 static inline __attribute__((always_inline)) bool sl_rec_key_is(const uint64_t *rec, uint32_t units,
                                                                  const void *key, size_t keylen)
 {
-    return sl_rec_meta_load(rec).keylen == keylen &&
+    return ((const sl_rec_meta *)(const void *)rec)->keylen == keylen &&
            sl_key_equal((const unsigned char *)(rec + units - sl_key_units(keylen)), key, keylen);
 }
 
@@ -652,8 +650,18 @@ static inline __attribute__((always_inline)) bool sl_rec_matches(const sl_shard 
 static inline unsigned sl_group_match(const uint32_t *grp, uint32_t tag, unsigned *empty)
 {
 #if defined(__SSE2__)
-    __m128i lo = _mm_loadu_si128((const __m128i *)(const void *)grp);
-    __m128i hi = _mm_loadu_si128((const __m128i *)(const void *)(grp + 4));
+    /* Read as words, atomically: a reader may be setting the lock bit of
+     * the group's first slot meanwhile. The lock bit is not part of what
+     * a slot holds. */
+    typedef uint64_t __attribute__((may_alias)) sl_word;
+    const sl_word *w = (const sl_word *)(const void *)grp;
+    __m128i nolock = _mm_set1_epi32((int)~SL_SLOT_LOCK);
+    __m128i lo = _mm_and_si128(_mm_set_epi64x((long long)__atomic_load_n(&w[1], __ATOMIC_RELAXED),
+                                              (long long)__atomic_load_n(&w[0], __ATOMIC_RELAXED)),
+                               nolock);
+    __m128i hi = _mm_and_si128(_mm_set_epi64x((long long)__atomic_load_n(&w[3], __ATOMIC_RELAXED),
+                                              (long long)__atomic_load_n(&w[2], __ATOMIC_RELAXED)),
+                               nolock);
     __m128i t = _mm_set1_epi32((int)tag), z = _mm_setzero_si128();
     unsigned m = (unsigned)_mm_movemask_ps(_mm_castsi128_ps(
                      _mm_cmpeq_epi32(_mm_srli_epi32(lo, SL_SLOT_TAG_SHIFT), t))) |
@@ -666,8 +674,9 @@ static inline unsigned sl_group_match(const uint32_t *grp, uint32_t tag, unsigne
 #else
     unsigned m = 0, e = 0;
     for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
-        m |= (unsigned)((grp[i] >> SL_SLOT_TAG_SHIFT) == tag) << i;
-        e |= (unsigned)(grp[i] == SL_SLOT_EMPTY) << i;
+        uint32_t v = __atomic_load_n(&grp[i], __ATOMIC_RELAXED) & ~SL_SLOT_LOCK;
+        m |= (unsigned)((v >> SL_SLOT_TAG_SHIFT) == tag) << i;
+        e |= (unsigned)(v == SL_SLOT_EMPTY) << i;
     }
     *empty = e;
     return m;
@@ -699,7 +708,7 @@ static inline __attribute__((always_inline)) long sl_index_find(const sl_shard *
         unsigned empty;
         for (unsigned m = sl_group_match(grp, tag, &empty); m; m &= m - 1) {
             unsigned i = (unsigned)__builtin_ctz(m);
-            if (sl_rec_matches(sh, grp[i], key, keylen))
+            if (sl_rec_matches(sh, __atomic_load_n(&grp[i], __ATOMIC_RELAXED), key, keylen))
                 return (long)g * SL_GROUP_SLOTS + i;
         }
         if (empty)
@@ -1430,13 +1439,17 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
 #define SL_STORE_LOCK 1
 
 /* A take without the shard's lock, by a reader of the shard (see
- * "readers"): finds the key's record and takes from it under the record's
- * lock bit. The hot path: only the state and the meta word are written, and
- * the decision is described after the record is let go. */
+ * "readers"): locks the key's home group, finds the key's record and takes
+ * from it. The hot path: only the group's lock, the state and the record's
+ * expiry are written, and the decision is described after the group is let
+ * go. */
 static inline __attribute__((always_inline)) int
 sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
                    const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
 {
+    if (!sh->ngroups)
+        return SL_STORE_LOCK;
+    uint32_t *lock = sl_group_lock(sh, h);
     sl_last_take *last = &sl_last;
     uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
     uint64_t *rec;
@@ -1447,19 +1460,18 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         units = last->units;
     } else {
         long pos = sl_index_find(sh, h, key, keylen);
-        if (pos < 0)
+        if (pos < 0) {
+            sl_group_unlock(lock);
             return SL_STORE_LOCK;
-        uint32_t v = sh->slots[pos];
+        }
+        uint32_t v = __atomic_load_n(&sh->slots[pos], __ATOMIC_RELAXED);
         const sl_page *pg = &sh->pages[sl_slot_page(v)];
         rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
         units = pg->units;
         *last = (sl_last_take){s->id, sh, h, epoch, rec, units};
     }
-    uint64_t word = sl_rec_lock(rec);
-    sl_rec_meta m;
-    memcpy(&m, &word, sizeof m);
-    if (!sl_rec_shape_fits(&m, units, l->algorithm, l->state_size)) {
-        sl_rec_unlock(rec, word);
+    if (!sl_rec_shape_fits(sl_rec_meta_of(rec), units, l->algorithm, l->state_size)) {
+        sl_group_unlock(lock);
         return SL_STORE_LOCK;
     }
     now = sl_store_now(s, now);
@@ -1467,8 +1479,8 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         /* GCRA's common case, inline (see gcra.h). */
         sl_gcra_step st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
         if (st.expires_at)
-            word = sl_meta_word_expiring(word, sl_store_tick_of(st.expires_at));
-        sl_rec_unlock(rec, word);
+            sl_rec_set_expiry(rec, sl_store_tick_of(st.expires_at));
+        sl_group_unlock(lock);
         memset(d, 0, sizeof *d);
         sl_gcra_whole_describe(l, st, false, d);
         return SL_OK;
@@ -1482,8 +1494,8 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
     }
     if (rc == SL_OK && cost > 0)
-        word = sl_meta_word_expiring(word, sl_store_tick_of(exp));
-    sl_rec_unlock(rec, word);
+        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+    sl_group_unlock(lock);
     return rc;
 }
 
@@ -1626,7 +1638,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
                 unsigned empty;
                 for (unsigned mt = sl_group_match(grp, sl_tag_of(hs[i]), &empty); mt;
                      mt &= mt - 1) {
-                    uint32_t v = grp[__builtin_ctz(mt)];
+                    uint32_t v = __atomic_load_n(&grp[__builtin_ctz(mt)], __ATOMIC_RELAXED);
                     const uint64_t *rec = sl_shard_record(sh, v);
                     /* Both ends: a record may straddle two cache lines. */
                     __builtin_prefetch(rec, 1);
@@ -2033,7 +2045,7 @@ int sl_store_debug_check(sl_store *s)
             full++;
             uint64_t *rec = sl_shard_record(sh, v);
             sl_rec_meta *meta = sl_rec_meta_of(rec);
-            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & (SL_REC_PINNED | SL_REC_LOCKED)))
+            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & SL_REC_PINNED) || (v & SL_SLOT_LOCK))
                 bad = __LINE__;
             else if (sl_index_find(sh, sl_slot_hash(s, sh, v), sl_rec_key(sh, v, rec), meta->keylen) != (long)pos)
                 bad = __LINE__;

@@ -16,6 +16,8 @@
  *                    |   tag    |0 |    page     |  record  |
  *                    +----------+--+-------------+----------+
  *     0 = empty, 1 = deleted (tombstone); a full slot has a tag in 1..127.
+ *     Bit 24 of a group's first slot is the group's lock (store.c), set
+ *     only while a take without the shard's lock holds it.
  *
  * The records: pages of 16 KiB, each holding records of one size (in
  * 8-byte units, 4 to 256 units); a record larger than 2 KiB gets a page of
@@ -32,7 +34,8 @@
  *
  * Takes on keys that are there run without the shard's lock (see "readers"
  * in store.c): a thread announces the shard it reads in a line of its own,
- * and locks the one record it changes with a bit in the record's metadata.
+ * and locks its key's home group with the spare bit 24 of the group's first
+ * slot.
  * Whatever holds the shard's lock (an insert, a reclaim, a multi-limit take)
  * first waits for the shard's readers to leave. A take on a key that is
  * there thus writes nothing that another thread's take on another key reads
@@ -46,7 +49,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <string.h>
 
 #include "sluice.h"
 
@@ -69,7 +71,6 @@
 #define SL_REC_ALGO_MASK 0x0fu
 #define SL_REC_LIVE 0x10u                    /* the record holds a key (else: free) */
 #define SL_REC_PINNED 0x20u                  /* a multi-take holds it: never evict */
-#define SL_REC_LOCKED 0x40u                  /* a take without the shard's lock is changing it */
 
 /* Expiry is kept in ticks of 2^20 ns (about 1.05 ms), rounded up, in 40
  * bits: enough for 36 years of a monotonic clock. */
@@ -83,9 +84,6 @@ typedef struct sl_rec_meta {
     uint8_t flags;    /* algorithm | SL_REC_LIVE | SL_REC_PINNED */
     uint16_t keylen;  /* key bytes; in a free record: next free index + 1 */
 } sl_rec_meta;
-_Static_assert(sizeof(sl_rec_meta) == 8 && offsetof(sl_rec_meta, flags) == 5 &&
-                   __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
-               "a record's meta is one word: expiry in its low 40 bits, flags in bits 40-47");
 
 /* One page of records, or one large record (cap == 1). 24 bytes. */
 typedef struct sl_page {
@@ -213,15 +211,6 @@ static inline uint64_t *sl_shard_record(const sl_shard *sh, uint32_t slot)
 }
 /* Record accessors. */
 static inline sl_rec_meta *sl_rec_meta_of(uint64_t *rec) { return (sl_rec_meta *)(void *)rec; }
-/* A record's meta, read as one word: a take without the shard's lock may be
- * setting or clearing its lock bit meanwhile (see store.c). */
-static inline sl_rec_meta sl_rec_meta_load(const uint64_t *rec)
-{
-    uint64_t w = __atomic_load_n(rec, __ATOMIC_RELAXED);
-    sl_rec_meta m;
-    memcpy(&m, &w, sizeof m);
-    return m;
-}
 static inline uint64_t sl_rec_expiry(const uint64_t *rec)
 {
     const sl_rec_meta *m = (const sl_rec_meta *)(const void *)rec;
