@@ -1450,6 +1450,10 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
     if (!sh->ngroups)
         return SL_STORE_LOCK;
     uint32_t *lock = sl_group_lock(sh, h);
+    /* The time, before the record is touched: raising the clock is a locked
+     * instruction, which would wait for the record's miss and hold up the
+     * next take's loads behind it. */
+    now = sl_store_now(s, now);
     sl_last_take *last = &sl_last;
     uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
     uint64_t *rec;
@@ -1474,7 +1478,6 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         sl_group_unlock(lock);
         return SL_STORE_LOCK;
     }
-    now = sl_store_now(s, now);
     if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
         /* GCRA's common case, inline (see gcra.h). */
         sl_gcra_step st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
