@@ -445,6 +445,52 @@ static inline void sl_group_unlock(uint32_t *w)
     __atomic_store_n(w, __atomic_load_n(w, __ATOMIC_RELAXED) & ~SL_SLOT_LOCK, __ATOMIC_RELEASE);
 }
 
+/*
+ * In a small shard a group's line holds the slots of many keys, which
+ * other threads' takes lock as well: that line would move between cores
+ * as the shard lock's did. The records of a small shard stay in cache, so
+ * there a reader locks the record instead, with a bit in its meta word: the
+ * key's own line, which the take writes anyway. (In a large shard the
+ * record is a cache miss, and a locked instruction on it would hold up the
+ * next take's first loads until it arrives.) The choice follows the
+ * shard's index size, which only the shard's lock holder changes: all the
+ * readers of a shard lock the same way.
+ */
+#define SL_RECORD_LOCK_GROUPS 256u /* 8 KiB of index: some 1 800 keys a shard */
+
+static inline bool sl_locks_records(const sl_shard *sh) { return sh->ngroups <= SL_RECORD_LOCK_GROUPS; }
+
+/* A record's lock bit, in its meta word (flags are bits 40-47). */
+#define SL_META_LOCKED ((uint64_t)SL_REC_LOCKED << 40)
+
+/* Locks a record: sets its lock bit, waiting while another reader holds
+ * it. Returns the meta word (bit clear). */
+static inline uint64_t sl_rec_lock(uint64_t *rec)
+{
+    uint64_t m = __atomic_load_n(rec, __ATOMIC_RELAXED);
+    unsigned spins = 0;
+    for (;;) {
+        if (!(m & SL_META_LOCKED)) {
+            if (__atomic_compare_exchange_n(rec, &m, m | SL_META_LOCKED, true, __ATOMIC_ACQUIRE,
+                                            __ATOMIC_RELAXED))
+                return m;
+        } else {
+            if (++spins < 64)
+                sl_cpu_relax();
+            else
+                sched_yield();
+            m = __atomic_load_n(rec, __ATOMIC_RELAXED);
+        }
+    }
+}
+
+/* A meta word with its expiry (the low 40 bits: exp_lo, exp_hi) set. */
+#define SL_META_EXPIRY ((UINT64_C(1) << 40) - 1)
+static inline uint64_t sl_meta_word_expiring(uint64_t word, uint64_t tick)
+{
+    return (word & ~SL_META_EXPIRY) | tick;
+}
+
 /* ---- ticks ---- */
 
 
@@ -635,7 +681,7 @@ static void sl_rec_free(sl_shard *sh, uint32_t slot_ref)
 static inline __attribute__((always_inline)) bool sl_rec_key_is(const uint64_t *rec, uint32_t units,
                                                                  const void *key, size_t keylen)
 {
-    return ((const sl_rec_meta *)(const void *)rec)->keylen == keylen &&
+    return sl_rec_meta_load(rec).keylen == keylen &&
            sl_key_equal((const unsigned char *)(rec + units - sl_key_units(keylen)), key, keylen);
 }
 
@@ -1439,21 +1485,27 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
 #define SL_STORE_LOCK 1
 
 /* A take without the shard's lock, by a reader of the shard (see
- * "readers"): locks the key's home group, finds the key's record and takes
- * from it. The hot path: only the group's lock, the state and the record's
- * expiry are written, and the decision is described after the group is let
- * go. */
+ * "readers"): locks the key's home group or its record (see
+ * sl_locks_records), finds the record and takes from it. The hot path: only
+ * the lock, the state and the record's meta word are written, and the
+ * decision is described after the lock is let go. A reader reads and
+ * writes a meta word whole and atomically, as another may be setting its
+ * lock bit. */
 static inline __attribute__((always_inline)) int
 sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
                    const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
 {
     if (!sh->ngroups)
         return SL_STORE_LOCK;
-    uint32_t *lock = sl_group_lock(sh, h);
-    /* The time, before the record is touched: raising the clock is a locked
-     * instruction, which would wait for the record's miss and hold up the
-     * next take's loads behind it. */
-    now = sl_store_now(s, now);
+    bool by_record = sl_locks_records(sh);
+    uint32_t *glock = NULL;
+    if (!by_record) {
+        glock = sl_group_lock(sh, h);
+        /* The time, before the record is touched: raising the clock is a
+         * locked instruction, which would wait for the record's miss and
+         * hold up the next take's loads behind it. */
+        now = sl_store_now(s, now);
+    }
     sl_last_take *last = &sl_last;
     uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
     uint64_t *rec;
@@ -1465,7 +1517,8 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
     } else {
         long pos = sl_index_find(sh, h, key, keylen);
         if (pos < 0) {
-            sl_group_unlock(lock);
+            if (glock)
+                sl_group_unlock(glock);
             return SL_STORE_LOCK;
         }
         uint32_t v = __atomic_load_n(&sh->slots[pos], __ATOMIC_RELAXED);
@@ -1474,31 +1527,48 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         units = pg->units;
         *last = (sl_last_take){s->id, sh, h, epoch, rec, units};
     }
-    if (!sl_rec_shape_fits(sl_rec_meta_of(rec), units, l->algorithm, l->state_size)) {
-        sl_group_unlock(lock);
-        return SL_STORE_LOCK;
+    uint64_t word;
+    if (by_record) {
+        word = sl_rec_lock(rec);
+        now = sl_store_now(s, now);
+    } else {
+        word = __atomic_load_n(rec, __ATOMIC_RELAXED);
     }
-    if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
-        /* GCRA's common case, inline (see gcra.h). */
-        sl_gcra_step st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
-        if (st.expires_at)
-            sl_rec_set_expiry(rec, sl_store_tick_of(st.expires_at));
-        sl_group_unlock(lock);
+    sl_rec_meta m;
+    memcpy(&m, &word, sizeof m);
+    int rc = SL_STORE_LOCK;
+    sl_gcra_step st = {0, 0, 0};
+    bool gcra = false;
+    if (sl_rec_shape_fits(&m, units, l->algorithm, l->state_size)) {
+        int64_t exp;
+        if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
+            /* GCRA's common case, inline (see gcra.h). */
+            gcra = true;
+            rc = SL_OK;
+            st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
+            if (st.expires_at)
+                word = sl_meta_word_expiring(word, sl_store_tick_of(st.expires_at));
+        } else {
+            if (lease_id) {
+                rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
+                exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
+            } else {
+                rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
+            }
+            if (rc == SL_OK && cost > 0)
+                word = sl_meta_word_expiring(word, sl_store_tick_of(exp));
+        }
+    }
+    if (by_record) {
+        __atomic_store_n(rec, word & ~SL_META_LOCKED, __ATOMIC_RELEASE);
+    } else {
+        __atomic_store_n(rec, word, __ATOMIC_RELAXED);
+        sl_group_unlock(glock);
+    }
+    if (gcra) {
         memset(d, 0, sizeof *d);
         sl_gcra_whole_describe(l, st, false, d);
-        return SL_OK;
     }
-    int rc;
-    int64_t exp;
-    if (lease_id) {
-        rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
-        exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
-    } else {
-        rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
-    }
-    if (rc == SL_OK && cost > 0)
-        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
-    sl_group_unlock(lock);
     return rc;
 }
 
@@ -2048,7 +2118,8 @@ int sl_store_debug_check(sl_store *s)
             full++;
             uint64_t *rec = sl_shard_record(sh, v);
             sl_rec_meta *meta = sl_rec_meta_of(rec);
-            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & SL_REC_PINNED) || (v & SL_SLOT_LOCK))
+            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & (SL_REC_PINNED | SL_REC_LOCKED)) ||
+                (v & SL_SLOT_LOCK))
                 bad = __LINE__;
             else if (sl_index_find(sh, sl_slot_hash(s, sh, v), sl_rec_key(sh, v, rec), meta->keylen) != (long)pos)
                 bad = __LINE__;

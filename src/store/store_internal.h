@@ -35,7 +35,8 @@
  * Takes on keys that are there run without the shard's lock (see "readers"
  * in store.c): a thread announces the shard it reads in a line of its own,
  * and locks its key's home group with the spare bit 24 of the group's first
- * slot.
+ * slot, or in a small shard its key's record with a bit in the record's
+ * meta.
  * Whatever holds the shard's lock (an insert, a reclaim, a multi-limit take)
  * first waits for the shard's readers to leave. A take on a key that is
  * there thus writes nothing that another thread's take on another key reads
@@ -49,6 +50,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "sluice.h"
 
@@ -71,6 +73,7 @@
 #define SL_REC_ALGO_MASK 0x0fu
 #define SL_REC_LIVE 0x10u                    /* the record holds a key (else: free) */
 #define SL_REC_PINNED 0x20u                  /* a multi-take holds it: never evict */
+#define SL_REC_LOCKED 0x40u                  /* a take without the shard's lock holds it (store.c) */
 
 /* Expiry is kept in ticks of 2^20 ns (about 1.05 ms), rounded up, in 40
  * bits: enough for 36 years of a monotonic clock. */
@@ -84,6 +87,8 @@ typedef struct sl_rec_meta {
     uint8_t flags;    /* algorithm | SL_REC_LIVE | SL_REC_PINNED */
     uint16_t keylen;  /* key bytes; in a free record: next free index + 1 */
 } sl_rec_meta;
+_Static_assert(sizeof(sl_rec_meta) == 8 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+               "a record's meta is one word: the expiry in its low 40 bits, then flags, keylen");
 
 /* One page of records, or one large record (cap == 1). 24 bytes. */
 typedef struct sl_page {
@@ -211,6 +216,15 @@ static inline uint64_t *sl_shard_record(const sl_shard *sh, uint32_t slot)
 }
 /* Record accessors. */
 static inline sl_rec_meta *sl_rec_meta_of(uint64_t *rec) { return (sl_rec_meta *)(void *)rec; }
+/* A record's meta, read as one word, as takes without the shard's lock
+ * read and write it (store.c, "readers"). */
+static inline sl_rec_meta sl_rec_meta_load(const uint64_t *rec)
+{
+    uint64_t w = __atomic_load_n(rec, __ATOMIC_RELAXED);
+    sl_rec_meta m;
+    memcpy(&m, &w, sizeof m);
+    return m;
+}
 static inline uint64_t sl_rec_expiry(const uint64_t *rec)
 {
     const sl_rec_meta *m = (const sl_rec_meta *)(const void *)rec;
