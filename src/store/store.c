@@ -1484,86 +1484,103 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
  * is new, or its state has another shape). */
 #define SL_STORE_LOCK 1
 
+/* The record of the key, for a reader of the shard: the one the thread's
+ * last take went to when that is still good, else the index's; NULL when
+ * the key is not there. */
+static inline __attribute__((always_inline)) uint64_t *
+sl_read_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+             uint32_t *units)
+{
+    sl_last_take *last = &sl_last;
+    uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
+    if (last->h == h && last->sh == sh && last->epoch == epoch && last->store == s->id &&
+        sl_rec_key_is(last->rec, last->units, key, keylen)) {
+        *units = last->units;
+        return last->rec;
+    }
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos < 0)
+        return NULL;
+    uint32_t v = __atomic_load_n(&sh->slots[pos], __ATOMIC_RELAXED);
+    const sl_page *pg = &sh->pages[sl_slot_page(v)];
+    uint64_t *rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
+    *last = (sl_last_take){s->id, sh, h, epoch, rec, pg->units};
+    *units = pg->units;
+    return rec;
+}
+
+/* A reader's take from a record it holds the lock of (its group's or its
+ * own), with `word` its meta word: the state changes, and *word gets the
+ * new expiry. GCRA's common case runs inline (see gcra.h) and sets *st for
+ * the caller to describe once the lock is let go. */
+static inline __attribute__((always_inline)) int
+sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, int64_t now,
+             int64_t cost, uint64_t lease_id, sl_decision *d, sl_gcra_step *st, bool *gcra)
+{
+    sl_rec_meta m;
+    memcpy(&m, word, sizeof m);
+    if (!sl_rec_shape_fits(&m, units, l->algorithm, l->state_size))
+        return SL_STORE_LOCK;
+    if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
+        *gcra = true;
+        *st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
+        if (st->expires_at)
+            *word = sl_meta_word_expiring(*word, sl_store_tick_of(st->expires_at));
+        return SL_OK;
+    }
+    int rc;
+    int64_t exp;
+    if (lease_id) {
+        rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
+        exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
+    } else {
+        rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
+    }
+    if (rc == SL_OK && cost > 0)
+        *word = sl_meta_word_expiring(*word, sl_store_tick_of(exp));
+    return rc;
+}
+
 /* A take without the shard's lock, by a reader of the shard (see
- * "readers"): locks the key's home group or its record (see
- * sl_locks_records), finds the record and takes from it. The hot path: only
- * the lock, the state and the record's meta word are written, and the
- * decision is described after the lock is let go. A reader reads and
- * writes a meta word whole and atomically, as another may be setting its
- * lock bit. */
+ * "readers"): locks the key's home group or, in a small shard, its record
+ * (see sl_locks_records), and takes from the record. Only the lock, the
+ * state and the record's meta word are written, and the decision is
+ * described after the lock is let go. A reader reads and writes a meta word
+ * whole and atomically, as another may be setting its lock bit. */
 static inline __attribute__((always_inline)) int
 sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
                    const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
 {
     if (!sh->ngroups)
         return SL_STORE_LOCK;
-    bool by_record = sl_locks_records(sh);
-    uint32_t *glock = NULL;
-    if (!by_record) {
-        glock = sl_group_lock(sh, h);
+    uint32_t units;
+    uint64_t *rec, word;
+    sl_gcra_step st;
+    bool gcra = false;
+    int rc;
+    if (__builtin_expect(!sl_locks_records(sh), 1)) {
+        uint32_t *lock = sl_group_lock(sh, h);
         /* The time, before the record is touched: raising the clock is a
          * locked instruction, which would wait for the record's miss and
          * hold up the next take's loads behind it. */
         now = sl_store_now(s, now);
-    }
-    sl_last_take *last = &sl_last;
-    uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
-    uint64_t *rec;
-    uint32_t units;
-    if (last->h == h && last->sh == sh && last->epoch == epoch && last->store == s->id &&
-        sl_rec_key_is(last->rec, last->units, key, keylen)) {
-        rec = last->rec;
-        units = last->units;
-    } else {
-        long pos = sl_index_find(sh, h, key, keylen);
-        if (pos < 0) {
-            if (glock)
-                sl_group_unlock(glock);
+        rec = sl_read_find(s, sh, h, key, keylen, &units);
+        if (!rec) {
+            sl_group_unlock(lock);
             return SL_STORE_LOCK;
         }
-        uint32_t v = __atomic_load_n(&sh->slots[pos], __ATOMIC_RELAXED);
-        const sl_page *pg = &sh->pages[sl_slot_page(v)];
-        rec = pg->base + (size_t)sl_slot_index(v) * pg->units;
-        units = pg->units;
-        *last = (sl_last_take){s->id, sh, h, epoch, rec, units};
-    }
-    uint64_t word;
-    if (by_record) {
+        word = __atomic_load_n(rec, __ATOMIC_RELAXED);
+        rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
+        __atomic_store_n(rec, word, __ATOMIC_RELAXED);
+        sl_group_unlock(lock);
+    } else {
+        rec = sl_read_find(s, sh, h, key, keylen, &units);
+        if (!rec)
+            return SL_STORE_LOCK;
         word = sl_rec_lock(rec);
         now = sl_store_now(s, now);
-    } else {
-        word = __atomic_load_n(rec, __ATOMIC_RELAXED);
-    }
-    sl_rec_meta m;
-    memcpy(&m, &word, sizeof m);
-    int rc = SL_STORE_LOCK;
-    sl_gcra_step st = {0, 0, 0};
-    bool gcra = false;
-    if (sl_rec_shape_fits(&m, units, l->algorithm, l->state_size)) {
-        int64_t exp;
-        if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
-            /* GCRA's common case, inline (see gcra.h). */
-            gcra = true;
-            rc = SL_OK;
-            st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
-            if (st.expires_at)
-                word = sl_meta_word_expiring(word, sl_store_tick_of(st.expires_at));
-        } else {
-            if (lease_id) {
-                rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
-                exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
-            } else {
-                rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
-            }
-            if (rc == SL_OK && cost > 0)
-                word = sl_meta_word_expiring(word, sl_store_tick_of(exp));
-        }
-    }
-    if (by_record) {
+        rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
         __atomic_store_n(rec, word & ~SL_META_LOCKED, __ATOMIC_RELEASE);
-    } else {
-        __atomic_store_n(rec, word, __ATOMIC_RELAXED);
-        sl_group_unlock(glock);
     }
     if (gcra) {
         memset(d, 0, sizeof *d);
