@@ -7,8 +7,8 @@
  *            does, probe, compare): the ratio
  *   zipf     the same with a Zipf(0.99) key distribution
  *   threads  distinct keys (100 000, then 1 000 each), 1 thread then 2
- *            threads: the speedup (best of 5 rounds each), and the same with
- *            a store per thread
+ *            threads: the speedup (median of 15 paired rounds), and the same
+ *            with a store per thread
  *   memory   bytes per key after inserting N keys (the store's own count,
  *            and the process's resident memory growth)
  *   flood    distinct keys against a small cap: inserts per second with
@@ -317,33 +317,41 @@ static int64_t run_threads(thread_arg *a, int n)
     return now_ns() - t0;
 }
 
-/* Two threads on distinct keys against one: the best of five interleaved
- * rounds of each (a single round of either moves by 2x on a shared
- * machine). The same with a store per thread, which shares nothing,
- * gives the machine's own scaling to read the shared store's by. */
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Two threads on distinct keys against one: rounds of one thread then two,
+ * each round's speedup from its own pair (this machine's speed drifts by 2x
+ * from one second to the next: a pair shares its second), and the median
+ * and quartiles of the rounds. The same with a store per thread, which
+ * shares nothing, gives the machine's own scaling to read the shared
+ * store's by. */
+#define THREAD_ROUNDS 15
 static void bench_threads(long per, long ops)
 {
     sl_store *shared = new_store(0), *own[2] = {new_store(0), new_store(0)};
-    double speedup[2] = {0, 0}, best_one[2] = {0, 0}, best_two[2] = {0, 0};
+    double r[2][THREAD_ROUNDS];
+    ops = ops / 4 > 1000 ? ops / 4 : 1000;
     for (int mode = 0; mode < 2; mode++) {
         thread_arg a[2] = {{mode ? own[0] : shared, 0, per, ops, 0},
                            {mode ? own[1] : shared, 1u << 30, per, ops, 0}};
         thread_run(&a[0]);
         thread_run(&a[1]); /* both key sets present */
-        for (int rep = 0; rep < 5; rep++) {
-            double one = (double)ops / ((double)run_threads(a, 1) / 1e9);
-            double two = 2.0 * (double)ops / ((double)run_threads(a, 2) / 1e9);
-            if (one > best_one[mode])
-                best_one[mode] = one;
-            if (two > best_two[mode])
-                best_two[mode] = two;
+        for (int rep = 0; rep < THREAD_ROUNDS; rep++) {
+            double one = (double)run_threads(a, 1);
+            double two = (double)run_threads(a, 2);
+            r[mode][rep] = 2.0 * one / two;
         }
-        speedup[mode] = best_two[mode] / best_one[mode];
+        qsort(r[mode], THREAD_ROUNDS, sizeof r[mode][0], cmp_double);
     }
-    printf("threads  %ld keys each, best of 5 rounds: 1 thread %.2f M/s, 2 threads %.2f M/s: "
-           "speedup %.2fx; with a store per thread (nothing shared) %.2f and %.2f M/s: %.2fx\n",
-           per, best_one[0] / 1e6, best_two[0] / 1e6, speedup[0], best_one[1] / 1e6,
-           best_two[1] / 1e6, speedup[1]);
+    printf("threads  %ld keys each, 2 threads / 1 thread over %d paired rounds: median %.2fx "
+           "(quartiles %.2f-%.2f); with a store per thread (nothing shared) %.2fx (%.2f-%.2f)\n",
+           per, THREAD_ROUNDS, r[0][THREAD_ROUNDS / 2], r[0][THREAD_ROUNDS / 4],
+           r[0][3 * THREAD_ROUNDS / 4], r[1][THREAD_ROUNDS / 2], r[1][THREAD_ROUNDS / 4],
+           r[1][3 * THREAD_ROUNDS / 4]);
     sl_store_free(shared);
     sl_store_free(own[0]);
     sl_store_free(own[1]);

@@ -578,6 +578,58 @@ static void time_never_goes_back_on_a_key(void)
     sl_store_free(s);
 }
 
+/* More threads at once than there are reader slots (256): those without a
+ * slot take the shard's lock every time, beside the others' lock-free
+ * takes; slots of exited threads are handed out again. One key, exactly
+ * its capacity admitted. */
+enum { CROWD = 300, CROWD_TAKES = 20 };
+
+typedef struct crowd_arg {
+    sl_store *s;
+    const sl_limit *l;
+    atomic_llong *admitted;
+    pthread_barrier_t *start;
+} crowd_arg;
+
+static void *crowd_worker(void *p)
+{
+    crowd_arg *a = p;
+    pthread_barrier_wait(a->start);
+    for (int i = 0; i < CROWD_TAKES; i++) {
+        sl_decision d;
+        if (CHECK_EQ(sl_store_take(a->s, "crowd", 5, a->l, 1000 * NS_PER_SEC, 1, &d), SL_OK) &&
+            d.allowed)
+            atomic_fetch_add(a->admitted, 1);
+    }
+    return NULL;
+}
+
+static void more_threads_than_reader_slots(void)
+{
+    sl_limit l;
+    CHECK_EQ(sl_limit_init(&l, SL_GCRA, 2500, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0);
+    for (int round = 0; round < 2; round++) { /* the second round reuses the slots */
+        static pthread_t t[CROWD];
+        atomic_llong admitted = 0;
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, CROWD);
+        crowd_arg a = {s, &l, &admitted, &start};
+        int started = 0;
+        for (int i = 0; i < CROWD; i++)
+            if (CHECK_EQ(pthread_create(&t[i], NULL, crowd_worker, &a), 0))
+                started++;
+        if (started < CROWD) /* cannot happen but on a starved machine: do not hang */
+            return;
+        for (int i = 0; i < CROWD; i++)
+            pthread_join(t[i], NULL);
+        pthread_barrier_destroy(&start);
+        CHECK_EQ(atomic_load(&admitted), round == 0 ? 2500 : 0, "round %d", round);
+    }
+    CHECK_EQ(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -593,6 +645,7 @@ int main(int argc, char **argv)
         {"snapshots_sweeps_and_takes_together", snapshots_sweeps_and_takes_together},
         {"readers_beside_lock_holders", readers_beside_lock_holders},
         {"time_never_goes_back_on_a_key", time_never_goes_back_on_a_key},
+        {"more_threads_than_reader_slots", more_threads_than_reader_slots},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int before = atomic_load(&check_failures);
