@@ -290,10 +290,9 @@ void sl_spin_wait(sl_spin *l)
  *   reader (a take)                      holder of the shard's lock
  *   announce: my slot = shard            take the spin lock (exchange)
  *   is the spin lock held?               wait while any slot = shard
- *     no:  lock the key's home group
- *          (a bit in its first slot),
- *          find the record, take,
- *          unlock the group
+ *     no:  lock the key (its home group,    epoch += 1
+ *          or its record), find the
+ *          record, take, unlock the key
  *     yes: leave, take the lock instead
  *   my slot = none                       change anything; release
  *
@@ -302,8 +301,9 @@ void sl_spin_wait(sl_spin *l)
  * reader and waits for it. So nothing a reader looks at (the index, the
  * page table, a record's place and key) changes under it, and no memory
  * is freed while it may be read. Readers of one shard exclude each other
- * per home group only; a group's lock bit is clear whenever the shard lock
- * is held, as its holder waited for the readers to leave.
+ * per key only (see sl_locks_records); the keys' lock bits are clear
+ * whenever the shard lock is held, as its holder waited for the readers to
+ * leave.
  *
  * Slots are process-wide, one cache line each, one per thread that has
  * taken (given back when it exits); a thread that finds none free takes
@@ -337,9 +337,12 @@ typedef struct sl_last_take {
 static _Thread_local sl_last_take sl_last __attribute__((tls_model("initial-exec")));
 static atomic_uint_least64_t sl_store_ids;
 
+/* At the thread's exit: the slot goes back; a take the thread's later exit
+ * handlers make takes the shard's lock. */
 static void sl_reader_exit(void *p)
 {
     sl_reader *r = p;
+    sl_reader_mine = &sl_reader_none;
     atomic_store(&r->shard, NULL);
     atomic_store(&r->taken, false);
 }
@@ -1408,9 +1411,9 @@ static inline bool sl_take_args_ok(const sl_limit *l, int64_t now, int64_t cost)
 }
 
 /* The time a take is decided at: `now`, or the latest time a take has used
- * when `now` is older (see sl_store.clock). Called with the key's record
- * locked (or its shard): the take before on that key raised the clock
- * before it let go, so this one reads that time or a later one. */
+ * when `now` is older (see sl_store.clock). Called with the key locked (its
+ * group, its record or its shard): the take before on that key raised the
+ * clock before it let go, so this one reads that time or a later one. */
 static inline int64_t sl_store_now(sl_store *s, int64_t now)
 {
     if (now < 0 || now > SL_TIME_MAX)
@@ -1481,8 +1484,9 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
 }
 
 /* sl_store_take_read's answer when the take needs the shard's lock (the key
- * is new, or its state has another shape). */
-#define SL_STORE_LOCK 1
+ * is new, or its state has another shape): no take or acquire returns it
+ * (they return SL_OK or an SL_ERR_*, none of them positive). */
+#define SL_STORE_LOCK 0x4c4f434b
 
 /* The record of the key, for a reader of the shard: the one the thread's
  * last take went to when that is still good, else the index's; NULL when
