@@ -233,7 +233,11 @@ void sl_cell_reply(const sl_decision *d, int64_t out[5]);
  * A store maps keys (byte strings) to algorithm states, for many threads at
  * once. The store keeps only states: the limit comes with every call, so
  * ad-hoc limits (CL.THROTTLE, HTTP ?limit=) need no registration. A take
- * on one key is linearizable: all takes on a key happen one after the other.
+ * on one key is linearizable: all takes on a key happen one after the other,
+ * and a take never sees the key's time go back (a `now` older than the
+ * newest the store has used is decided at that newest). Takes on keys that
+ * are there take no shared lock, in up to 256 threads at once (more take
+ * the shard's lock).
  *
  * Memory: every byte the store allocates is counted against max_memory.
  * States that have become equivalent to "never seen" (a refilled bucket, a
@@ -255,7 +259,8 @@ typedef struct sl_store_config {
     size_t max_memory;  /* hard cap in bytes, all overhead included; 0 = no cap.
                            A cap below 256 KiB is refused (SL_ERR_ARGUMENT). */
     size_t max_key_len; /* longest key in bytes; 0 = 512; at most 65535 */
-    unsigned shards;    /* independent locks; 0 = 64 (fewer under a small cap:
+    unsigned shards;    /* independent parts, each with its own lock for
+                           inserts and reclaim; 0 = 64 (fewer under a small cap:
                            each shard gets at least 128 KiB); rounded up to a
                            power of two, at most 4096 */
     uint64_t seed;      /* hash seed: pass random bytes so that clients cannot

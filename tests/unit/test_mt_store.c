@@ -427,6 +427,9 @@ static void *resident_reader(void *p)
     char key[24];
     while (!atomic_load(a->stop)) {
         int n = snprintf(key, sizeof key, "r%d", (int)test_range(&rng, 0, RESIDENT - 1));
+        const void *keys[1] = {key};
+        size_t lens[1] = {(size_t)n};
+        sl_store_prefetch(a->s, keys, lens, 1); /* reads the shard as a take does */
         /* Three in a row, so that the thread's last take's record is used,
          * and must not be once the record has moved. The time stands still
          * for the resident keys: nothing refills. */
