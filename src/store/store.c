@@ -1453,6 +1453,19 @@ static int sl_store_decide(const sl_limit *l, void *state, int64_t now, int64_t 
                     : sl_take(l, state, now, cost, d);
 }
 
+/* A take's general path on a state in place: the algorithm through its
+ * table, or a lease acquire when lease_id is not 0; *exp gets the state's
+ * expiry afterwards. */
+static inline int sl_state_take(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                                uint64_t lease_id, sl_decision *d, int64_t *exp)
+{
+    if (!lease_id)
+        return sl_take_expiring(l, state, now, cost, d, exp);
+    int rc = sl_lease_acquire(l, state, now, cost, lease_id, d);
+    *exp = rc == SL_OK ? sl_state_expires_at(l, state) : 0;
+    return rc;
+}
+
 /* The cold half of a take: the key is new (pos < 0), or its state has
  * another shape. Decides on a zeroed scratch state first, so that an
  * invalid or empty-handed take stores nothing and the old state is only
@@ -1534,14 +1547,8 @@ sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, i
             *word = sl_meta_word_expiring(*word, sl_store_tick_of(st->expires_at));
         return SL_OK;
     }
-    int rc;
     int64_t exp;
-    if (lease_id) {
-        rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
-        exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
-    } else {
-        rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
-    }
+    int rc = sl_state_take(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
     if (rc == SL_OK && cost > 0)
         *word = sl_meta_word_expiring(*word, sl_store_tick_of(exp));
     return rc;
@@ -1640,12 +1647,7 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
         return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
     uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
     int64_t exp;
-    if (lease_id) {
-        rc = sl_lease_acquire(l, sl_rec_state(rec), now, cost, lease_id, d);
-        exp = rc == SL_OK ? sl_state_expires_at(l, sl_rec_state(rec)) : 0;
-    } else {
-        rc = sl_take_expiring(l, sl_rec_state(rec), now, cost, d, &exp);
-    }
+    rc = sl_state_take(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
     if (rc == SL_OK && cost > 0)
         sl_rec_set_expiry(rec, sl_store_tick_of(exp));
     sl_shard_unlock(sh);
