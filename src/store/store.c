@@ -1584,6 +1584,8 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         }
         word = __atomic_load_n(rec, __ATOMIC_RELAXED);
         rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
+        /* Written back even when unchanged: a branch on it, which waits for
+         * the record, made uniform takes 1.7-1.9x a lookup against 1.35x. */
         __atomic_store_n(rec, word, __ATOMIC_RELAXED);
         sl_group_unlock(lock);
     } else {

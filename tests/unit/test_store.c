@@ -710,6 +710,52 @@ Test(store, sweeps_compact_pages_and_shrink_the_index)
     sl_store_free(s);
 }
 
+/* A thread remembers the record its last take went to; compaction moves
+ * records. Here the key's page is the sparsest and is drained into
+ * another, and freed: the next takes must go to the record's new place
+ * (the old one is freed memory, which AddressSanitizer watches), and they
+ * decide as sl_take does on a private state. */
+Test(store, last_take_follows_a_record_that_compaction_moved)
+{
+    sl_limit hour, second;
+    cr_assert_eq(sl_limit_init(&hour, SL_GCRA, 100, 3600 * NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&second, SL_GCRA, 3, NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0, 1);
+    uint64_t model[2] = {0, 0};
+    sl_decision d, want;
+    /* The key second (a freed page's first word is in use): its page holds
+     * it and 511 keys that soon expire; the next pages hold keys that stay,
+     * with room in the last. */
+    cr_assert_eq(sl_store_take(s, "9999", 4, &second, NS_PER_SEC, 1, &d), SL_OK);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(sl_store_take(s, "keep", 4, &hour, NS_PER_SEC, 1, &d), SL_OK);
+        cr_assert_eq(sl_take(&hour, model, NS_PER_SEC, 1, &want), SL_OK);
+        expect_same(&d, &want, "before", i);
+    }
+    char key[8];
+    for (int i = 0; i < 1110; i++) {
+        snprintf(key, sizeof key, "%04d", i);
+        cr_assert_eq(sl_store_take(s, key, 4, i < 510 ? &second : &hour, NS_PER_SEC, 1, &d), SL_OK);
+    }
+    sl_store_stats full, st;
+    sl_store_get_stats(s, &full);
+    for (int i = 0; i < 8; i++)
+        sl_store_sweep(s, 10 * NS_PER_SEC, SIZE_MAX);
+    sl_store_get_stats(s, &st);
+    cr_assert_eq(st.keys, 601, "the expired keys went");
+    cr_assert_lt(st.bytes_used + 16384, full.bytes_used + 1, "a page was drained and freed");
+    cr_assert_eq(sl_store_debug_check(s), 0);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(sl_store_take(s, "keep", 4, &hour, 10 * NS_PER_SEC, 1, &d), SL_OK);
+        cr_assert_eq(sl_take(&hour, model, 10 * NS_PER_SEC, 1, &want), SL_OK);
+        expect_same(&d, &want, "after", i);
+    }
+    cr_assert_eq(sl_store_peek(s, "keep", 4, &hour, 10 * NS_PER_SEC, 1, &d), SL_OK);
+    cr_assert_eq(sl_peek(&hour, model, 10 * NS_PER_SEC, 1, &want), SL_OK);
+    expect_same(&d, &want, "peek", 0);
+    sl_store_free(s);
+}
+
 /* Leases under the caller's ids: granted up to the limit, released by id,
  * refused for id 0, a duplicate id or another algorithm; an id from before
  * the state was reclaimed never releases a newer lease. */
