@@ -90,7 +90,14 @@ typedef struct sl_rec_meta {
 _Static_assert(sizeof(sl_rec_meta) == 8 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                "a record's meta is one word: the expiry in its low 40 bits, then flags, keylen");
 
-/* One page of records, or one large record (cap == 1). 24 bytes. */
+/* A shard's small records are allocated from pages of the inserting
+ * thread's lane (its reader slot, modulo the lanes), so that records that
+ * different threads inserted, and most often take, do not share cache
+ * lines: a line two cores both write goes back and forth between them on
+ * every take (see "lanes" in store.c). */
+#define SL_LANES 4u
+
+/* One page of records, or one large record (cap == 1). 32 bytes. */
 typedef struct sl_page {
     uint64_t *base;    /* the records; NULL when the page id is free */
     uint32_t units;    /* size of each record in 8-byte units */
@@ -100,6 +107,7 @@ typedef struct sl_page {
     uint16_t free_head; /* first free record + 1, 0 = none (below bump) */
     uint16_t next;     /* partial list of its size, or free page ids list */
     uint16_t prev;     /* partial list of its size */
+    uint8_t lane;      /* the lane whose partial list it is on (small pages) */
 } sl_page;
 
 /* A spinlock: a take holds it for tens of nanoseconds, far less than a
@@ -145,7 +153,7 @@ typedef struct sl_shard {
     uint32_t slots_pages; /* the index's arena pages; 0 when it came from malloc */
     uint32_t pages_len;  /* entries allocated in the page table */
     uint16_t free_pages; /* list of unused page ids (SL_PAGE_NONE = empty) */
-    uint16_t partial[SL_SMALL_MAX_UNITS + 1]; /* per record size: pages with room */
+    uint16_t partial[SL_LANES][SL_SMALL_MAX_UNITS + 1]; /* per lane and record size: pages with room */
     size_t used;         /* bytes this shard holds: index + page table + pages */
     size_t budget;       /* bytes this shard may hold (SIZE_MAX without a cap) */
     uint64_t evictions;  /* live states dropped at the cap */
@@ -261,6 +269,10 @@ void sl_store_debug_fail_alloc(long nth);
  * take starts it, entering the shard as a take does, probe, compare), so
  * that a benchmark can measure the table alone. */
 bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen);
+
+/* Where the key's record is (NULL when the key is absent), for tests of
+ * the records' layout; the address is good until the shard next changes. */
+const void *sl_store_debug_record(sl_store *s, const void *key, size_t keylen);
 
 /* Checks the shard invariants (counts, page lists, every key findable);
  * returns 0 when they hold, or a line number in store.c of the first broken one. */

@@ -6,7 +6,8 @@
  * exactly as often as they were admitted (all or nothing, no deadlock);
  * leases never exceed their limit; snapshots and sweeps run beside takes;
  * takes without the shard's lock run beside inserts, resets, sweeps and
- * index growth; a key's time never goes back.
+ * index growth; a key's time never goes back; records two threads
+ * inserted share no cache line.
  *
  * A plain program with its own main, not a Criterion suite: Criterion cannot
  * start under ThreadSanitizer (Snaipe/Criterion issue 274, "Could not
@@ -633,6 +634,93 @@ static void more_threads_than_reader_slots(void)
     sl_store_free(s);
 }
 
+/* Lanes: two threads insert their keys at once, so that without lanes
+ * their records would alternate in the shards' pages. No cache line may
+ * hold records of both (each take writes its record: such a line would
+ * move between the cores on every take), before a sweep's compaction and
+ * after it. */
+enum { LANE_KEYS = 3000 };
+
+typedef struct lane_arg {
+    sl_store *s;
+    const sl_limit *l;
+    int id;
+    pthread_barrier_t *start;
+} lane_arg;
+
+static void lane_key(int id, int i, unsigned char key[16])
+{
+    uint64_t hi = 0x6c616e65u + (uint64_t)id, lo = (uint64_t)i;
+    memcpy(key, &hi, 8);
+    memcpy(key + 8, &lo, 8);
+}
+
+static void *lane_worker(void *p)
+{
+    lane_arg *a = p;
+    pthread_barrier_wait(a->start);
+    for (int i = 0; i < LANE_KEYS; i++) {
+        unsigned char key[16];
+        sl_decision d;
+        lane_key(a->id, i, key);
+        CHECK_EQ(sl_store_take(a->s, key, sizeof key, a->l, 1000 * NS_PER_SEC, 1, &d), SL_OK);
+    }
+    return NULL;
+}
+
+/* Cache lines holding records of both threads' keys. */
+static long lines_shared(sl_store *s, const sl_limit *l)
+{
+    enum { TABLE = 1 << 16 };
+    static uintptr_t line[TABLE];
+    static unsigned char owners[TABLE];
+    memset(line, 0, sizeof line);
+    memset(owners, 0, sizeof owners);
+    size_t bytes = 8 + l->state_size + 16; /* meta, state, 16-byte key */
+    long shared = 0;
+    for (int id = 0; id < 2; id++) {
+        for (int i = 0; i < LANE_KEYS; i++) {
+            unsigned char key[16];
+            lane_key(id, i, key);
+            const char *rec = sl_store_debug_record(s, key, sizeof key);
+            if (!CHECK(rec != NULL, "thread %d key %d", id, i))
+                return -1;
+            for (uintptr_t ln = (uintptr_t)rec / 64; ln <= ((uintptr_t)rec + bytes - 1) / 64; ln++) {
+                size_t j = (size_t)(ln * 0x9E3779B97F4A7C15u >> 48);
+                while (line[j] && line[j] != ln)
+                    j = (j + 1) % TABLE;
+                line[j] = ln;
+                if (owners[j] && !(owners[j] & (1u << id)))
+                    shared++;
+                owners[j] |= (unsigned char)(1u << id);
+            }
+        }
+    }
+    return shared;
+}
+
+static void lanes_keep_two_threads_records_apart(void)
+{
+    sl_limit l;
+    /* Nothing expires in the test's time: every key stays. */
+    CHECK_EQ(sl_limit_init(&l, SL_GCRA, 10, 3600 * NS_PER_SEC, 0), SL_OK);
+    sl_store *s = new_store(0);
+    pthread_barrier_t start;
+    pthread_barrier_init(&start, NULL, 2);
+    pthread_t t[2];
+    lane_arg a[2] = {{s, &l, 0, &start}, {s, &l, 1, &start}};
+    for (int i = 0; i < 2; i++)
+        CHECK_EQ(pthread_create(&t[i], NULL, lane_worker, &a[i]), 0);
+    for (int i = 0; i < 2; i++)
+        pthread_join(t[i], NULL);
+    pthread_barrier_destroy(&start);
+    CHECK_EQ(lines_shared(s, &l), 0, "after the inserts");
+    sl_store_sweep(s, 1000 * NS_PER_SEC, SIZE_MAX);
+    CHECK_EQ(lines_shared(s, &l), 0, "after a sweep");
+    CHECK_EQ(sl_store_debug_check(s), 0);
+    sl_store_free(s);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -649,6 +737,7 @@ int main(int argc, char **argv)
         {"readers_beside_lock_holders", readers_beside_lock_holders},
         {"time_never_goes_back_on_a_key", time_never_goes_back_on_a_key},
         {"more_threads_than_reader_slots", more_threads_than_reader_slots},
+        {"lanes_keep_two_threads_records_apart", lanes_keep_two_threads_records_apart},
     };
     for (size_t i = 0; i < sizeof tests / sizeof tests[0]; i++) {
         int before = atomic_load(&check_failures);

@@ -7,6 +7,7 @@
  * failure leaves the store whole.
  */
 #include <criterion/criterion.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -343,6 +344,56 @@ Test(store, cap_holds_and_evictions_are_counted)
         newest += sl_store_debug_contains(s, key, (size_t)n);
     }
     cr_expect_gt(newest, 90);
+    sl_store_free(s);
+}
+
+typedef struct lane_take {
+    sl_store *s;
+    const sl_limit *l;
+    int rc, allowed;
+} lane_take;
+
+static void *take_other_key(void *p)
+{
+    lane_take *a = p;
+    sl_decision d;
+    a->rc = sl_store_take(a->s, "other thread", 12, a->l, NS_PER_SEC, 1, &d);
+    a->allowed = d.allowed;
+    return NULL;
+}
+
+/* Another thread inserts into pages of its own lane, but at the cap, where
+ * no new page fits, it takes the room in this thread's pages rather than
+ * evict a state. */
+Test(store, at_the_cap_an_insert_takes_room_in_another_lane)
+{
+    sl_limit l;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 5, 3600 * NS_PER_SEC, 0), SL_OK);
+    const size_t cap = 256 * 1024;
+    sl_store *s = new_store(cap, 1);
+    char key[32];
+    sl_store_stats st;
+    int i = 0;
+    do { /* until no other page fits: this thread's newest page has room */
+        int n = snprintf(key, sizeof key, "flood:%06d", i++);
+        cr_assert_eq(sl_store_take(s, key, (size_t)n, &l, NS_PER_SEC, 1, &d), SL_OK);
+        sl_store_get_stats(s, &st);
+    } while (st.bytes_used + SL_PAGE_BYTES <= cap && i < 100000);
+    cr_assert_eq(st.evictions, 0, "after %d keys, %llu bytes", i,
+                 (unsigned long long)st.bytes_used);
+    lane_take a = {s, &l, -1, 0};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, take_other_key, &a), 0);
+    pthread_join(t, NULL);
+    cr_assert_eq(a.rc, SL_OK);
+    cr_expect(a.allowed);
+    uint64_t keys = st.keys;
+    sl_store_get_stats(s, &st);
+    cr_expect_eq(st.evictions, 0, "no state evicted for the other lane");
+    cr_expect_eq(st.keys, keys + 1);
+    cr_expect(sl_store_debug_contains(s, "other thread", 12));
+    cr_expect_eq(sl_store_debug_check(s), 0);
     sl_store_free(s);
 }
 
