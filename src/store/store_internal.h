@@ -39,9 +39,9 @@
  * meta.
  * Whatever holds the shard's lock (an insert, a reclaim, a multi-limit take)
  * first waits for the shard's readers to leave. A take on a key that is
- * there thus writes nothing that another thread's take on another key reads
- * or writes: only its record, and the store's clock when its time is the
- * newest yet.
+ * there thus writes only its record (and the store's clock when its time is
+ * the newest yet), and a thread inserts into pages of its own lane, so that
+ * the records of keys that different threads inserted share no cache line.
  */
 #ifndef SL_STORE_INTERNAL_H
 #define SL_STORE_INTERNAL_H
