@@ -91,10 +91,10 @@ _Static_assert(sizeof(sl_rec_meta) == 8 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDI
                "a record's meta is one word: the expiry in its low 40 bits, then flags, keylen");
 
 /* A shard's small records are allocated from pages of the inserting
- * thread's lane (its reader slot, modulo the lanes), so that records that
- * different threads inserted, and most often take, do not share cache
- * lines: a line two cores both write goes back and forth between them on
- * every take (see "lanes" in store.c). */
+ * thread's lane (handed out in turn as threads first insert), so that
+ * records that different threads inserted, and most often take, do not
+ * share cache lines: a line two cores both write goes back and forth
+ * between them on every take (see "lanes" in store.c). */
 #define SL_LANES 4u
 
 /* One page of records, or one large record (cap == 1). 32 bytes. */
