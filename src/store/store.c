@@ -1443,6 +1443,11 @@ void sl_store_free(sl_store *s)
 
 /* Is sz a state size a limit can have (8-aligned, under the largest
  * record)? */
+/* The largest record, in units: meta, the largest state, the longest key.
+ * sl_page keeps a record's units in 24 bits. */
+_Static_assert(1 + (size_t)UINT16_MAX * 64 + ((size_t)UINT16_MAX + 7) / 8 < (1u << 24),
+               "a record's units fit in sl_page.units");
+
 static inline bool sl_state_size_ok(size_t sz)
 {
     return sz - 1 < (size_t)UINT16_MAX * 8 * 64 && sz % 8 == 0;

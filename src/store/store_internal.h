@@ -97,18 +97,20 @@ _Static_assert(sizeof(sl_rec_meta) == 8 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDI
  * between them on every take (see "lanes" in store.c). */
 #define SL_LANES 4u
 
-/* One page of records, or one large record (cap == 1). 32 bytes. */
+/* One page of records, or one large record (cap == 1). 24 bytes: every
+ * take on a key not its thread's last reads an entry. */
 typedef struct sl_page {
     uint64_t *base;    /* the records; NULL when the page id is free */
-    uint32_t units;    /* size of each record in 8-byte units */
+    uint32_t units : 24; /* size of each record in 8-byte units (see SL_MAX_UNITS) */
+    uint32_t lane : 8;   /* the lane whose partial list it is on (small pages) */
     uint16_t cap;      /* records the page holds */
     uint16_t live;     /* records in use */
     uint16_t bump;     /* records handed out at least once (never-used tail starts here) */
     uint16_t free_head; /* first free record + 1, 0 = none (below bump) */
     uint16_t next;     /* partial list of its size, or free page ids list */
     uint16_t prev;     /* partial list of its size */
-    uint8_t lane;      /* the lane whose partial list it is on (small pages) */
 } sl_page;
+_Static_assert(sizeof(sl_page) == 24, "a page table entry is 24 bytes");
 
 /* A spinlock: a take holds it for tens of nanoseconds, far less than a
  * futex round trip; waiters yield after a while so that a preempted holder
