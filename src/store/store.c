@@ -552,9 +552,9 @@ static bool sl_within_budget(const sl_shard *sh, size_t extra)
  * per lane, and a thread inserts into pages of its lane: lanes are handed
  * out in turn, modulo SL_LANES, as threads first insert. Records inserted
  * by different threads, of any SL_LANES threads in a row, sit in different
- * pages. When a key's takes come
- * from the thread that inserted it (a connection's keys, a worker's
- * tenants), no line is written by two threads.
+ * pages. When a key's takes come from the thread that inserted it (a
+ * connection's keys, a worker's tenants), no line is written by two
+ * threads.
  *
  * The price is memory: a shard may hold a page with room per lane and
  * record size instead of one (16 KiB each), so up to SL_LANES - 1 pages
@@ -1443,15 +1443,15 @@ void sl_store_free(sl_store *s)
 
 /* Is sz a state size a limit can have (8-aligned, under the largest
  * record)? */
-/* The largest record, in units: meta, the largest state, the longest key.
- * sl_page keeps a record's units in 24 bits. */
-_Static_assert(1 + (size_t)UINT16_MAX * 64 + ((size_t)UINT16_MAX + 7) / 8 < (1u << 24),
-               "a record's units fit in sl_page.units");
-
 static inline bool sl_state_size_ok(size_t sz)
 {
     return sz - 1 < (size_t)UINT16_MAX * 8 * 64 && sz % 8 == 0;
 }
+
+/* The largest record in units (meta, the largest state above, the longest
+ * key) fits the 24 bits sl_page keeps a record's units in. */
+_Static_assert(1 + (size_t)UINT16_MAX * 64 + ((size_t)UINT16_MAX + 7) / 8 < (1u << 24),
+               "a record's units fit in sl_page.units");
 
 /* Validates a key and a limit; sets *size to the state size. */
 static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen, const sl_limit *l,

@@ -84,7 +84,7 @@
 typedef struct sl_rec_meta {
     uint32_t exp_lo;  /* low 32 bits of the expiry tick */
     uint8_t exp_hi;   /* high 8 bits of the expiry tick */
-    uint8_t flags;    /* algorithm | SL_REC_LIVE | SL_REC_PINNED */
+    uint8_t flags;    /* algorithm | SL_REC_LIVE | SL_REC_PINNED | SL_REC_LOCKED */
     uint16_t keylen;  /* key bytes; in a free record: next free index + 1 */
 } sl_rec_meta;
 _Static_assert(sizeof(sl_rec_meta) == 8 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -101,7 +101,7 @@ _Static_assert(sizeof(sl_rec_meta) == 8 && __BYTE_ORDER__ == __ORDER_LITTLE_ENDI
  * take on a key not its thread's last reads an entry. */
 typedef struct sl_page {
     uint64_t *base;    /* the records; NULL when the page id is free */
-    uint32_t units : 24; /* size of each record in 8-byte units (see SL_MAX_UNITS) */
+    uint32_t units : 24; /* size of each record in 8-byte units (fits: see sl_state_size_ok) */
     uint32_t lane : 8;   /* the lane whose partial list it is on (small pages) */
     uint16_t cap;      /* records the page holds */
     uint16_t live;     /* records in use */
