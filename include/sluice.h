@@ -72,6 +72,7 @@ typedef enum sl_status {
     SL_ERR_CORRUPT = -12,  /* a snapshot is truncated or fails its checksum */
     SL_ERR_VERSION = -13,  /* a snapshot was written by an unknown format version */
     SL_ERR_ARGUMENT = -14, /* any other invalid argument */
+    SL_ERR_WRONGTYPE = -15, /* the key holds a state another limit's units cannot be read from */
 } sl_status;
 
 /* A fixed English message for a status, never NULL; static storage. */
@@ -134,6 +135,7 @@ typedef struct sl_limit {
 } sl_limit;
 
 #define SL_LIMIT_CELL 1u
+#define SL_LIMIT_CARRY 2u /* states carry the limit they were written under: sl_limit_carry */
 
 /*
  * Fills *l for `algorithm` with `limit` units per `period_ns`, and at most
@@ -154,6 +156,65 @@ int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t pe
  * SL_ERR_RATE when T truncates to less than one microsecond.
  */
 int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s);
+
+/*
+ * Carried states: one key, several limits.
+ *
+ * A state is read under the limit a take brings. For a request's own
+ * (ad-hoc) limit that is redis-cell's rule: the state holds a time (a TAT, a
+ * window's start), and another limit reads the same time with its own rate.
+ * A debt of 60 s at 100 a minute is still 60 s at 10 000 a minute: a key
+ * upgraded from 100 to 10 000 a minute would have nothing left.
+ *
+ * A limit marked with sl_limit_carry() (sluiced marks every policy's, so that
+ * tiers and reloads keep what each key has used) makes its states begin with
+ * SL_CARRY_BYTES naming the limit that wrote them:
+ *
+ *     +------------------+--------------------+---------------------------+
+ *     | limit (int64)    | period_ns (int64)  | the algorithm's state     |
+ *     +------------------+--------------------+---------------------------+
+ *
+ * A take under a carried limit that finds another limit named there first
+ * carries the state over *in units*: it reads how many units the state has
+ * used at `now` under the limit that wrote it (rounded up to a whole unit),
+ * and starts the new limit's state with that many used at `now`. So after 100
+ * requests at 100 a minute, 10 000 a minute has 9 900 left; after 5 000 at
+ * 10 000 a minute, 100 a minute has none left, and refills as 100 a minute
+ * does. Units carry across algorithms too (a sliding log's own timestamps
+ * carry to a sliding log), except to or from a concurrency limit, whose
+ * leases are not units over time: sl_limit_carry refuses it.
+ * The burst is not named: a change of burst alone carries units as they are.
+ */
+#define SL_CARRY_BYTES 16
+
+/* Marks *l (from sl_limit_init) as carried: sl_state_size grows by
+ * SL_CARRY_BYTES. Returns SL_OK, or SL_ERR_ALGORITHM for a concurrency limit
+ * or one from sl_limit_init_cell (whose states redis-cell's users share). */
+int sl_limit_carry(sl_limit *l);
+
+/*
+ * Writes into `to_state` (sl_state_size(to) bytes) the state under *to that
+ * has used, at `now`, the units `from_state` has used under *from (each
+ * limit carried or not; a carried *to_state names *to). Leaves *from_state
+ * unchanged. Returns SL_OK, SL_ERR_WRONGTYPE when units cannot be carried
+ * (to or from a concurrency limit, or leases that no longer fit), or
+ * SL_ERR_TIME.
+ */
+int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limit *to,
+                     void *to_state, int64_t now);
+
+/*
+ * What a store does when a key's state was written under another algorithm
+ * or state size than *l has: `old` (old_size bytes) of old_algorithm,
+ * carried or not. A carried old state converts (sl_state_convert from the
+ * limit it names); an uncarried one of the same algorithm is read under *l
+ * (a sliding log keeps its newest timestamps, a concurrency limit its leases
+ * while they fit); anything else is SL_ERR_WRONGTYPE, so that a request
+ * cannot get a fresh budget by naming another algorithm. Writes
+ * sl_state_size(l) bytes into out on SL_OK.
+ */
+int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, bool old_carried,
+                   const void *old, size_t old_size, int64_t now);
 
 /* Bytes of state one key needs under *l (8-byte aligned; zero = never seen);
  * 0 for a limit that sl_limit_init did not fill. */
@@ -246,9 +307,10 @@ void sl_cell_reply(const sl_decision *d, int64_t out[5]);
  * key's state "never seen", so it can only ever make a limit *more lenient*
  * for that key, never stricter. Evictions are counted.
  *
- * Keys used with a different algorithm, or with a limit whose state has a
- * different size (a sliding log or concurrency limit whose `limit`
- * changed), start again from "never seen": the old state is dropped.
+ * One state per key: a key used with another algorithm or state size (a
+ * sliding log or concurrency limit whose `limit` changed) is carried over by
+ * sl_state_adopt, and a take on a key that cannot be is SL_ERR_WRONGTYPE
+ * (nothing changes: SL.RESET-like sl_store_reset clears it).
  *
  * Time: `now` is the caller's clock (CLOCK_MONOTONIC nanoseconds, read once
  * per batch); the store never reads a clock. See docs/store.md.
@@ -284,7 +346,7 @@ typedef struct sl_store_stats {
     uint64_t max_memory;  /* the cap (0 = none) */
     uint64_t evictions;   /* live states dropped at the cap */
     uint64_t reclaimed;   /* states dropped because they had become "never seen" */
-    uint64_t reinits;     /* states reset because a key changed algorithm or size */
+    uint64_t reinits;     /* states carried over to another algorithm or state size */
 } sl_store_stats;
 
 /*

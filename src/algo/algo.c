@@ -20,7 +20,7 @@ static const sl_algo_ops *const sl_algos[SL_ALGORITHM_COUNT] = {
     [SL_CONCURRENCY] = &sl_concurrency_ops,
 };
 
-static const sl_algo_ops *sl_algo_get(sl_algorithm a)
+const sl_algo_ops *sl_algo_get(sl_algorithm a)
 {
     return (unsigned)a < SL_ALGORITHM_COUNT ? sl_algos[a] : NULL;
 }
@@ -115,13 +115,55 @@ int sl_take_check(const sl_limit *l, int64_t now, int64_t cost)
     return sl_check_input(l, now, cost);
 }
 
+/* A decision under a carried limit (see sl_carry_enter), out of line: the
+ * common case stays a call through the table. *expires_at may be NULL.
+ * A state that names another limit changes only when the take admits; a
+ * refusal then says when the state as it is will have shed enough units
+ * under the limit that wrote it. */
+static __attribute__((noinline)) void sl_take_carried(const sl_limit *l, void *state, int64_t now,
+                                                      int64_t cost, bool commit, sl_decision *d,
+                                                      int64_t *expires_at)
+{
+    unsigned char scratch[SL_CARRY_SCRATCH] __attribute__((aligned(8)));
+    const sl_algo_ops *ops = sl_algos[l->algorithm];
+    int64_t kept = 0;
+    sl_limit from;
+    void *in = sl_carry_enter(l, state, now, commit, scratch, &kept, &from);
+    ops->take(l, in, now, cost, commit, d);
+    int64_t exp = in == (void *)scratch ? kept : ops->expires_at(l, in);
+    if (in == (void *)scratch && d->allowed) {
+        if (commit) {
+            sl_carry_commit(l, state, scratch);
+            exp = ops->expires_at(l, scratch);
+        }
+    } else if (in == (void *)scratch && from.state_size && d->retry_after_ns != SL_NEVER) {
+        /* Admitted once the old state has used at most burst - cost units:
+         * then it has room for a take of (what it admits at once) - that. */
+        const void *old = (const unsigned char *)state + SL_CARRY_BYTES;
+        sl_decision f;
+        memset(&f, 0, sizeof f);
+        ops->take(&from, (void *)old, now, 0, false, &f);
+        int64_t need = f.limit - (l->burst - cost);
+        memset(&f, 0, sizeof f);
+        ops->take(&from, (void *)old, now, sl_max64(need, 0), false, &f);
+        if (f.retry_after_ns > d->retry_after_ns)
+            d->retry_after_ns = f.retry_after_ns;
+        d->reset_after_ns = kept > now ? kept - now : 0;
+    }
+    if (expires_at)
+        *expires_at = exp;
+}
+
 int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d)
 {
     memset(d, 0, sizeof *d);
     int rc = sl_check_input(l, now, cost);
     if (rc != SL_OK)
         return rc;
-    sl_algos[l->algorithm]->take(l, state, now, cost, cost > 0, d);
+    if (__builtin_expect(l->flags & SL_LIMIT_CARRY, 0))
+        sl_take_carried(l, state, now, cost, cost > 0, d, NULL);
+    else
+        sl_algos[l->algorithm]->take(l, state, now, cost, cost > 0, d);
     return SL_OK;
 }
 
@@ -131,8 +173,12 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
     int rc = sl_check_input(l, now, cost);
     if (rc != SL_OK)
         return rc;
-    /* With commit false the algorithm only reads *state. */
-    sl_algos[l->algorithm]->take(l, (void *)state, now, cost, false, d);
+    /* With commit false the algorithm only reads *state (and a carried
+     * state that names another limit is carried over into scratch). */
+    if (__builtin_expect(l->flags & SL_LIMIT_CARRY, 0))
+        sl_take_carried(l, (void *)state, now, cost, false, d, NULL);
+    else
+        sl_algos[l->algorithm]->take(l, (void *)state, now, cost, false, d);
     return SL_OK;
 }
 
@@ -144,6 +190,10 @@ int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, 
     if (rc != SL_OK)
         return rc;
     const sl_algo_ops *ops = sl_algos[l->algorithm];
+    if (__builtin_expect(l->flags & SL_LIMIT_CARRY, 0)) {
+        sl_take_carried(l, state, now, cost, cost > 0, d, expires_at);
+        return SL_OK;
+    }
     ops->take(l, state, now, cost, cost > 0, d);
     *expires_at = ops->expires_at(l, state);
     return SL_OK;
@@ -152,6 +202,8 @@ int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, 
 int64_t sl_state_expires_at(const sl_limit *l, const void *state)
 {
     const sl_algo_ops *ops = sl_algo_get(l->algorithm);
+    if (ops && (l->flags & SL_LIMIT_CARRY))
+        state = (const unsigned char *)state + SL_CARRY_BYTES;
     return ops ? ops->expires_at(l, state) : 0;
 }
 

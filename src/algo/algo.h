@@ -26,6 +26,12 @@ typedef struct sl_algo_ops {
                  sl_decision *d);
     int64_t (*expires_at)(const sl_limit *l, const void *state);
     void (*rebase)(void *state, size_t size, int64_t delta_ns);
+    /* Only for the algorithms whose state size follows the limit (the
+     * sliding log, the concurrency limit): writes into `out` (out_size
+     * bytes, a state of this algorithm under another limit) what `old`
+     * (old_size bytes) holds at `now`, timestamps as they are. Returns SL_OK,
+     * or SL_ERR_WRONGTYPE when it does not fit. */
+    int (*resize)(const void *old, size_t old_size, void *out, size_t out_size, int64_t now);
 } sl_algo_ops;
 
 extern const sl_algo_ops sl_gcra_ops;
@@ -52,6 +58,23 @@ int sl_take_check(const sl_limit *l, int64_t now, int64_t cost);
  * *expires_at is set only when SL_OK is returned. */
 int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
                      int64_t *expires_at);
+
+/* The algorithm's entry in the table; NULL for an unknown value. */
+const sl_algo_ops *sl_algo_get(sl_algorithm a);
+
+/* A take under a carried limit (SL_LIMIT_CARRY), which has passed
+ * sl_take_check: the algorithm's state inside *state to decide on (naming
+ * *l in *state first, when `commit` and it named none). When *state names
+ * another limit, it is carried over into `scratch` (SL_CARRY_SCRATCH
+ * bytes), which is returned, and *kept_expiry gets the expiry of *state as
+ * it is: the caller writes the scratch back with sl_carry_commit only when
+ * the take admits, so that a refused take leaves the state as it was; and
+ * *from the limit *state names (state_size 0 when none can be made of it).
+ * (src/algo/carry.c) */
+#define SL_CARRY_SCRATCH 64
+void *sl_carry_enter(const sl_limit *l, void *state, int64_t now, bool commit, void *scratch,
+                     int64_t *kept_expiry, sl_limit *from);
+void sl_carry_commit(const sl_limit *l, void *state, const void *scratch);
 
 /* Moves one timestamp by delta, saturating into [0, SL_TIME_MAX]. */
 int64_t sl_time_rebase(int64_t t, int64_t delta_ns);

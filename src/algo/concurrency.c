@@ -197,6 +197,33 @@ static void sl_conc_rebase(void *state, size_t size, int64_t delta_ns)
         s->leases[i].expires = sl_time_rebase(s->leases[i].expires, delta_ns);
 }
 
+/* Another limit's leases: those still live at `now`, when they fit this
+ * limit's slots and units; SL_ERR_WRONGTYPE when they do not (the holders
+ * keep them until they release or expire: dropping one would admit more
+ * than either limit allows). */
+static int sl_conc_resize(const void *old, size_t old_size, void *out, size_t out_size,
+                          int64_t now)
+{
+    const sl_concurrency_state *o = old;
+    sl_concurrency_state *n = out;
+    memset(out, 0, out_size);
+    if (old_size < sizeof *o || out_size < sizeof *n)
+        return SL_ERR_WRONGTYPE;
+    int64_t ocap = (int64_t)((old_size - sizeof *o) / sizeof(sl_lease));
+    int64_t ncap = (int64_t)((out_size - sizeof *n) / sizeof(sl_lease));
+    int64_t expired, freed;
+    if (!sl_conc_scan(o, ocap, now, &expired, &freed))
+        return SL_OK; /* never seen */
+    int64_t count = o->count - expired, in_flight = o->in_flight - freed;
+    if (count > ncap || in_flight > ncap)
+        return SL_ERR_WRONGTYPE;
+    memcpy(n->leases, o->leases + expired, (size_t)count * sizeof(sl_lease));
+    n->count = count;
+    n->in_flight = in_flight;
+    n->last_id = o->last_id;
+    return SL_OK;
+}
+
 const sl_algo_ops sl_concurrency_ops = {
     .name = "concurrency",
     .init = sl_conc_init,
@@ -204,4 +231,5 @@ const sl_algo_ops sl_concurrency_ops = {
     .take = sl_conc_take,
     .expires_at = sl_conc_expires_at,
     .rebase = sl_conc_rebase,
+    .resize = sl_conc_resize,
 };

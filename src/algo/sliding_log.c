@@ -13,6 +13,8 @@
  *
  * State: count, head, then the ring of `limit` int64 timestamps.
  */
+#include <string.h>
+
 #include "algo/algo.h"
 #include "common/arith.h"
 
@@ -102,6 +104,26 @@ static void sl_log_rebase(void *state, size_t size, int64_t delta_ns)
     }
 }
 
+/* Another limit's log: its newest timestamps, as many as this ring holds
+ * (the take drops those its own period has left behind). */
+static int sl_log_resize(const void *old, size_t old_size, void *out, size_t out_size, int64_t now)
+{
+    const sl_sliding_log_state *o = old;
+    sl_sliding_log_state *n = out;
+    memset(out, 0, out_size);
+    if (old_size < sizeof *o || out_size <= sizeof *n)
+        return SL_ERR_WRONGTYPE;
+    int64_t ocap = (int64_t)((old_size - sizeof *o) / sizeof(int64_t));
+    int64_t ncap = (int64_t)((out_size - sizeof *n) / sizeof(int64_t));
+    if (o->count <= 0 || o->count > ocap || o->head < 0 || o->head >= ocap)
+        return SL_OK; /* never seen */
+    int64_t keep = sl_min64(o->count, ncap);
+    for (int64_t i = 0; i < keep; i++)
+        n->ring[i] = o->ring[(o->head + o->count - keep + i) % ocap];
+    n->count = keep;
+    return SL_OK;
+}
+
 const sl_algo_ops sl_sliding_log_ops = {
     .name = "sliding_log",
     .init = sl_log_init,
@@ -109,4 +131,5 @@ const sl_algo_ops sl_sliding_log_ops = {
     .take = sl_log_take,
     .expires_at = sl_log_expires_at,
     .rebase = sl_log_rebase,
+    .resize = sl_log_resize,
 };

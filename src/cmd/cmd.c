@@ -38,6 +38,12 @@ static void sl_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
 
 static void sl_reply_status(sl_cmd_ctx *c, int rc)
 {
+    if (rc == SL_ERR_WRONGTYPE) { /* Redis's prefix for a key of the wrong kind */
+        char msg[256];
+        snprintf(msg, sizeof msg, "WRONGTYPE %s", sl_strerror(rc));
+        R->error(c->sink, msg);
+        return;
+    }
     sl_reply_errorf(c, "%s", sl_strerror(rc));
 }
 

@@ -28,6 +28,8 @@ static const struct sl_error_entry sl_errors[] = {
     [-SL_ERR_CORRUPT] = {"snapshot is truncated or corrupt", 500},
     [-SL_ERR_VERSION] = {"snapshot has an unknown format version", 500},
     [-SL_ERR_ARGUMENT] = {"invalid argument", 400},
+    [-SL_ERR_WRONGTYPE] = {"key holds a state of another algorithm or size that this limit cannot "
+                           "carry over (SL.RESET the key to start it again)", 409},
 };
 
 #define SL_ERROR_COUNT ((int)(sizeof sl_errors / sizeof sl_errors[0]))

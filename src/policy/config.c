@@ -150,6 +150,13 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
     int rc = sl_limit_init(out, algo, limit, period, burst);
     if (rc != SL_OK)
         return sl_fail(ld, at_limit ? at_limit : m, "%s: %s", where, sl_strerror(rc));
+    /* A policy's states name their limit, so that a key moved to another
+     * tier, or a limit changed by a reload, keeps the units it has used
+     * (see "Carried states" in sluice.h). Every algorithm a policy may have
+     * can be carried. */
+    rc = sl_limit_carry(out);
+    if (rc != SL_OK)
+        return sl_fail(ld, m, "%s: %s", where, sl_strerror(rc));
     return 0;
 }
 
@@ -363,6 +370,91 @@ void sl_config_free(sl_config *c)
     free(c->settings);
     free(c->policies);
     free(c);
+}
+
+/* "gcra 100 per 60s, burst 20" into buf. */
+static const char *sl_limit_text(const sl_limit *l, char *buf, size_t cap)
+{
+    long long p = (long long)l->period_ns;
+    const char *unit = "ns";
+    if (p % 1000000000 == 0) {
+        p /= 1000000000;
+        unit = "s";
+    } else if (p % 1000000 == 0) {
+        p /= 1000000;
+        unit = "ms";
+    }
+    snprintf(buf, cap, "%s %lld per %lld%s, burst %lld", sl_algorithm_name(l->algorithm),
+             (long long)l->limit, p, unit, (long long)l->burst);
+    return buf;
+}
+
+static bool sl_limit_same(const sl_limit *a, const sl_limit *b)
+{
+    return a->algorithm == b->algorithm && a->limit == b->limit && a->period_ns == b->period_ns &&
+           a->burst == b->burst;
+}
+
+/* One changed limit of a reload, if it changed. */
+static void sl_reload_limit(const char *pname, const char *what, const sl_limit *old,
+                            const sl_limit *next, void (*say)(void *, const char *), void *arg)
+{
+    char line[512], a[96], b[96];
+    if (sl_limit_same(old, next))
+        return;
+    snprintf(line, sizeof line,
+             "policy '%s'%s: %s -> %s: each key keeps the units it has used (rounded up)", pname,
+             what, sl_limit_text(old, a, sizeof a), sl_limit_text(next, b, sizeof b));
+    say(arg, line);
+}
+
+void sl_config_describe_reload(const sl_config *old, const sl_config *next,
+                               void (*say)(void *arg, const char *line), void *arg)
+{
+    char line[512], what[96];
+    for (size_t i = 0; old && i < old->npolicies; i++) {
+        const sl_policy *o = &old->policies[i];
+        const sl_policy *n = sl_config_policy(next, o->name, strlen(o->name));
+        if (!n) {
+            snprintf(line, sizeof line,
+                     "policy '%s' removed: its keys' states stay in the store until they expire "
+                     "(a policy of that name added back finds them)", o->name);
+            say(arg, line);
+            continue;
+        }
+        if (strcmp(o->key, n->key) != 0) {
+            snprintf(line, sizeof line,
+                     "policy '%s': key template '%s' -> '%s': keys are looked up under the new "
+                     "template, so every key STARTS AGAIN with a full budget", o->name, o->key,
+                     n->key);
+            say(arg, line);
+        }
+        sl_reload_limit(o->name, "", &o->limit, &n->limit, say, arg);
+        for (size_t t = 0; t < o->ntiers; t++) {
+            const sl_limit *nt = sl_policy_limit(n, o->tiers[t].name, strlen(o->tiers[t].name));
+            snprintf(what, sizeof what, " tier '%s'", o->tiers[t].name);
+            if (nt)
+                sl_reload_limit(o->name, what, &o->tiers[t].limit, nt, say, arg);
+            else {
+                snprintf(line, sizeof line,
+                         "policy '%s' tier '%s' removed: requests naming it are refused", o->name,
+                         o->tiers[t].name);
+                say(arg, line);
+            }
+        }
+        if (o->has_global && n->has_global)
+            sl_reload_limit(o->name, " global", &o->global, &n->global, say, arg);
+        else if (o->has_global != n->has_global) {
+            snprintf(line, sizeof line, "policy '%s': global limit %s", o->name,
+                     n->has_global ? "added" : "removed");
+            say(arg, line);
+        }
+        if (o->shadow != n->shadow) {
+            snprintf(line, sizeof line, "policy '%s': shadow mode %s", o->name,
+                     n->shadow ? "on (decides and counts, never refuses)" : "off (refuses again)");
+            say(arg, line);
+        }
+    }
 }
 
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len)

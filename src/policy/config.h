@@ -12,7 +12,8 @@
  *       burst: 20               # default: limit
  *       key: "api:{key}"        # the store key; default "{policy}:{key}"
  *       shadow: false           # dry run: decide and count, never refuse
- *       tiers:                  # optional: other limits, chosen per request
+ *       tiers:                  # optional: other limits, chosen per request; a
+ *                               #   key keeps the units it used across tiers
  *         free: {limit: 100, period: 1m}
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
@@ -77,6 +78,17 @@ int sl_config_parse(const char *text, size_t len, const char *name, sl_config **
                     size_t errlen);
 
 void sl_config_free(sl_config *c);
+
+/*
+ * Says, one line at a time through say(arg, line), what replacing `old` by
+ * `next` does to the states of the keys: every changed limit of a policy (its
+ * default, a tier, its global limit) carries each key's used units over (a
+ * policy's limits are carried: see "Carried states" in sluice.h); a changed
+ * key template, which finds no key again, is said loudly; removed policies
+ * and tiers, and shadow mode turned on or off. Nothing for what is unchanged.
+ */
+void sl_config_describe_reload(const sl_config *old, const sl_config *next,
+                               void (*say)(void *arg, const char *line), void *arg);
 
 /* The policy called `name` (len bytes), or NULL. */
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len);

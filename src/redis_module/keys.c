@@ -7,7 +7,7 @@
  *     byte 0    SLUICE_MAGIC 0xF1: no text and no integer starts so
  *     byte 1    format version (1): any other is refused, never guessed at
  *     byte 2    the algorithm (sl_algorithm)
- *     byte 3    0, reserved
+ *     byte 3    1 for a carried state (sluice.h), else 0
  *     byte 4..  the algorithm's state, sl_state_size() bytes, as libsluice
  *               keeps it in memory (little-endian int64 words)
  *
@@ -129,9 +129,11 @@ static int slm_check(slm_call *m, slm_key *key, const unsigned char **v, size_t 
 }
 
 /*
- * Copies the key's state under limit *l into st (zeroed: "never seen" when
- * the key is absent or holds another algorithm's or shape's state, which a
- * take then replaces, as sluiced's store does). Returns SL_OK or an error.
+ * Copies the key's state under limit *l into st: zeroed ("never seen") when
+ * the key is absent; carried over by sl_state_adopt when it holds another
+ * algorithm's or shape's state, as sluiced's store does (SL_ERR_WRONGTYPE
+ * when it cannot be, and then nothing is written). Returns SL_OK or an
+ * error.
  */
 static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
 {
@@ -144,11 +146,20 @@ static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
     int rc = slm_check(m, key, &v, &n);
     if (rc != SL_OK)
         return rc;
-    if (v[2] == (unsigned)l->algorithm && n - SLM_HEADER == st->size) {
+    if (v[2] == (unsigned)l->algorithm && v[3] == 0 && n - SLM_HEADER == st->size) {
         memcpy(st->p, v + SLM_HEADER, st->size);
         key->compatible = true;
+        return SL_OK;
     }
-    return SL_OK;
+    /* The value's bytes are not 8-byte aligned: adopt from a copy. */
+    slm_state from;
+    slm_state_init(&from, n - SLM_HEADER);
+    memcpy(from.p, v + SLM_HEADER, from.size);
+    rc = v[2] < SL_ALGORITHM_COUNT && v[3] <= 1
+             ? sl_state_adopt(l, st->p, (sl_algorithm)v[2], v[3] == 1, from.p, from.size, m->now)
+             : SL_ERR_WRONGTYPE;
+    slm_state_free(&from);
+    return rc;
 }
 
 /* Unix milliseconds at which a state expiring at `ns` is gone: rounded up,

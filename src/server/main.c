@@ -272,8 +272,15 @@ static void sl_on_retire_timer(uv_timer_t *t)
     uv_timer_stop(t);
 }
 
+static void sl_say_reload(void *arg, const char *line)
+{
+    sl_log(SL_LOG_WARN, "SIGHUP: %s", line);
+}
+
 /* SIGHUP: load the config file again. A bad file is refused with where and
- * why, and the old policies stay. Server settings take effect at restart. */
+ * why, and the old policies stay; what the new one changes for the keys'
+ * states is logged, policy by policy. Server settings take effect at
+ * restart. */
 static void sl_on_sighup(uv_signal_t *s, int signum)
 {
     sl_server *srv = s->data;
@@ -291,6 +298,7 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
         sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s", err);
         return;
     }
+    sl_config_describe_reload(atomic_load(&srv->config), next, sl_say_reload, NULL);
     srv->retired = atomic_exchange(&srv->config, next);
     sl_metrics_reset_policies(srv); /* the indexes now name other policies */
     atomic_fetch_add(&srv->epoch, 1);

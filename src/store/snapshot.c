@@ -14,7 +14,9 @@
  *    32  u64 reserved, 0
  *    40  u64 reserved, 0
  *   records, each:
- *     u16 key length (1..65535) | u8 algorithm | u8 0 | u32 state bytes
+ *     u16 key length (1..65535) | u8 algorithm | u8 flags | u32 state bytes
+ *     (flags: 1 = a carried state, which begins with the name of its limit:
+ *     SL_CARRY_BYTES, see sluice.h; other bits 0)
  *     i64 expiry (ns on the store clock; INT64_MAX: unknown, far away)
  *     key bytes, state bytes
  *   end: 8 zero bytes (a record header with key length 0), u64 record count,
@@ -141,8 +143,8 @@ static int sl_copy_shard(sl_shard *sh, int64_t now, unsigned char **out, size_t 
             }
             unsigned char *p = *out + off;
             sl_put_le(p, m->keylen, 2);
-            p[2] = m->flags & SL_REC_ALGO_MASK;
-            p[3] = 0;
+            p[2] = m->flags & SL_REC_ALGO_MASK & ~SL_REC_CARRIED;
+            p[3] = (m->flags & SL_REC_CARRIED) ? 1 : 0;
             sl_put_le(p + 4, size, 4);
             int64_t exp = tick == SL_TICK_NEVER ? INT64_MAX : (int64_t)(tick << SL_TICK_SHIFT);
             sl_put_le(p + 8, (uint64_t)exp, 8);
@@ -362,8 +364,9 @@ static int sl_snap_pass(sl_reader *r, sl_snap_ctx *c, int64_t *wall, int64_t *mo
                 return SL_ERR_CORRUPT;
             break;
         }
-        if (algo >= SL_ALGORITHM_COUNT || rh[3] != 0 || size == 0 || size % 8 ||
-            size > SL_SNAP_MAX_STATE)
+        bool carried = rh[3] == 1;
+        if (algo >= SL_ALGORITHM_COUNT || rh[3] > 1 || size == 0 || size % 8 ||
+            size > SL_SNAP_MAX_STATE || (carried && size <= SL_CARRY_BYTES))
             return SL_ERR_CORRUPT;
         if (!sl_r_get(r, rh + 8, 8, true))
             return r->io_error ? SL_ERR_IO : SL_ERR_CORRUPT;
@@ -377,7 +380,12 @@ static int sl_snap_pass(sl_reader *r, sl_snap_ctx *c, int64_t *wall, int64_t *mo
         if (!c->apply)
             continue;
         /* The time rule: see sl_store_snapshot_load in sluice.h. */
-        sl_state_rebase((sl_algorithm)algo, c->state, size, c->delta);
+        if (carried) /* the limit's name holds no time */
+            sl_state_rebase((sl_algorithm)algo, (unsigned char *)c->state + SL_CARRY_BYTES,
+                            size - SL_CARRY_BYTES,
+                            c->delta);
+        else
+            sl_state_rebase((sl_algorithm)algo, c->state, size, c->delta);
         if (exp != INT64_MAX) {
             exp = sl_add_sat(exp, c->delta);
             if (exp <= c->now)
@@ -386,7 +394,8 @@ static int sl_snap_pass(sl_reader *r, sl_snap_ctx *c, int64_t *wall, int64_t *mo
         uint64_t h = sl_store_hash(c->key, keylen, c->s->seed);
         sl_shard *sh = sl_store_shard_of(c->s, h);
         sl_shard_lock(sh);
-        int rc = sl_shard_put(c->s, sh, h, c->key, keylen, (sl_algorithm)algo, c->state, size,
+        int rc = sl_shard_put(c->s, sh, h, c->key, keylen, algo | (carried ? SL_REC_CARRIED : 0),
+                              c->state, size,
                               exp == INT64_MAX ? SL_TIME_MAX : exp, c->now);
         sl_shard_unlock(sh);
         if (rc != SL_OK)

@@ -1288,7 +1288,7 @@ static int sl_rec_alloc(sl_store *s, sl_shard *sh, uint32_t units, int64_t now, 
  * SL_ERR_NOMEM with nothing changed but evictions.
  */
 static int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-                           sl_algorithm algorithm, const void *state, size_t size, uint64_t tick,
+                           unsigned kind, const void *state, size_t size, uint64_t tick,
                            uint8_t extra_flags, int64_t now, uint32_t *out_ref)
 {
     sl_shard_sweep(s, sh, now, SL_SWEEP_PER_INSERT);
@@ -1304,7 +1304,7 @@ static int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *ke
      * room reserved above is still there. */
     uint64_t *rec = sl_shard_record(sh, ref);
     sl_rec_meta *m = sl_rec_meta_of(rec);
-    m->flags = (uint8_t)((unsigned)algorithm | SL_REC_LIVE | extra_flags);
+    m->flags = (uint8_t)(kind | SL_REC_LIVE | extra_flags);
     m->keylen = (uint16_t)keylen;
     sl_rec_set_expiry(rec, tick);
     memcpy(sl_rec_state(rec), state, size);
@@ -1320,31 +1320,50 @@ static int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *ke
 }
 
 int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-                 sl_algorithm algorithm, const void *state, size_t size, int64_t expires_ns,
+                 unsigned kind, const void *state, size_t size, int64_t expires_ns,
                  int64_t now)
 {
     long pos = sl_index_find(sh, h, key, keylen);
     if (pos >= 0)
         sl_shard_remove(sh, (size_t)pos);
-    return sl_shard_insert(s, sh, h, key, keylen, algorithm, state, size,
+    return sl_shard_insert(s, sh, h, key, keylen, kind, state, size,
                            sl_store_tick_of(expires_ns), 0, now, NULL);
 }
 
-/* Does a record of `units` with this metadata hold a state of this
- * algorithm and size? */
-static inline bool sl_rec_shape_fits(const sl_rec_meta *m, uint32_t units, sl_algorithm algorithm,
+/* Does a record of `units` with this metadata hold a state of this kind
+ * (sl_rec_kind_of) and size? */
+static inline bool sl_rec_shape_fits(const sl_rec_meta *m, uint32_t units, unsigned kind,
                                      size_t size)
 {
-    return (m->flags & SL_REC_ALGO_MASK) == (unsigned)algorithm &&
+    return (m->flags & SL_REC_ALGO_MASK) == kind &&
            ((size_t)units - 1 - sl_key_units(m->keylen)) * 8 == size;
 }
 
-/* Does the stored record fit this limit (same algorithm, same state size)? */
-static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, sl_algorithm algorithm, size_t size)
+/* Does the stored record fit this limit (same kind, same state size)? */
+static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, const sl_limit *l, size_t size)
 {
     const sl_page *pg = &sh->pages[sl_slot_page(v)];
     const sl_rec_meta *m = sl_rec_meta_of(pg->base + (size_t)sl_slot_index(v) * pg->units);
-    return sl_rec_shape_fits(m, pg->units, algorithm, size);
+    return sl_rec_shape_fits(m, pg->units, sl_rec_kind_of(l), size);
+}
+
+/* The state a take under *l starts from when the key's record (slot value
+ * v) holds another kind or size: sl_state_adopt into scratch. */
+static int sl_rec_adopt(const sl_shard *sh, uint32_t v, const sl_limit *l, void *scratch,
+                        int64_t now)
+{
+    uint64_t *rec = sl_shard_record(sh, v);
+    unsigned kind = sl_rec_meta_of(rec)->flags & SL_REC_ALGO_MASK;
+    int rc = sl_state_adopt(l, scratch, (sl_algorithm)(kind & ~SL_REC_CARRIED),
+                            (kind & SL_REC_CARRIED) != 0, sl_rec_state(rec),
+                            sl_shard_record_state_size(sh, v), now);
+    /* A state that expires by now's tick is "never seen", whatever its
+     * algorithm: a reclaim might as well have dropped it already. */
+    if (rc == SL_ERR_WRONGTYPE && sl_rec_expiry(rec) <= sl_store_tick_of(now)) {
+        memset(scratch, 0, l->state_size);
+        rc = SL_OK;
+    }
+    return rc;
 }
 
 /* ---- the public operations ---- */
@@ -1535,9 +1554,10 @@ static inline int sl_state_take(const sl_limit *l, void *state, int64_t now, int
 }
 
 /* The cold half of a take: the key is new (pos < 0), or its state has
- * another shape. Decides on a zeroed scratch state first, so that an
- * invalid or empty-handed take stores nothing and the old state is only
- * dropped when the take is valid. Called with the shard locked; unlocks it. */
+ * another shape, which is carried over (sl_state_adopt) or refused. Decides
+ * on a scratch state first, so that an invalid or empty-handed take stores
+ * nothing and the old state is only replaced when the take is valid.
+ * Called with the shard locked; unlocks it. */
 static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh, uint64_t h,
                                                        long pos, const void *key, size_t keylen,
                                                        const sl_limit *l, int64_t now,
@@ -1550,15 +1570,22 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
         sl_shard_unlock(sh);
         return SL_ERR_NOMEM;
     }
-    int rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
-    if (rc == SL_OK) {
+    int rc = pos >= 0 ? sl_rec_adopt(sh, sh->slots[pos], l, scratch, now) : SL_OK;
+    if (rc == SL_OK)
+        rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
+    else
+        memset(d, 0, sizeof *d);
+    /* A refused take, or a peek, leaves a state of another shape as it
+     * was: carried over, it might have lost what the new limit cannot hold
+     * at once. */
+    if (rc == SL_OK && (pos < 0 || (d->allowed && cost > 0))) {
         if (pos >= 0) {
             sl_shard_remove(sh, (size_t)pos);
             sh->reinits++;
         }
         int64_t exp = sl_state_expires_at(l, scratch);
         if (exp > now)
-            rc = sl_shard_insert(s, sh, h, key, keylen, l->algorithm, scratch, l->state_size,
+            rc = sl_shard_insert(s, sh, h, key, keylen, sl_rec_kind_of(l), scratch, l->state_size,
                                  sl_store_tick_of(exp), 0, now, NULL);
     }
     sl_shard_unlock(sh);
@@ -1606,9 +1633,10 @@ sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, i
 {
     sl_rec_meta m;
     memcpy(&m, word, sizeof m);
-    if (!sl_rec_shape_fits(&m, units, l->algorithm, l->state_size))
+    unsigned kind = sl_rec_kind_of(l);
+    if (!sl_rec_shape_fits(&m, units, kind, l->state_size))
         return SL_STORE_LOCK;
-    if (!lease_id && l->algorithm == SL_GCRA && sl_gcra_whole(l, cost)) {
+    if (!lease_id && kind == SL_GCRA && sl_gcra_whole(l, cost)) {
         *gcra = true;
         *st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
         if (st->expires_at)
@@ -1713,7 +1741,7 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
     sl_shard_lock(sh);
     now = sl_store_now(s, now);
     long pos = sl_index_find(sh, h, key, keylen);
-    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size))
+    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l, size))
         return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
     uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
     int64_t exp;
@@ -1735,6 +1763,8 @@ int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit
 {
     if (!lease_id)
         return SL_ERR_ARGUMENT;
+    if (l && l->algorithm != SL_CONCURRENCY)
+        return SL_ERR_ALGORITHM;
     return sl_store_take_op(s, key, keylen, l, now, weight, lease_id, d);
 }
 
@@ -1754,18 +1784,24 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
 
     sl_shard_lock(sh);
     long pos = sl_index_find(sh, h, key, keylen);
-    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
+    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l, size)) {
         rc = sl_peek(l, sl_rec_state(sl_shard_record(sh, sh->slots[pos])), now, cost, d);
         sl_shard_unlock(sh);
         return rc;
     }
-    sl_shard_unlock(sh);
-    /* Absent (or of another shape, which a take would reset): the answer
-     * for "never seen" needs no lock. */
+    /* Absent (the answer for "never seen"), or of another shape: what a
+     * take would carry it over to. */
     zero = sl_scratch_get(stack, size);
-    if (!zero)
+    if (!zero) {
+        sl_shard_unlock(sh);
         return SL_ERR_NOMEM;
-    rc = sl_peek(l, zero, now, cost, d);
+    }
+    rc = pos >= 0 ? sl_rec_adopt(sh, sh->slots[pos], l, zero, now) : SL_OK;
+    sl_shard_unlock(sh);
+    if (rc == SL_OK)
+        rc = sl_peek(l, zero, now, cost, d);
+    else
+        memset(d, 0, sizeof *d);
     sl_scratch_put(stack, zero);
     return rc;
 }
@@ -1852,7 +1888,7 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
     now = sl_store_now(s, now);
     long pos = sl_index_find(sh, h, key, keylen);
     rc = 0;
-    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l->algorithm, size)) {
+    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l, size)) {
         uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
         rc = sl_lease_release(l, sl_rec_state(rec), now, lease_id);
         if (rc == 1) {
@@ -2043,7 +2079,8 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
         m[i].rec = NULL;
         for (size_t j = 0; j < i; j++) {
             if (m[j].rep == (int)j && m[j].h == m[i].h && sl_same_key(&items[i], &items[j])) {
-                if (items[j].limit->algorithm != items[i].limit->algorithm || m[j].size != m[i].size)
+                if (sl_rec_kind_of(items[j].limit) != sl_rec_kind_of(items[i].limit) ||
+                    m[j].size != m[i].size)
                     return SL_ERR_ARGUMENT;
                 m[i].rep = (int)j;
                 break;
@@ -2077,12 +2114,17 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
         if (m[i].rep != (int)i)
             continue;
         long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
-        if (pos >= 0 && sl_rec_compatible(m[i].sh, m[i].sh->slots[pos], items[i].limit->algorithm, m[i].size)) {
+        if (pos >= 0 && sl_rec_compatible(m[i].sh, m[i].sh->slots[pos], items[i].limit, m[i].size)) {
             m[i].pos = pos;
             m[i].rec = sl_shard_record(m[i].sh, m[i].sh->slots[pos]);
             memcpy(m[i].scratch, sl_rec_state(m[i].rec), m[i].size);
+        } else if (pos >= 0) {
+            m[i].stale = true;
+            m[i].pos = pos;
+            rc = sl_rec_adopt(m[i].sh, m[i].sh->slots[pos], items[i].limit, m[i].scratch, now);
+            if (rc != SL_OK)
+                goto done;
         } else {
-            m[i].stale = pos >= 0;
             memset(m[i].scratch, 0, m[i].size);
         }
     }
@@ -2102,10 +2144,14 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
             sl_many_item *r = &m[m[i].rep];
             if (r->rec) {
                 rc = sl_peek(items[i].limit, sl_rec_state(r->rec), now, items[i].cost, &out[i]);
-            } else {
-                memset(r->scratch, 0, r->size);
-                rc = sl_peek(items[i].limit, r->scratch, now, items[i].cost, &out[i]);
+                continue;
             }
+            if (r->stale)
+                rc = sl_rec_adopt(r->sh, r->sh->slots[r->pos], items[i].limit, r->scratch, now);
+            else
+                memset(r->scratch, 0, r->size);
+            if (rc == SL_OK)
+                rc = sl_peek(items[i].limit, r->scratch, now, items[i].cost, &out[i]);
         }
         goto done;
     }
@@ -2131,7 +2177,7 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
             continue; /* still "never seen": nothing to store */
         uint32_t v;
         rc = sl_shard_insert(s, m[i].sh, m[i].h, items[i].key, items[i].keylen,
-                             items[i].limit->algorithm, m[i].scratch, m[i].size, 0, SL_REC_PINNED,
+                             sl_rec_kind_of(items[i].limit), m[i].scratch, m[i].size, 0, SL_REC_PINNED,
                              now, &v);
         if (rc == SL_OK) {
             m[i].rec = sl_shard_record(m[i].sh, v);

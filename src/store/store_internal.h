@@ -69,8 +69,11 @@
 #define SL_SLOT_TAG_SHIFT 25
 #define SL_SLOT_REF_MASK 0x00ffffffu         /* page << 9 | record index */
 
-/* Record flags (meta.flags): the low 4 bits hold the algorithm. */
+/* Record flags (meta.flags): the low 4 bits hold the record's kind, the
+ * algorithm and whether its state is carried (begins with the name of the
+ * limit that wrote it: SL_LIMIT_CARRY). */
 #define SL_REC_ALGO_MASK 0x0fu
+#define SL_REC_CARRIED 0x08u
 #define SL_REC_LIVE 0x10u                    /* the record holds a key (else: free) */
 #define SL_REC_PINNED 0x20u                  /* a multi-take holds it: never evict */
 #define SL_REC_LOCKED 0x40u                  /* a take without the shard's lock holds it (store.c) */
@@ -79,6 +82,14 @@
  * bits: enough for 36 years of a monotonic clock. */
 #define SL_TICK_SHIFT 20
 #define SL_TICK_NEVER ((UINT64_C(1) << 40) - 1) /* saturated: never reclaimed, only evicted */
+
+/* The record kind a limit's states have: its algorithm, and SL_REC_CARRIED
+ * when the limit is carried (SL_LIMIT_CARRY << 2, without a branch). */
+_Static_assert(SL_LIMIT_CARRY << 2 == SL_REC_CARRIED, "a carried limit's kind is one shift away");
+static inline unsigned sl_rec_kind_of(const sl_limit *l)
+{
+    return (unsigned)l->algorithm | ((l->flags & SL_LIMIT_CARRY) << 2);
+}
 
 /* The 8-byte header of every record. */
 typedef struct sl_rec_meta {
@@ -253,12 +264,13 @@ static inline uint64_t sl_store_tick_of(int64_t expires_ns)
 }
 
 /*
- * Inserts or replaces `key` with a copy of `state` (size bytes) under
- * `algorithm`, expiring at expires_ns; the caller holds the shard's lock.
- * Used by the snapshot loader. Returns SL_OK or SL_ERR_NOMEM.
+ * Inserts or replaces `key` with a copy of `state` (size bytes) of record
+ * kind `kind` (an algorithm, with SL_REC_CARRIED for a carried state),
+ * expiring at expires_ns; the caller holds the shard's lock. Used by the
+ * snapshot loader. Returns SL_OK or SL_ERR_NOMEM.
  */
 int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-                 sl_algorithm algorithm, const void *state, size_t size, int64_t expires_ns,
+                 unsigned kind, const void *state, size_t size, int64_t expires_ns,
                  int64_t now);
 
 /* ---- hooks for tests and benchmarks ---- */

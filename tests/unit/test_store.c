@@ -54,7 +54,10 @@ static void make_limits(sl_limit *l)
     cr_assert_eq(sl_limit_init(&l[7], SL_CONCURRENCY, 3, NS_PER_SEC, 0), SL_OK);
 }
 
-/* The model: one private state per key, reset when the key changes shape. */
+/* The model: one private state per key. A take under a limit of another
+ * shape carries the state over (sl_state_adopt) or is refused with nothing
+ * changed, and a take or a peek of 0 leaves the old state as it was, as a
+ * refusal does. */
 typedef struct model_key {
     int limit;   /* index of the limit last used, -1 = never */
     void *state;
@@ -62,16 +65,68 @@ typedef struct model_key {
     uint64_t last_store_lease; /* the store's id of the same lease */
 } model_key;
 
-static void model_take(model_key *m, const sl_limit *lims, int li, int64_t now, int64_t cost,
-                       sl_decision *d)
+static bool model_other_shape(const model_key *m, const sl_limit *lims, int li)
 {
-    if (m->limit < 0 || lims[m->limit].algorithm != lims[li].algorithm ||
-        sl_state_size(&lims[m->limit]) != sl_state_size(&lims[li])) {
-        free(m->state);
-        m->state = calloc(1, sl_state_size(&lims[li]));
+    return m->limit >= 0 && (lims[m->limit].algorithm != lims[li].algorithm ||
+                             sl_state_size(&lims[m->limit]) != sl_state_size(&lims[li]));
+}
+
+/* The state a take under lims[li] starts from, in a new allocation, or
+ * NULL with *rc set when the key's state cannot be carried over. */
+static void *model_start(const model_key *m, const sl_limit *lims, int li, int64_t now, int *rc)
+{
+    void *n = calloc(1, sl_state_size(&lims[li]));
+    *rc = SL_OK;
+    if (m->limit >= 0 && model_other_shape(m, lims, li)) {
+        *rc = sl_state_adopt(&lims[li], n, lims[m->limit].algorithm, false, m->state,
+                             sl_state_size(&lims[m->limit]), now);
+        /* as the store: a state expired by now's tick is "never seen" */
+        if (*rc == SL_ERR_WRONGTYPE &&
+            sl_store_tick_of(sl_state_expires_at(&lims[m->limit], m->state)) <=
+                sl_store_tick_of(now)) {
+            memset(n, 0, sl_state_size(&lims[li]));
+            *rc = SL_OK;
+        }
     }
-    m->limit = li;
-    cr_assert_eq(sl_take(&lims[li], m->state, now, cost, d), SL_OK);
+    else if (m->limit >= 0)
+        memcpy(n, m->state, sl_state_size(&lims[li]));
+    if (*rc != SL_OK) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+static int model_take(model_key *m, const sl_limit *lims, int li, int64_t now, int64_t cost,
+                      sl_decision *d)
+{
+    int rc;
+    memset(d, 0, sizeof *d);
+    void *n = model_start(m, lims, li, now, &rc);
+    if (!n)
+        return rc;
+    cr_assert_eq(sl_take(&lims[li], n, now, cost, d), SL_OK);
+    if (m->limit < 0 || !model_other_shape(m, lims, li) || (d->allowed && cost > 0)) {
+        free(m->state);
+        m->state = n;
+        m->limit = li;
+    } else {
+        free(n);
+    }
+    return SL_OK;
+}
+
+static int model_peek(const model_key *m, const sl_limit *lims, int li, int64_t now, int64_t cost,
+                      sl_decision *d)
+{
+    int rc;
+    memset(d, 0, sizeof *d);
+    void *n = model_start(m, lims, li, now, &rc);
+    if (!n)
+        return rc;
+    cr_assert_eq(sl_peek(&lims[li], n, now, cost, d), SL_OK);
+    free(n);
+    return SL_OK;
 }
 
 /* Random traces: takes with random costs and time steps on 300 keys under
@@ -104,8 +159,9 @@ Test(store, matches_model_on_random_traces)
             sl_decision got, want;
             if (op < 80) {
                 int64_t cost = test_range(&rng, 0, 4);
-                cr_assert_eq(sl_store_take(s, key, (size_t)keylen, &lims[li], now, cost, &got), SL_OK);
-                model_take(&model[k], lims, li, now, cost, &want);
+                int grc = sl_store_take(s, key, (size_t)keylen, &lims[li], now, cost, &got);
+                int wrc = model_take(&model[k], lims, li, now, cost, &want);
+                cr_assert_eq(grc, wrc, "take step %d", step);
                 expect_same(&got, &want, "take", step);
                 if (want.lease_id) {
                     model[k].last_lease = want.lease_id;
@@ -113,16 +169,9 @@ Test(store, matches_model_on_random_traces)
                 }
             } else if (op < 90) {
                 int64_t cost = test_range(&rng, 0, 3);
-                cr_assert_eq(sl_store_peek(s, key, (size_t)keylen, &lims[li], now, cost, &got), SL_OK);
-                if (model[k].limit == li || (model[k].limit >= 0 &&
-                                             lims[model[k].limit].algorithm == lims[li].algorithm &&
-                                             sl_state_size(&lims[model[k].limit]) == sl_state_size(&lims[li]))) {
-                    cr_assert_eq(sl_peek(&lims[li], model[k].state, now, cost, &want), SL_OK);
-                } else {
-                    void *z = calloc(1, sl_state_size(&lims[li]));
-                    cr_assert_eq(sl_peek(&lims[li], z, now, cost, &want), SL_OK);
-                    free(z);
-                }
+                int grc = sl_store_peek(s, key, (size_t)keylen, &lims[li], now, cost, &got);
+                cr_assert_eq(grc, model_peek(&model[k], lims, li, now, cost, &want), "peek step %d",
+                             step);
                 expect_same(&got, &want, "peek", step);
             } else if (op < 93) {
                 sl_store_reset(s, key, (size_t)keylen);
@@ -250,7 +299,7 @@ Test(store, peek_and_cost_zero_store_nothing)
     sl_store_free(s);
 }
 
-Test(store, other_algorithm_or_size_starts_fresh)
+Test(store, other_algorithm_is_refused_other_size_carried)
 {
     sl_limit g, t, log5, log9;
     sl_decision d;
@@ -262,17 +311,20 @@ Test(store, other_algorithm_or_size_starts_fresh)
     for (int i = 0; i < 2; i++)
         cr_expect(sl_store_take(s, "u", 1, &g, 100, 1, &d) == SL_OK && d.allowed);
     cr_expect(sl_store_take(s, "u", 1, &g, 100, 1, &d) == SL_OK && !d.allowed);
-    cr_expect(sl_store_take(s, "u", 1, &t, 100, 1, &d) == SL_OK && d.allowed && d.remaining == 1,
-              "same key, other algorithm of the same size: a fresh state");
+    cr_expect_eq(sl_store_take(s, "u", 1, &t, 100, 1, &d), SL_ERR_WRONGTYPE,
+                 "same key, other algorithm: no fresh budget");
+    cr_expect_eq(sl_store_peek(s, "u", 1, &t, 100, 1, &d), SL_ERR_WRONGTYPE);
+    cr_expect(sl_store_take(s, "u", 1, &g, 100, 1, &d) == SL_OK && !d.allowed, "still spent");
     for (int i = 0; i < 5; i++)
-        cr_expect(sl_store_take(s, "u", 1, &log5, 100, 1, &d) == SL_OK && d.allowed);
-    cr_expect(sl_store_take(s, "u", 1, &log5, 100, 1, &d) == SL_OK && !d.allowed);
-    cr_expect(sl_store_take(s, "u", 1, &log9, 100, 1, &d) == SL_OK && d.allowed && d.remaining == 8,
-              "same algorithm, other state size: a fresh state");
+        cr_expect(sl_store_take(s, "v", 1, &log5, 100, 1, &d) == SL_OK && d.allowed);
+    cr_expect(sl_store_take(s, "v", 1, &log5, 100, 1, &d) == SL_OK && !d.allowed);
+    cr_expect(sl_store_peek(s, "v", 1, &log9, 100, 0, &d) == SL_OK && d.remaining == 4);
+    cr_expect(sl_store_take(s, "v", 1, &log9, 100, 1, &d) == SL_OK && d.allowed && d.remaining == 3,
+              "same algorithm, other state size: the timestamps carry over");
     sl_store_stats st;
     sl_store_get_stats(s, &st);
-    cr_expect_eq(st.reinits, 3);
-    cr_expect_eq(st.keys, 1);
+    cr_expect_eq(st.reinits, 1);
+    cr_expect_eq(st.keys, 2);
     cr_expect_eq(sl_store_debug_check(s), 0);
     sl_store_free(s);
 }
@@ -898,7 +950,8 @@ Test(store, churn_under_a_tight_cap)
         } else {
             sl_store_sweep(s, now, (size_t)test_range(&rng, 1, 500));
         }
-        cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM, "step %d: rc %d", step, rc);
+        cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM || rc == SL_ERR_WRONGTYPE, "step %d: rc %d",
+                  step, rc);
         if (step % 2000 == 0) {
             sl_store_stats st;
             sl_store_get_stats(s, &st);
@@ -1042,10 +1095,13 @@ Test(store, last_take_record_is_forgotten_when_it_goes)
     cr_assert_eq(sl_store_reset(s, "hot", 3), 1);
     model[0] = model[1] = 0;
     HOT_TAKE(&l);
-    /* a state of another algorithm replaces it */
+    /* a state of another algorithm is refused; once reset, it replaces it */
+    cr_assert_eq(sl_store_take(s, "hot", 3, &other, now, 1, &got), SL_ERR_WRONGTYPE);
+    cr_assert_eq(sl_store_reset(s, "hot", 3), 1);
     cr_assert_eq(sl_store_take(s, "hot", 3, &other, now, 1, &got), SL_OK);
     cr_assert(got.allowed && got.remaining == 3);
     cr_assert_eq(sl_store_debug_check(s), 0);
+    cr_assert_eq(sl_store_reset(s, "hot", 3), 1);
     model[0] = model[1] = 0;
     HOT_TAKE(&l);
     /* reclaimed once it is "never seen" again */
