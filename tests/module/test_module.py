@@ -129,10 +129,24 @@ def test_unknown_version_is_refused(r, key):
     assert r.get(key) == b"\xf1\x02\x00\x00" + b"\x00" * 16
 
 
-def test_other_algorithm_starts_afresh_and_replaces(r, key):
+def test_other_algorithm_is_refused_and_changes_nothing(r, key):
     r.execute_command("SL.TAKE", key, 1, 3600)
+    before = r.get(key)
+    with pytest.raises(redis.ResponseError, match="^WRONGTYPE key holds a state of another algorithm"):
+        r.execute_command("SL.TAKE", key, 1, 3600, "ALGORITHM", "fixed_window")
+    assert r.get(key) == before
+    assert r.execute_command("SL.TAKE", key, 1, 3600)[1] == 0, "no fresh budget"
+    assert r.execute_command("SL.RESET", key) == 1
     assert r.execute_command("SL.TAKE", key, 1, 3600, "ALGORITHM", "fixed_window")[1] == 1
     assert r.get(key)[2] == 3  # SL_FIXED_WINDOW
+
+
+def test_resized_sliding_log_keeps_its_timestamps(r, key):
+    for _ in range(5):
+        r.execute_command("SL.TAKE", key, 5, 3600, "ALGORITHM", "sliding_log")
+    d = r.execute_command("SL.TAKE", key, 8, 3600, "ALGORITHM", "sliding_log")
+    assert (d[1], d[5]) == (1, 2), d
+    assert len(r.get(key)) == 4 + 16 + 8 * 8
 
 
 def test_sliding_log_and_leases_store_large_states(r, key):
