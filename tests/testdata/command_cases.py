@@ -107,9 +107,13 @@ CASES = [
         (["sl.take", K, 10, 60, "burst", 2, "cost", 2, "algorithm", "token_bucket"],
          D(1, 2, 0, 0, near(12000))),
     ]),
-    ("take_state_is_per_algorithm", [
+    ("take_one_state_per_key", [
         (["SL.TAKE", K, 1, 3600], D(1, 1, 0, 0, near(3600000))),
         (["SL.TAKE", K, 1, 3600], D(0, 1, 0, near(3600000), near(3600000))),
+        (["SL.TAKE", K, 1, 3600, "ALGORITHM", "token_bucket"], Err("WRONGTYPE key holds a state")),
+        (["SL.PEEK", K, 1, 3600, "ALGORITHM", "sliding_window"], Err("WRONGTYPE key holds a state")),
+        (["SL.TAKE", K, 1, 3600], D(0, 1, 0, near(3600000), near(3600000))),
+        (["SL.RESET", K], 1),
         (["SL.TAKE", K, 1, 3600, "ALGORITHM", "token_bucket"], D(1, 1, 0, 0, near(3600000))),
     ]),
     ("take_period_units", [
