@@ -423,10 +423,12 @@ typedef struct sl_http_check {
 int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len);
 
 /*
- * The check of forward-auth, GET /v1/auth/{policy}: a policy check for
+ * The check of forward-auth, /v1/auth/{policy} (any method): a policy check for
  * `policy` (from the path, already decoded: sl_http_path_decode) and `key`
  * (the key header's value; keylen 0 when the header is missing), with "cost"
- * and "tier" from the query string (any other parameter is an error).
+ * and "tier" from the query string (any other parameter is an error; the
+ * server passes none for Envoy's /v1/auth/{policy}/{path}, whose query is
+ * the client's).
  * key_field names the header in messages ("X-Api-Key"). Returns 0, or -1 with
  * c->status 401 for a missing key (field key_field), else 400.
  */
