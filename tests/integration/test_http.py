@@ -355,6 +355,13 @@ def test_shadow_policy_is_invisible_to_clients(http, session, request):
     r = session.get(http.base + "/v1/auth/dryglobal", headers={"X-Api-Key": uniq(request, "g3")},
                     timeout=5)
     assert_invisible_shadow(r, False)
+    # the would-be refusals are the operator's: in /metrics and in the log
+    text = session.get(http.base + "/metrics", timeout=5).text
+    m = re.search(r'^sluice_decisions_total\{policy="dry",outcome="shadow_rejected"\} (\d+)$', text,
+                  re.M)
+    assert m and int(m.group(1)) >= 4, text
+    assert "WARN shadow policy 'dry' would have refused" in http.stderr()
+    assert "WARN shadow policy 'dryglobal' would have refused" in http.stderr()
 
 
 def test_policy_answers_name_the_binding_limit(http, session, request):
