@@ -15,6 +15,7 @@
 #include "common/duration.h"
 #include "common/siphash.h"
 #include "policy/config.h"
+#include "proto/http.h"
 
 #define R (c->reply)
 
@@ -86,31 +87,61 @@ static int64_t sl_ms_ceil(int64_t ns)
     return ns / 1000000 + (ns % 1000000 != 0);
 }
 
-/* A decision; `shadow` (a dry-run policy) reports allowed 1 whatever the
- * decision, and adds shadow 1 and would_allow with the real answer. */
+/* A policy's answer beside its decision: which of its limits refused and
+ * which binds, and whether it is a dry run. */
+typedef struct sl_policy_answer {
+    int rejected_by; /* -1 admitted; 0 the key's limit, 1 the global limit (the first that refused) */
+    bool global;     /* the numbers shown are the global limit's */
+    bool shadow;     /* a dry-run policy */
+} sl_policy_answer;
+
+/* A wait in milliseconds as replies give it: 0 when admitted, -1 never. */
+static int64_t sl_retry_ms(const sl_decision *d)
+{
+    return d->allowed                    ? 0
+           : d->retry_after_ns == SL_NEVER ? -1
+                                           : sl_ms_ceil(d->retry_after_ns);
+}
+
+/*
+ * A decision; pa (NULL for a plain one) makes it a policy's: rejected_by and
+ * scope ("key" or "global": the limit whose numbers follow) after allowed.
+ * A shadow (dry-run) policy is invisible to its caller: every field a client
+ * acts on says go (allowed 1, rejected_by -1, retry_after_ms and delay_ms
+ * 0), and shadow 1, would_allow and would_retry_after_ms carry the real
+ * answer for the operator.
+ */
 static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_decision *d,
-                                 bool shadow)
+                                 const sl_policy_answer *pa)
 {
     bool queue = l->algorithm == SL_LEAKY_BUCKET;
-    R->map(c->sink, (queue ? 6u : 5u) + (shadow ? 2u : 0u));
+    bool shadow = pa && pa->shadow;
+    R->map(c->sink, (queue ? 6u : 5u) + (pa ? 2u : 0u) + (shadow ? 3u : 0u));
     sl_kv_int(c, "allowed", shadow || d->allowed);
+    if (pa) {
+        sl_kv_int(c, "rejected_by", shadow ? -1 : pa->rejected_by);
+        R->bulk(c->sink, "scope", 5);
+        if (pa->global)
+            R->bulk(c->sink, "global", 6);
+        else
+            R->bulk(c->sink, "key", 3);
+    }
     sl_kv_int(c, "limit", d->limit);
     sl_kv_int(c, "remaining", d->remaining);
-    sl_kv_int(c, "retry_after_ms", shadow || d->allowed          ? 0
-                                   : d->retry_after_ns == SL_NEVER ? -1
-                                                                   : sl_ms_ceil(d->retry_after_ns));
+    sl_kv_int(c, "retry_after_ms", shadow ? 0 : sl_retry_ms(d));
     sl_kv_int(c, "reset_after_ms", sl_ms_ceil(d->reset_after_ns));
     if (queue)
-        sl_kv_int(c, "delay_ms", sl_ms_ceil(d->delay_ns));
+        sl_kv_int(c, "delay_ms", shadow ? 0 : sl_ms_ceil(d->delay_ns));
     if (shadow) {
         sl_kv_int(c, "shadow", 1);
         sl_kv_int(c, "would_allow", d->allowed);
+        sl_kv_int(c, "would_retry_after_ms", sl_retry_ms(d));
     }
 }
 
 static void sl_reply_decision(sl_cmd_ctx *c, const sl_limit *l, const sl_decision *d)
 {
-    sl_reply_decision_as(c, l, d, false);
+    sl_reply_decision_as(c, l, d, NULL);
 }
 
 /* ---- arguments ---- */
@@ -540,27 +571,29 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         return;
     }
     sl_decision d[2];
-    const sl_limit *shown = items[0].limit;
-    int rc;
+    int rc, failed = -1;
     if (n == 1) {
         rc = c->exec->take(c->ex, &(sl_resp_slice){items[0].key, items[0].keylen}, items[0].limit,
                            cost, &d[0]);
+        if (rc == SL_OK && !d[0].allowed)
+            failed = 0;
     } else {
-        int failed = -1;
         rc = c->exec->take_many(c->ex, items, 2, d, &failed);
-        if (failed == 1) { /* the global limit refused: tell what it says */
-            d[0] = d[1];
-            shown = &p->global;
-        }
-        d[0].allowed = failed < 0;
     }
     if (rc != SL_OK) {
         sl_reply_status(c, rc);
         return;
     }
-    sl_decided(c, (int)(p - c->config->policies), d[0].allowed || p->shadow,
-               p->shadow && !d[0].allowed);
-    sl_reply_decision_as(c, shown, &d[0], p->shadow);
+    /* The numbers shown are those of the limit that binds (the global one
+     * when its remaining is the smaller, or its wait the longer), as HTTP's
+     * headers show them: a key with room left under a spent global limit
+     * has, in truth, no room. */
+    const sl_decision *dp[2] = {&d[0], &d[1]};
+    size_t b = sl_http_binding(dp, (size_t)n, failed);
+    bool allowed = failed < 0;
+    sl_decided(c, (int)(p - c->config->policies), allowed || p->shadow, p->shadow && !allowed);
+    sl_policy_answer pa = {failed, b == 1, p->shadow};
+    sl_reply_decision_as(c, items[b].limit, &d[b], &pa);
 }
 
 const sl_command sl_rate_commands[] = {

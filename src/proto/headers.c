@@ -207,8 +207,10 @@ static int64_t retry_ms(const sl_decision *d, bool shown_allowed)
     return sl_http_ms_ceil(d->retry_after_ns);
 }
 
-/* The fields of one decision, without braces. */
-static void t_decision_fields(text *t, const sl_http_limit_report *it, bool shown_allowed)
+/* The fields of one decision, without braces. A shadow answer (dry run)
+ * shows no wait: neither retry_after_ms (shown_allowed) nor delay_ms. */
+static void t_decision_fields(text *t, const sl_http_limit_report *it, bool shown_allowed,
+                              bool shadow)
 {
     const sl_decision *d = it->decision;
     T_LIT(t, "\"limit\":");
@@ -221,7 +223,7 @@ static void t_decision_fields(text *t, const sl_http_limit_report *it, bool show
     t_i64(t, sl_http_ms_ceil(d->reset_after_ns));
     if (it->limit->algorithm == SL_LEAKY_BUCKET) {
         T_LIT(t, ",\"delay_ms\":");
-        t_i64(t, sl_http_ms_ceil(d->delay_ns));
+        t_i64(t, shadow ? 0 : sl_http_ms_ceil(d->delay_ns));
     }
 }
 
@@ -252,14 +254,89 @@ static void t_head_start(text *t, int status, const char *ctype, size_t ctype_le
         T_LIT(t, "\r\nConnection: close\r\n");
 }
 
-/* A name in RateLimit and RateLimit-Policy: an sf-string, "default" for an
- * ad-hoc limit (NULL). */
-static void t_name(text *t, const char *name)
+/* A name in RateLimit and RateLimit-Policy: an sf-string. An ad-hoc limit
+ * (NULL) is "default" alone, and "limitI" as item I of several: the draft's
+ * lists identify each item by its name, so two items must never share one. */
+static void t_name(text *t, const char *name, size_t i, size_t n)
 {
-    if (name)
+    if (name) {
         t_sf_string(t, name);
-    else
+    } else if (n == 1) {
         T_LIT(t, "\"default\"");
+    } else {
+        T_LIT(t, "\"limit");
+        t_u64(t, i);
+        T_LIT(t, "\"");
+    }
+}
+
+/* A wait for ordering: SL_NEVER above every finite one. */
+static int64_t wait_rank(const sl_decision *d)
+{
+    return d->retry_after_ns == SL_NEVER ? INT64_MAX : d->retry_after_ns;
+}
+
+size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by)
+{
+    size_t b = 0;
+    if (rejected_by >= 0 && (size_t)rejected_by < n) {
+        b = (size_t)rejected_by;
+        for (size_t i = b + 1; i < n; i++)
+            if (!d[i]->allowed && wait_rank(d[i]) > wait_rank(d[b]))
+                b = i;
+    } else {
+        for (size_t i = 1; i < n; i++)
+            if (d[i]->remaining < d[b]->remaining)
+                b = i;
+    }
+    return b;
+}
+
+/* The rate limit fields of a decision's head, each line ending in CRLF:
+ * X-RateLimit-*, Retry-After (denials only), RateLimit-Policy and RateLimit
+ * (one item per limit). pd is the primary item's decision. */
+static void t_rate_fields(text *h, const sl_http_limit_report *items, size_t n,
+                          const sl_decision *pd, bool shown)
+{
+    T_LIT(h, "X-RateLimit-Limit: ");
+    t_i64(h, pd->limit);
+    T_LIT(h, "\r\nX-RateLimit-Remaining: ");
+    t_i64(h, pd->remaining < 0 ? 0 : pd->remaining);
+    T_LIT(h, "\r\nX-RateLimit-Reset: ");
+    t_i64(h, sl_http_seconds_ceil(pd->reset_after_ns));
+    T_LIT(h, "\r\n");
+    if (!shown && pd->retry_after_ns != SL_NEVER) {
+        /* delay-seconds, never 0 for a denial: a client told "0" would retry
+         * at once and be denied again. */
+        int64_t s = sl_http_seconds_ceil(pd->retry_after_ns);
+        T_LIT(h, "Retry-After: ");
+        t_i64(h, s < 1 ? 1 : s);
+        T_LIT(h, "\r\n");
+    }
+    T_LIT(h, "RateLimit-Policy: ");
+    for (size_t i = 0; i < n; i++) {
+        int64_t q, w;
+        policy_q_w(items[i].limit, &q, &w);
+        if (i)
+            T_LIT(h, ", ");
+        t_name(h, items[i].name, i, n);
+        T_LIT(h, ";q=");
+        t_i64(h, q);
+        T_LIT(h, ";w=");
+        t_i64(h, w);
+    }
+    T_LIT(h, "\r\nRateLimit: ");
+    for (size_t i = 0; i < n; i++) {
+        const sl_decision *d = items[i].decision;
+        if (i)
+            T_LIT(h, ", ");
+        t_name(h, items[i].name, i, n);
+        T_LIT(h, ";r=");
+        t_i64(h, sf_clamp(d->remaining));
+        T_LIT(h, ";t=");
+        t_i64(h, sf_clamp(sl_http_seconds_ceil(d->reset_after_ns)));
+    }
+    T_LIT(h, "\r\n");
 }
 
 /* Room for one decision response: the head holds at most 8 names of at most
@@ -276,27 +353,26 @@ int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
     if (!out || !o || !items || n == 0 || n > SL_TAKE_MANY_MAX)
         return -1;
     bool single = n == 1 && !o->multi;
-    if (!single && (o->rejected_by < -1 || o->rejected_by >= (int)n))
+    if ((!single || o->scoped) && (o->rejected_by < -1 || o->rejected_by >= (int)n))
+        return -1;
+    if (o->scoped && (n > 2 || o->multi))
         return -1;
     for (size_t i = 0; i < n; i++)
         if (!items[i].limit || !items[i].decision ||
             (items[i].name && strlen(items[i].name) > SL_HTTP_REPORT_NAME_MAX))
             return -1;
 
-    /* The primary item: the one that rejected, else the least remaining. */
+    /* The primary item: the one that binds. */
     size_t primary = 0;
     bool real_allowed;
     if (single) {
         real_allowed = items[0].decision->allowed;
     } else {
+        const sl_decision *ds[SL_TAKE_MANY_MAX];
+        for (size_t i = 0; i < n; i++)
+            ds[i] = items[i].decision;
         real_allowed = o->rejected_by < 0;
-        if (!real_allowed) {
-            primary = (size_t)o->rejected_by;
-        } else {
-            for (size_t i = 1; i < n; i++)
-                if (items[i].decision->remaining < items[primary].decision->remaining)
-                    primary = i;
-        }
+        primary = sl_http_binding(ds, n, o->rejected_by);
     }
     const sl_http_limit_report *p = &items[primary];
     const sl_decision *pd = p->decision;
@@ -310,15 +386,24 @@ int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
     text body = {bodybuf, 0, sizeof bodybuf, false};
     T_LIT(&body, "{\"allowed\":");
     t_bool(&body, shown);
-    if (o->multi) {
+    if (o->multi || o->scoped) {
+        /* A shadow answer says go in every field a client acts on. */
         T_LIT(&body, ",\"rejected_by\":");
-        t_i64(&body, o->rejected_by);
+        t_i64(&body, o->shadow ? -1 : o->rejected_by);
+    }
+    if (o->scoped) {
+        if (primary == 0)
+            T_LIT(&body, ",\"scope\":\"key\"");
+        else
+            T_LIT(&body, ",\"scope\":\"global\"");
     }
     T_LIT(&body, ",");
-    t_decision_fields(&body, p, shown);
+    t_decision_fields(&body, p, shown, o->shadow);
     if (o->shadow) {
         T_LIT(&body, ",\"shadow\":true,\"would_allow\":");
         t_bool(&body, real_allowed);
+        T_LIT(&body, ",\"would_retry_after_ms\":");
+        t_i64(&body, retry_ms(pd, real_allowed));
     }
     if (o->multi) {
         T_LIT(&body, ",\"results\":[");
@@ -328,7 +413,7 @@ int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
             T_LIT(&body, "{\"allowed\":");
             t_bool(&body, items[i].decision->allowed);
             T_LIT(&body, ",");
-            t_decision_fields(&body, &items[i], items[i].decision->allowed);
+            t_decision_fields(&body, &items[i], items[i].decision->allowed, false);
             T_LIT(&body, "}");
         }
         T_LIT(&body, "]");
@@ -339,45 +424,10 @@ int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
     char headbuf[HEAD_ROOM + BODY_ROOM];
     text h = {headbuf, 0, sizeof headbuf, false};
     t_head_start(&h, status, JSON_TYPE, sizeof JSON_TYPE - 1, body.len, o->keep_alive);
-    T_LIT(&h, "X-RateLimit-Limit: ");
-    t_i64(&h, pd->limit);
-    T_LIT(&h, "\r\nX-RateLimit-Remaining: ");
-    t_i64(&h, pd->remaining < 0 ? 0 : pd->remaining);
-    T_LIT(&h, "\r\nX-RateLimit-Reset: ");
-    t_i64(&h, sl_http_seconds_ceil(pd->reset_after_ns));
+    /* A dry run tells the client nothing about its rate: no field at all. */
+    if (!o->shadow)
+        t_rate_fields(&h, items, n, pd, shown);
     T_LIT(&h, "\r\n");
-    if (!shown && pd->retry_after_ns != SL_NEVER) {
-        /* delay-seconds, never 0 for a denial: a client told "0" would retry
-         * at once and be denied again. */
-        int64_t s = sl_http_seconds_ceil(pd->retry_after_ns);
-        T_LIT(&h, "Retry-After: ");
-        t_i64(&h, s < 1 ? 1 : s);
-        T_LIT(&h, "\r\n");
-    }
-    T_LIT(&h, "RateLimit-Policy: ");
-    for (size_t i = 0; i < n; i++) {
-        int64_t q, w;
-        policy_q_w(items[i].limit, &q, &w);
-        if (i)
-            T_LIT(&h, ", ");
-        t_name(&h, items[i].name);
-        T_LIT(&h, ";q=");
-        t_i64(&h, q);
-        T_LIT(&h, ";w=");
-        t_i64(&h, w);
-    }
-    T_LIT(&h, "\r\nRateLimit: ");
-    for (size_t i = 0; i < n; i++) {
-        const sl_decision *d = items[i].decision;
-        if (i)
-            T_LIT(&h, ", ");
-        t_name(&h, items[i].name);
-        T_LIT(&h, ";r=");
-        t_i64(&h, sf_clamp(d->remaining));
-        T_LIT(&h, ";t=");
-        t_i64(&h, sf_clamp(sl_http_seconds_ceil(d->reset_after_ns)));
-    }
-    T_LIT(&h, "\r\n\r\n");
     if (!o->head)
         t_mem(&h, body.p, body.len); /* one append for the whole response */
 

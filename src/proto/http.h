@@ -266,21 +266,41 @@ typedef struct sl_http_decision_opts {
                         (forward-auth: 401 or 403 for a denial, as nginx's
                         auth_request accepts only 2xx, 401 and 403) */
     bool keep_alive; /* "Connection: keep-alive", else "Connection: close" */
-    bool shadow;     /* a dry-run policy: answer allowed whatever the decision,
-                        with "shadow":true and "would_allow" the real answer */
+    bool shadow;     /* a dry-run policy, invisible to the client: 200 whatever
+                        the decision and no rate limit field at all (no
+                        X-RateLimit-*, Retry-After, RateLimit or
+                        RateLimit-Policy), so that a client that paces itself
+                        by them is not slowed by a policy not yet in force. The
+                        body says "allowed":true with "shadow":true and the
+                        real answer in "would_allow" and "would_retry_after_ms" */
     bool head;       /* a HEAD request: the same head, no body bytes */
     bool multi;      /* a multi-limit check: the body adds rejected_by and results.
                         Without it, several items (a policy and its global limit)
                         are listed in the RateLimit fields only */
-    int rejected_by; /* with several items or multi: the index of the first item
-                        that rejected, -1 when all admitted */
+    bool scoped;     /* a policy's answer (items: the key's limit, then the
+                        policy's global limit if it has one): the body adds
+                        rejected_by and "scope", "key" or "global", the limit
+                        whose numbers it shows */
+    int rejected_by; /* with several items, multi or scoped: the index of the
+                        first item that rejected, -1 when all admitted */
 } sl_http_decision_opts;
+
+/*
+ * Which of n decisions taken together binds the caller: the one whose
+ * numbers a client must be told. When some refused (rejected_by >= 0, the
+ * first that did), the refusing one with the longest wait (a wait of
+ * SL_NEVER is the longest), since the request passes only once all admit;
+ * the first of equals. When all admitted, the one with the least remaining.
+ * SL.POLICY uses it too, so that RESP and HTTP name the same limit.
+ */
+size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by);
 
 /*
  * Appends a whole response for n (1 .. SL_TAKE_MANY_MAX) limits decided
  * together. The primary item, whose numbers fill X-RateLimit-*, Retry-After
- * and the body's top-level fields, is the rejecting one (rejected_by, or for
- * one item the item itself), else the item with the least remaining.
+ * and the body's top-level fields, is the binding one (sl_http_binding).
+ * An item without a name is "default" when it is alone, else "limitI" for
+ * the item at index I, so that every item of a list has its own name.
  *
  *   HTTP/1.1 429 Too Many Requests
  *   Content-Type: application/json
@@ -403,10 +423,12 @@ typedef struct sl_http_check {
 int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len);
 
 /*
- * The check of forward-auth, GET /v1/auth/{policy}: a policy check for
+ * The check of forward-auth, /v1/auth/{policy} (any method): a policy check for
  * `policy` (from the path, already decoded: sl_http_path_decode) and `key`
  * (the key header's value; keylen 0 when the header is missing), with "cost"
- * and "tier" from the query string (any other parameter is an error).
+ * and "tier" from the query string (any other parameter is an error; the
+ * server passes none for Envoy's /v1/auth/{policy}/{path}, whose query is
+ * the client's).
  * key_field names the header in messages ("X-Api-Key"). Returns 0, or -1 with
  * c->status 401 for a missing key (field key_field), else 400.
  */

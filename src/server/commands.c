@@ -11,6 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "policy/config.h"
 #include "server/server.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
@@ -28,6 +29,8 @@ static int sl_counted(sl_worker *w, int rc)
 static void sl_on_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
 {
     sl_metrics_decided(&CONN(c)->w->metrics, policy, allowed, shadow);
+    if (shadow && c->config && policy >= 0 && (size_t)policy < c->config->npolicies)
+        sl_metrics_shadow_refused(policy, c->config->policies[policy].name);
 }
 
 static int ex_take(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
@@ -373,9 +376,12 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     sl_server *srv = CONN(c)->w->srv;
     uint64_t commands = sl_metrics_sum_commands(srv);
-    uint64_t allowed = sl_metrics_sum_decisions(srv, SL_OUT_ALLOWED) +
-                       sl_metrics_sum_decisions(srv, SL_OUT_SHADOW);
+    /* A shadow policy's would-be refusals are counted apart: they were let
+     * through, but counting them as allowed would hide what the dry run is
+     * for. */
+    uint64_t allowed = sl_metrics_sum_decisions(srv, SL_OUT_ALLOWED);
     uint64_t rejected = sl_metrics_sum_decisions(srv, SL_OUT_REJECTED);
+    uint64_t shadow_rejected = sl_metrics_sum_decisions(srv, SL_OUT_SHADOW);
     sl_store_stats st;
     sl_store_get_stats(srv->store, &st);
     char text[2048];
@@ -394,11 +400,13 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_info_section(text, sizeof text, &len, argc, argv, "stats",
                     "total_connections_received:%llu\r\ntotal_commands_processed:%llu\r\n"
                     "rejected_connections:%llu\r\ndecisions_allowed:%llu\r\n"
-                    "decisions_rejected:%llu\r\nevicted_keys:%llu\r\nreclaimed_keys:%llu\r\n",
+                    "decisions_rejected:%llu\r\ndecisions_shadow_rejected:%llu\r\n"
+                    "evicted_keys:%llu\r\nreclaimed_keys:%llu\r\n",
                     (unsigned long long)atomic_load(&srv->connections_received),
                     (unsigned long long)commands,
                     (unsigned long long)atomic_load(&srv->rejected_connections),
                     (unsigned long long)allowed, (unsigned long long)rejected,
+                    (unsigned long long)shadow_rejected,
                     (unsigned long long)st.evictions, (unsigned long long)st.reclaimed);
     sl_info_section(text, sizeof text, &len, argc, argv, "keyspace", "keys:%llu\r\n",
                     (unsigned long long)st.keys);

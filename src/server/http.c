@@ -6,8 +6,11 @@
  *   GET  /v1/check?key=K&limit=N&period=P[&burst][&cost][&algorithm]
  *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C]
  *   POST /v1/check                      the same as JSON, or {"limits": [...]}
- *   GET  /v1/auth/{policy}[?tier=T&cost=C]   forward-auth: the key comes from
+ *   ANY  /v1/auth/{policy}[?tier=T&cost=C]   forward-auth: the key comes from
  *                                       a request header (--http-auth-header)
+ *   ANY  /v1/auth/{policy}/{path...}    the same as Envoy's ext_authz sends it
+ *                                       (the client's path and query after the
+ *                                       policy: both ignored)
  *   GET  /metrics                       Prometheus text
  *   GET  /healthz
  *
@@ -141,9 +144,12 @@ static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, 
         run->items[i] = (sl_http_limit_report){name, run->limits[i], &run->decisions[i]};
     if (name && run->n == 2) /* the policy's global limit: "api.global" */
         run->items[1].name = run->global_name;
-    if (!peek)
+    if (!peek) {
         sl_metrics_decided(&w->metrics, run->policy, run->allowed || run->shadow,
                            run->shadow && !run->allowed);
+        if (run->shadow && !run->allowed)
+            sl_metrics_shadow_refused(run->policy, name);
+    }
     return true;
 }
 
@@ -158,6 +164,21 @@ static int sl_http_cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm
     if (rc == SL_OK)
         *out = *l;
     return rc;
+}
+
+/*
+ * The policy segment of a forward-auth path, "/v1/auth/{policy}[/...]":
+ * sets *name to the segment (still percent-encoded) and returns whether a
+ * path follows it. Envoy's ext_authz appends the client's path and query to
+ * the auth URL, so that "/v1/auth/api/orders/123?page=2" is a check of
+ * policy "api"; the query there is the client's, not the operator's.
+ */
+static bool sl_auth_policy_segment(sl_http_slice path, sl_http_slice *name)
+{
+    const char *seg = path.ptr + 9, *end = path.ptr + path.len;
+    const char *slash = memchr(seg, '/', (size_t)(end - seg));
+    *name = (sl_http_slice){seg, (size_t)((slash ? slash : end) - seg)};
+    return slash != NULL;
 }
 
 /* /v1/check and /v1/auth/{policy}: decode, run, answer. */
@@ -184,7 +205,9 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         if (h && strcasecmp(cfg->http_auth_header, "X-Forwarded-For") == 0)
             key = sl_http_list_first(key);
         char policy[SL_HTTP_NAME_MAX + 1];
-        long plen = sl_http_path_decode(r->path.ptr + 9, r->path.len - 9, policy, sizeof policy);
+        sl_http_slice seg;
+        bool envoy = sl_auth_policy_segment(r->path, &seg);
+        long plen = sl_http_path_decode(seg.ptr, seg.len, policy, sizeof policy);
         if (plen <= 0) {
             sl_http_write_error(&c->out, 400, keep,
                                 plen == 0 ? "the path names no policy"
@@ -192,8 +215,13 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
                                 "policy");
             return;
         }
+        /* After a trailing path the query string is the client's own (Envoy
+         * appends it): none of it is read, so that a client cannot choose its
+         * own tier or cost (?tier=paid, ?cost=0), and its other parameters
+         * are no error. */
         rc = sl_http_check_auth(chk, policy, (size_t)plen, key.ptr, key.len,
-                                cfg->http_auth_header, r->query.ptr, r->query.len);
+                                cfg->http_auth_header, envoy ? NULL : r->query.ptr,
+                                envoy ? 0 : r->query.len);
     } else if (sl_method_is(r, "POST")) {
         rc = sl_http_check_from_json(chk, body, (size_t)r->content_length);
     } else {
@@ -203,15 +231,21 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         sl_http_write_error(&c->out, chk->status, keep, chk->errstr, chk->field);
         return;
     }
+    /* HEAD on /v1/check asks without consuming (a safe method). On
+     * forward-auth the method is that of the client's request being
+     * authorized (Envoy keeps it), and a HEAD to the application is a
+     * request like any other: it takes. */
+    bool head = sl_method_is(r, "HEAD");
     sl_http_run run;
-    if (!sl_http_run_check(c, chk, &run, keep, sl_method_is(r, "HEAD")))
+    if (!sl_http_run_check(c, chk, &run, keep, head && !forward_auth))
         return;
     sl_http_decision_opts o = {
         .status = forward_auth && !run.allowed && !run.shadow ? w->srv->cfg.http_deny_status : 0,
         .keep_alive = keep,
         .shadow = run.shadow,
-        .head = sl_method_is(r, "HEAD"),
+        .head = head,
         .multi = chk->multi,
+        .scoped = run.policy >= 0,
         .rejected_by = run.rejected_by,
     };
     sl_http_write_decision(&c->out, &o, run.items, run.n);
@@ -233,12 +267,9 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
                                    "Allow: GET, HEAD, POST\r\n",
                                    "{\"error\":\"method not allowed\"}\n", 31, head);
     } else if (path.len > 9 && memcmp(path.ptr, "/v1/auth/", 9) == 0) {
-        if (get || sl_method_is(r, "POST"))
-            sl_http_check_request(c, r, body, keep, true);
-        else
-            sl_http_write_response(&c->out, 405, keep, "application/json",
-                                   "Allow: GET, HEAD, POST\r\n",
-                                   "{\"error\":\"method not allowed\"}\n", 31, head);
+        /* Any method: a proxy asks with the client's own (Envoy's ext_authz
+         * does), and the body, if any, is not read. */
+        sl_http_check_request(c, r, body, keep, true);
     } else if (sl_path_is(path, "/healthz") && get) {
         sl_http_write_response(&c->out, 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "policy/config.h"
+#include "server/log.h"
 #include "server/server.h"
 
 static const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
@@ -24,6 +25,35 @@ void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow)
         sl_counter_add(&m->decisions[0][out], 1);
     else /* sl_metrics_reset_policies may zero it meanwhile */
         atomic_fetch_add_explicit(&m->decisions[slot][out], 1, memory_order_relaxed);
+}
+
+/* When each policy may log its next shadow line (monotonic ns; 0: at once),
+ * and how many refusals it let through since its last line. One server runs
+ * per process, so the state is the process's. */
+static struct {
+    atomic_int_fast64_t next_ns;
+    atomic_uint_fast64_t since;
+} sl_shadow_log[SL_METRIC_POLICIES];
+
+void sl_metrics_shadow_refused(int policy, const char *name)
+{
+    if (policy < 0 || policy >= SL_METRIC_POLICIES)
+        return;
+    atomic_fetch_add_explicit(&sl_shadow_log[policy].since, 1, memory_order_relaxed);
+    int64_t now = sl_now_mono();
+    int64_t next = atomic_load_explicit(&sl_shadow_log[policy].next_ns, memory_order_relaxed);
+    if (now < next)
+        return;
+    /* One worker wins the right to write the line; the others count on. */
+    int64_t after = now + (int64_t)SL_SHADOW_LOG_INTERVAL_S * 1000000000;
+    if (!atomic_compare_exchange_strong_explicit(&sl_shadow_log[policy].next_ns, &next, after,
+                                                 memory_order_relaxed, memory_order_relaxed))
+        return;
+    uint64_t n = atomic_exchange_explicit(&sl_shadow_log[policy].since, 0, memory_order_relaxed);
+    sl_log(SL_LOG_WARN,
+           "shadow policy '%s' would have refused %llu request%s (let through: dry run; "
+           "at most one such line every %d s)",
+           name, (unsigned long long)n, n == 1 ? "" : "s", SL_SHADOW_LOG_INTERVAL_S);
 }
 
 void sl_metrics_latency(sl_metrics *m, int proto, int64_t ns, uint64_t count)
@@ -60,6 +90,10 @@ uint64_t sl_metrics_sum_commands(sl_server *srv)
 
 void sl_metrics_reset_policies(sl_server *srv)
 {
+    for (int p = 0; p < SL_METRIC_POLICIES; p++) {
+        atomic_store_explicit(&sl_shadow_log[p].next_ns, 0, memory_order_relaxed);
+        atomic_store_explicit(&sl_shadow_log[p].since, 0, memory_order_relaxed);
+    }
     for (int w = 0; w < srv->nworkers; w++)
         for (int p = 1; p <= SL_METRIC_POLICIES; p++)
             for (int o = 0; o < SL_OUTCOMES; o++)

@@ -44,6 +44,17 @@ static inline void sl_counter_add(atomic_uint_fast64_t *a, uint64_t n)
 /* policy: -1 for an ad-hoc limit, else the config's index. */
 void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow);
 
+/*
+ * A shadow policy let through a request it would have refused: logs it,
+ * rate-limited to one line per policy every SL_SHADOW_LOG_INTERVAL_S
+ * seconds (a dry run that refuses thousands of requests a second must not
+ * flood the log); the line says how many such requests the policy saw since
+ * its previous line. policy is the config's index, name its name. Safe from
+ * any worker.
+ */
+#define SL_SHADOW_LOG_INTERVAL_S 10
+void sl_metrics_shadow_refused(int policy, const char *name);
+
 /* One request served in `ns` nanoseconds (for RESP: a batch's time shared
  * evenly by its commands, observed `count` times). */
 void sl_metrics_latency(sl_metrics *m, int proto, int64_t ns, uint64_t count);

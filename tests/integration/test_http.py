@@ -29,7 +29,24 @@ policies:
     limit: 1
     period: 1h
     shadow: true
+  dryglobal:
+    limit: 100
+    period: 1h
+    global: {limit: 1, period: 1h}
+    shadow: true
+  wide:
+    limit: 100
+    period: 1h
+    global: {limit: 50, period: 1h}
+  slowglobal:
+    limit: 1
+    period: 10m
+    global: {limit: 2, period: 1h}
 """
+
+# Every field a client library reads to pace itself.
+RATE_FIELDS = ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset", "Retry-After",
+               "RateLimit", "RateLimit-Policy")
 
 
 @pytest.fixture(scope="module")
@@ -309,3 +326,115 @@ def test_a_body_that_arrives_late_is_waited_for(http, request):
             reply += b
     assert reply.startswith(b"HTTP/1.1 200 OK\r\n"), reply[:200]
     assert json.loads(reply.split(b"\r\n\r\n", 1)[1])["remaining"] == 4
+
+
+def assert_invisible_shadow(r, would_allow):
+    assert r.status_code == 200, r.text
+    present = [f for f in RATE_FIELDS if f in r.headers]
+    assert present == [], "a dry run shows %s to the client" % present
+    body = r.json()
+    # every field a client acts on says go; the real answer is beside them
+    assert (body["allowed"], body["retry_after_ms"], body["rejected_by"]) == (True, 0, -1), body
+    assert body["shadow"] is True and body["would_allow"] is would_allow, body
+    assert (body["would_retry_after_ms"] > 0) is not would_allow, body
+
+
+def test_shadow_policy_is_invisible_to_clients(http, session, request):
+    # dry: 1 per hour per key
+    key, auth = uniq(request, "c"), {"X-Api-Key": uniq(request, "a")}
+    for would_allow in (True, False, False):
+        assert_invisible_shadow(check(session, http.base, key=key, policy="dry"), would_allow)
+        assert_invisible_shadow(session.get(http.base + "/v1/auth/dry", headers=auth, timeout=5),
+                                would_allow)
+    # dryglobal: 1 per hour in all, each request from a new key
+    assert_invisible_shadow(check(session, http.base, key=uniq(request, "g1"), policy="dryglobal"),
+                            True)
+    r = check(session, http.base, key=uniq(request, "g2"), policy="dryglobal")
+    assert_invisible_shadow(r, False)
+    assert r.json()["scope"] == "global", "the global limit would have refused"
+    r = session.get(http.base + "/v1/auth/dryglobal", headers={"X-Api-Key": uniq(request, "g3")},
+                    timeout=5)
+    assert_invisible_shadow(r, False)
+    # the would-be refusals are the operator's: in /metrics and in the log
+    text = session.get(http.base + "/metrics", timeout=5).text
+    m = re.search(r'^sluice_decisions_total\{policy="dry",outcome="shadow_rejected"\} (\d+)$', text,
+                  re.M)
+    assert m and int(m.group(1)) >= 4, text
+    assert "WARN shadow policy 'dry' would have refused" in http.stderr()
+    assert "WARN shadow policy 'dryglobal' would have refused" in http.stderr()
+
+
+def test_policy_answers_name_the_binding_limit(http, session, request):
+    # wide: 100 per key, 50 in all. The first key's take leaves 99 for the
+    # key but 49 for everyone: the global limit binds.
+    r = check(session, http.base, key=uniq(request, "a"), policy="wide")
+    assert r.status_code == 200
+    assert r.json()["scope"] == "global" and r.json()["rejected_by"] == -1, r.json()
+    assert r.json()["remaining"] == 49
+    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"]) == ("50", "49")
+    # a policy without a global limit: the key's
+    r = check(session, http.base, key=uniq(request, "k"), policy="api")
+    assert (r.json()["scope"], r.json()["rejected_by"], r.json()["remaining"]) == ("key", -1, 2)
+
+
+def test_a_refusal_by_both_limits_shows_the_longer_wait(http, session, request):
+    # slowglobal: 1 per 10 minutes per key, 2 per hour in all
+    a, b = uniq(request, "a"), uniq(request, "b")
+    assert check(session, http.base, key=a, policy="slowglobal").status_code == 200
+    assert check(session, http.base, key=b, policy="slowglobal").status_code == 200
+    # a's own limit refuses (back in 10 minutes), and so does the global one
+    # (back in 30): the request passes only after the longer wait
+    r = check(session, http.base, key=a, policy="slowglobal")
+    assert r.status_code == 429
+    body = r.json()
+    assert body["rejected_by"] == 0, "the first limit that refused"
+    assert body["scope"] == "global" and body["limit"] == 2, body
+    assert 1700 < int(r.headers["Retry-After"]) <= 1800, r.headers
+    assert '"slowglobal.global";r=0;' in r.headers["RateLimit"]
+    # HEAD asks the same without consuming, and names the same limit
+    r = session.head(http.base + "/v1/check", params=dict(key=a, policy="slowglobal"), timeout=5)
+    assert r.status_code == 429 and 1700 < int(r.headers["Retry-After"]) <= 1800
+
+
+def test_multi_limit_items_have_their_own_names(http, session, request):
+    both = {"limits": [{"key": uniq(request, "u"), "limit": 10, "period": 3600},
+                       {"key": uniq(request, "t"), "limit": 1, "period": 3600}]}
+    r = session.post(http.base + "/v1/check", json=both, timeout=5)
+    assert r.status_code == 200
+    assert r.headers["RateLimit-Policy"] == '"limit0";q=10;w=3600, "limit1";q=1;w=3600'
+    assert re.fullmatch(r'"limit0";r=9;t=\d+, "limit1";r=0;t=\d+', r.headers["RateLimit"]), r.headers
+
+
+def test_envoy_ext_authz_path_and_any_method(http, session, request):
+    # Envoy appends the client's path and query to the auth URL, and keeps its method
+    key = uniq(request)
+    hdr = {"X-Api-Key": key}
+    url = http.base + "/v1/auth/api/orders/123?page=2"
+    codes = [session.request(m, url, headers=hdr, timeout=5).status_code
+             for m in ("DELETE", "PUT", "PATCH")]
+    assert codes == [200, 200, 200], "policy api: 3 per hour, whatever the method and path"
+    r = session.request("OPTIONS", url, headers=hdr, timeout=5)
+    assert r.status_code == 429 and r.json()["remaining"] == 0
+    # the query after the client's path is the client's: it cannot pick a tier or a cost
+    r = session.delete(http.base + "/v1/auth/api/x?tier=paid&cost=0", headers=hdr, timeout=5)
+    assert r.status_code == 429 and r.json()["limit"] == 3, r.text
+    # a path that ends with the policy and a slash (the client asked for "/")
+    r = session.post(http.base + "/v1/auth/api/", headers={"X-Api-Key": key + "2"}, data=b"x=1",
+                     timeout=5)
+    assert r.status_code == 200 and r.json()["remaining"] == 2
+    # the key rules are the same: no header, 401
+    r = session.delete(url, timeout=5)
+    assert r.status_code == 401 and r.json()["field"] == "X-Api-Key"
+    # the operator's own URL stays strict about its parameters
+    r = session.get(http.base + "/v1/auth/api?page=2", headers=hdr, timeout=5)
+    assert r.status_code == 400 and r.json()["field"] == "page"
+
+
+def test_forward_auth_head_takes(http, session, request):
+    # the method is the client's: a HEAD to the application is a request like any other
+    hdr = {"X-Api-Key": uniq(request)}
+    codes = [session.head(http.base + "/v1/auth/api", headers=hdr, timeout=5).status_code
+             for _ in range(4)]
+    assert codes == [200, 200, 200, 429]
+    r = session.get(http.base + "/v1/auth/api", headers=hdr, timeout=5)
+    assert r.status_code == 429

@@ -84,8 +84,18 @@ http {{
 
 @pytest.fixture
 def stack(tmp_path):
+    yield from run_stack(tmp_path, "policies:\n  api: {limit: 3, period: 1h}\n")
+
+
+@pytest.fixture
+def shadow_stack(tmp_path):
+    yield from run_stack(tmp_path, "policies:\n  api: {limit: 1, period: 1h, shadow: true}\n")
+
+
+def run_stack(tmp_path, policies):
+    """sluiced with these policies, nginx in front of the upstream; yields (base, sluiced)."""
     conf = tmp_path / "sluice.yaml"
-    conf.write_text("policies:\n  api: {limit: 3, period: 1h}\n")
+    conf.write_text(policies)
     sluice_http = free_port()
     sl = Sluiced(args=["--http-port", str(sluice_http), "--http-deny-status", "403",
                        "--config", str(conf)], workdir=str(tmp_path)).start()
@@ -143,3 +153,19 @@ def test_nginx_without_a_key_gets_401(stack):
     base, _ = stack
     r = requests.get(base + "/orders", timeout=5)
     assert r.status_code == 401
+
+
+def test_nginx_client_never_sees_a_shadow_policy(shadow_stack):
+    base, sl = shadow_stack
+    hdr = {"X-Api-Key": "customer-42"}
+    for _ in range(3):  # the first would be admitted, the others refused
+        r = requests.get(base + "/orders", headers=hdr, timeout=5)
+        assert r.status_code == 200 and r.text == "hello from the app\n", r.text
+        present = [f for f in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset",
+                               "Retry-After", "RateLimit", "RateLimit-Policy") if f in r.headers]
+        assert present == [], "a dry run reaches the client as %s" % present
+    # the would-be refusals are on the operator's side
+    with sl.conn() as c:
+        text = c.call("INFO", "stats")
+    text = text.decode() if isinstance(text, bytes) else text
+    assert "decisions_shadow_rejected:2\r\n" in text, text

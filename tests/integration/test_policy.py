@@ -39,6 +39,22 @@ policies:
     limit: 100
     period: 1h
     global: {limit: 3, period: 1h}
+
+  wide:
+    limit: 100
+    period: 1h
+    global: {limit: 10, period: 1h}
+
+  slowglobal:
+    limit: 1
+    period: 10m
+    global: {limit: 2, period: 1h}
+
+  dryglobal:
+    limit: 100
+    period: 1h
+    global: {limit: 1, period: 1h}
+    shadow: true
 """
 
 
@@ -59,7 +75,8 @@ def policy_server(make_server, tmp_path):
 
 
 def policy(c, *args):
-    return as_map(c.call("SL.POLICY", *args))
+    d = as_map(c.call("SL.POLICY", *args))
+    return {k: v.decode() if isinstance(v, bytes) else v for k, v in d.items()}
 
 
 def test_policy_take(policy_server):
@@ -104,9 +121,76 @@ def test_policy_shadow(policy_server):
     with policy_server.conn() as c:
         d = policy(c, "dry", "bob")
         assert d["allowed"] == 1 and d.get("shadow") == 1 and d.get("would_allow") == 1, d
+        assert d["would_retry_after_ms"] == 0, d
         d = policy(c, "dry", "bob")
         assert d["allowed"] == 1, "shadow mode always allows: %r" % (d,)
         assert d.get("shadow") == 1 and d.get("would_allow") == 0, d
+        # nothing a client acts on says wait; the real wait is there for the operator
+        assert (d["retry_after_ms"], d["rejected_by"]) == (0, -1), d
+        assert 0 < d["would_retry_after_ms"] <= 3600 * 1000, d
+        # a shadow global limit: the same, and the scope says which would have refused
+        assert policy(c, "dryglobal", "g1")["would_allow"] == 1
+        d = policy(c, "dryglobal", "g2")
+        assert (d["allowed"], d["rejected_by"], d["retry_after_ms"]) == (1, -1, 0), d
+        assert (d["would_allow"], d["scope"], d["limit"]) == (0, "global", 1), d
+
+
+def info_stats(c):
+    text = c.call("INFO", "stats")
+    text = text.decode() if isinstance(text, bytes) else text
+    return dict(l.split(":", 1) for l in text.splitlines() if ":" in l)
+
+
+def test_shadow_refusals_are_counted_apart_and_logged_once_per_interval(policy_server):
+    s = policy_server
+    with s.conn() as c:
+        before = info_stats(c)
+        started = time.monotonic()
+        for _ in range(20):
+            policy(c, "dry", "carol")  # the first would be admitted, 19 refused
+        elapsed = time.monotonic() - started
+        after = info_stats(c)
+    delta = {k: int(after[k]) - int(before[k])
+             for k in ("decisions_allowed", "decisions_rejected", "decisions_shadow_rejected")}
+    assert delta == {"decisions_allowed": 1, "decisions_rejected": 0,
+                     "decisions_shadow_rejected": 19}, delta
+    lines = [l for l in s.stderr().splitlines() if "shadow policy 'dry' would have refused" in l]
+    # one line at the first refusal, then at most one more per 10 s interval
+    assert 1 <= len(lines) <= 1 + int(elapsed // 10), lines
+    assert "would have refused 1 request " in lines[0], lines
+
+
+def test_policy_reply_names_the_binding_limit(policy_server):
+    with policy_server.conn() as c:
+        # wide: 100 per key, 10 in all: after one take the key has 99 left
+        # and everyone 9, so the global limit is what binds
+        d = policy(c, "wide", "w0")
+        assert (d["allowed"], d["rejected_by"], d["scope"]) == (1, -1, "global"), d
+        assert (d["limit"], d["remaining"]) == (10, 9), d
+        # a policy without a global limit: the key's, always
+        d = policy(c, "api", "scoped")
+        assert (d["rejected_by"], d["scope"], d["remaining"]) == (-1, "key", 19), d
+        for i in range(1, 10):
+            policy(c, "wide", "w%d" % i)
+        # the global limit is spent: a peek (COST 0) passes, but says so
+        d = policy(c, "wide", "fresh", "COST", 0)
+        assert (d["allowed"], d["scope"], d["remaining"]) == (1, "global", 0), d
+        # and a take is refused by it
+        d = policy(c, "wide", "fresh")
+        assert (d["allowed"], d["rejected_by"], d["scope"], d["limit"]) == (0, 1, "global", 10), d
+        assert d["retry_after_ms"] > 0, d
+
+
+def test_policy_refused_by_both_shows_the_longer_wait(policy_server):
+    with policy_server.conn() as c:
+        # slowglobal: 1 per 10 minutes per key, 2 per hour in all
+        policy(c, "slowglobal", "a")
+        policy(c, "slowglobal", "b")
+        d = policy(c, "slowglobal", "a")
+        assert (d["allowed"], d["rejected_by"]) == (0, 0), "the key's limit refused first"
+        # the global limit frees a unit only after 30 minutes: that is the wait
+        assert (d["scope"], d["limit"]) == ("global", 2), d
+        assert 29 * 60 * 1000 < d["retry_after_ms"] <= 30 * 60 * 1000, d
 
 
 def test_policy_global_limit_all_or_nothing(policy_server):

@@ -631,14 +631,74 @@ Test(http_write, shadow)
     sl_resp_buf b;
     sl_resp_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "dry", &l, &d, true), 0);
-    assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
-                    "X-RateLimit-Limit: 3\r\nX-RateLimit-Remaining: 0\r\n"
-                    "X-RateLimit-Reset: 4\r\n"
-                    "RateLimit-Policy: \"dry\";q=3;w=10\r\n"
-                    "RateLimit: \"dry\";r=0;t=4\r\n",
+    /* Invisible to the client: no rate limit field that could slow it down;
+     * the body keeps the real answer for the operator. */
+    assert_response(&b, "HTTP/1.1 200 OK", "keep-alive", "",
                     "{\"allowed\":true,\"limit\":3,\"remaining\":0,\"retry_after_ms\":0,"
-                    "\"reset_after_ms\":4000,\"shadow\":true,\"would_allow\":false}");
+                    "\"reset_after_ms\":4000,\"shadow\":true,\"would_allow\":false,"
+                    "\"would_retry_after_ms\":4000}");
     sl_resp_buf_free(&b);
+
+    /* The same when it would have admitted, and for a policy's scoped answer
+     * with a global limit: rejected_by says go, no wait, no delay. */
+    sl_limit q = limit_of(SL_LEAKY_BUCKET, 10, NS_PER_SEC, 5);
+    sl_decision dk = {.allowed = false, .limit = 5, .remaining = 0, .reset_after_ns = NS_PER_SEC,
+                      .retry_after_ns = 300 * NS_PER_MS, .delay_ns = 0};
+    sl_decision dg = {.allowed = true, .limit = 5, .remaining = 2, .reset_after_ns = NS_PER_SEC,
+                      .delay_ns = 200 * NS_PER_MS};
+    sl_http_limit_report items[2] = {{"dry", &q, &dk}, {"dry.global", &q, &dg}};
+    sl_http_decision_opts o = {.keep_alive = true, .shadow = true, .scoped = true,
+                               .rejected_by = 0};
+    sl_resp_buf_init(&b, 2, 0);
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
+    assert_response(&b, "HTTP/1.1 200 OK", "keep-alive", "",
+                    "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"key\",\"limit\":5,"
+                    "\"remaining\":0,\"retry_after_ms\":0,\"reset_after_ms\":1000,"
+                    "\"delay_ms\":0,\"shadow\":true,\"would_allow\":false,"
+                    "\"would_retry_after_ms\":300}");
+    sl_resp_buf_free(&b);
+}
+
+Test(http_write, binding_limit_is_the_longest_wait)
+{
+    /* Both refuse: the first refused (rejected_by 0), but the second's wait
+     * is the longer, and the request passes only when both admit. */
+    sl_limit a = limit_of(SL_GCRA, 10, 60 * NS_PER_SEC, 0);
+    sl_limit g = limit_of(SL_GCRA, 100, 60 * NS_PER_SEC, 0);
+    sl_decision dk = {.allowed = false, .limit = 10, .remaining = 0,
+                      .reset_after_ns = 6 * NS_PER_SEC, .retry_after_ns = 2 * NS_PER_SEC};
+    sl_decision dg = {.allowed = false, .limit = 100, .remaining = 0,
+                      .reset_after_ns = 40 * NS_PER_SEC, .retry_after_ns = 9 * NS_PER_SEC};
+    sl_http_limit_report items[2] = {{"api", &a, &dk}, {"api.global", &g, &dg}};
+    sl_http_decision_opts o = {.keep_alive = true, .scoped = true, .rejected_by = 0};
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
+    assert_response(&b, "HTTP/1.1 429 Too Many Requests", "keep-alive",
+                    "X-RateLimit-Limit: 100\r\nX-RateLimit-Remaining: 0\r\n"
+                    "X-RateLimit-Reset: 40\r\nRetry-After: 9\r\n"
+                    "RateLimit-Policy: \"api\";q=10;w=60, \"api.global\";q=100;w=60\r\n"
+                    "RateLimit: \"api\";r=0;t=6, \"api.global\";r=0;t=40\r\n",
+                    "{\"allowed\":false,\"rejected_by\":0,\"scope\":\"global\",\"limit\":100,"
+                    "\"remaining\":0,\"retry_after_ms\":9000,\"reset_after_ms\":40000}");
+    sl_resp_buf_free(&b);
+
+    /* A wait of never is the longest of all. */
+    dk.retry_after_ns = SL_NEVER;
+    const sl_decision *ds[2] = {&dk, &dg};
+    cr_assert_eq(sl_http_binding(ds, 2, 0), 0);
+    /* An admitted one is never the binding one of a refusal. */
+    dk.retry_after_ns = 30 * NS_PER_SEC;
+    dk.allowed = true;
+    cr_assert_eq(sl_http_binding(ds, 2, 1), 1);
+    /* Admitted: the least remaining, here the global one. */
+    dk.remaining = 7;
+    dg.allowed = true;
+    dg.remaining = 3;
+    cr_assert_eq(sl_http_binding(ds, 2, -1), 1);
+    /* A scoped answer has at most two items. */
+    sl_http_limit_report three[3] = {items[0], items[1], items[1]};
+    cr_assert_eq(sl_http_write_decision(&b, &o, three, 3), -1);
 }
 
 Test(http_write, forward_auth_status_and_head)
@@ -731,6 +791,47 @@ Test(http_write, policy_with_global_limit)
                     "RateLimit: \"api\";r=4;t=36, \"api.global\";r=50;t=30\r\n",
                     "{\"allowed\":true,\"limit\":10,\"remaining\":4,\"retry_after_ms\":0,"
                     "\"reset_after_ms\":36000}");
+    sl_resp_buf_free(&b);
+
+    /* The global limit nearly spent binds: the headers and a scoped body
+     * show it, and say so. */
+    dg.remaining = 1;
+    o.scoped = true;
+    sl_resp_buf_init(&b, 2, 0);
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
+    assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
+                    "X-RateLimit-Limit: 100\r\nX-RateLimit-Remaining: 1\r\n"
+                    "X-RateLimit-Reset: 30\r\n"
+                    "RateLimit-Policy: \"api\";q=10;w=60, \"api.global\";q=100;w=60\r\n"
+                    "RateLimit: \"api\";r=4;t=36, \"api.global\";r=1;t=30\r\n",
+                    "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"global\",\"limit\":100,"
+                    "\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":30000}");
+    sl_resp_buf_free(&b);
+}
+
+Test(http_write, unnamed_items_of_a_list_get_their_own_names)
+{
+    sl_limit l = limit_of(SL_GCRA, 10, 60 * NS_PER_SEC, 0);
+    sl_decision d = {.allowed = true, .limit = 10, .remaining = 5, .reset_after_ns = NS_PER_SEC};
+    sl_http_limit_report items[3] = {{NULL, &l, &d}, {NULL, &l, &d}, {"named", &l, &d}};
+    sl_http_decision_opts o = {.keep_alive = true, .multi = true, .rejected_by = -1};
+    sl_resp_buf b;
+    sl_resp_buf_init(&b, 2, 0);
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 3), 0);
+    char *got = written(&b);
+    cr_assert_not_null(strstr(got, "\r\nRateLimit-Policy: \"limit0\";q=10;w=60, "
+                                   "\"limit1\";q=10;w=60, \"named\";q=10;w=60\r\n"), "%s", got);
+    cr_assert_not_null(strstr(got, "\r\nRateLimit: \"limit0\";r=5;t=1, \"limit1\";r=5;t=1, "
+                                   "\"named\";r=5;t=1\r\n"), "%s", got);
+    free(got);
+    sl_resp_buf_free(&b);
+    /* Alone, an unnamed item is "default". */
+    sl_resp_buf_init(&b, 2, 0);
+    o.multi = false;
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 1), 0);
+    got = written(&b);
+    cr_assert_not_null(strstr(got, "\r\nRateLimit: \"default\";r=5;t=1\r\n"), "%s", got);
+    free(got);
     sl_resp_buf_free(&b);
 }
 
