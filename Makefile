@@ -32,7 +32,7 @@ run: build
 
 # Every test, under AddressSanitizer + UndefinedBehaviorSanitizer; the
 # concurrent ones (label mt) again under ThreadSanitizer.
-test: deps build test-asan test-tsan test-integration test-module test-cli fuzz
+test: deps build test-asan test-tsan test-integration test-module test-cli test-install fuzz
 
 test-asan:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
@@ -108,6 +108,14 @@ test-cli:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
 	@cmake --build build/asan -j $(JOBS) --target sluice sluiced
 	@SLUICE=$(SLUICE_CLI) SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/cli
+
+# The install (tests/install/): `cmake --install` of the release build into a
+# temporary prefix; a C program built against it with only pkg-config's flags
+# (shared and static), the module loaded from there by a real redis-server, the
+# systemd unit checked by systemd-analyze verify.
+.PHONY: test-install
+test-install: build
+	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/install
 
 bench: build
 	@for b in build/bin/bench_*; do echo "== $$b"; $$b; done

@@ -1,18 +1,23 @@
 #!/usr/bin/env bash
 # The one list of Debian 12 packages sluice needs to build, test and benchmark.
 # Installs the missing ones with apt-get (through sudo when not root).
-# Usage: scripts/deps.sh        install what is missing
-#        scripts/deps.sh --list print the list
+# Usage: scripts/deps.sh                install what is missing
+#        scripts/deps.sh --list         print the list
+#        scripts/deps.sh --build [--list]  only what building the programs and
+#                                          libraries needs (the Dockerfile's build stage)
 set -euo pipefail
 
-packages=(
+build_packages=(
   build-essential   # gcc, make
   cmake             # the build
   pkg-config        # finds the libraries below
-  libcriterion-dev  # unit tests
   libuv1-dev        # sluiced's event loops
   libyaml-dev       # the config file
   libcjson-dev      # HTTP: the JSON body of POST /v1/check
+)
+packages=(
+  "${build_packages[@]}"
+  libcriterion-dev  # unit tests
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev # libFuzzer, ASan and UBSan runtimes for clang
   python3-pytest    # integration tests (tests/integration, run with /usr/bin/python3)
@@ -27,6 +32,10 @@ packages=(
   procps            # bench: pgrep, to sum a server's CPU time with its workers'
 )
 
+if [[ ${1:-} == --build ]]; then
+  packages=("${build_packages[@]}")
+  shift
+fi
 if [[ ${1:-} == --list ]]; then
   printf '%s\n' "${packages[@]}"
   exit 0

@@ -24,6 +24,7 @@
 
 #include "policy/config.h"
 #include "server/log.h"
+#include "server/notify.h"
 #include "server/server.h"
 
 static int64_t sl_now_wall(void)
@@ -308,6 +309,16 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
            next->npolicies);
 }
 
+/* SIGHUP under a service manager: the reload is bracketed by RELOADING=1 and
+ * READY=1, so that `systemctl reload` shows it and a notify-reload manager
+ * knows when it is over (a refused config still ends the reload). */
+static void sl_on_sighup_notify(uv_signal_t *s, int signum)
+{
+    sl_notify_reloading();
+    sl_on_sighup(s, signum);
+    sl_notify("READY=1");
+}
+
 /* The value of --config in argv, or NULL. */
 static const char *sl_find_config_flag(int argc, char **argv)
 {
@@ -433,7 +444,7 @@ int main(int argc, char **argv)
     sl_sighup.data = srv;
     uv_signal_start(&sl_sigterm, sl_on_stop_signal, SIGTERM);
     uv_signal_start(&sl_sigint, sl_on_stop_signal, SIGINT);
-    uv_signal_start(&sl_sighup, sl_on_sighup, SIGHUP);
+    uv_signal_start(&sl_sighup, sl_on_sighup_notify, SIGHUP);
     pthread_sigmask(SIG_UNBLOCK, &held, NULL);
     uv_timer_init(loop, &sl_retire_timer);
     sl_retire_timer.data = srv;
@@ -446,7 +457,10 @@ int main(int argc, char **argv)
         sl_snapshot_timer.data = srv;
         uv_timer_start(&sl_snapshot_timer, sl_on_snapshot_timer, ms, ms);
     }
+    /* Every listener is up (sl_workers_start) and every signal handled. */
+    sl_notify("READY=1");
     uv_run(loop, UV_RUN_DEFAULT);
+    sl_notify("STOPPING=1");
 
     sl_workers_stop(srv);
     sl_snapshot_write(srv, "shutdown");
