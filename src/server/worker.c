@@ -52,6 +52,7 @@ static void sl_conn_on_close(uv_handle_t *h)
     free(c->rbuf);
     free(c->argv);
     free(c->http);
+    sl_multi_reset(&c->multi);
     atomic_fetch_sub(&c->w->srv->clients, 1);
     free(c);
 }
@@ -213,7 +214,9 @@ static void sl_conn_flush_now(sl_conn *c)
  * connection closes or owes a lot. */
 static void sl_conn_process(sl_conn *c)
 {
+    pthread_mutex_lock(&c->w->running);
     size_t off = c->proto == SL_PROTO_HTTP ? sl_http_serve(c) : sl_conn_run_resp(c);
+    pthread_mutex_unlock(&c->w->running);
     if (c->out.failed) {
         sl_log(SL_LOG_WARN, "client %llu: output buffer over its cap; closing",
                (unsigned long long)c->id);
@@ -577,6 +580,8 @@ int sl_workers_start(sl_server *srv)
     if (!srv->workers)
         return -1;
     memset(srv->workers, 0, bytes);
+    for (int i = 0; i < srv->nworkers; i++)
+        pthread_mutex_init(&srv->workers[i].running, NULL);
     for (int i = 0; i < srv->nworkers; i++) {
         sl_worker *w = &srv->workers[i];
         w->id = i;
@@ -625,6 +630,29 @@ int sl_workers_start(sl_server *srv)
     return 0;
 }
 
+/* Every worker's `running`, taken in the order of the workers: two EXECs on
+ * two workers take them in the same order, so neither waits for a lock the
+ * other holds while holding one it wants. A worker that is not in an EXEC
+ * holds only its own and waits for nothing while it does; so self lets its
+ * own go first, and takes it again in its turn. */
+void sl_workers_pause(sl_worker *self)
+{
+    sl_server *srv = self->srv;
+    pthread_mutex_unlock(&self->running);
+    for (int i = 0; i < srv->nworkers; i++)
+        pthread_mutex_lock(&srv->workers[i].running);
+}
+
+/* Lets the other workers run again; self keeps its own `running`, as it
+ * held it before the pause. */
+void sl_workers_resume(sl_worker *self)
+{
+    sl_server *srv = self->srv;
+    for (int i = srv->nworkers - 1; i >= 0; i--)
+        if (&srv->workers[i] != self)
+            pthread_mutex_unlock(&srv->workers[i].running);
+}
+
 void sl_workers_wake(sl_server *srv)
 {
     for (int i = 0; i < srv->nworkers; i++)
@@ -648,6 +676,7 @@ void sl_workers_stop(sl_server *srv)
         pthread_join(srv->workers[i].thread, NULL);
         uv_loop_close(&srv->workers[i].loop);
         free(srv->workers[i].check);
+        pthread_mutex_destroy(&srv->workers[i].running);
     }
     free(srv->workers);
     srv->workers = NULL;
