@@ -2,9 +2,9 @@
  * commands.c: how sluiced runs a command. The rate limiting commands come
  * from the shared table (src/cmd); this file adds the connection commands
  * that real clients send (PING, HELLO, AUTH, CLIENT, SELECT, COMMAND, INFO,
- * QUIT, ...) and the executor that takes from the store at the batch's
- * `now`; replies go through the command layer's RESP sink into the
- * connection's buffer.
+ * QUIT, ...), transactions (MULTI, EXEC, DISCARD) and the executor that
+ * takes from the store at the batch's `now`; replies go through the command
+ * layer's RESP sink into the connection's buffer.
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -635,6 +635,21 @@ const sl_command *sl_server_command(const char *name, size_t len)
     return cmd ? cmd : sl_command_find(sl_conn_commands, name, len);
 }
 
+/* What sl_server_dispatch does but for the common case (a known command out
+ * of MULTI), out of its way. */
+__attribute__((noinline)) static void sl_dispatch_rare(sl_cmd_ctx *c, const sl_command *cmd,
+                                                       int argc, const sl_resp_slice *argv)
+{
+    if (CONN(c)->multi.active)
+        sl_multi_dispatch(c, cmd, argc, argv);
+    else if (!cmd)
+        sl_reply_unknown_command(c, argc, argv);
+    else if (cmd->fn == sl_cmd_exec && !sl_command_arity_ok(cmd, argc))
+        sl_exec_refused(c);
+    else
+        sl_command_call(cmd, c, argc, argv);
+}
+
 void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl_resp_slice *argv)
 {
     sl_server *srv = conn->w->srv;
@@ -654,12 +669,8 @@ void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl
         ctx.reply->error(ctx.sink, "NOAUTH Authentication required.");
         return;
     }
-    if (conn->multi.active)
-        sl_multi_dispatch(&ctx, cmd, argc, argv);
-    else if (!cmd)
-        sl_reply_unknown_command(&ctx, argc, argv);
-    else if (cmd->fn == sl_cmd_exec && !sl_command_arity_ok(cmd, argc))
-        sl_exec_refused(&ctx);
+    if (__builtin_expect(conn->multi.active || !cmd || cmd->fn == sl_cmd_exec, 0))
+        sl_dispatch_rare(&ctx, cmd, argc, argv);
     else
         sl_command_call(cmd, &ctx, argc, argv);
 }

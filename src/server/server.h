@@ -94,12 +94,12 @@ typedef struct sl_worker {
     /* The config epoch this worker has seen: once every worker has seen the
      * current one, no worker holds a pointer to an older config. */
     atomic_uint_fast64_t seen_epoch;
-    /* Held while the worker runs the commands of a read (either face), so
+    /* Set while the worker runs the commands of a read (either face), so
      * that an EXEC, which takes every worker's (sl_workers_pause), runs with
-     * no other command running anywhere. Uncontended but for an EXEC, and
-     * on a line of its own: taking it costs two atomic operations on a line
-     * this thread keeps, once per read, not per command. */
-    _Alignas(64) pthread_mutex_t running;
+     * no other command running anywhere. A lock of one atomic exchange, on
+     * a line of its own that this thread keeps: uncontended but for an EXEC,
+     * it costs an exchange and a store per read, not per command. */
+    _Alignas(64) atomic_bool running;
 } sl_worker;
 
 typedef struct sl_server {
@@ -120,6 +120,11 @@ typedef struct sl_server {
     _Atomic(struct sl_config *) config;
     struct sl_config *retired;
     atomic_uint_fast64_t epoch;
+    /* EXECs waiting for or holding every worker (sl_workers_pause): while
+     * it is not zero, a worker waits before its next read's commands, so
+     * that workers that keep reading cannot starve an EXEC. Written only by
+     * EXECs: workers read it from their own cache. */
+    _Alignas(64) atomic_int pausing;
 } sl_server;
 
 /* Tells every worker to look at the server's state again (a new config
@@ -139,7 +144,8 @@ void sl_workers_stop(sl_server *srv);
 /* worker.c: called by `self` while it runs commands (it holds its own
  * `running`): returns once no other worker is running any, and none starts
  * until sl_workers_resume(self). For EXEC, whose commands must not
- * interleave with any other connection's on any thread. */
+ * interleave with any other connection's on any thread. The others finish
+ * the read they are serving first: an EXEC waits at most that long. */
 void sl_workers_pause(sl_worker *self);
 void sl_workers_resume(sl_worker *self);
 
