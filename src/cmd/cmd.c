@@ -704,7 +704,7 @@ size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl_resp_s
 
 void sl_command_call(const sl_command *cmd, sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
-    if ((cmd->arity > 0 && argc != cmd->arity) || (cmd->arity < 0 && argc < -cmd->arity)) {
+    if (!sl_command_arity_ok(cmd, argc)) {
         sl_reply_errorf(c, "wrong number of arguments for '%s' command", cmd->name);
         return;
     }

@@ -144,6 +144,12 @@ const sl_command *sl_command_find(const sl_command *table, const char *name, siz
 size_t sl_command_store_keys(const sl_command *cmd, size_t argc, const sl_resp_slice *argv,
                              const void **keys, size_t *lens, size_t cap);
 
+/* Does argc (the name included) fit the command's arity? */
+static inline bool sl_command_arity_ok(const sl_command *cmd, int argc)
+{
+    return cmd->arity > 0 ? argc == cmd->arity : argc >= -cmd->arity;
+}
+
 /*
  * Checks the arity and runs the command, or replies Redis's error for a
  * wrong number of arguments.

@@ -2,12 +2,13 @@
  * commands.c: how sluiced runs a command. The rate limiting commands come
  * from the shared table (src/cmd); this file adds the connection commands
  * that real clients send (PING, HELLO, AUTH, CLIENT, SELECT, COMMAND, INFO,
- * QUIT, ...) and the executor that takes from the store at the batch's
- * `now`; replies go through the command layer's RESP sink into the
- * connection's buffer.
+ * QUIT, ...), transactions (MULTI, EXEC, DISCARD) and the executor that
+ * takes from the store at the batch's `now`; replies go through the command
+ * layer's RESP sink into the connection's buffer.
  */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -246,6 +247,197 @@ static void sl_cmd_client(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
 }
 
+/* ---- transactions: MULTI, EXEC, DISCARD ---- */
+
+void sl_multi_reset(sl_multi *m)
+{
+    for (size_t i = 0; i < m->n; i++)
+        free(m->queue[i]);
+    free(m->queue);
+    *m = (sl_multi){0};
+}
+
+/* Refuses the transaction, once the error of the command being queued is
+ * replied: EXEC will answer EXECABORT. Its queue is dropped at once (EXEC
+ * will run none of it), so that a refused transaction holds no memory while
+ * the client goes on queueing. */
+static void sl_multi_abort(sl_multi *m)
+{
+    sl_multi_reset(m);
+    m->active = m->dirty = true;
+}
+
+/* Copies a command into the connection's queue and answers QUEUED, or
+ * refuses it past the queue's bounds. */
+static void sl_multi_queue(sl_cmd_ctx *c, const sl_command *cmd, int argc,
+                           const sl_resp_slice *argv)
+{
+    sl_multi *m = &CONN(c)->multi;
+    if (m->dirty) { /* EXEC will abort: nothing queued is ever run */
+        c->reply->simple(c->sink, "QUEUED");
+        return;
+    }
+    if (m->n >= SL_MULTI_MAX_COMMANDS) {
+        sl_reply_errorf(c, "MULTI queue is full: at most %d commands per transaction",
+                        SL_MULTI_MAX_COMMANDS);
+        sl_multi_abort(m);
+        return;
+    }
+    /* argc is at most the parser's argument cap and each length at most
+     * its request cap, so the sum cannot wrap; it is bounded before any
+     * allocation. */
+    size_t bytes = sizeof(sl_queued) + sizeof(sl_queued *) + (size_t)argc * sizeof(sl_resp_slice);
+    for (int i = 0; i < argc; i++)
+        bytes += argv[i].len;
+    if (bytes > SL_MULTI_MAX_BYTES - m->bytes) {
+        sl_reply_errorf(c, "MULTI queue is full: at most %zu bytes per transaction",
+                        SL_MULTI_MAX_BYTES);
+        sl_multi_abort(m);
+        return;
+    }
+    if (m->n == m->cap) {
+        size_t cap = m->cap ? m->cap * 2 : 8;
+        sl_queued **q = realloc(m->queue, cap * sizeof *q);
+        if (!q) {
+            sl_reply_errorf(c, "out of memory queueing the command");
+            sl_multi_abort(m);
+            return;
+        }
+        m->queue = q;
+        m->cap = cap;
+    }
+    sl_queued *q = malloc(bytes - sizeof(sl_queued *));
+    if (!q) {
+        sl_reply_errorf(c, "out of memory queueing the command");
+        sl_multi_abort(m);
+        return;
+    }
+    q->cmd = cmd;
+    q->argc = argc;
+    char *p = (char *)&q->argv[argc];
+    for (int i = 0; i < argc; i++) {
+        if (argv[i].len)
+            memcpy(p, argv[i].ptr, argv[i].len);
+        q->argv[i].ptr = p;
+        q->argv[i].len = argv[i].len;
+        p += argv[i].len;
+    }
+    m->queue[m->n++] = q;
+    m->bytes += bytes;
+    c->reply->simple(c->sink, "QUEUED");
+}
+
+static void sl_cmd_multi(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_multi *m = &CONN(c)->multi;
+    if (m->active) {
+        sl_reply_errorf(c, "MULTI calls can not be nested");
+        return;
+    }
+    m->active = true;
+    sl_reply_ok(c);
+}
+
+/*
+ * Runs the queue as one: every other worker is paused first, so that no
+ * command of another connection runs between two of these, on any key. The
+ * reply is an array of the commands' replies, errors included, as Redis's.
+ * All run at the batch's `now`, as one command would.
+ */
+static void sl_cmd_exec(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_conn *conn = CONN(c);
+    if (!conn->multi.active) {
+        sl_reply_errorf(c, "EXEC without MULTI");
+        return;
+    }
+    if (conn->multi.dirty) {
+        sl_multi_reset(&conn->multi);
+        c->reply->error(c->sink, "EXECABORT Transaction discarded because of previous errors.");
+        return;
+    }
+    /* Out of MULTI while the queue runs: its commands run, not queue. */
+    sl_multi m = conn->multi;
+    conn->multi = (sl_multi){0};
+    c->reply->array(c->sink, m.n);
+    if (m.n > 0) {
+        sl_workers_pause(conn->w);
+        for (size_t i = 0; i < m.n; i++)
+            sl_command_call(m.queue[i]->cmd, c, m.queue[i]->argc, m.queue[i]->argv);
+        sl_workers_resume(conn->w);
+    }
+    sl_multi_reset(&m);
+}
+
+static void sl_cmd_discard(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_conn *conn = CONN(c);
+    if (!conn->multi.active) {
+        sl_reply_errorf(c, "DISCARD without MULTI");
+        return;
+    }
+    sl_multi_reset(&conn->multi);
+    sl_reply_ok(c);
+}
+
+/* WATCH promises optimistic locking (EXEC fails when a watched key changed),
+ * which sluiced does not keep: accepting it would be a promise broken. EXEC
+ * is atomic without it. Inside MULTI, Redis's own answer. */
+static void sl_cmd_watch(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    if (CONN(c)->multi.active)
+        sl_reply_errorf(c, "WATCH inside MULTI is not allowed");
+    else
+        sl_reply_errorf(c, "WATCH is not supported: sluiced keeps no watched keys (MULTI ... "
+                           "EXEC runs atomically without it)");
+}
+
+/* No key is ever watched, so there is none to forget: OK is the truth. */
+static void sl_cmd_unwatch(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_reply_ok(c);
+}
+
+/* EXEC with arguments: as Redis, in MULTI or not, the transaction (if any)
+ * ends, and the error says so. */
+static void sl_exec_refused(sl_cmd_ctx *c)
+{
+    sl_multi_reset(&CONN(c)->multi);
+    c->reply->error(c->sink, "EXECABORT Transaction discarded because of: wrong number of "
+                             "arguments for 'exec' command");
+}
+
+/* The commands that run at once inside MULTI instead of being queued, as
+ * in Redis. */
+static bool sl_runs_in_multi(const sl_command *cmd)
+{
+    return cmd->fn == sl_cmd_exec || cmd->fn == sl_cmd_discard || cmd->fn == sl_cmd_multi ||
+           cmd->fn == sl_cmd_watch || cmd->fn == sl_cmd_quit;
+}
+
+/* A command that arrives inside MULTI: checked, then queued or refused (an
+ * unknown name, a wrong number of arguments), or run at once. */
+static void sl_multi_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc,
+                              const sl_resp_slice *argv)
+{
+    sl_multi *m = &CONN(c)->multi;
+    if (!cmd) {
+        sl_reply_unknown_command(c, argc, argv);
+        sl_multi_abort(m);
+    } else if (!sl_command_arity_ok(cmd, argc)) {
+        if (cmd->fn == sl_cmd_exec) {
+            sl_exec_refused(c);
+            return;
+        }
+        sl_command_call(cmd, c, argc, argv); /* replies the arity error */
+        sl_multi_abort(m);
+    } else if (sl_runs_in_multi(cmd)) {
+        cmd->fn(c, argc, argv);
+    } else {
+        sl_multi_queue(c, cmd, argc, argv);
+    }
+}
+
 static const sl_command sl_conn_commands[];
 
 static size_t sl_command_count(const sl_command *t)
@@ -432,6 +624,16 @@ static const sl_command sl_conn_commands[] = {
      "Describes the commands: COMMAND, COUNT, DOCS, INFO", "[subcommand]", 0},
     {"info", -1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_info, "Reports the server's state",
      "[section]", 0},
+    {"multi", 1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_multi,
+     "Starts a transaction: the commands that follow are queued", "", 0},
+    {"exec", 1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_exec,
+     "Runs the queued commands atomically; answers their replies", "", 0},
+    {"discard", 1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_discard,
+     "Drops the queued commands", "", 0},
+    {"watch", -2, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_watch,
+     "Not supported: answers an error (EXEC is atomic without it)", "key [key ...]", 0},
+    {"unwatch", 1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_unwatch,
+     "Answers OK: no key is ever watched", "", 0},
     {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 
@@ -439,6 +641,21 @@ const sl_command *sl_server_command(const char *name, size_t len)
 {
     const sl_command *cmd = sl_command_find(sl_rate_commands, name, len);
     return cmd ? cmd : sl_command_find(sl_conn_commands, name, len);
+}
+
+/* What sl_server_dispatch does but for the common case (a known command out
+ * of MULTI), out of its way. */
+__attribute__((noinline)) static void sl_dispatch_rare(sl_cmd_ctx *c, const sl_command *cmd,
+                                                       int argc, const sl_resp_slice *argv)
+{
+    if (CONN(c)->multi.active)
+        sl_multi_dispatch(c, cmd, argc, argv);
+    else if (!cmd)
+        sl_reply_unknown_command(c, argc, argv);
+    else if (cmd->fn == sl_cmd_exec && !sl_command_arity_ok(cmd, argc))
+        sl_exec_refused(c);
+    else
+        sl_command_call(cmd, c, argc, argv);
 }
 
 void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl_resp_slice *argv)
@@ -460,8 +677,8 @@ void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl
         ctx.reply->error(ctx.sink, "NOAUTH Authentication required.");
         return;
     }
-    if (!cmd)
-        sl_reply_unknown_command(&ctx, argc, argv);
+    if (__builtin_expect(conn->multi.active || !cmd || cmd->fn == sl_cmd_exec, 0))
+        sl_dispatch_rare(&ctx, cmd, argc, argv);
     else
         sl_command_call(cmd, &ctx, argc, argv);
 }

@@ -40,6 +40,35 @@ typedef struct sl_server_config {
 
 struct sl_conn;
 
+/* The bounds of one transaction's queue (MULTI ... EXEC): a client cannot
+ * grow the server's memory without limit by queueing. A command past either
+ * is refused, and the transaction with it (EXEC answers EXECABORT). The
+ * bytes count what the queue holds: each command's arguments, plus 16 bytes
+ * per argument and 24 per command for their bookkeeping. */
+#define SL_MULTI_MAX_COMMANDS 1024
+#define SL_MULTI_MAX_BYTES ((size_t)1 << 20)
+
+/* A command queued between MULTI and EXEC, in one allocation: its
+ * arguments are copied, since the read buffer they came in moves on. */
+typedef struct sl_queued {
+    const sl_command *cmd;
+    int argc;
+    sl_resp_slice argv[]; /* argc slices into the bytes that follow them */
+} sl_queued;
+
+/* A connection's transaction. All zero outside MULTI. */
+typedef struct sl_multi {
+    bool active; /* between MULTI and EXEC or DISCARD */
+    bool dirty;  /* a command was refused while queueing: EXEC answers EXECABORT */
+    sl_queued **queue; /* malloc'ed, as is each command; freed by sl_multi_reset */
+    size_t n, cap;
+    size_t bytes; /* held by the queue, against SL_MULTI_MAX_BYTES */
+} sl_multi;
+
+/* commands.c: frees a transaction's queue and leaves it all zero (out of
+ * MULTI). */
+void sl_multi_reset(sl_multi *m);
+
 typedef struct sl_worker {
     int id;
     struct sl_server *srv;
@@ -65,6 +94,12 @@ typedef struct sl_worker {
     /* The config epoch this worker has seen: once every worker has seen the
      * current one, no worker holds a pointer to an older config. */
     atomic_uint_fast64_t seen_epoch;
+    /* Set while the worker runs the commands of a read (either face), so
+     * that an EXEC, which takes every worker's (sl_workers_pause), runs with
+     * no other command running anywhere. A lock of one atomic exchange, on
+     * a line of its own that this thread keeps: uncontended but for an EXEC,
+     * it costs an exchange and a store per read, not per command. */
+    _Alignas(64) atomic_bool running;
 } sl_worker;
 
 typedef struct sl_server {
@@ -85,6 +120,11 @@ typedef struct sl_server {
     _Atomic(struct sl_config *) config;
     struct sl_config *retired;
     atomic_uint_fast64_t epoch;
+    /* EXECs waiting for or holding every worker (sl_workers_pause): while
+     * it is not zero, a worker waits before its next read's commands, so
+     * that workers that keep reading cannot starve an EXEC. Written only by
+     * EXECs: workers read it from their own cache. */
+    _Alignas(64) atomic_int pausing;
 } sl_server;
 
 /* Tells every worker to look at the server's state again (a new config
@@ -100,6 +140,14 @@ int sl_workers_start(sl_server *srv);
 /* Asks every worker to stop accepting, finish what is in flight and exit;
  * waits for them. */
 void sl_workers_stop(sl_server *srv);
+
+/* worker.c: called by `self` while it runs commands (it holds its own
+ * `running`): returns once no other worker is running any, and none starts
+ * until sl_workers_resume(self). For EXEC, whose commands must not
+ * interleave with any other connection's on any thread. The others finish
+ * the read they are serving first: an EXEC waits at most that long. */
+void sl_workers_pause(sl_worker *self);
+void sl_workers_resume(sl_worker *self);
 
 /* commands.c: the store at the worker's clock, for both faces (ex: the
  * sl_worker); store errors are counted for /metrics here. */
@@ -143,6 +191,7 @@ typedef struct sl_conn {
     struct sl_http_conn *http; /* HTTP: the parser's state, allocated on first use */
     char name[64];
     int64_t last_active;
+    sl_multi multi; /* RESP: MULTI's queue */
 } sl_conn;
 
 #endif

@@ -9,11 +9,16 @@
  * clock is read once per such batch. While a write is in flight, new replies
  * gather in a second buffer; a client that stops reading is stopped being
  * read from, so its replies cannot grow without bound.
+ *
+ * A worker holds a lock of its own (`running`) while it runs the commands
+ * of a read; an EXEC takes every worker's (sl_workers_pause), so that its
+ * queue runs while no other command runs anywhere.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +57,7 @@ static void sl_conn_on_close(uv_handle_t *h)
     free(c->rbuf);
     free(c->argv);
     free(c->http);
+    sl_multi_reset(&c->multi);
     atomic_fetch_sub(&c->w->srv->clients, 1);
     free(c);
 }
@@ -208,12 +214,40 @@ static void sl_conn_flush_now(sl_conn *c)
     }
 }
 
+/* Takes a worker's `running` lock. Only an EXEC contends for it, for a
+ * short while: the wait yields the CPU rather than sleep, so that the worker
+ * runs again as soon as the EXEC is done. */
+static void sl_lock_running(atomic_bool *running)
+{
+    while (atomic_exchange_explicit(running, true, memory_order_acquire))
+        while (atomic_load_explicit(running, memory_order_relaxed))
+            sched_yield();
+}
+
+/* Before a worker runs the commands of a read: lets pending EXECs go first
+ * (they would otherwise wait for a moment between two reads of a busy
+ * worker), then takes its own lock. */
+static inline void sl_worker_enter(sl_worker *w)
+{
+    for (;;) {
+        while (atomic_load_explicit(&w->srv->pausing, memory_order_relaxed) != 0)
+            sched_yield();
+        if (!atomic_exchange_explicit(&w->running, true, memory_order_acquire))
+            return;
+        /* An EXEC on another worker holds it: wait for it to be done. */
+        while (atomic_load_explicit(&w->running, memory_order_relaxed))
+            sched_yield();
+    }
+}
+
 /* Runs every complete request in the read buffer; its replies are written
  * at the end of the loop iteration (sl_worker_flush), or at once when the
  * connection closes or owes a lot. */
 static void sl_conn_process(sl_conn *c)
 {
+    sl_worker_enter(c->w);
     size_t off = c->proto == SL_PROTO_HTTP ? sl_http_serve(c) : sl_conn_run_resp(c);
+    atomic_store_explicit(&c->w->running, false, memory_order_release);
     if (c->out.failed) {
         sl_log(SL_LOG_WARN, "client %llu: output buffer over its cap; closing",
                (unsigned long long)c->id);
@@ -623,6 +657,31 @@ int sl_workers_start(sl_server *srv)
         }
     }
     return 0;
+}
+
+/* Every worker's `running`, taken in the order of the workers: two EXECs on
+ * two workers take them in the same order, so neither waits for a lock the
+ * other holds while holding one it wants. A worker that is not in an EXEC
+ * holds only its own and waits for nothing while it does; so self lets its
+ * own go first, and takes it again in its turn. */
+void sl_workers_pause(sl_worker *self)
+{
+    sl_server *srv = self->srv;
+    atomic_fetch_add(&srv->pausing, 1);
+    atomic_store_explicit(&self->running, false, memory_order_release);
+    for (int i = 0; i < srv->nworkers; i++)
+        sl_lock_running(&srv->workers[i].running);
+}
+
+/* Lets the other workers run again; self keeps its own `running`, as it
+ * held it before the pause. */
+void sl_workers_resume(sl_worker *self)
+{
+    sl_server *srv = self->srv;
+    for (int i = srv->nworkers - 1; i >= 0; i--)
+        if (&srv->workers[i] != self)
+            atomic_store_explicit(&srv->workers[i].running, false, memory_order_release);
+    atomic_fetch_sub(&srv->pausing, 1);
 }
 
 void sl_workers_wake(sl_server *srv)

@@ -82,3 +82,47 @@ def test_hello_via_cli(server):
 def test_info_via_cli(server):
     out = cli(server, "INFO")
     assert "# Server" in out or "# server" in out.lower()
+
+
+def test_multi_exec_from_stdin(server, key):
+    # redis-cli cannot send MULTI and EXEC on one command line; piped, each line is a
+    # command on one connection. The EXEC reply's decisions print flat in RESP2.
+    script = ("MULTI\nSL.TAKE {k} 2 60\nCL.THROTTLE {k}:c 1 1 60\nSL.TAKE {k} 2 60\n"
+              "SL.TAKE {k} 2 60\nEXEC\nSL.PEEK {k} 2 60 COST 0\n").format(k=key)
+    lines = cli(server, input=script.encode()).splitlines()
+    assert lines[:5] == ["OK", "QUEUED", "QUEUED", "QUEUED", "QUEUED"], lines
+    first, cell, second, third = lines[5:15], lines[15:20], lines[20:30], lines[30:40]
+    assert first[:6] == ["allowed", "1", "limit", "2", "remaining", "1"], lines
+    assert cell == ["0", "2", "1", "-1", "60"], lines
+    assert second[:6] == ["allowed", "1", "limit", "2", "remaining", "0"], lines
+    assert third[:2] == ["allowed", "0"], lines
+    assert lines[40:46] == ["allowed", "1", "limit", "2", "remaining", "0"], \
+        "the transaction's takes were consumed"
+
+
+def test_multi_errors_from_stdin(server, key):
+    script = ("EXEC\nDISCARD\nMULTI\nMULTI\nSL.TAKE {k}\nSL.TAKE {k} 2 60\nEXEC\n"
+              "MULTI\nSL.TAKE {k} 2 60\nDISCARD\nSL.PEEK {k} 2 60 COST 0\n").format(k=key)
+    lines = [l for l in cli(server, input=script.encode()).splitlines() if l]
+    assert lines[:8] == [
+        "ERR EXEC without MULTI",
+        "ERR DISCARD without MULTI",
+        "OK",
+        "ERR MULTI calls can not be nested",
+        "ERR wrong number of arguments for 'sl.take' command",
+        "QUEUED",
+        "EXECABORT Transaction discarded because of previous errors.",
+        "OK",
+    ], lines
+    assert lines[8:10] == ["QUEUED", "OK"], lines
+    assert lines[10:16] == ["allowed", "1", "limit", "2", "remaining", "2"], \
+        "neither the aborted nor the discarded transaction took anything"
+
+
+def test_multi_exec_resp3_from_stdin(server, key):
+    out = cli(server, input=("MULTI\nSL.TAKE %s 5 60\nSL.TAKE %s 5 60\nEXEC\n" % (key, key)).encode(),
+              resp=3)
+    lines = out.splitlines()
+    assert lines[:3] == ["OK", "QUEUED", "QUEUED"], lines
+    # RESP3: each decision in EXEC's array is a map, printed as "field value" lines
+    assert [l for l in lines if l.startswith("remaining ")] == ["remaining 4", "remaining 3"], out
