@@ -444,6 +444,24 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
  */
 size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records);
 
+/* What the store holds for one key, for operators (sluiced's SL.INSPECT). */
+typedef struct sl_key_info {
+    sl_algorithm algorithm;
+    bool carried;        /* the state names its limit (SL_LIMIT_CARRY): then limit,
+                            period_ns and used say what it names and has used */
+    size_t state_bytes;  /* sl_state_size of the limit that wrote it */
+    int64_t expires_at;  /* when it is "never seen" again, on the store's clock,
+                            rounded up to about a millisecond; SL_TIME_MAX: far away */
+    int64_t limit, period_ns, used;
+} sl_key_info;
+
+/*
+ * Describes the state of `key` at `now` without changing it. Returns 1 and
+ * fills *info when the key is held, 0 when it is not, SL_ERR_KEY for a bad
+ * key, SL_ERR_ARGUMENT for a NULL pointer.
+ */
+int sl_store_inspect(sl_store *s, const void *key, size_t keylen, int64_t now, sl_key_info *info);
+
 /* Fills *st with the store's counters (each shard is read under its lock). */
 void sl_store_get_stats(sl_store *s, sl_store_stats *st);
 

@@ -76,6 +76,13 @@ void *sl_carry_enter(const sl_limit *l, void *state, int64_t now, bool commit, v
                      int64_t *kept_expiry, sl_limit *from);
 void sl_carry_commit(const sl_limit *l, void *state, const void *scratch);
 
+/* The limit a carried state (size bytes, of `algorithm`) names, and the
+ * units it has used under that limit at `now` (0, 0 and 0 for a state never
+ * written). Returns SL_OK, or SL_ERR_WRONGTYPE when it names no valid
+ * limit. Reads *state only. */
+int sl_carry_describe(sl_algorithm algorithm, const void *state, size_t size, int64_t now,
+                      int64_t *limit, int64_t *period_ns, int64_t *used);
+
 /* Moves one timestamp by delta, saturating into [0, SL_TIME_MAX]. */
 int64_t sl_time_rebase(int64_t t, int64_t delta_ns);
 

@@ -178,3 +178,26 @@ int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, boo
     memcpy(ts, old, ts_size);
     return SL_OK;
 }
+
+int sl_carry_describe(sl_algorithm algorithm, const void *state, size_t size, int64_t now,
+                      int64_t *limit, int64_t *period_ns, int64_t *used)
+{
+    int64_t tag[2];
+    if (size < SL_CARRY_BYTES || !sl_algo_get(algorithm))
+        return SL_ERR_WRONGTYPE;
+    memcpy(tag, state, sizeof tag);
+    *limit = tag[0];
+    *period_ns = tag[1];
+    *used = 0;
+    if (tag[0] == 0 && tag[1] == 0)
+        return SL_OK; /* never written */
+    sl_limit from;
+    if (sl_carry_limit(algorithm, tag[0], tag[1], &from) != SL_OK ||
+        sl_inner_size(&from) != size - SL_CARRY_BYTES)
+        return SL_ERR_WRONGTYPE;
+    sl_decision d;
+    memset(&d, 0, sizeof d);
+    sl_algo_get(algorithm)->take(&from, (unsigned char *)state + SL_CARRY_BYTES, now, 0, false, &d);
+    *used = d.limit - d.remaining;
+    return SL_OK;
+}

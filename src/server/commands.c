@@ -6,6 +6,8 @@
  * takes from the store at the batch's `now`; replies go through the command
  * layer's RESP sink into the connection's buffer.
  */
+#include <errno.h>
+#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include <strings.h>
 
 #include "policy/config.h"
+#include "server/log.h"
 #include "server/server.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
@@ -564,6 +567,119 @@ static void sl_info_section(char *text, size_t cap, size_t *len, int argc,
 }
 
 /* INFO [section ...]: server, clients, memory, stats, keyspace. */
+/* ---- for operators: SL.INSPECT, SL.POLICIES, SAVE ---- */
+
+static void sl_kv_bulk(sl_cmd_ctx *c, const char *k, const char *v)
+{
+    c->reply->bulk(c->sink, k, strlen(k));
+    c->reply->bulk(c->sink, v, strlen(v));
+}
+
+static void sl_kv_integer(sl_cmd_ctx *c, const char *k, int64_t v)
+{
+    c->reply->bulk(c->sink, k, strlen(k));
+    c->reply->integer(c->sink, v);
+}
+
+/* Whole milliseconds, rounded up, of a non-negative span. */
+static int64_t sl_ms_up(int64_t ns)
+{
+    return ns <= 0 ? 0 : ns / 1000000 + (ns % 1000000 != 0);
+}
+
+/* SL.INSPECT key: what the store holds for the key, without changing it: a
+ * null when nothing; else its algorithm, its size, when it is "never seen"
+ * again and, for a policy's state (which names its limit), that limit and
+ * the units used under it. */
+static void sl_cmd_inspect(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_worker *w = CONN(c)->w;
+    sl_key_info info;
+    int rc = sl_store_inspect(w->srv->store, argv[1].ptr, argv[1].len, w->now, &info);
+    if (rc < 0) {
+        sl_reply_errorf(c, "%s", sl_strerror(rc));
+        return;
+    }
+    if (rc == 0) {
+        c->reply->null(c->sink);
+        return;
+    }
+    c->reply->map(c->sink, info.carried ? 7 : 4);
+    sl_kv_bulk(c, "algorithm", sl_algorithm_name(info.algorithm));
+    sl_kv_integer(c, "bytes", (int64_t)info.state_bytes);
+    sl_kv_integer(c, "reset_after_ms",
+                  info.expires_at >= SL_TIME_MAX ? -1 : sl_ms_up(info.expires_at - w->now));
+    sl_kv_integer(c, "carried", info.carried);
+    if (info.carried) {
+        sl_kv_integer(c, "limit", info.limit);
+        sl_kv_integer(c, "period_ms", sl_ms_up(info.period_ns));
+        sl_kv_integer(c, "used", info.used);
+    }
+}
+
+static void sl_reply_limit(sl_cmd_ctx *c, const sl_limit *l)
+{
+    c->reply->map(c->sink, 4);
+    sl_kv_bulk(c, "algorithm", sl_algorithm_name(l->algorithm));
+    sl_kv_integer(c, "limit", l->limit);
+    sl_kv_integer(c, "period_ms", sl_ms_up(l->period_ns));
+    sl_kv_integer(c, "burst", l->burst);
+}
+
+/* SL.POLICIES: the policies in force, each a map of its limit, key
+ * template, shadow flag, tiers and global limit. */
+static void sl_cmd_policies(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    const sl_config *cfg = c->config;
+    size_t n = cfg ? cfg->npolicies : 0;
+    c->reply->array(c->sink, n);
+    for (size_t i = 0; i < n; i++) {
+        const sl_policy *p = &cfg->policies[i];
+        c->reply->map(c->sink, 6);
+        sl_kv_bulk(c, "name", p->name);
+        c->reply->bulk(c->sink, "limit", 5);
+        sl_reply_limit(c, &p->limit);
+        sl_kv_bulk(c, "key", p->key);
+        sl_kv_integer(c, "shadow", p->shadow);
+        c->reply->bulk(c->sink, "tiers", 5);
+        c->reply->map(c->sink, p->ntiers);
+        for (size_t t = 0; t < p->ntiers; t++) {
+            c->reply->bulk(c->sink, p->tiers[t].name, strlen(p->tiers[t].name));
+            sl_reply_limit(c, &p->tiers[t].limit);
+        }
+        c->reply->bulk(c->sink, "global", 6);
+        if (p->has_global)
+            sl_reply_limit(c, &p->global);
+        else
+            c->reply->null(c->sink);
+    }
+}
+
+/* SAVE: writes the snapshot (--snapshot) now, as Redis's SAVE does; the
+ * worker that runs it waits for the write (takes on other workers go on). */
+static void sl_cmd_save(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    sl_server *srv = CONN(c)->w->srv;
+    if (!srv->cfg.snapshot) {
+        sl_reply_errorf(c, "no snapshot file: start sluiced with --snapshot FILE");
+        return;
+    }
+    struct timespec wall;
+    clock_gettime(CLOCK_REALTIME, &wall);
+    int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, sl_now_mono(),
+                                    (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec);
+    if (rc != SL_OK) {
+        int e = errno;
+        sl_log(SL_LOG_ERROR, "SAVE: snapshot %s: %s: %s", srv->cfg.snapshot, sl_strerror(rc),
+               strerror(e));
+        sl_reply_errorf(c, "snapshot %s: %s", srv->cfg.snapshot,
+                        rc == SL_ERR_IO ? strerror(e) : sl_strerror(rc));
+        return;
+    }
+    sl_log(SL_LOG_INFO, "snapshot written to %s (SAVE)", srv->cfg.snapshot);
+    c->reply->simple(c->sink, "OK");
+}
+
 static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     sl_server *srv = CONN(c)->w->srv;
@@ -634,6 +750,11 @@ static const sl_command sl_conn_commands[] = {
      "Not supported: answers an error (EXEC is atomic without it)", "key [key ...]", 0},
     {"unwatch", 1, SL_CMD_FAST | SL_CMD_LOADING, 0, 0, 0, sl_cmd_unwatch,
      "Answers OK: no key is ever watched", "", 0},
+    {"sl.inspect", 2, SL_CMD_READONLY | SL_CMD_FAST, 1, 1, 1, sl_cmd_inspect,
+     "Describes what the store holds for a key, without changing it", "key", 0},
+    {"sl.policies", 1, SL_CMD_READONLY | SL_CMD_LOADING, 0, 0, 0, sl_cmd_policies,
+     "Lists the policies in force", "", 0},
+    {"save", 1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_save, "Writes the snapshot file now", "", 0},
     {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 

@@ -1806,6 +1806,36 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
     return rc;
 }
 
+int sl_store_inspect(sl_store *s, const void *key, size_t keylen, int64_t now, sl_key_info *info)
+{
+    if (!s || !info)
+        return SL_ERR_ARGUMENT;
+    if (!key || keylen == 0 || keylen > s->max_key_len)
+        return SL_ERR_KEY;
+    memset(info, 0, sizeof *info);
+    uint64_t h = sl_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    sl_shard_lock(sh);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos < 0) {
+        sl_shard_unlock(sh);
+        return 0;
+    }
+    uint32_t v = sh->slots[pos];
+    uint64_t *rec = sl_shard_record(sh, v);
+    unsigned kind = sl_rec_meta_of(rec)->flags & SL_REC_ALGO_MASK;
+    uint64_t tick = sl_rec_expiry(rec);
+    info->algorithm = (sl_algorithm)(kind & ~SL_REC_CARRIED);
+    info->carried = (kind & SL_REC_CARRIED) != 0;
+    info->state_bytes = sl_shard_record_state_size(sh, v);
+    info->expires_at = tick >= SL_TICK_NEVER ? SL_TIME_MAX : (int64_t)(tick << SL_TICK_SHIFT);
+    if (info->carried)
+        sl_carry_describe(info->algorithm, sl_rec_state(rec), info->state_bytes, now, &info->limit,
+                          &info->period_ns, &info->used);
+    sl_shard_unlock(sh);
+    return 1;
+}
+
 /* Keys one sl_store_prefetch pass handles: enough to cover the misses of
  * a pipelined batch, few enough that the first lines are still there when
  * their takes run. */

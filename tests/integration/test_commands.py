@@ -135,11 +135,13 @@ def test_take_leaky_bucket_delays(client, key):
     assert 1200000 - 5000 < delays[1] <= 1200000, delays
 
 
-def test_take_state_is_per_algorithm(client, key):
+def test_take_one_state_per_key(client, key):
     decision(client, "SL.TAKE", key, 1, 3600)
     assert decision(client, "SL.TAKE", key, 1, 3600)["allowed"] == 0
-    d = decision(client, "SL.TAKE", key, 1, 3600, "ALGORITHM", "token_bucket")
-    assert d["allowed"] == 1, "another algorithm starts the key afresh: %r" % (d,)
+    client.send_command("SL.TAKE", key, 1, 3600, "ALGORITHM", "token_bucket")
+    e = client.read_reply()
+    assert isinstance(e, Error) and e.message.startswith("WRONGTYPE key holds a state of another"), e
+    assert decision(client, "SL.TAKE", key, 1, 3600)["allowed"] == 0, "no fresh budget"
 
 
 @pytest.mark.parametrize("period,ms", [("60", 60000), ("500ms", 500), ("30s", 30000), ("5m", 300000),
