@@ -70,7 +70,7 @@ def test_the_scripts_cover_the_reference_algorithms():
     names = {n for n, _ in LUA_CASES}
     assert {"cell_readme", "cell_reference_at_zero", "take_doc_example", "take_cost",
             "algorithm_token_bucket_admits_its_limit", "algorithm_fixed_window_admits_its_limit",
-            "take_state_is_per_algorithm"} <= names, names
+            } <= names, names
 
 
 @pytest.mark.parametrize("name,steps", LUA_CASES, ids=[n for n, _ in LUA_CASES])
