@@ -30,6 +30,7 @@ const char *sl_http_reason(int status)
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 408: return "Request Timeout";
+    case 409: return "Conflict";
     case 411: return "Length Required";
     case 413: return "Content Too Large"; /* RFC 9110's name for it */
     case 414: return "URI Too Long";

@@ -163,6 +163,6 @@ def test_http_answers_409_for_another_algorithm(make_server, key):
     assert requests.get(url, params={"key": key, "limit": 5, "period": 60}).status_code == 200
     r = requests.get(url, params={"key": key, "limit": 5, "period": 60,
                                   "algorithm": "sliding_window"})
-    assert r.status_code == 409, (r.status_code, r.text)
+    assert (r.status_code, r.reason) == (409, "Conflict"), (r.status_code, r.reason, r.text)
     assert "another algorithm" in r.json()["error"], r.text
     assert s.alive()
