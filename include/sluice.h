@@ -136,6 +136,7 @@ typedef struct sl_limit {
      * from sl_limit_init: windows at multiples of the period on the
      * caller's clock. */
     int64_t months;          /* > 0: windows of this many calendar months */
+    int64_t utc_offset_ns;   /* local wall time = UTC + this */
     int64_t local_offset_ns; /* local wall time = now + this (clock + UTC offset) */
     int64_t phase_ns;        /* windows begin where now = phase (mod period) */
 } sl_limit;
@@ -191,7 +192,8 @@ int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t pe
  *
  * Other algorithms keep no windows and ignore this (months then count as
  * the nominal period), except the sliding log, which keeps the trailing
- * period and refuses months. Call after sl_limit_init. Returns SL_OK, or
+ * period and refuses months. Call after sl_limit_init; call again with
+ * l->months and l->utc_offset_ns to move a limit to another clock. Returns SL_OK, or
  * SL_ERR_PERIOD for months out of [0, SL_MONTHS_MAX] or months on a
  * sliding log, SL_ERR_ARGUMENT for an offset out of range or a limit
  * sl_limit_init did not fill; *l is then unchanged.

@@ -107,10 +107,10 @@ int sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns, int64_t c
     if (utc_offset_ns < -SL_UTC_OFFSET_MAX || utc_offset_ns > SL_UTC_OFFSET_MAX ||
         clock_offset_ns < -SL_TIME_MAX || clock_offset_ns > SL_TIME_MAX)
         return SL_ERR_ARGUMENT;
-    bool windows = l->algorithm == SL_FIXED_WINDOW || l->algorithm == SL_SLIDING_WINDOW;
     if (months > 0 && l->algorithm == SL_SLIDING_LOG)
         return SL_ERR_PERIOD; /* a log keeps the trailing period, which has no calendar */
-    l->months = windows ? months : 0;
+    l->months = months; /* only the windows' sl_window_at reads it */
+    l->utc_offset_ns = utc_offset_ns;
     l->local_offset_ns = clock_offset_ns + utc_offset_ns;
     /* Boundaries where now + offset - 4 days (Monday 1970-01-05) is a
      * multiple of the period: now = 4 days - offset, modulo the period. */
