@@ -169,3 +169,28 @@ def test_bad_policy_offsets_are_refused(make_server, tmp_path):
         s.launch()
         assert s.proc.wait(timeout=20) == 2
         assert "bad.yaml:" in s.stderr() and msg in s.stderr(), s.stderr()
+
+
+def test_sighup_aligns_reloaded_policies(make_server, tmp_path):
+    """A policy added by a reload gets sluiced's clock offset too: its day still ends at
+    midnight at its UTC offset."""
+    import signal
+    cfg = tmp_path / "reload.yaml"
+    cfg.write_text("policies:\n  first: {limit: 3, period: 1h}\n")
+    s = make_server(args=["--config", str(cfg)])
+    cfg.write_text(CONFIG)
+    os.kill(s.proc.pid, signal.SIGHUP)
+    c = s.redis()
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            c.execute_command("SL.PEEK", "probe", 1, 1)  # a round trip
+            c.execute_command("SL.POLICY", "daily", "probe", "COST", 0)
+            break
+        except Exception as e:  # unknown policy until the reload is applied
+            assert "unknown policy" in str(e), e
+            assert time.monotonic() < deadline, "the reload was not applied"
+            time.sleep(0.05)
+    check_window(lambda: c.execute_command("SL.POLICY", "daily", uuid.uuid4().hex[:8]), "1d",
+                 "-05:00", "fixed_window", 1)
+    c.close()
