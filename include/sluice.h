@@ -132,6 +132,14 @@ typedef struct sl_limit {
     sl_divider by_reduced_period, by_den, by_period;
     sl_divider by_cell_interval_us; /* SL_LIMIT_CELL only */
     size_t state_size;              /* what sl_state_size() answers */
+
+    /* Where fixed and sliding windows begin (sl_limit_align); all zero
+     * from sl_limit_init: windows at multiples of the period on the
+     * caller's clock. */
+    int64_t months;          /* > 0: windows of this many calendar months */
+    int64_t utc_offset_ns;   /* local wall time = UTC + this */
+    int64_t local_offset_ns; /* local wall time = now + this (clock + UTC offset) */
+    int64_t phase_ns;        /* windows begin where now = phase (mod period) */
 } sl_limit;
 
 #define SL_LIMIT_CELL 1u
@@ -215,6 +223,43 @@ int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limi
  */
 int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, bool old_carried,
                    const void *old, size_t old_size, int64_t now);
+
+/* ---- windows on the wall clock and the calendar ---- */
+
+/* A mean Gregorian month (365.2425 days / 12): what a period of months is
+ * for the algorithms that meter a rate rather than count in windows. */
+#define SL_MONTH_NS INT64_C(2629746000000000)
+/* The most months in a window: its mean length stays within SL_SPAN_MAX. */
+#define SL_MONTHS_MAX 876
+/* The widest UTC offset: +-18:00. */
+#define SL_UTC_OFFSET_MAX (INT64_C(18) * 3600 * 1000000000)
+
+/*
+ * Puts the windows of a fixed or sliding window limit on the wall clock:
+ * the local wall time of `now` is now + clock_offset_ns + utc_offset_ns,
+ * where clock_offset_ns is (Unix time - now) for the caller's clock (0
+ * when `now` is Unix time; sluiced measures CLOCK_REALTIME -
+ * CLOCK_MONOTONIC once at start) and utc_offset_ns the local time's offset
+ * from UTC (-05:00 is -18 000 s).
+ *
+ * With months 0, windows of the limit's period begin where the local time,
+ * counted from Monday 1970-01-05 00:00, is a multiple of the period: a
+ * period dividing a day begins at local midnight (a day at midnight, an
+ * hour on the hour), a week (7 days) on Monday 00:00. With months n > 0,
+ * windows are n calendar months (28 to 31 days each), beginning at local
+ * midnight on the first of a month, every n months from January 1970
+ * (3 months: quarters; 12: years); the period given to sl_limit_init is
+ * then only the nominal length (n * SL_MONTH_NS).
+ *
+ * Other algorithms keep no windows and ignore this (months then count as
+ * the nominal period), except the sliding log, which keeps the trailing
+ * period and refuses months. Call after sl_limit_init; call again with
+ * l->months and l->utc_offset_ns to move a limit to another clock. Returns SL_OK, or
+ * SL_ERR_PERIOD for months out of [0, SL_MONTHS_MAX] or months on a
+ * sliding log, SL_ERR_ARGUMENT for an offset out of range or a limit
+ * sl_limit_init did not fill; *l is then unchanged.
+ */
+int sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns, int64_t clock_offset_ns);
 
 /* Bytes of state one key needs under *l (8-byte aligned; zero = never seen);
  * 0 for a limit that sl_limit_init did not fill. */

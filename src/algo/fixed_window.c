@@ -1,6 +1,8 @@
 /*
- * fixed_window.c: a counter per window of `period`, aligned to multiples of
- * the period on the caller's clock.
+ * fixed_window.c: a counter per window of `period`, aligned as the limit
+ * says (algo/calendar.h): at multiples of the period on the caller's clock,
+ * or, after sl_limit_align, on the wall clock at a UTC offset, weeks from
+ * Monday, or calendar months.
  *
  * At most `limit` units are admitted per window, but a caller can spend the
  * whole limit just before a boundary and again just after it: up to 2 * limit
@@ -8,10 +10,12 @@
  * when quotas reset on the clock ("1000 a day") rather than to smooth load.
  *
  * State: the start of the window the count belongs to, and the count. A
- * window lasts while start <= now < start + period; a rebased state keeps its
- * own window until it ends, then windows are aligned again.
+ * window lasts while start <= now < end, end being sl_window_end(start); a
+ * rebased state keeps its own window until it ends, then windows are
+ * aligned again.
  */
 #include "algo/algo.h"
+#include "algo/calendar.h"
 #include "common/arith.h"
 
 typedef struct sl_fixed_window_state {
@@ -34,11 +38,10 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
                        sl_decision *d)
 {
     sl_fixed_window_state *s = state;
-    int64_t start = s->start, count = s->count;
-    int64_t p = l->period_ns;
+    int64_t start = s->start, count = s->count, end = 0;
 
-    if (count <= 0 || count > l->limit || now < start || now - start >= p) {
-        start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
+    if (count <= 0 || count > l->limit || now < start || now >= (end = sl_window_end(l, start))) {
+        sl_window_at(l, now, &start, &end);
         count = 0;
     }
 
@@ -53,16 +56,16 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
             s->count = count;
         }
     } else {
-        d->retry_after_ns = start + p - now;
+        d->retry_after_ns = end - now;
     }
     d->remaining = l->limit - count;
-    d->reset_after_ns = count == 0 ? 0 : start + p - now;
+    d->reset_after_ns = count == 0 ? 0 : end - now;
 }
 
 static int64_t sl_fw_expires_at(const sl_limit *l, const void *state)
 {
     const sl_fixed_window_state *s = state;
-    return s->count <= 0 ? 0 : sl_add_clamp(s->start, l->period_ns, SL_TIME_MAX);
+    return s->count <= 0 ? 0 : sl_min64(sl_window_end(l, s->start), SL_TIME_MAX);
 }
 
 static void sl_fw_rebase(void *state, size_t size, int64_t delta_ns)

@@ -2,28 +2,37 @@
  * sliding_window.c: the sliding window counter.
  *
  * Two counters: the units admitted in the current aligned window and in the
- * previous one. The sliding window (now - period, now] holds the nanoseconds
- * now - period + 1 .. now, which overlap period - 1 - elapsed of the previous
- * window's period nanoseconds, `elapsed` being now's offset in the current
- * window. The count over it is estimated as if the previous window's units
- * were spread evenly:
+ * previous one (windows as algo/calendar.h places them). With `p` the length
+ * of the current window and `elapsed` now's offset in it, the previous
+ * window is weighted by the share of the current one still to come,
+ * (p - 1 - elapsed) / p, as if its units were spread evenly:
  *
- *     estimate = prev * (period - 1 - elapsed) / period + cur
+ *     estimate = prev * (p - 1 - elapsed) / p + cur
  *
  * and a take of `cost` is admitted when estimate + cost <= limit, compared
- * exactly as prev * (period - 1 - elapsed) + (cur + cost) * period
- * <= limit * period, without dividing.
+ * exactly as prev * (p - 1 - elapsed) + (cur + cost) * p <= limit * p,
+ * without dividing.
+ *
+ * For a fixed period that weight is the overlap of the sliding window
+ * (now - p, now], the nanoseconds now - p + 1 .. now, with the previous
+ * window. Calendar months differ in length (28 to 31 days), so the sliding
+ * window is defined by proportion instead: it begins as far into the
+ * previous window, as a fraction of that window's length, as now is into
+ * the current one, and the previous window counts by its overlap with it,
+ * which is again the fraction (p - 1 - elapsed) / p of it. Halfway through
+ * March it reaches back to halfway through February.
  *
  * Error bound (docs/algorithms.md): where the previous window's units were
- * bunched late, the true count over (now - period, now] exceeds the estimate
- * by at most prev * (elapsed + 1) / period, so it never exceeds
- * limit + prev * (elapsed + 1) / period < 2 * limit; and each aligned window
+ * bunched late, the true count over the sliding window exceeds the estimate
+ * by at most prev * (elapsed + 1) / p, so it never exceeds
+ * limit + prev * (elapsed + 1) / p < 2 * limit; and each aligned window
  * holds at most `limit`. Where they were spread evenly, the estimate is the
  * true count.
  *
  * State: the start of the current window and both counts; 24 bytes.
  */
 #include "algo/algo.h"
+#include "algo/calendar.h"
 #include "common/arith.h"
 
 typedef struct sl_sliding_window_state {
@@ -47,25 +56,26 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
                        sl_decision *d)
 {
     sl_sliding_window_state *s = state;
-    int64_t p = l->period_ns, lim = l->limit;
-    int64_t start = s->start, cur = s->cur, prev = s->prev;
+    int64_t lim = l->limit;
+    int64_t start = s->start, cur = s->cur, prev = s->prev, end = 0;
 
     if (cur < 0 || cur > lim || prev < 0 || prev > lim || now < start) {
         cur = prev = 0; /* never seen, or not a state of this limit */
-        start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
-    } else if (now - start >= p) {
-        if (now - start < 2 * p) { /* the next window: cur becomes prev */
-            start += p;
+    } else if (now >= (end = sl_window_end(l, start))) {
+        if (now < sl_window_end(l, end)) { /* the next window: cur becomes prev */
+            start = end;
             prev = cur;
         } else {
-            start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
             prev = 0;
         }
         cur = 0;
     }
     if (cur == 0 && prev == 0)
-        start = (int64_t)sl_divide(&l->by_period, (uint64_t)now) * p;
+        sl_window_at(l, now, &start, &end);
+    else
+        end = sl_window_end(l, start);
 
+    int64_t p = end - start;                 /* this window's length */
     int64_t overlap = p - 1 - (now - start); /* of prev's ns, still in the window */
     /* prev's weighted share, exactly: prev * overlap / p */
     sl_u128 weighted = (sl_u128)(uint64_t)prev * (uint64_t)overlap;
@@ -88,25 +98,26 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
         int64_t room = sl_muldiv_floor(lim - cur - cost, p, prev);
         d->retry_after_ns = start + (p - 1 - sl_min64(room, p - 1)) - now;
     } else {
-        /* Not before the next window, where cur becomes prev (cur > 0):
-         * cur * (p - 1 - e) <= (lim - cost) * p. */
-        int64_t room = sl_muldiv_floor(lim - cost, p, cur);
-        d->retry_after_ns = start + p + (p - 1 - sl_min64(room, p - 1)) - now;
+        /* Not before the next window (of length pn), where cur becomes prev
+         * (cur > 0): cur * (pn - 1 - e) <= (lim - cost) * pn. */
+        int64_t pn = sl_window_end(l, end) - end;
+        int64_t room = sl_muldiv_floor(lim - cost, pn, cur);
+        d->retry_after_ns = end + (pn - 1 - sl_min64(room, pn - 1)) - now;
     }
-    int64_t share = weighted <= UINT64_MAX
+    int64_t share = l->months == 0 && weighted <= UINT64_MAX
                         ? (int64_t)sl_divide_ceil(&l->by_period, (uint64_t)weighted)
                         : (int64_t)(weighted / (uint64_t)p) + (weighted % (uint64_t)p != 0);
     d->remaining = sl_max64(lim - cur - share, 0);
-    d->reset_after_ns = cur > 0 ? start + 2 * p - now : prev > 0 ? start + p - now : 0;
+    d->reset_after_ns = cur > 0 ? sl_window_end(l, end) - now : prev > 0 ? end - now : 0;
 }
 
 static int64_t sl_sw_expires_at(const sl_limit *l, const void *state)
 {
     const sl_sliding_window_state *s = state;
     if (s->cur > 0)
-        return sl_add_clamp(s->start, 2 * l->period_ns, SL_TIME_MAX);
+        return sl_min64(sl_window_end(l, sl_window_end(l, s->start)), SL_TIME_MAX);
     if (s->prev > 0)
-        return sl_add_clamp(s->start, l->period_ns, SL_TIME_MAX);
+        return sl_min64(sl_window_end(l, s->start), SL_TIME_MAX);
     return 0;
 }
 

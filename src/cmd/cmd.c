@@ -182,19 +182,24 @@ bool sl_arg_int(sl_cmd_ctx *c, const sl_resp_slice *a, int64_t *out)
     return false;
 }
 
-bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int64_t *ns)
+bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int64_t *ns,
+                   int64_t *months)
 {
-    int rc = sl_parse_duration(a->ptr, a->len, ns);
+    int64_t none;
+    int rc = sl_parse_period(a->ptr, a->len, ns, months ? months : &none);
+    if (rc == 0 && !months && none > 0)
+        rc = -1; /* a duration was asked for, not calendar months */
     if (rc == -2)
         sl_reply_errorf(c, "%s must be a positive duration of at most 73 years", what);
     else if (rc != 0)
-        sl_reply_errorf(c, "%s is not a duration: use seconds, or a number with ms, s, m, h or d",
-                        what);
+        sl_reply_errorf(c, "%s is not a duration: use seconds, or a number with ms, s, m, h, d, "
+                           "w%s",
+                        what, months ? " or mo" : "");
     return rc == 0;
 }
 
 int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
-                    const sl_limit **out)
+                    int64_t months, int64_t utc_offset_ns, const sl_limit **out)
 {
     struct sl_limit_cache_entry *e = NULL;
     if (cache) {
@@ -202,8 +207,10 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
         h = (h ^ (uint64_t)a) * UINT64_C(0xBF58476D1CE4E5B9);
         h = (h ^ (uint64_t)b) * UINT64_C(0x94D049BB133111EB);
         h = (h ^ (uint64_t)d) * UINT64_C(0x9E3779B97F4A7C15);
+        h = (h ^ (uint64_t)months ^ (uint64_t)utc_offset_ns << 8) * UINT64_C(0xBF58476D1CE4E5B9);
         e = &cache->slot[(h >> 32) % SL_LIMIT_CACHE_SLOTS];
-        if (e->kind == kind + 2 && e->p1 == a && e->p2 == b && e->p3 == d) {
+        if (e->kind == kind + 2 && e->p1 == a && e->p2 == b && e->p3 == d &&
+            e->months == months && e->utc_offset_ns == utc_offset_ns) {
             *out = &e->limit;
             return SL_OK;
         }
@@ -211,6 +218,8 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
     sl_limit tmp, *l = e ? &e->limit : &tmp;
     int rc = kind < 0 ? sl_limit_init_cell(l, a, b, d)
                       : sl_limit_init(l, (sl_algorithm)kind, a, b, d);
+    if (rc == SL_OK && kind >= 0)
+        rc = sl_limit_align(l, months, utc_offset_ns, cache ? cache->clock_offset_ns : 0);
     if (e) {
         e->kind = 0; /* empty unless valid */
         if (rc == SL_OK) {
@@ -218,6 +227,8 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
             e->p1 = a;
             e->p2 = b;
             e->p3 = d;
+            e->months = months;
+            e->utc_offset_ns = utc_offset_ns;
         }
     }
     if (rc != SL_OK)
@@ -232,29 +243,40 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
 }
 
 /* A limit from (kind, a, b, c), kind < 0 for redis-cell's, through the
- * connection's cache. */
+ * connection's cache; windows at UTC, periods of no months. */
 static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64_t d,
                         const sl_limit **out)
 {
-    return sl_limit_cached(c->limit_cache, kind, a, b, d, out);
+    return sl_limit_cached(c->limit_cache, kind, a, b, d, 0, 0, out);
+}
+
+/* The error of a limit that months cannot describe, else of its numbers. */
+static void sl_reply_limit_status(sl_cmd_ctx *c, int rc, sl_algorithm algo, int64_t months)
+{
+    if (rc == SL_ERR_PERIOD && months > 0 && algo == SL_SLIDING_LOG)
+        sl_reply_errorf(c, "sliding_log cannot count calendar months: give its period in days "
+                           "or weeks, or use fixed_window or sliding_window");
+    else
+        sl_reply_status(c, rc);
 }
 
 /*
- * Parses "limit period [BURST b] [COST c] [ALGORITHM a]" from argv[*i], up to
- * argc or the next LIMIT keyword, and builds the limit. Replies the error and
- * returns false on bad input.
+ * Parses "limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o]" from
+ * argv[*i], up to argc or the next LIMIT keyword, and builds the limit.
+ * Replies the error and returns false on bad input.
  */
 static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
                          const sl_limit **l, int64_t *cost)
 {
-    int64_t limit, period, burst = 0;
+    int64_t limit, period, months, burst = 0, utc_offset = 0;
     sl_algorithm algo = SL_GCRA;
     *cost = 1;
     if (*i + 2 > argc) {
         sl_reply_errorf(c, "syntax error: a limit needs a count and a period");
         return false;
     }
-    if (!sl_arg_int(c, &argv[*i], &limit) || !sl_arg_period(c, &argv[*i + 1], "period", &period))
+    if (!sl_arg_int(c, &argv[*i], &limit) ||
+        !sl_arg_period(c, &argv[*i + 1], "period", &period, &months))
         return false;
     for (*i += 2; *i < argc && !sl_arg_is(&argv[*i], "LIMIT"); *i += 2) {
         const sl_resp_slice *opt = &argv[*i];
@@ -277,6 +299,13 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
                                 (int)(val->len > 32 ? 32 : val->len), val->ptr);
                 return false;
             }
+        } else if (sl_arg_is(opt, "UTCOFFSET")) {
+            if (sl_parse_utc_offset(val->ptr, val->len, &utc_offset) != 0) {
+                sl_reply_errorf(c, "UTCOFFSET must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most "
+                                   "18 hours (got '%.*s')",
+                                (int)(val->len > 32 ? 32 : val->len), val->ptr);
+                return false;
+            }
         } else {
             sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
                             (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
@@ -287,9 +316,9 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
         sl_reply_status(c, SL_ERR_COST);
         return false;
     }
-    int rc = sl_limit_get(c, algo, limit, period, burst, l);
+    int rc = sl_limit_cached(c->limit_cache, algo, limit, period, burst, months, utc_offset, l);
     if (rc != SL_OK) {
-        sl_reply_status(c, rc);
+        sl_reply_limit_status(c, rc, algo, months);
         return false;
     }
     return true;
@@ -327,7 +356,7 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     R->integers(c->sink, out, 5);
 }
 
-/* SL.TAKE / SL.PEEK key limit period [BURST b] [COST c] [ALGORITHM a] */
+/* SL.TAKE / SL.PEEK key limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o] */
 static void sl_cmd_take_or_peek(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, bool peek)
 {
     int i = 2;
@@ -601,13 +630,16 @@ const sl_command sl_rate_commands[] = {
      "Takes from a GCRA limit as redis-cell does", "key max_burst count_per_period period [quantity]",
      0},
     {"sl.take", -4, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_take,
-     "Takes from an ad-hoc limit", "key limit period [BURST burst] [COST cost] [ALGORITHM name]", 0},
+     "Takes from an ad-hoc limit",
+     "key limit period [BURST burst] [COST cost] [ALGORITHM name] [UTCOFFSET offset]", 0},
     {"sl.peek", -4, SL_CMD_READONLY | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_peek,
      "Answers what SL.TAKE would, consuming nothing",
-     "key limit period [BURST burst] [COST cost] [ALGORITHM name]", 0},
+     "key limit period [BURST burst] [COST cost] [ALGORITHM name] [UTCOFFSET offset]", 0},
     {"sl.takemany", -6, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_takemany,
      "Takes from up to 8 limits, all or nothing",
-     "numkeys key [key ...] LIMIT limit period [BURST b] [COST c] [ALGORITHM a] [LIMIT ...]", 1},
+     "numkeys key [key ...] LIMIT limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o] "
+     "[LIMIT ...]",
+     1},
     {"sl.policy", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_policy,
      "Takes from a policy of the config file", "policy key [COST cost] [TIER tier]", 0},
     {"sl.reset", -2, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, -1, 1, sl_cmd_reset,

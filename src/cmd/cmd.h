@@ -62,27 +62,35 @@ typedef struct sl_exec_ops {
 
 /* A small per-thread cache of prepared limits: sl_limit_init costs several
  * takes, and ad-hoc commands repeat the same few limits. Direct-mapped.
- * sluiced keeps one per worker, shared by its RESP and HTTP faces. */
+ * sluiced keeps one per worker, shared by its RESP and HTTP faces.
+ * clock_offset_ns is the face's clock's offset from Unix time (Unix time -
+ * now; 0 when now is Unix time, as in the module), with which every limit
+ * is aligned (sl_limit_align): set it before the first call, and empty the
+ * cache (zero it) to change it. */
 #define SL_LIMIT_CACHE_SLOTS 64
 typedef struct sl_limit_cache {
     struct sl_limit_cache_entry {
         int64_t kind, p1, p2, p3; /* what it was built from; kind 0 = empty */
+        int64_t months, utc_offset_ns;
         sl_limit limit;
     } slot[SL_LIMIT_CACHE_SLOTS];
+    int64_t clock_offset_ns;
 } sl_limit_cache;
 
 /*
  * A prepared limit, from the cache when it holds one built from the same
  * parameters, else built and kept there. kind is an sl_algorithm, with
- * (a, b, d) sl_limit_init's (limit, period_ns, burst); or -1 for redis-cell's
- * (max_burst, count_per_period, period_seconds) of sl_limit_init_cell.
+ * (a, b, d) sl_limit_init's (limit, period_ns, burst), and the windows
+ * aligned by sl_limit_align(months, utc_offset_ns, the cache's clock
+ * offset); or -1 for redis-cell's (max_burst, count_per_period,
+ * period_seconds) of sl_limit_init_cell (months and utc_offset_ns 0).
  * Returns SL_OK with *out pointing into the cache (valid until the next call
- * on it: copy the limit to keep it), or sl_limit_init's error. cache may be
- * NULL: *out then points at a thread-local copy, valid until the thread's
- * next call.
+ * on it: copy the limit to keep it), or sl_limit_init's or sl_limit_align's
+ * error. cache may be NULL: *out then points at a thread-local copy, valid
+ * until the thread's next call, aligned for a clock that is Unix time.
  */
 int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
-                    const sl_limit **out);
+                    int64_t months, int64_t utc_offset_ns, const sl_limit **out);
 
 typedef struct sl_cmd_ctx {
     const sl_reply_ops *reply;
@@ -168,8 +176,11 @@ void sl_reply_errorf(sl_cmd_ctx *c, const char *fmt, ...) __attribute__((format(
 bool sl_arg_int(sl_cmd_ctx *c, const sl_resp_slice *a, int64_t *out);
 
 /* Parses a period: an integer number of seconds, or an integer with a unit
- * ms, s, m, h or d; into nanoseconds. Else replies an error naming `what`. */
-bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int64_t *ns);
+ * ms, s, m, h, d or w; into nanoseconds; and, when months is not NULL, mo
+ * for calendar months (*months; 0 for a duration). Else replies an error
+ * naming `what`. */
+bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int64_t *ns,
+                   int64_t *months);
 
 /* Is the argument equal to the keyword (case-insensitive)? */
 bool sl_arg_is(const sl_resp_slice *a, const char *keyword);

@@ -101,8 +101,10 @@ static int sl_bool_value(sl_loader *ld, const yaml_node_t *v, const char *where,
     return sl_fail(ld, v, "%s: %s must be true or false (got %s)", where, what, sl_quote(v, q));
 }
 
-/* A limit from a mapping {algorithm, limit, period, burst}. `base` gives the
- * defaults (a tier inherits its policy's algorithm), NULL for none. */
+/* A limit from a mapping {algorithm, limit, period, burst, utc_offset}.
+ * `base` gives the defaults (a tier inherits its policy's algorithm and UTC
+ * offset), NULL for none. Windows are aligned for a clock that is Unix
+ * time; sl_config_align moves them to another. */
 static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where,
                           const sl_limit *base, sl_limit *out, const char *const *extra)
 {
@@ -110,8 +112,9 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
     if (!m || m->type != YAML_MAPPING_NODE)
         return sl_fail(ld, m, "%s must be a mapping with limit and period", where);
     sl_algorithm algo = base ? base->algorithm : SL_GCRA;
-    int64_t limit = 0, period = 0, burst = 0;
-    const yaml_node_t *at_limit = NULL;
+    int64_t limit = 0, period = 0, burst = 0, months = 0;
+    int64_t utc_offset = base ? base->utc_offset_ns : 0;
+    const yaml_node_t *at_limit = NULL, *at_period = NULL;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
         if (sl_key_is(k, "algorithm")) {
@@ -126,11 +129,19 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
                 return -1;
             at_limit = v;
         } else if (sl_key_is(k, "period")) {
-            int rc = sl_is_scalar(v) ? sl_parse_duration(sl_scalar(v), v->data.scalar.length, &period)
+            int rc = sl_is_scalar(v) ? sl_parse_period(sl_scalar(v), v->data.scalar.length,
+                                                       &period, &months)
                                      : -1;
             if (rc != 0)
                 return sl_fail(ld, v, "%s: period must be a positive duration: seconds, or a "
-                                      "number with ms, s, m, h or d (got %s)",
+                                      "number with ms, s, m, h, d, w or mo (got %s)",
+                               where, sl_quote(v, q));
+            at_period = v;
+        } else if (sl_key_is(k, "utc_offset")) {
+            if (!sl_is_scalar(v) ||
+                sl_parse_utc_offset(sl_scalar(v), v->data.scalar.length, &utc_offset) != 0)
+                return sl_fail(ld, v, "%s: utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, "
+                                      "at most 18 hours (got %s)",
                                where, sl_quote(v, q));
         } else if (sl_key_is(k, "burst")) {
             if (sl_int_value(ld, v, where, "burst", 0, &burst))
@@ -150,6 +161,14 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
     int rc = sl_limit_init(out, algo, limit, period, burst);
     if (rc != SL_OK)
         return sl_fail(ld, at_limit ? at_limit : m, "%s: %s", where, sl_strerror(rc));
+    rc = sl_limit_align(out, months, utc_offset, 0);
+    if (rc == SL_ERR_PERIOD && algo == SL_SLIDING_LOG)
+        return sl_fail(ld, at_period, "%s: sliding_log cannot count calendar months: give its "
+                                      "period in days or weeks, or use fixed_window or "
+                                      "sliding_window",
+                       where);
+    if (rc != SL_OK)
+        return sl_fail(ld, at_period, "%s: %s", where, sl_strerror(rc));
     /* A policy's states name their limit, so that a key moved to another
      * tier, or a limit changed by a reload, keeps the units it has used
      * (see "Carried states" in sluice.h). Every algorithm a policy may have
@@ -359,6 +378,21 @@ int sl_config_load(const char *path, sl_config **out, char *err, size_t errlen)
     return rc;
 }
 
+void sl_config_align(sl_config *c, int64_t clock_offset_ns)
+{
+    for (size_t i = 0; c && i < c->npolicies; i++) {
+        sl_policy *p = &c->policies[i];
+        /* Every limit was aligned once when loaded, so these cannot fail. */
+        sl_limit_align(&p->limit, p->limit.months, p->limit.utc_offset_ns, clock_offset_ns);
+        if (p->has_global)
+            sl_limit_align(&p->global, p->global.months, p->global.utc_offset_ns,
+                           clock_offset_ns);
+        for (size_t t = 0; t < p->ntiers; t++)
+            sl_limit_align(&p->tiers[t].limit, p->tiers[t].limit.months,
+                           p->tiers[t].limit.utc_offset_ns, clock_offset_ns);
+    }
+}
+
 void sl_config_free(sl_config *c)
 {
     if (!c)
@@ -384,22 +418,26 @@ static const char *sl_limit_text(const sl_limit *l, char *buf, size_t cap)
         p /= 1000000;
         unit = "ms";
     }
-    snprintf(buf, cap, "%s %lld per %lld%s, burst %lld", sl_algorithm_name(l->algorithm),
-             (long long)l->limit, p, unit, (long long)l->burst);
+    int n = snprintf(buf, cap, "%s %lld per %lld%s, burst %lld", sl_algorithm_name(l->algorithm),
+                     (long long)l->limit, p, unit, (long long)l->burst);
+    long long off = (long long)(l->utc_offset_ns / 60000000000);
+    if (off != 0 && n > 0 && (size_t)n < cap)
+        snprintf(buf + n, cap - (size_t)n, ", utc_offset %c%02lld:%02lld", off < 0 ? '-' : '+',
+                 (off < 0 ? -off : off) / 60, (off < 0 ? -off : off) % 60);
     return buf;
 }
 
 static bool sl_limit_same(const sl_limit *a, const sl_limit *b)
 {
     return a->algorithm == b->algorithm && a->limit == b->limit && a->period_ns == b->period_ns &&
-           a->burst == b->burst;
+           a->burst == b->burst && a->months == b->months && a->utc_offset_ns == b->utc_offset_ns;
 }
 
 /* One changed limit of a reload, if it changed. */
 static void sl_reload_limit(const char *pname, const char *what, const sl_limit *old,
                             const sl_limit *next, void (*say)(void *, const char *), void *arg)
 {
-    char line[512], a[96], b[96];
+    char line[512], a[128], b[128];
     if (sl_limit_same(old, next))
         return;
     snprintf(line, sizeof line,

@@ -8,7 +8,8 @@
  *     api:
  *       algorithm: gcra         # default gcra
  *       limit: 100              # units per period (required)
- *       period: 1m              # seconds, or 500ms, 30s, 5m, 2h, 1d (required)
+ *       period: 1m              # seconds, or 500ms, 30s, 5m, 2h, 1d, 1w, 1mo (required)
+ *       utc_offset: -05:00      # windows at local midnight there; default UTC
  *       burst: 20               # default: limit
  *       key: "api:{key}"        # the store key; default "{policy}:{key}"
  *       shadow: false           # dry run: decide and count, never refuse
@@ -89,6 +90,11 @@ void sl_config_free(sl_config *c);
  */
 void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                                void (*say)(void *arg, const char *line), void *arg);
+
+/* Aligns every limit of c for a clock that reads Unix time minus
+ * clock_offset_ns (sl_limit_align); as loaded, limits are aligned for Unix
+ * time (offset 0), which is the module's clock. c may be NULL. */
+void sl_config_align(sl_config *c, int64_t clock_offset_ns);
 
 /* The policy called `name` (len bytes), or NULL. */
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len);

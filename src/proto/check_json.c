@@ -31,11 +31,13 @@ enum {
     F_POLICY = 1 << 6,
     F_TIER = 1 << 7,
     F_LIMITS = 1 << 8,
+    F_UTC_OFFSET = 1 << 9,
 };
 
 /* The fields' names, in the order of their bits: field_names[i] is 1 << i's. */
 static const char *const field_names[] = {
-    "key", "limit", "period", "burst", "cost", "algorithm", "policy", "tier", "limits",
+    "key",    "limit", "period", "burst",  "cost",
+    "algorithm", "policy", "tier",  "limits", "utc_offset",
 };
 
 #define NFIELDS (sizeof field_names / sizeof field_names[0])
@@ -58,6 +60,7 @@ static unsigned field_bit(const char *s, size_t n)
     case 5: return IS("limit") ? F_LIMIT : IS("burst") ? F_BURST : 0;
     case 6: return IS("period") ? F_PERIOD : IS("policy") ? F_POLICY : IS("limits") ? F_LIMITS : 0;
     case 9: return IS("algorithm") ? F_ALGORITHM : 0;
+    case 10: return IS("utc_offset") ? F_UTC_OFFSET : 0;
     default: return 0;
     }
 #undef IS
@@ -71,6 +74,7 @@ typedef struct raw {
     const char *key;
     size_t keylen;
     int64_t limit, period_ns, burst, cost;
+    int64_t months, utc_offset_ns; /* calendar months of the period; the windows' offset */
     sl_algorithm algorithm;
     const char *policy, *tier;
     size_t policy_len, tier_len;
@@ -158,18 +162,28 @@ static int take_string(sl_http_check *c, raw *r, unsigned bit, const char *prefi
     return 0;
 }
 
-/* A period given as text: seconds, or the duration syntax of duration.h. */
+/* A period given as text: seconds, or the period syntax of duration.h. */
 static int take_period_text(sl_http_check *c, raw *r, const char *prefix, const char *s,
                             size_t n)
 {
-    int rc = sl_parse_duration(s, n, &r->period_ns);
+    int rc = sl_parse_period(s, n, &r->period_ns, &r->months);
     if (rc == -2)
         return check_fail(c, 400, prefix, "period",
                           "period must be a positive duration of at most 73 years");
     if (rc != 0)
         return check_fail(c, 400, prefix, "period",
-                          "period is not a duration: use seconds, or a number with ms, s, m, h "
-                          "or d");
+                          "period is not a duration: use seconds, or a number with ms, s, m, h, "
+                          "d, w or mo");
+    return 0;
+}
+
+/* A UTC offset for the windows: "+05:30", "-0500", "+05" or "Z". */
+static int take_utc_offset_text(sl_http_check *c, raw *r, const char *prefix, const char *s,
+                                size_t n)
+{
+    if (sl_parse_utc_offset(s, n, &r->utc_offset_ns) != 0)
+        return check_fail(c, 400, prefix, "utc_offset",
+                          "utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most 18 hours");
     return 0;
 }
 
@@ -191,7 +205,7 @@ static int take_int(raw *r, unsigned bit, int64_t v)
 static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_policy)
 {
     if (r->given & F_POLICY) {
-        static const unsigned clash[] = {F_LIMIT, F_PERIOD, F_BURST, F_ALGORITHM};
+        static const unsigned clash[] = {F_LIMIT, F_PERIOD, F_BURST, F_ALGORITHM, F_UTC_OFFSET};
         for (size_t i = 0; i < sizeof clash / sizeof clash[0]; i++)
             if (r->given & clash[i])
                 return check_fail(c, 400, prefix, field_name(clash[i]),
@@ -224,10 +238,19 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
         return check_fail(c, 400, prefix, "limit", "limit is required (or give a policy)");
     if (!(r->given & F_PERIOD))
         return check_fail(c, 400, prefix, "period", "period is required");
-    int rc = c->make_limit ? c->make_limit(c->make_limit_ctx, &it->limit, r->algorithm, r->limit,
-                                           r->period_ns, r->burst)
-                           : sl_limit_init(&it->limit, r->algorithm, r->limit, r->period_ns,
-                                           r->burst);
+    int rc;
+    if (c->make_limit) {
+        rc = c->make_limit(c->make_limit_ctx, &it->limit, r->algorithm, r->limit, r->period_ns,
+                           r->burst, r->months, r->utc_offset_ns);
+    } else {
+        rc = sl_limit_init(&it->limit, r->algorithm, r->limit, r->period_ns, r->burst);
+        if (rc == SL_OK)
+            rc = sl_limit_align(&it->limit, r->months, r->utc_offset_ns, 0);
+    }
+    if (rc == SL_ERR_PERIOD && r->months > 0 && r->algorithm == SL_SLIDING_LOG)
+        return check_fail(c, 400, prefix, "period",
+                          "sliding_log cannot count calendar months: give its period in days or "
+                          "weeks, or use fixed_window or sliding_window");
     if (rc != SL_OK) {
         const char *f = rc == SL_ERR_LIMIT    ? "limit"
                         : rc == SL_ERR_PERIOD ? "period"
@@ -321,6 +344,9 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         case F_PERIOD:
             rc = take_period_text(c, &r, NULL, val, n);
             break;
+        case F_UTC_OFFSET:
+            rc = take_utc_offset_text(c, &r, NULL, val, n);
+            break;
         default:
             rc = take_string(c, &r, bit, NULL, val, n);
             break;
@@ -337,7 +363,8 @@ int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len)
     check_begin(c);
     raw r;
     raw_init(&r);
-    unsigned all = F_KEY | F_LIMIT | F_PERIOD | F_BURST | F_COST | F_ALGORITHM | F_POLICY | F_TIER;
+    unsigned all = F_KEY | F_LIMIT | F_PERIOD | F_BURST | F_COST | F_ALGORITHM | F_POLICY | F_TIER |
+                   F_UTC_OFFSET;
     if (take_query(c, &r, query, len, all) < 0)
         return -1;
     return finish_item(c, &r, NULL, true);
@@ -461,6 +488,12 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
                                       "period must be a positive duration of at most 73 years");
                 r->period_ns = x * NS_PER_S;
             }
+            break;
+        case F_UTC_OFFSET:
+            if (!cJSON_IsString(m))
+                return check_fail(c, 400, prefix, f, "utc_offset must be a string such as "
+                                                     "\"-05:00\"");
+            rc = take_utc_offset_text(c, r, prefix, m->valuestring, strlen(m->valuestring));
             break;
         default:
             if (!cJSON_IsString(m))

@@ -109,7 +109,10 @@ static const sl_reply_ops slm_sink = {
  * monotonic one: states are stored in keys that outlive the process (RDB,
  * AOF) and move to replicas, so their times must mean the same on every
  * server and after a restart; and Redis expires keys on this same clock.
- * A clock stepped back only makes a limit stricter for a while.
+ * A clock stepped back only makes a limit stricter for a while. Since now
+ * is Unix time, the limit cache's clock offset stays 0 (slm_limits is
+ * zeroed): windows fall on the wall clock as sluiced's do, which aligns
+ * its monotonic clock through the offset it measured at start.
  */
 static int64_t slm_now(void)
 {

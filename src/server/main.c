@@ -34,6 +34,24 @@ static int64_t sl_now_wall(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/*
+ * Unix time minus the store's clock, from one reading of each (the wall
+ * clock read between two monotonic readings, against their midpoint).
+ * sluiced's store runs on the monotonic clock, which never steps, and
+ * windows are put on the wall clock through this offset instead
+ * (sl_limit_align). It is measured once, at start: a wall clock stepped
+ * later (an NTP step, date -s) does not move the windows, which stay where
+ * the wall clock put them at start, and no window is cut short or
+ * stretched by the step. A restart measures again; states restored from
+ * a snapshot are rebased by the wall clock, so each keeps its window until
+ * that ends, and the next one is aligned on the wall clock as it is then.
+ */
+static int64_t sl_measure_clock_offset(void)
+{
+    int64_t before = sl_now_mono(), wall = sl_now_wall(), after = sl_now_mono();
+    return wall - (before + (after - before) / 2);
+}
+
 static void sl_usage(FILE *f)
 {
     fprintf(f,
@@ -299,6 +317,7 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
         sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s", err);
         return;
     }
+    sl_config_align(next, srv->clock_offset_ns);
     sl_config_describe_reload(atomic_load(&srv->config), next, sl_say_reload, NULL);
     srv->retired = atomic_exchange(&srv->config, next);
     sl_metrics_reset_policies(srv); /* the indexes now name other policies */
@@ -376,6 +395,7 @@ int main(int argc, char **argv)
         .http_auth_header = "X-Api-Key",
         .http_deny_status = 429,
     };
+    srv->clock_offset_ns = sl_measure_clock_offset();
     /* The config file first, then the flags: a flag wins over the file. */
     int rc;
     const char *config_path = sl_find_config_flag(argc, argv);
@@ -386,6 +406,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "sluiced: %s\n", err);
             return 2;
         }
+        sl_config_align(conf, srv->clock_offset_ns);
         atomic_store(&srv->config, conf);
         rc = sl_apply_settings(conf, config_path, &srv->cfg);
         if (rc != 0)

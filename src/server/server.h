@@ -114,6 +114,10 @@ typedef struct sl_server {
     /* counters for INFO (the per-command ones are in the workers) */
     atomic_uint_fast64_t connections_received, rejected_connections;
     int64_t started_mono;
+    /* Unix time minus the store's clock (sl_now_mono), measured once at
+     * start: the offset every limit's windows are aligned with, so that
+     * they fall on the wall clock (sl_limit_align). See main.c. */
+    int64_t clock_offset_ns;
     /* The policies: replaced whole on SIGHUP. Workers load the pointer once
      * per command and keep it no longer; the old config is freed once every
      * worker has acknowledged the new epoch. */

@@ -615,6 +615,7 @@ int sl_workers_start(sl_server *srv)
         sl_worker *w = &srv->workers[i];
         w->id = i;
         w->srv = srv;
+        w->limits.clock_offset_ns = srv->clock_offset_ns; /* windows on the wall clock */
         uv_loop_init(&w->loop);
         uv_async_init(&w->loop, &w->wakeup, sl_worker_wakeup);
         w->wakeup.data = w;

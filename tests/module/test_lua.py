@@ -16,7 +16,7 @@ from conftest import ROOT
 LUA = os.path.join(ROOT, "src", "redis_module", "lua")
 SCRIPTS = {"cell": "cell.lua", "gcra": "gcra.lua", "token_bucket": "token_bucket.lua",
            "fixed_window": "fixed_window.lua"}
-UNITS = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000}
+UNITS = {"ms": 1, "s": 1000, "m": 60000, "h": 3600000, "d": 86400000, "w": 604800000}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def shas(server):
 
 
 def period_ms(text):
-    m = re.fullmatch(r"(\d+)(ms|s|m|h|d)?", text)
+    m = re.fullmatch(r"(\d+)(ms|s|m|h|d|w)?", text)
     return int(m.group(1)) * UNITS[m.group(2) or "s"]
 
 
@@ -49,8 +49,16 @@ def to_lua(argv, shas):
     algo = opts["ALGORITHM"]
     if algo not in shas:
         return None
-    return ["EVALSHA", shas[algo], 1, argv[1], argv[2], period_ms(argv[3]), opts["BURST"],
-            opts["COST"]]
+    lua = ["EVALSHA", shas[algo], 1, argv[1], argv[2], period_ms(argv[3]), opts["BURST"],
+           opts["COST"]]
+    if "UTCOFFSET" in opts:
+        if algo != "fixed_window":
+            return None
+        text = opts["UTCOFFSET"]
+        digits = text[1:].replace(":", "")
+        seconds = int(digits[:2]) * 3600 + (int(digits[2:]) * 60 if len(digits) > 2 else 0)
+        lua.append(-seconds if text[0] == "-" else seconds)
+    return lua
 
 
 def _covered(steps):
@@ -126,4 +134,23 @@ def test_lua_replicates_effects_and_expires(server, shas):
     with pytest.raises(redis.exceptions.ResponseError, match="limit must be"):
         r.evalsha(shas["gcra"], 1, k + "x", 0, 200)
     assert r.exists(k + "x") == 0
+    r.close()
+
+
+@pytest.mark.parametrize("period,offset", [("1d", None), ("1d", "-05:00"), ("1w", "+05:30"),
+                                           ("7h", "+09:00"), ("1h", "-03:30")])
+def test_fixed_windows_on_the_clock_side_by_side(server, shas, period, offset):
+    """fixed_window.lua puts windows where the module does: at the UTC offset, weeks
+    from Monday, periods that do not divide a day counted from Monday 1970-01-05."""
+    r = server.client()
+    k = "fwc:%s" % uuid.uuid4().hex[:8]
+    argv = ["SL.TAKE", k + ":m", 3, period, "ALGORITHM", "fixed_window"]
+    if offset:
+        argv += ["UTCOFFSET", offset]
+    mod = command_cases.as_map(r.execute_command(*argv))
+    lua_argv = to_lua([str(a) for a in argv], shas)
+    lua_argv[3] = k + ":l"
+    lua = command_cases.as_map(r.execute_command(*lua_argv))
+    assert mod["remaining"] == lua["remaining"] == 2
+    assert abs(mod["reset_after_ms"] - lua["reset_after_ms"]) <= 50, (mod, lua)
     r.close()

@@ -155,7 +155,7 @@ Test(cmd, bad_arguments_get_errors_that_name_them)
     cr_assert_str_eq(run("SL.TAKE k 0 60"),
                      "-ERR limit must be a positive integer within the algorithm's maximum\r\n");
     cr_assert_str_eq(run("SL.TAKE k 5 60x"), "-ERR period is not a duration: use seconds, or a "
-                                             "number with ms, s, m, h or d\r\n");
+                                             "number with ms, s, m, h, d, w or mo\r\n");
     cr_assert_str_eq(run("SL.TAKE k 5 -3"),
                      "-ERR period must be a positive duration of at most 73 years\r\n");
     cr_assert_str_eq(run("SL.TAKE k 5 60 BURST"), "-ERR syntax error: option 'BURST' needs a value\r\n");

@@ -96,7 +96,7 @@ Test(config, every_mistake_names_file_line_column_and_reason)
                      "t.yaml:3:12: policy 'api': limit must be an integer of at least 1 (got 'abc')");
     cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 5\n    period: soon\n"),
                      "t.yaml:4:13: policy 'api': period must be a positive duration: seconds, or "
-                     "a number with ms, s, m, h or d (got 'soon')");
+                     "a number with ms, s, m, h, d, w or mo (got 'soon')");
     cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 5\n"),
                      "t.yaml:3:5: policy 'api': period is required");
     cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 5\n    period: 1m\n    colour: red\n"),
@@ -119,7 +119,7 @@ Test(config, every_mistake_names_file_line_column_and_reason)
                      "t.yaml:2:47: policy 'a' tier 'x': limit must be an integer of at least 1 (got '0')");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 5, period: 100000d}\n"),
                      "t.yaml:2:25: policy 'a': period must be a positive duration: seconds, or a "
-                     "number with ms, s, m, h or d (got '100000d')");
+                     "number with ms, s, m, h, d, w or mo (got '100000d')");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1}\npolicies:\n  b: {limit: 1, period: 1}\n"),
                      "t.yaml:3:1: section 'policies' is given twice"); /* found by fuzz_config */
     cr_assert_str_eq(parse_err("server:\n  port: [1, 2]\n"),

@@ -415,7 +415,7 @@ Test(http_check, json_deep_nesting_refused_before_cjson)
 static int hook_calls;
 
 static int counting_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
-                          int64_t period_ns, int64_t burst)
+                          int64_t period_ns, int64_t burst, int64_t months, int64_t utc_offset_ns)
 {
     cr_assert_eq(ctx, &hook_calls);
     hook_calls++;
@@ -460,10 +460,10 @@ Test(http_check, make_limit_hook)
  * served from the cache is the one sl_limit_init builds, for limits that
  * share slots and for a failed one between them. */
 static int cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
-                        int64_t period_ns, int64_t burst)
+                        int64_t period_ns, int64_t burst, int64_t months, int64_t utc_offset_ns)
 {
     const sl_limit *l;
-    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, &l);
+    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, months, utc_offset_ns, &l);
     if (rc == SL_OK)
         *out = *l;
     return rc;
@@ -500,6 +500,63 @@ Test(http_check, limits_through_the_cache)
             cr_assert_str_eq(c->field, "burst");
         }
     }
+    free(c);
+    free(cache);
+}
+
+/* A window's UTC offset and calendar months, in the query and the body, and
+ * through the cache: limits that differ only in their offset or their months
+ * are two limits, aligned on the cache's clock. */
+Test(http_check, utc_offset_and_months)
+{
+    sl_limit_cache *cache = calloc(1, sizeof *cache);
+    cache->clock_offset_ns = 1000 * NS_PER_SEC;
+    sl_http_check *c = calloc(1, sizeof *c);
+    c->make_limit = cached_limit;
+    c->make_limit_ctx = cache;
+    cr_assert_eq(decode_query(c, "key=k&limit=5&period=1d&algorithm=fixed_window"), 0);
+    cr_assert_eq(c->items[0].limit.utc_offset_ns, 0);
+    cr_assert_eq(c->items[0].limit.local_offset_ns, 1000 * NS_PER_SEC);
+    cr_assert_eq(decode_query(c, "key=k&limit=5&period=1d&algorithm=fixed_window"
+                                 "&utc_offset=-05:00"), 0, "%s", c->errstr);
+    cr_assert_eq(c->items[0].limit.utc_offset_ns, -5 * 3600 * NS_PER_SEC);
+    cr_assert_eq(c->items[0].limit.local_offset_ns, (1000 - 5 * 3600) * NS_PER_SEC);
+    cr_assert_eq(decode_query(c, "key=k&limit=5&period=1d&algorithm=fixed_window"
+                                 "&utc_offset=%2B0530"), 0, "%s", c->errstr);
+    cr_assert_eq(c->items[0].limit.utc_offset_ns, 330 * 60 * NS_PER_SEC);
+    cr_assert_eq(decode_query(c, "key=k&limit=5&period=1d&algorithm=fixed_window"), 0);
+    cr_assert_eq(c->items[0].limit.utc_offset_ns, 0);
+
+    const char *body = "{\"key\":\"a\",\"limit\":3,\"period\":\"3mo\","
+                       "\"algorithm\":\"sliding_window\",\"utc_offset\":\"+14:00\"}";
+    cr_assert_eq(sl_http_check_from_json(c, body, strlen(body)), 0, "%s", c->errstr);
+    cr_assert_eq(c->items[0].limit.months, 3);
+    cr_assert_eq(c->items[0].limit.period_ns, 3 * SL_MONTH_NS);
+    cr_assert_eq(c->items[0].limit.utc_offset_ns, 14 * 3600 * NS_PER_SEC);
+    cr_assert_eq(decode_query(c, "key=k&limit=5&period=1w&algorithm=fixed_window"), 0);
+    cr_assert_eq(c->items[0].limit.months, 0);
+    cr_assert_eq(c->items[0].limit.period_ns, 7 * 86400 * NS_PER_SEC);
+
+    static const struct {
+        const char *q, *err, *field;
+    } bad[] = {
+        {"key=k&limit=5&period=1d&utc_offset=05:00", "utc_offset must be", "utc_offset"},
+        {"key=k&limit=5&period=1d&utc_offset=%2B19:00", "utc_offset must be", "utc_offset"},
+        {"key=k&limit=5&period=1d&utc_offset=-05:60", "utc_offset must be", "utc_offset"},
+        {"key=k&limit=5&period=1mo&algorithm=sliding_log", "sliding_log cannot count calendar",
+         "period"},
+        {"key=k&policy=api&utc_offset=Z", "policy cannot be combined with utc_offset",
+         "utc_offset"},
+        {"key=k&limit=5&period=1month", "period is not a duration", "period"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cr_assert_eq(decode_query(c, bad[i].q), -1, "%s", bad[i].q);
+        cr_assert(strstr(c->errstr, bad[i].err), "%s: %s", bad[i].q, c->errstr);
+        cr_assert_str_eq(c->field, bad[i].field, "%s", bad[i].q);
+    }
+    const char *num = "{\"key\":\"a\",\"limit\":3,\"period\":60,\"utc_offset\":5}";
+    cr_assert_eq(sl_http_check_from_json(c, num, strlen(num)), -1);
+    cr_assert_str_eq(c->field, "utc_offset");
     free(c);
     free(cache);
 }

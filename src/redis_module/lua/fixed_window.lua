@@ -1,14 +1,18 @@
 -- fixed_window.lua: SL.TAKE ... ALGORITHM fixed_window as a Lua script, for Redis
 -- servers that cannot load sluice-redis.so. Same decisions as
--- src/algo/fixed_window.c: windows aligned to multiples of the period on the
--- Unix clock, as the module aligns them.
+-- src/algo/fixed_window.c: windows on the wall clock as the module puts them
+-- (docs/algorithms.md): multiples of the period counted from Monday
+-- 1970-01-05 00:00 local time, at a UTC offset of utc_offset_s seconds
+-- (default 0): a day begins at local midnight, a week on Monday. Calendar
+-- months are the module's only (a period here is milliseconds).
 --
---   EVALSHA <sha> 1 key limit period_ms [burst [cost]]     (burst is ignored)
+--   EVALSHA <sha> 1 key limit period_ms [burst [cost [utc_offset_s]]]  (burst is ignored)
 --   -> {"allowed", 0|1, "limit", n, "remaining", n, "retry_after_ms", n, "reset_after_ms", n}
 --
 -- State: "w:<window start, Unix microseconds>:<count>", expiring with the window.
 local limit, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4] or 1)
-if not limit or not period or not cost then
+local utc_offset = tonumber(ARGV[5] or 0)
+if not limit or not period or not cost or not utc_offset then
   return redis.error_reply('ERR value is not an integer or out of range')
 end
 if limit <= 0 then
@@ -16,6 +20,9 @@ if limit <= 0 then
 end
 if period <= 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
 if cost < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
+if math.abs(utc_offset) > 18 * 3600 then
+  return redis.error_reply('ERR utc_offset_s must be at most 18 hours (64800 seconds) either way')
+end
 
 local p = period * 1000 -- microseconds
 local time = redis.call('TIME')
@@ -28,7 +35,10 @@ if v and string.sub(v, 1, 2) == 'w:' then
   start, count = tonumber(s) or 0, tonumber(c) or 0
 end
 if count <= 0 or count > limit or now < start or now - start >= p then
-  start = math.floor(now / p) * p
+  -- Windows begin where now + offset - 4 days (Monday 1970-01-05) is a
+  -- multiple of p: at now = phase (mod p).
+  local phase = (4 * 86400000000 - utc_offset * 1000000) % p
+  start = math.floor((now - phase) / p) * p + phase
   count = 0
 end
 
