@@ -98,7 +98,7 @@ typedef enum sl_algorithm {
 const char *sl_algorithm_name(sl_algorithm a);
 
 /* Looks up an algorithm by its name (len bytes, not necessarily
- * NUL-terminated, case-sensitive). Returns SL_OK and sets *out, or
+ * NUL-terminated, ASCII case ignored). Returns SL_OK and sets *out, or
  * SL_ERR_ALGORITHM. */
 int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out);
 

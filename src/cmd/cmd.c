@@ -36,9 +36,14 @@ static void sl_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
         c->decided(c, policy, allowed, shadow);
 }
 
+/* A result code's message; a key's names the longest key the face takes,
+ * when it has a limit of its own (sluiced's --max-key-bytes). */
 static void sl_reply_status(sl_cmd_ctx *c, int rc)
 {
-    sl_reply_errorf(c, "%s", sl_strerror(rc));
+    if (rc == SL_ERR_KEY && c->max_key_bytes > 0)
+        sl_reply_errorf(c, "%s (at most %zu bytes)", sl_strerror(rc), c->max_key_bytes);
+    else
+        sl_reply_errorf(c, "%s", sl_strerror(rc));
 }
 
 /* Copies at most 32 bytes of an argument for an error message, replacing
@@ -210,7 +215,12 @@ static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64
 static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
                          const sl_limit **l, int64_t *cost)
 {
-    int64_t limit, period, burst = 0;
+    /* The options, a bit each, so that a repeated one is refused (as HTTP
+     * refuses a repeated parameter) rather than the last one silently
+     * winning. */
+    static const char *const names[] = {"BURST", "COST", "ALGORITHM"};
+    unsigned seen = 0;
+    int64_t limit, period, burst = 0; /* 0: not given, the limit */
     sl_algorithm algo = SL_GCRA;
     *cost = 1;
     if (*i + 2 > argc) {
@@ -227,9 +237,26 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
             return false;
         }
         const sl_resp_slice *val = &argv[*i + 1];
+        unsigned bit = 0;
+        for (unsigned k = 0; k < sizeof names / sizeof names[0]; k++)
+            if (sl_arg_is(opt, names[k]))
+                bit = 1u << k;
+        if (bit & seen) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice",
+                            names[__builtin_ctz(bit)]);
+            return false;
+        }
+        seen |= bit;
         if (sl_arg_is(opt, "BURST")) {
             if (!sl_arg_int(c, val, &burst))
                 return false;
+            /* The library reads 0 as "the limit"; a client that writes 0
+             * means something else (nginx's burst=0: no burst), so a given
+             * burst must be at least 1 in every face. */
+            if (burst < 1) {
+                sl_reply_status(c, SL_ERR_BURST);
+                return false;
+            }
         } else if (sl_arg_is(opt, "COST")) {
             if (!sl_arg_int(c, val, cost))
                 return false;
@@ -271,12 +298,27 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_errorf(c, "wrong number of arguments for 'cl.throttle' command");
         return;
     }
+    /* redis-cell computes the emission interval as period / count in whole
+     * nanoseconds and refuses an interval of 0 (a count or a period of 0,
+     * or more than one per nanosecond) with these words, and no ERR: its
+     * users may match them. */
+    if (count == 0 || period == 0 ||
+        (count > 0 && period > 0 && period <= INT64_MAX / 1000000000 &&
+         period * 1000000000 / count == 0)) {
+        R->error(c->sink, "Cell error: Zero rates are not supported");
+        return;
+    }
     if (quantity < 0) {
         sl_reply_status(c, SL_ERR_COST);
         return;
     }
     const sl_limit *l;
     int rc = sl_limit_get(c, -1, max_burst, count, period, &l);
+    if (rc == SL_ERR_BURST) { /* max_burst, not a burst: 0 is fine here */
+        sl_reply_errorf(c, "max_burst must be an integer between 0 and %lld",
+                        (long long)(SL_SPAN_MAX - 1));
+        return;
+    }
     sl_decision d;
     if (rc == SL_OK)
         rc = c->exec->take(c->ex, &argv[1], l, quantity, &d);
@@ -447,6 +489,13 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
     if (ttl_ms < 1 || __builtin_mul_overflow(ttl_ms, INT64_C(1000000), &ttl) || ttl > SL_SPAN_MAX) {
         sl_reply_errorf(c, "ttl_ms must be a positive number of milliseconds");
+        return;
+    }
+    /* A null says "full now, try later"; a weight that no number of
+     * releases would make room for is the caller's error, not a wait. */
+    if (weight > max) {
+        sl_reply_errorf(c, "weight %lld exceeds max_in_flight %lld", (long long)weight,
+                        (long long)max);
         return;
     }
     const sl_limit *l;
