@@ -154,6 +154,17 @@ CASES = [
          {"allowed": 0, "rejected_by": 0,
           "results": [D(0, 3, 0, near(20000), near(60000)), D(0, 3, 0, near(20000), near(60000))]}),
     ]),
+    ("takemany_repeated_key_adds_up_when_rejected", [
+        # the second take of K does not fit after the first: the answers say
+        # so (each alone would fit), and nothing is consumed
+        (["SL.TAKEMANY", 3, K, K, K2, "LIMIT", 3, 60, "COST", 2, "LIMIT", 3, 60, "COST", 2,
+          "LIMIT", 3, 60],
+         {"allowed": 0, "rejected_by": 1,
+          "results": [D(1, 3, 1, 0, near(40000)), D(0, 3, 1, near(20000), near(40000)),
+                      D(1, 3, 2, 0, near(20000))]}),
+        (["SL.PEEK", K, 3, 60, "COST", 0], D(1, 3, 3, 0, 0)),
+        (["SL.PEEK", K2, 3, 60, "COST", 0], D(1, 3, 3, 0, 0)),
+    ]),
     ("reset_forgets", [
         (["SL.TAKE", K, 1, 3600], D(1, 1, 0, 0, near(3600000))),
         (["SL.RESET", K, K2], 1),

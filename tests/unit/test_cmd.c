@@ -275,6 +275,22 @@ Test(cmd, takemany_is_all_or_nothing)
     cr_assert_str_eq(run("SL.RESET u v g zz"), ":3\r\n");
 }
 
+Test(cmd, takemany_answers_a_repeated_key_as_it_adds_up_when_rejected)
+{
+    /* Alone, each take of 2 fits in 3; the two together do not. The item
+     * that rejects says so (it used to answer what it would alone:
+     * allowed), the first says what it leaves for the second. */
+    const char *r = run("SL.TAKEMANY 2 r r LIMIT 3 1h COST 2 LIMIT 3 1h COST 2");
+    const char *want = "*6\r\n$7\r\nallowed\r\n:0\r\n$11\r\nrejected_by\r\n:1\r\n"
+                       "$7\r\nresults\r\n*2\r\n"
+                       "*10\r\n$7\r\nallowed\r\n:1\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:1\r\n"
+                       "$14\r\nretry_after_ms\r\n:0\r\n$14\r\nreset_after_ms\r\n:2400000\r\n"
+                       "*10\r\n$7\r\nallowed\r\n:0\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:1\r\n"
+                       "$14\r\nretry_after_ms\r\n:1200000\r\n$14\r\nreset_after_ms\r\n:2400000\r\n";
+    cr_assert_str_eq(r, want);
+    cr_assert(strstr(run("SL.PEEK r 3 1h COST 0"), "remaining\r\n:3\r\n"), "nothing consumed");
+}
+
 Test(cmd, leases_are_unguessable_and_released_once)
 {
     const char *r = run("SL.ACQUIRE db 2 1000");
