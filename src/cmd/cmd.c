@@ -488,7 +488,8 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         return;
     }
     if (ttl_ms < 1 || __builtin_mul_overflow(ttl_ms, INT64_C(1000000), &ttl) || ttl > SL_SPAN_MAX) {
-        sl_reply_errorf(c, "ttl_ms must be a positive number of milliseconds");
+        sl_reply_errorf(c, "ttl_ms must be a positive number of milliseconds of at most %lld",
+                        (long long)(SL_SPAN_MAX / 1000000));
         return;
     }
     /* A null says "full now, try later"; a weight that no number of

@@ -244,6 +244,11 @@ Test(cmd, acquire_tells_never_fits_from_full)
     cr_assert(strncmp(run("SL.ACQUIRE db 2 1000 WEIGHT 2"), "$24\r\n", 5) == 0);
     cr_assert_str_eq(run("SL.ACQUIRE db 2 1000"), "$-1\r\n", "full: a null, as before");
     cr_assert_str_eq(run("SL.ACQUIRE db 2 1000 WEIGHT 3"), "-ERR weight 3 exceeds max_in_flight 2\r\n");
+    const char *ttl = "-ERR ttl_ms must be a positive number of milliseconds of at most "
+                      "2305843009213\r\n";
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 2305843009214"), ttl);
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 0"), ttl);
+    cr_assert(strncmp(run("SL.ACQUIRE other 2 2305843009213"), "$24\r\n", 5) == 0, "the most");
 }
 
 Test(cmd, key_errors_name_the_longest_key)
