@@ -215,10 +215,11 @@ static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64
 static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
                          const sl_limit **l, int64_t *cost)
 {
-    /* The options, a bit each, so that a repeated one is refused (as HTTP
-     * refuses a repeated parameter) rather than the last one silently
-     * winning. */
-    static const char *const names[] = {"BURST", "COST", "ALGORITHM"};
+    /* The options by index; `seen` has a bit for each one given, so that a
+     * repeated one is refused (as HTTP refuses a repeated parameter)
+     * rather than the last one silently winning. */
+    enum { OPT_BURST, OPT_COST, OPT_ALGORITHM, OPT_COUNT };
+    static const char *const names[OPT_COUNT] = {"BURST", "COST", "ALGORITHM"};
     unsigned seen = 0;
     int64_t limit, period, burst = 0; /* 0: not given, the limit */
     sl_algorithm algo = SL_GCRA;
@@ -237,17 +238,20 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
             return false;
         }
         const sl_resp_slice *val = &argv[*i + 1];
-        unsigned bit = 0;
-        for (unsigned k = 0; k < sizeof names / sizeof names[0]; k++)
-            if (sl_arg_is(opt, names[k]))
-                bit = 1u << k;
-        if (bit & seen) {
-            sl_reply_errorf(c, "syntax error: option '%s' is given twice",
-                            names[__builtin_ctz(bit)]);
+        int k = 0;
+        while (k < OPT_COUNT && !sl_arg_is(opt, names[k]))
+            k++;
+        if (k == OPT_COUNT) {
+            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
+                            (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
             return false;
         }
-        seen |= bit;
-        if (sl_arg_is(opt, "BURST")) {
+        if (seen & 1u << k) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice", names[k]);
+            return false;
+        }
+        seen |= 1u << k;
+        if (k == OPT_BURST) {
             if (!sl_arg_int(c, val, &burst))
                 return false;
             /* The library reads 0 as "the limit"; a client that writes 0
@@ -257,19 +261,14 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
                 sl_reply_status(c, SL_ERR_BURST);
                 return false;
             }
-        } else if (sl_arg_is(opt, "COST")) {
+        } else if (k == OPT_COST) {
             if (!sl_arg_int(c, val, cost))
                 return false;
-        } else if (sl_arg_is(opt, "ALGORITHM")) {
-            if (sl_algorithm_parse(val->ptr, val->len, &algo) != SL_OK || algo == SL_CONCURRENCY) {
-                sl_reply_errorf(c, "unknown algorithm '%.*s': use gcra, token_bucket, "
-                                   "leaky_bucket, fixed_window, sliding_log or sliding_window",
-                                (int)(val->len > 32 ? 32 : val->len), val->ptr);
-                return false;
-            }
-        } else {
-            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
-                            (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
+        } else if (sl_algorithm_parse(val->ptr, val->len, &algo) != SL_OK ||
+                   algo == SL_CONCURRENCY) {
+            sl_reply_errorf(c, "unknown algorithm '%.*s': use gcra, token_bucket, "
+                               "leaky_bucket, fixed_window, sliding_log or sliding_window",
+                            (int)(val->len > 32 ? 32 : val->len), val->ptr);
             return false;
         }
     }
