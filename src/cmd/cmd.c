@@ -478,6 +478,9 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
             sl_reply_errorf(c, "weight must be a positive integer");
             return;
         }
+    } else if (argc == 8 && sl_arg_is(&argv[4], "WEIGHT") && sl_arg_is(&argv[6], "WEIGHT")) {
+        sl_reply_errorf(c, "syntax error: option 'WEIGHT' is given twice");
+        return;
     } else if (argc != 4) {
         sl_reply_errorf(c, "syntax error: SL.ACQUIRE key max_in_flight ttl_ms [WEIGHT weight]");
         return;

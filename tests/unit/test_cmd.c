@@ -202,6 +202,8 @@ Test(cmd, a_repeated_option_is_refused)
                      "-ERR syntax error: option 'ALGORITHM' is given twice\r\n");
     cr_assert_str_eq(run("SL.TAKEMANY 1 a LIMIT 5 60 COST 1 COST 1"),
                      "-ERR syntax error: option 'COST' is given twice\r\n");
+    cr_assert_str_eq(run("SL.ACQUIRE a 2 1000 WEIGHT 1 weight 1"),
+                     "-ERR syntax error: option 'WEIGHT' is given twice\r\n");
     /* Each LIMIT group has its own options. */
     const char *r = run("SL.TAKEMANY 2 a b LIMIT 5 60 BURST 2 COST 1 LIMIT 5 60 BURST 2 COST 1");
     cr_assert(strstr(r, "allowed\r\n:1\r\n$11\r\nrejected_by\r\n:-1\r\n"), "%s", r);
