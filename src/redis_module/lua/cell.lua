@@ -40,7 +40,8 @@ if max_burst < 0 then
   return redis.error_reply('ERR max_burst must be an integer between 0 and 2305843009213693950')
 end
 if count < 0 then
-  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 (65536 for sliding_log)')
+  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 ' ..
+                           '(65536 for sliding_log)')
 end
 if period < 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
 if t_ns < 1000 then

@@ -18,11 +18,13 @@ if not limit or not period or not burst or not cost then
   return redis.error_reply('ERR value is not an integer or out of range')
 end
 if limit <= 0 then
-  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 (65536 for sliding_log)')
+  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 ' ..
+                           '(65536 for sliding_log)')
 end
 if period <= 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
 if burst < 1 or burst ~= math.floor(burst) then
-  return redis.error_reply('ERR burst must be a positive integer of at most 2305843009213693951 (omit it for a burst of the limit)')
+  return redis.error_reply('ERR burst must be a positive integer of at most 2305843009213693951 ' ..
+                           '(omit it for a burst of the limit)')
 end
 if cost < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
 
