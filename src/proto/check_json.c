@@ -395,6 +395,10 @@ static int prescan(sl_http_check *c, const char *s, size_t n)
     size_t str_at = 0, str_end = 0; /* the last string's bytes, quotes excluded */
     size_t key_at = 0, key_len = 0;
     bool have_key = false;
+    /* Inside the top object's "limits" array (its depth, 0 outside it), the
+     * entry a number is in, so that its error names it as the decoder's do:
+     * "limits[1].limit". */
+    int limits_depth = 0, entry = 0;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
         if (!in_str && (ch == '-' || (ch >= '0' && ch <= '9')) &&
@@ -405,10 +409,13 @@ static int prescan(sl_http_check *c, const char *s, size_t n)
                 size_t len = key_len < 24 ? key_len : 24;
                 memcpy(name, s + key_at, len);
                 name[len] = '\0';
+                char prefix[24] = "";
+                if (limits_depth && depth > limits_depth)
+                    snprintf(prefix, sizeof prefix, "limits[%d].", entry);
                 if (!have_key)
                     return check_fail(c, 400, NULL, NULL,
                                       "numbers must not have leading zeros (at byte %zu)", i);
-                return check_fail(c, 400, NULL, name,
+                return check_fail(c, 400, prefix, name,
                                   "%s must not have leading zeros (at byte %zu)", name, i);
             }
         }
@@ -439,7 +446,16 @@ static int prescan(sl_http_check *c, const char *s, size_t n)
         } else if (ch == '{' || ch == '[') {
             if (++depth > SL_HTTP_JSON_MAX_DEPTH)
                 return check_fail(c, 400, NULL, NULL, "body is nested too deeply");
+            if (ch == '[' && depth == 2 && have_key && key_len == 6 &&
+                memcmp(s + key_at, "limits", 6) == 0) {
+                limits_depth = depth;
+                entry = 0;
+            }
+        } else if (ch == ',' && depth == limits_depth) {
+            entry++;
         } else if (ch == '}' || ch == ']') {
+            if (depth == limits_depth)
+                limits_depth = 0;
             depth--;
         }
     }

@@ -361,7 +361,11 @@ Test(http_check, json_errors)
         {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"cost\":00}", "cost must not have leading zeros",
          "cost"},
         {"{\"limits\":[{\"key\":\"a\",\"limit\":007,\"period\":1}]}",
-         "limit must not have leading zeros", "limit"},
+         "limit must not have leading zeros", "limits[0].limit"},
+        {"{\"limits\":[{\"key\":\"a\",\"limit\":7,\"period\":1}, {\"key\":\"b\",\"limit\":1,"
+         "\"period\":1,\"cost\":01}]}",
+         "cost must not have leading zeros", "limits[1].cost"},
+        {"{\"limit\":[1,2,01]}", "limit must not have leading zeros", "limit"},
         {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"burst\":0}",
          "burst must be a positive integer of at most 2305843009213693951 (omit it for a burst "
          "of the limit)",
