@@ -99,7 +99,7 @@ typedef enum sl_algorithm {
 const char *sl_algorithm_name(sl_algorithm a);
 
 /* Looks up an algorithm by its name (len bytes, not necessarily
- * NUL-terminated, case-sensitive). Returns SL_OK and sets *out, or
+ * NUL-terminated, ASCII case ignored). Returns SL_OK and sets *out, or
  * SL_ERR_ALGORITHM. */
 int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out);
 
@@ -443,9 +443,11 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
  * Takes from n (1 .. SL_TAKE_MANY_MAX) limits at once, all or nothing: when
  * every item is admitted, all are consumed and *failed_index is -1; when
  * any rejects, nothing is consumed, *failed_index is the first item that
- * rejects, and out[i] says what item i alone would answer now (a peek of
- * its cost). An item may repeat a key with the same algorithm and state
- * size: its takes then add up. out has n entries, the caller's.
+ * rejects, and out[i] says what item i would answer now after the items
+ * before it (for distinct keys: a peek of its cost alone). An item may
+ * repeat a key with the same algorithm and state size: its takes then add
+ * up, in the answers of a rejected request too. out has n entries, the
+ * caller's.
  * Returns SL_OK (whether admitted or not), or an error as sl_store_take
  * (SL_ERR_ARGUMENT also for n out of range, or one key under two
  * algorithms); on an error nothing is consumed.

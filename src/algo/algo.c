@@ -31,11 +31,25 @@ const char *sl_algorithm_name(sl_algorithm a)
     return ops ? ops->name : NULL;
 }
 
+static char sl_ascii_lower(char ch)
+{
+    return ch >= 'A' && ch <= 'Z' ? (char)(ch + ('a' - 'A')) : ch;
+}
+
+/* Names are matched ignoring ASCII case, as Redis matches its keywords:
+ * "GCRA" and "Token_Bucket" are what people type, and no two algorithms'
+ * names differ only in case. The folding is by hand, not tolower(), so that
+ * the locale cannot change what a name means. */
 int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out)
 {
     for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
         const char *n = sl_algos[a]->name;
-        if (strlen(n) == len && memcmp(n, name, len) == 0) {
+        if (strlen(n) != len)
+            continue;
+        size_t i = 0;
+        while (i < len && sl_ascii_lower(name[i]) == n[i])
+            i++;
+        if (i == len) {
             *out = (sl_algorithm)a;
             return SL_OK;
         }

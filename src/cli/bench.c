@@ -99,6 +99,57 @@ typedef struct bench_conn {
     bool dead;
 } bench_conn;
 
+/*
+ * The error replies of a run, by their text: "errors 1000" alone does not
+ * say whether the server refused the arguments or was out of memory. A few
+ * distinct texts are kept with their counts (a server answers few distinct
+ * errors to one repeated request); errors of kinds past the room are
+ * counted together. The first is kept with the time it arrived, so that
+ * the run reports the earliest over all threads.
+ */
+#define BENCH_ERR_KINDS 8
+#define BENCH_ERR_TEXT 160
+
+typedef struct bench_errs {
+    struct bench_err_kind {
+        char text[BENCH_ERR_TEXT];
+        uint64_t count;
+    } kind[BENCH_ERR_KINDS];
+    int n;
+    uint64_t other;  /* errors of kinds the table had no room for */
+    char first[BENCH_ERR_TEXT];
+    int64_t first_at; /* 0: no error yet */
+} bench_errs;
+
+/* Counts `count` errors of the kind named by text[0 .. len), cut to fit,
+ * with bytes that would garble a terminal shown as '?'. */
+static void errs_add(bench_errs *e, const char *text, size_t len, uint64_t count, int64_t at)
+{
+    char t[BENCH_ERR_TEXT];
+    size_t n = len < sizeof t - 1 ? len : sizeof t - 1;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        t[i] = ch >= 0x20 && ch < 0x7f ? (char)ch : '?';
+    }
+    t[n] = '\0';
+    if (at > 0 && (e->first_at == 0 || at < e->first_at)) {
+        memcpy(e->first, t, n + 1);
+        e->first_at = at;
+    }
+    for (int i = 0; i < e->n; i++) {
+        if (strcmp(e->kind[i].text, t) == 0) {
+            e->kind[i].count += count;
+            return;
+        }
+    }
+    if (e->n == BENCH_ERR_KINDS) {
+        e->other += count;
+        return;
+    }
+    memcpy(e->kind[e->n].text, t, n + 1);
+    e->kind[e->n++].count = count;
+}
+
 typedef struct bench_thread {
     const bench_cfg *cfg;
     bench_conn *conns;
@@ -108,6 +159,7 @@ typedef struct bench_thread {
     cli_hist hist;
     _Atomic uint64_t done; /* replies, read by the progress line */
     uint64_t allowed, limited, errors;
+    bench_errs errs;       /* the error replies, by text */
     char err[256];         /* the first connection failure */
     int64_t deadline;
 } bench_thread;
@@ -226,8 +278,9 @@ static void refill(bench_thread *t, bench_conn *cn, int64_t now)
     }
 }
 
-/* One HTTP response at the start of buf: its length, 0 when incomplete, -1 malformed. */
-static long http_response(const char *buf, size_t len, int *status)
+/* One HTTP response at the start of buf: its length, 0 when incomplete, -1
+ * malformed; *head is the length of its head (where the body starts). */
+static long http_response(const char *buf, size_t len, int *status, long *head)
 {
     const char *end = NULL;
     for (size_t i = 3; i < len; i++)
@@ -254,6 +307,7 @@ static long http_response(const char *buf, size_t len, int *status)
         }
     }
     size_t total = (size_t)(end - buf) + body;
+    *head = (long)(end - buf);
     return total <= len ? (long)total : 0;
 }
 
@@ -268,14 +322,24 @@ static int take_replies(bench_thread *t, bench_conn *cn, int64_t now)
         long n;
         if (c->http) {
             int status = 0;
-            n = http_response(cn->in + off, cn->in_len - off, &status);
+            long head = 0;
+            n = http_response(cn->in + off, cn->in_len - off, &status, &head);
             if (n > 0) {
-                if (status == 200)
+                if (status == 200) {
                     t->allowed++;
-                else if (status == 429)
+                } else if (status == 429) {
                     t->limited++;
-                else
+                } else {
+                    /* "HTTP 400 {"error":...}": the status and the body that says why. */
+                    char text[BENCH_ERR_TEXT];
+                    int w = snprintf(text, sizeof text, "HTTP %d %.*s", status, (int)(n - head),
+                                     cn->in + off + head);
+                    size_t tl = w < 0 ? 0 : (size_t)w < sizeof text ? (size_t)w : sizeof text - 1;
+                    while (tl > 0 && strchr("\r\n ", text[tl - 1]))
+                        tl--;
                     t->errors++;
+                    errs_add(&t->errs, text, tl, 1, now);
+                }
             }
         } else {
             n = sl_resp_parse_reply(cn->in + off, cn->in_len - off, &rep, NULL);
@@ -283,19 +347,25 @@ static int take_replies(bench_thread *t, bench_conn *cn, int64_t now)
                 n = 0;
             if (n > 0) {
                 const sl_resp_value *r = &nodes[0];
+                static const char odd[] = "a reply that is neither a decision nor an error";
                 if (r->type == SL_RESP_ERR || r->type == SL_RESP_BLOBERR) {
                     t->errors++;
+                    errs_add(&t->errs, r->str, r->len, 1, now);
                 } else if (c->throttle) {
-                    if (r->type == SL_RESP_ARRAY && rep.count >= 2 && nodes[1].type == SL_RESP_INT)
+                    if (r->type == SL_RESP_ARRAY && rep.count >= 2 && nodes[1].type == SL_RESP_INT) {
                         (*(nodes[1].integer == 0 ? &t->allowed : &t->limited))++;
-                    else
+                    } else {
                         t->errors++;
+                        errs_add(&t->errs, odd, sizeof odd - 1, 1, now);
+                    }
                 } else {
                     /* A decision: "allowed" is the first field. */
-                    if (rep.count >= 3 && nodes[2].type == SL_RESP_INT)
+                    if (rep.count >= 3 && nodes[2].type == SL_RESP_INT) {
                         (*(nodes[2].integer ? &t->allowed : &t->limited))++;
-                    else
+                    } else {
                         t->errors++;
+                        errs_add(&t->errs, odd, sizeof odd - 1, 1, now);
+                    }
                 }
             }
         }
@@ -741,6 +811,7 @@ int cmd_bench(int argc, char **argv)
     hist_init(&all);
     uint64_t allowed = 0, limited = 0, errors = 0;
     const char *fail = NULL;
+    bench_errs *errs = calloc(1, sizeof *errs);
     for (int k = 0; k < cfg.threads; k++) {
         hist_merge(&all, &th[k].hist);
         allowed += th[k].allowed;
@@ -748,6 +819,15 @@ int cmd_bench(int argc, char **argv)
         errors += th[k].errors;
         if (th[k].err[0] && !fail)
             fail = th[k].err;
+        const bench_errs *e = &th[k].errs;
+        for (int i = 0; errs && i < e->n; i++)
+            errs_add(errs, e->kind[i].text, strlen(e->kind[i].text), e->kind[i].count, 0);
+        if (errs && e->first_at && (!errs->first_at || e->first_at < errs->first_at)) {
+            memcpy(errs->first, e->first, sizeof errs->first);
+            errs->first_at = e->first_at;
+        }
+        if (errs)
+            errs->other += e->other;
     }
     double secs = (double)cfg.duration_ns / 1e9;
     printf("server           %s\n", cfg.server);
@@ -759,12 +839,34 @@ int cmd_bench(int argc, char **argv)
     printf("allowed          %llu\n", (unsigned long long)allowed);
     printf("limited          %llu\n", (unsigned long long)limited);
     printf("errors           %llu\n", (unsigned long long)errors);
+    if (errs && errs->first_at)
+        printf("first_error      %s\n", errs->first);
     printf("throughput_rps   %.0f\n", (double)all.total / secs);
     printf("latency_p50_ms   %.3f\n", ms(hist_percentile(&all, 5000)));
     printf("latency_p90_ms   %.3f\n", ms(hist_percentile(&all, 9000)));
     printf("latency_p99_ms   %.3f\n", ms(hist_percentile(&all, 9900)));
     printf("latency_p999_ms  %.3f\n", ms(hist_percentile(&all, 9990)));
     printf("latency_max_ms   %.3f\n", ms(hist_percentile(&all, 10000)));
+    /* What the errors were, on stderr beside the progress lines: a count
+     * and the text of each distinct one, most frequent first. */
+    if (errs && errors > 0) {
+        fprintf(stderr, "sluice bench: %llu error replies, %d distinct%s:\n",
+                (unsigned long long)errors, errs->n, errs->other ? " and more" : "");
+        for (int i = 0; i < errs->n; i++) {
+            int top = i;
+            for (int j = i + 1; j < errs->n; j++)
+                if (errs->kind[j].count > errs->kind[top].count)
+                    top = j;
+            struct bench_err_kind tmp = errs->kind[i];
+            errs->kind[i] = errs->kind[top];
+            errs->kind[top] = tmp;
+            fprintf(stderr, "  %10llu  %s\n", (unsigned long long)errs->kind[i].count,
+                    errs->kind[i].text);
+        }
+        if (errs->other)
+            fprintf(stderr, "  %10llu  (errors of other kinds)\n", (unsigned long long)errs->other);
+    }
+    free(errs);
     if (fail) {
         cli_error("bench", "%s: %s", cfg.server, fail);
         status = CLI_EXIT_FAIL;

@@ -37,6 +37,8 @@ static void sl_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
         c->decided(c, policy, allowed, shadow);
 }
 
+/* A result code's message; a key's names the longest key the face takes,
+ * when it has a limit of its own (sluiced's --max-key-bytes). */
 static void sl_reply_status(sl_cmd_ctx *c, int rc)
 {
     if (rc == SL_ERR_WRONGTYPE) { /* Redis's prefix for a key of the wrong kind */
@@ -45,7 +47,10 @@ static void sl_reply_status(sl_cmd_ctx *c, int rc)
         R->error(c->sink, msg);
         return;
     }
-    sl_reply_errorf(c, "%s", sl_strerror(rc));
+    if (rc == SL_ERR_KEY && c->max_key_bytes > 0)
+        sl_reply_errorf(c, "%s (at most %zu bytes)", sl_strerror(rc), c->max_key_bytes);
+    else
+        sl_reply_errorf(c, "%s", sl_strerror(rc));
 }
 
 /* Copies at most 32 bytes of an argument for an error message, replacing
@@ -268,7 +273,13 @@ static void sl_reply_limit_status(sl_cmd_ctx *c, int rc, sl_algorithm algo, int6
 static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
                          const sl_limit **l, int64_t *cost)
 {
-    int64_t limit, period, months, burst = 0, utc_offset = 0;
+    /* The options by index; `seen` has a bit for each one given, so that a
+     * repeated one is refused (as HTTP refuses a repeated parameter)
+     * rather than the last one silently winning. */
+    enum { OPT_BURST, OPT_COST, OPT_ALGORITHM, OPT_UTCOFFSET, OPT_COUNT };
+    static const char *const names[OPT_COUNT] = {"BURST", "COST", "ALGORITHM", "UTCOFFSET"};
+    unsigned seen = 0;
+    int64_t limit, period, months, burst = 0, utc_offset = 0; /* burst 0: not given, the limit */
     sl_algorithm algo = SL_GCRA;
     *cost = 1;
     if (*i + 2 > argc) {
@@ -286,29 +297,44 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
             return false;
         }
         const sl_resp_slice *val = &argv[*i + 1];
-        if (sl_arg_is(opt, "BURST")) {
+        int k = 0;
+        while (k < OPT_COUNT && !sl_arg_is(opt, names[k]))
+            k++;
+        if (k == OPT_COUNT) {
+            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
+                            (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
+            return false;
+        }
+        if (seen & 1u << k) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice", names[k]);
+            return false;
+        }
+        seen |= 1u << k;
+        if (k == OPT_BURST) {
             if (!sl_arg_int(c, val, &burst))
                 return false;
-        } else if (sl_arg_is(opt, "COST")) {
-            if (!sl_arg_int(c, val, cost))
-                return false;
-        } else if (sl_arg_is(opt, "ALGORITHM")) {
-            if (sl_algorithm_parse(val->ptr, val->len, &algo) != SL_OK || algo == SL_CONCURRENCY) {
-                sl_reply_errorf(c, "unknown algorithm '%.*s': use gcra, token_bucket, "
-                                   "leaky_bucket, fixed_window, sliding_log or sliding_window",
-                                (int)(val->len > 32 ? 32 : val->len), val->ptr);
+            /* The library reads 0 as "the limit"; a client that writes 0
+             * means something else (nginx's burst=0: no burst), so a given
+             * burst must be at least 1 in every face. */
+            if (burst < 1) {
+                sl_reply_status(c, SL_ERR_BURST);
                 return false;
             }
-        } else if (sl_arg_is(opt, "UTCOFFSET")) {
+        } else if (k == OPT_COST) {
+            if (!sl_arg_int(c, val, cost))
+                return false;
+        } else if (k == OPT_UTCOFFSET) {
             if (sl_parse_utc_offset(val->ptr, val->len, &utc_offset) != 0) {
                 sl_reply_errorf(c, "UTCOFFSET must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most "
                                    "18 hours (got '%.*s')",
                                 (int)(val->len > 32 ? 32 : val->len), val->ptr);
                 return false;
             }
-        } else {
-            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
-                            (int)(opt->len > 32 ? 32 : opt->len), opt->ptr);
+        } else if (sl_algorithm_parse(val->ptr, val->len, &algo) != SL_OK ||
+                   algo == SL_CONCURRENCY) {
+            sl_reply_errorf(c, "unknown algorithm '%.*s': use gcra, token_bucket, "
+                               "leaky_bucket, fixed_window, sliding_log or sliding_window",
+                            (int)(val->len > 32 ? 32 : val->len), val->ptr);
             return false;
         }
     }
@@ -337,12 +363,27 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_errorf(c, "wrong number of arguments for 'cl.throttle' command");
         return;
     }
+    /* redis-cell computes the emission interval as period / count in whole
+     * nanoseconds and refuses an interval of 0 (a count or a period of 0,
+     * or more than one per nanosecond) with these words, and no ERR: its
+     * users may match them. */
+    if (count == 0 || period == 0 ||
+        (count > 0 && period > 0 && period <= INT64_MAX / 1000000000 &&
+         period * 1000000000 / count == 0)) {
+        R->error(c->sink, "Cell error: Zero rates are not supported");
+        return;
+    }
     if (quantity < 0) {
         sl_reply_status(c, SL_ERR_COST);
         return;
     }
     const sl_limit *l;
     int rc = sl_limit_get(c, -1, max_burst, count, period, &l);
+    if (rc == SL_ERR_BURST) { /* max_burst, not a burst: 0 is fine here */
+        sl_reply_errorf(c, "max_burst must be an integer between 0 and %lld",
+                        (long long)(SL_SPAN_MAX - 1));
+        return;
+    }
     sl_decision d;
     if (rc == SL_OK)
         rc = c->exec->take(c->ex, &argv[1], l, quantity, &d);
@@ -503,6 +544,9 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
             sl_reply_errorf(c, "weight must be a positive integer");
             return;
         }
+    } else if (argc == 8 && sl_arg_is(&argv[4], "WEIGHT") && sl_arg_is(&argv[6], "WEIGHT")) {
+        sl_reply_errorf(c, "syntax error: option 'WEIGHT' is given twice");
+        return;
     } else if (argc != 4) {
         sl_reply_errorf(c, "syntax error: SL.ACQUIRE key max_in_flight ttl_ms [WEIGHT weight]");
         return;
@@ -512,7 +556,15 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         return;
     }
     if (ttl_ms < 1 || __builtin_mul_overflow(ttl_ms, INT64_C(1000000), &ttl) || ttl > SL_SPAN_MAX) {
-        sl_reply_errorf(c, "ttl_ms must be a positive number of milliseconds");
+        sl_reply_errorf(c, "ttl_ms must be a positive number of milliseconds of at most %lld",
+                        (long long)(SL_SPAN_MAX / 1000000));
+        return;
+    }
+    /* A null says "full now, try later"; a weight that no number of
+     * releases would make room for is the caller's error, not a wait. */
+    if (weight > max) {
+        sl_reply_errorf(c, "weight %lld exceeds max_in_flight %lld", (long long)weight,
+                        (long long)max);
         return;
     }
     const sl_limit *l;

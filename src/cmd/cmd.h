@@ -100,6 +100,7 @@ typedef struct sl_cmd_ctx {
     const uint64_t *lease_key;   /* 2 random words: the key of the lease id generator */
     sl_limit_cache *limit_cache; /* may be NULL */
     const struct sl_config *config; /* the policies, for SL.POLICY; may be NULL */
+    size_t max_key_bytes;        /* the longest key the store takes, for errors; 0: no limit */
     void *face;                  /* the face's own context (a connection, say) */
     /* Called once per decision a command makes (not for peeks), for the
      * face's metrics: policy is the index of the config's policy, or -1 for

@@ -14,11 +14,16 @@ struct sl_error_entry {
 /* Indexed by -status. */
 static const struct sl_error_entry sl_errors[] = {
     [0] = {"ok", 200},
-    [-SL_ERR_LIMIT] = {"limit must be a positive integer within the algorithm's maximum", 400},
+    [-SL_ERR_LIMIT] = {"limit must be a positive integer of at most 2305843009213693951 "
+                       "(65536 for sliding_log)", 400},
     [-SL_ERR_PERIOD] = {"period must be positive and at most 73 years", 400},
-    [-SL_ERR_BURST] = {"burst must be a non-negative integer", 400},
+    /* The faces refuse a burst of 0 with this too (the library reads 0 as
+     * "the limit"; a user who writes it means no burst): omitting it is how
+     * a user asks for the limit. */
+    [-SL_ERR_BURST] = {"burst must be a positive integer of at most 2305843009213693951 "
+                       "(omit it for a burst of the limit)", 400},
     [-SL_ERR_COST] = {"cost must be a non-negative integer", 400},
-    [-SL_ERR_OVERFLOW] = {"burst * period / limit is too large", 400},
+    [-SL_ERR_OVERFLOW] = {"burst * period / limit is too large: at most 73 years", 400},
     [-SL_ERR_TIME] = {"time is outside the supported range", 500},
     [-SL_ERR_ALGORITHM] = {"unknown algorithm", 400},
     [-SL_ERR_RATE] = {"rate is too high: less than one microsecond per request", 400},

@@ -144,7 +144,10 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
                                       "at most 18 hours (got %s)",
                                where, sl_quote(v, q));
         } else if (sl_key_is(k, "burst")) {
-            if (sl_int_value(ld, v, where, "burst", 0, &burst))
+            /* At least 1: the library reads 0 as "the limit", which is not
+             * what a user who writes 0 means (nginx's burst=0: no burst).
+             * Leaving burst out is how a policy asks for the limit. */
+            if (sl_int_value(ld, v, where, "burst", 1, &burst))
                 return -1;
         } else {
             bool known = false;

@@ -127,7 +127,13 @@ static void check_begin(sl_http_check *c)
     c->st_used = 0;
 }
 
-/* A string field's value: key (1 .. SL_HTTP_KEY_MAX bytes), policy and tier
+/* The longest key this check takes: the store's, within the decoder's own. */
+static size_t key_max(const sl_http_check *c)
+{
+    return c->max_key > 0 && c->max_key < SL_HTTP_KEY_MAX ? c->max_key : SL_HTTP_KEY_MAX;
+}
+
+/* A string field's value: key (1 .. key_max(c) bytes), policy and tier
  * (1 .. SL_HTTP_NAME_MAX), algorithm (a known name, not concurrency). */
 static int take_string(sl_http_check *c, raw *r, unsigned bit, const char *prefix,
                        const char *s, size_t n)
@@ -141,7 +147,7 @@ static int take_string(sl_http_check *c, raw *r, unsigned bit, const char *prefi
                               (int)(n > 24 ? 24 : n), s);
         return 0;
     }
-    size_t max = bit == F_KEY ? SL_HTTP_KEY_MAX : SL_HTTP_NAME_MAX;
+    size_t max = bit == F_KEY ? key_max(c) : SL_HTTP_NAME_MAX;
     if (n == 0)
         return check_fail(c, 400, prefix, f, "%s must not be empty", f);
     if (n > max)
@@ -218,6 +224,11 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
         return check_fail(c, 400, prefix, "key", "key is required");
     if (r->cost < 0)
         return check_fail(c, 400, prefix, "cost", "%s", sl_strerror(SL_ERR_COST));
+    /* The library reads burst 0 as "the limit"; a client that writes 0
+     * means no burst (nginx's burst=0). A given burst must be at least 1,
+     * as in every face; omitting it asks for the limit. */
+    if ((r->given & F_BURST) && r->burst < 1)
+        return check_fail(c, 400, prefix, "burst", "%s", sl_strerror(SL_ERR_BURST));
 
     sl_http_check_item *it = &c->items[c->n];
     memset(it, 0, sizeof *it);
@@ -328,7 +339,7 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
             return take_period_text(c, &r, NULL, "", 0); /* "not a duration" */
         if (vl == -2)
             return check_fail(c, 400, NULL, f, "%s is longer than %zu bytes", f,
-                              bit == F_KEY ? (size_t)SL_HTTP_KEY_MAX : (size_t)SL_HTTP_NAME_MAX);
+                              bit == F_KEY ? key_max(c) : (size_t)SL_HTTP_NAME_MAX);
         size_t n = (size_t)vl;
         int rc;
         switch (bit) {
@@ -381,9 +392,9 @@ int sl_http_check_auth(sl_http_check *c, const char *policy, size_t policy_len,
         return -1;
     if (keylen == 0)
         return check_fail(c, 401, NULL, key_field, "missing %s header", key_field);
-    if (keylen > SL_HTTP_KEY_MAX)
-        return check_fail(c, 400, NULL, key_field, "%s is longer than %d bytes", key_field,
-                          SL_HTTP_KEY_MAX);
+    if (keylen > key_max(c))
+        return check_fail(c, 400, NULL, key_field, "%s is longer than %zu bytes", key_field,
+                          key_max(c));
     if (take_string(c, &r, F_POLICY, NULL, policy, policy_len) < 0 ||
         take_string(c, &r, F_KEY, NULL, key, keylen) < 0)
         return -1;
@@ -397,15 +408,52 @@ int sl_http_check_auth(sl_http_check *c, const char *policy, size_t policy_len,
 
 /*
  * Checks what cJSON would not: the nesting depth (before cJSON recurses into
- * it) and "\u0000" in a string (cJSON would cut the string there, silently
- * changing a key). Brackets inside strings do not count.
+ * it), "\u0000" in a string (cJSON would cut the string there, silently
+ * changing a key), and numbers with leading zeros (JSON forbids them, and
+ * cJSON would read 012 as 12, where other parsers read octal 10 or refuse
+ * it). Brackets inside strings do not count. A number's error names the
+ * member it is the value of: the last string before a colon.
  */
 static int prescan(sl_http_check *c, const char *s, size_t n)
 {
     int depth = 0;
     bool in_str = false;
+    char prev = 0;                  /* the last byte outside strings, blanks aside */
+    size_t str_at = 0, str_end = 0; /* the last string's bytes, quotes excluded */
+    size_t key_at = 0, key_len = 0;
+    bool have_key = false;
+    /* Inside the top object's "limits" array (its depth, 0 outside it), the
+     * entry a number is in, so that its error names it as the decoder's do:
+     * "limits[1].limit". */
+    int limits_depth = 0, entry = 0;
     for (size_t i = 0; i < n; i++) {
         char ch = s[i];
+        if (!in_str && (ch == '-' || (ch >= '0' && ch <= '9')) &&
+            (prev == 0 || prev == ':' || prev == '[' || prev == ',')) {
+            size_t d = i + (ch == '-');
+            if (d + 1 < n && s[d] == '0' && s[d + 1] >= '0' && s[d + 1] <= '9') {
+                char name[25];
+                size_t len = key_len < 24 ? key_len : 24;
+                memcpy(name, s + key_at, len);
+                name[len] = '\0';
+                char prefix[24] = "";
+                if (limits_depth && depth > limits_depth)
+                    snprintf(prefix, sizeof prefix, "limits[%d].", entry);
+                if (!have_key)
+                    return check_fail(c, 400, NULL, NULL,
+                                      "numbers must not have leading zeros (at byte %zu)", i);
+                return check_fail(c, 400, prefix, name,
+                                  "%s must not have leading zeros (at byte %zu)", name, i);
+            }
+        }
+        if (!in_str && ch != ' ' && ch != '\t' && ch != '\r' && ch != '\n') {
+            if (ch == ':' && prev == '"') {
+                key_at = str_at;
+                key_len = str_end - str_at;
+                have_key = true;
+            }
+            prev = ch;
+        }
         if (in_str) {
             if (ch == '\\') {
                 if (n - i >= 6 && !memcmp(s + i + 1, "u0000", 5))
@@ -413,6 +461,7 @@ static int prescan(sl_http_check *c, const char *s, size_t n)
                 i++; /* the escaped byte cannot end the string */
             } else if (ch == '"') {
                 in_str = false;
+                str_end = i;
             } else if ((unsigned char)ch < 0x20) {
                 /* JSON forbids raw control bytes in strings; a NUL would cut one. */
                 return check_fail(c, 400, NULL, NULL, "control byte in a string (at byte %zu)",
@@ -420,10 +469,20 @@ static int prescan(sl_http_check *c, const char *s, size_t n)
             }
         } else if (ch == '"') {
             in_str = true;
+            str_at = i + 1;
         } else if (ch == '{' || ch == '[') {
             if (++depth > SL_HTTP_JSON_MAX_DEPTH)
                 return check_fail(c, 400, NULL, NULL, "body is nested too deeply");
+            if (ch == '[' && depth == 2 && have_key && key_len == 6 &&
+                memcmp(s + key_at, "limits", 6) == 0) {
+                limits_depth = depth;
+                entry = 0;
+            }
+        } else if (ch == ',' && depth == limits_depth) {
+            entry++;
         } else if (ch == '}' || ch == ']') {
+            if (depth == limits_depth)
+                limits_depth = 0;
             depth--;
         }
     }

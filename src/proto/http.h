@@ -395,6 +395,10 @@ typedef struct sl_http_check {
      * means sl_limit_init. Decoding reads them and never changes them. */
     sl_http_limit_fn make_limit;
     void *make_limit_ctx;
+    /* In, optional: the longest key the store takes (sluiced's
+     * --max-key-bytes), so that a longer one is refused naming it; 0 (or
+     * more than SL_HTTP_KEY_MAX) means SL_HTTP_KEY_MAX. */
+    size_t max_key;
 
     size_t n;
     sl_http_check_item items[SL_HTTP_CHECK_MAX_LIMITS];

@@ -271,10 +271,10 @@ static int slm_ex_peek(void *ex, const sl_resp_slice *k, const sl_limit *l, int6
 /*
  * All or nothing over up to SL_TAKE_MANY_MAX keys, as sl_store_take_many:
  * every item decides in order on scratch copies (a repeated key shares its
- * copy, so its takes add up); when all admit, each key is written once;
- * when one rejects, nothing is written and out[i] is a peek of item i alone
- * on the stored state. Redis runs one command at a time, so reading all
- * keys, deciding and writing is atomic without locks.
+ * copy, so its takes add up), past a rejection too; when all admit, each key
+ * is written once; when one rejects, nothing is written, and out[i] is what
+ * item i answers after the items before it. Redis runs one command at a
+ * time, so reading all keys, deciding and writing is atomic without locks.
  */
 static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_decision *out,
                             int *failed)
@@ -315,15 +315,12 @@ static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_de
         if (rc == SL_OK)
             memcpy(old[i].p, cur[i].p, size);
     }
-    for (size_t i = 0; i < n && rc == SL_OK && *failed < 0; i++) {
+    for (size_t i = 0; i < n && rc == SL_OK; i++) {
         rc = sl_take(items[i].limit, cur[rep[i]].p, m->now, items[i].cost, &out[i]);
-        if (rc == SL_OK && !out[i].allowed)
+        if (rc == SL_OK && !out[i].allowed && *failed < 0)
             *failed = (int)i;
     }
-    if (rc == SL_OK && *failed >= 0) {
-        for (size_t i = 0; i < n && rc == SL_OK; i++)
-            rc = sl_peek(items[i].limit, old[rep[i]].p, m->now, items[i].cost, &out[i]);
-    } else if (rc == SL_OK) {
+    if (rc == SL_OK && *failed < 0) {
         for (size_t i = 0; i < n; i++)
             if (rep[i] == (int)i)
                 slm_write(m, &keys[i], items[i].limit, &cur[i], &old[i]);

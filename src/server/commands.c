@@ -790,6 +790,7 @@ void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl
         .lease_key = srv->lease_key,
         .limit_cache = &conn->w->limits,
         .config = atomic_load_explicit(&srv->config, memory_order_acquire),
+        .max_key_bytes = srv->cfg.max_key_bytes,
         .face = conn,
         .decided = sl_on_decided,
     };

@@ -194,6 +194,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         }
         w->check->make_limit = sl_http_cached_limit;
         w->check->make_limit_ctx = &w->limits;
+        w->check->max_key = w->srv->cfg.max_key_bytes;
     }
     sl_http_check *chk = w->check;
     int rc;

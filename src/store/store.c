@@ -2158,33 +2158,19 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
             memset(m[i].scratch, 0, m[i].size);
         }
     }
-    /* 2. Decide every item in order on the scratch states. */
+    /* 2. Decide every item in order on the scratch states, past a
+     * rejection too: a rejected take leaves its scratch as it was, so each
+     * out[i] is what item i answers after the items before it, and a
+     * repeated key's answers add up whether the request is admitted or not
+     * (a peek of each item alone would show the item that rejected as
+     * admitted). */
     for (size_t i = 0; i < n && rc == SL_OK; i++) {
         rc = sl_take(items[i].limit, m[i].scratch, now, items[i].cost, &out[i]);
-        if (rc == SL_OK && !out[i].allowed)
+        if (rc == SL_OK && !out[i].allowed && *failed_index < 0)
             *failed_index = (int)i;
-        if (*failed_index >= 0)
-            break;
     }
-    if (rc != SL_OK)
-        goto done;
-    if (*failed_index >= 0) {
-        /* Rejected: nothing is consumed; tell what each limit alone says. */
-        for (size_t i = 0; i < n && rc == SL_OK; i++) {
-            sl_many_item *r = &m[m[i].rep];
-            if (r->rec) {
-                rc = sl_peek(items[i].limit, sl_rec_state(r->rec), now, items[i].cost, &out[i]);
-                continue;
-            }
-            if (r->stale)
-                rc = sl_rec_adopt(r->sh, r->sh->slots[r->pos], items[i].limit, r->scratch, now);
-            else
-                memset(r->scratch, 0, r->size);
-            if (rc == SL_OK)
-                rc = sl_peek(items[i].limit, r->scratch, now, items[i].cost, &out[i]);
-        }
-        goto done;
-    }
+    if (rc != SL_OK || *failed_index >= 0)
+        goto done; /* rejected: the scratch states are dropped, nothing is consumed */
     /* 3. Admitted: pin the records found, so that storing the new keys
      * (which may evict) cannot drop them; drop the stale ones; insert the
      * new keys pinned. */

@@ -114,3 +114,39 @@ def test_main_usage():
     p = run("frobnicate", check=2)
     assert "unknown command 'frobnicate'" in p.stderr
     assert run(check=2).stderr.startswith("usage:")
+
+
+LOG_LIMIT_ERROR = ("limit must be a positive integer of at most 2305843009213693951 "
+                   "(65536 for sliding_log)")
+
+
+def test_errors_are_told_with_their_text_and_count(sluiced):
+    # A sliding log holds at most 65 536: every take is refused, and bench says why.
+    p = run("bench", "--server", sluiced.addr, "--algorithm", "sliding_log", "--limit", 70000,
+            "--prefix", "t:err:", "--duration", "500ms", "--connections", 2, check=0)
+    r = result(p.stdout)
+    assert r["requests"] > 0 and r["errors"] == r["requests"], p.stdout
+    assert r["first_error"] == "ERR " + LOG_LIMIT_ERROR, p.stdout
+    assert "%d error replies, 1 distinct:" % r["errors"] in p.stderr, p.stderr
+    assert "%10d  ERR %s" % (r["errors"], LOG_LIMIT_ERROR) in p.stderr, p.stderr
+
+
+def test_a_clean_run_tells_no_error(sluiced):
+    p = run("bench", "--server", sluiced.addr, "--duration", "300ms", "--prefix", "t:clean:",
+            check=0)
+    assert "first_error" not in p.stdout and "error replies" not in p.stderr
+
+
+def test_http_errors_are_told_with_status_and_body():
+    s = Sluiced(http=True).start()
+    s.require_http()
+    try:
+        p = run("bench", "--server", "127.0.0.1:%d" % s.http_port, "--http", "--duration", "500ms",
+                "--algorithm", "sliding_log", "--limit", 70000, "--prefix", "t:herr:", check=0)
+        r = result(p.stdout)
+        want = 'HTTP 400 {"error":"%s","field":"limit"}' % LOG_LIMIT_ERROR
+        assert r["requests"] > 0 and r["errors"] == r["requests"], p.stdout
+        assert r["first_error"] == want, p.stdout
+        assert "%10d  %s" % (r["errors"], want) in p.stderr, p.stderr
+    finally:
+        s.stop()

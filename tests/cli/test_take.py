@@ -192,3 +192,18 @@ def test_cl_throttle_bad_flags(extra, flag):
         args = ["k", "--command", "cl.throttle", "--limit", 3]
     p = run("take", *(args + extra), check=2)
     assert flag in p.stderr
+
+
+@pytest.mark.parametrize("cmd", ["take", "simulate"])
+def test_burst_zero_is_refused_as_every_face_refuses_it(cmd):
+    # The servers refuse BURST 0 / burst=0 (0 would otherwise mean the limit); so does the CLI.
+    args = ["user:42"] if cmd == "take" else []
+    p = run(cmd, *args, "--limit", 10, "--period", "1m", "--burst", 0, check=2)
+    assert "--burst: '0' is not a positive integer" in p.stderr, p.stderr
+
+
+def test_algorithm_names_ignore_case():
+    p = run("take", "user:42", "--limit", 10, "--period", "1m", "--algorithm", "Token_Bucket",
+            "--burst", 1, check=0)
+    d = fields(p.stdout)
+    assert (d["allowed"], d["limit"], d["remaining"]) == (1, 1, 0), p.stdout

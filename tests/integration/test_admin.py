@@ -51,7 +51,7 @@ def test_inspect_describes_a_key_and_changes_nothing(make_server, tmp_path):
             c.call("SL.TAKE", "adhoc", 10, 60)
         d = info(c, "adhoc")
         assert (d["algorithm"], d["bytes"], d["carried"]) == ("gcra", 16, 0), d
-        assert 0 < d["reset_after_ms"] <= 18000, d
+        assert 0 < d["reset_after_ms"] <= 18000 + 2, "to about a ms (the store's tick): %r" % (d,)
         for _ in range(7):
             c.call("SL.POLICY", "api", "u1")
         d = info(c, "api:u1")

@@ -203,3 +203,144 @@ def test_many_connections_opened_and_dropped(server, canary):
         for c in conns:
             c.close()
     check_intact(server, canary)
+
+
+# ---- the command faces' arguments, over RESP and HTTP, on one sluiced ----
+
+@pytest.fixture(scope="module")
+def faces():
+    """A sluiced with both faces and a small --max-key-bytes, so that errors naming
+    the longest key can be seen."""
+    import shutil
+    from conftest import Sluiced, free_port
+    port = free_port()
+    s = Sluiced(args=["--http-port", str(port), "--max-key-bytes", "64"]).start()
+    s.base = "http://127.0.0.1:%d" % port
+    yield s
+    s.stop()
+    shutil.rmtree(s.workdir, ignore_errors=True)
+
+
+BURST_ERROR = ("burst must be a positive integer of at most 2305843009213693951 "
+               "(omit it for a burst of the limit)")
+
+
+def _http(faces, method, query=None, body=None):
+    import requests
+    if method == "GET":
+        return requests.get(faces.base + "/v1/check?" + query, timeout=5)
+    return requests.post(faces.base + "/v1/check", data=body, timeout=5,
+                         headers={"Content-Type": "application/json"})
+
+
+@pytest.mark.parametrize("method,arg", [
+    ("GET", "key=b0&limit=10&period=60&burst=0"),
+    ("GET", "key=b0&limit=10&period=60&burst=0&algorithm=sliding_window"),
+    ("POST", '{"key":"b0","limit":10,"period":60,"burst":0}'),
+    ("POST", '{"limits":[{"key":"b0","limit":10,"period":60},'
+             '{"key":"b1","limit":10,"period":60,"burst":0}]}'),
+])
+def test_http_burst_zero_is_refused(faces, method, arg):
+    r = _http(faces, method, query=arg, body=arg.encode())
+    assert r.status_code == 400, r.text
+    assert r.json()["error"] == BURST_ERROR, r.text
+    assert r.json()["field"] in ("burst", "limits[1].burst"), r.text
+    # nothing was taken from b0
+    r = _http(faces, "GET", "key=b0&limit=10&period=60&cost=0")
+    assert r.status_code == 200 and r.json()["remaining"] == 10, r.text
+
+
+def test_resp_burst_zero_and_repeated_options_are_refused(faces):
+    with faces.conn() as c:
+        for args, want in [
+                (("SL.TAKE", "b0", 10, 60, "BURST", 0), "ERR " + BURST_ERROR),
+                (("SL.TAKE", "b0", 10, 60, "BURST", 3, "BURST", 4),
+                 "ERR syntax error: option 'BURST' is given twice"),
+                (("SL.TAKE", "b0", 10, 60, "COST", 1, "COST", 2),
+                 "ERR syntax error: option 'COST' is given twice"),
+                (("SL.TAKE", "b0", 10, 60, "ALGORITHM", "gcra", "algorithm", "token_bucket"),
+                 "ERR syntax error: option 'ALGORITHM' is given twice")]:
+            c.send_command(*args)
+            e = c.read_reply()
+            assert isinstance(e, Error) and e.message == want, (args, e)
+        d = as_map(c.call("SL.PEEK", "b0", 10, 60, "COST", 0))
+        assert d["remaining"] == 10, d
+
+
+@pytest.mark.parametrize("body,field", [
+    ('{"key":"z","limit":012,"period":60}', "limit"),
+    ('{"key":"z","limit":1,"period":00}', "period"),
+    ('{"key":"z","limit":1,"period":60,"cost":-01}', "cost"),
+])
+def test_http_json_leading_zeros_are_refused(faces, body, field):
+    r = _http(faces, "POST", body=body.encode())
+    assert r.status_code == 400, r.text
+    assert r.json()["field"] == field, r.text
+    assert r.json()["error"].startswith(field + " must not have leading zeros"), r.text
+
+
+def test_keys_longer_than_the_store_takes_name_the_limit(faces):
+    long = "k" * 65
+    r = _http(faces, "GET", "key=%s&limit=1&period=60" % long)
+    assert r.status_code == 400, r.text
+    assert r.json() == {"error": "key is longer than 64 bytes", "field": "key"}, r.text
+    r = _http(faces, "POST", body=('{"limits":[{"key":"a","limit":1,"period":60},'
+                                   '{"key":"%s","limit":1,"period":60}]}' % long).encode())
+    assert r.status_code == 400 and r.json()["field"] == "limits[1].key", r.text
+    assert r.json()["error"] == "key is longer than 64 bytes", r.text
+    with faces.conn() as c:
+        for args in (("SL.TAKE", long, 1, 60), ("SL.TAKEMANY", 1, long, "LIMIT", 1, 60),
+                     ("SL.ACQUIRE", long, 1, 1000), ("CL.THROTTLE", long, 1, 1, 60)):
+            c.send_command(*args)
+            e = c.read_reply()
+            assert isinstance(e, Error), (args, e)
+            assert e.message == "ERR key is empty or too long (at most 64 bytes)", (args, e)
+        assert c.call("SL.TAKE", "k" * 64, 1, 60)[1] == 1
+
+
+def test_algorithm_names_ignore_case_in_every_face(faces):
+    r = _http(faces, "GET", "key=alg&limit=10&period=60&algorithm=Token_Bucket")
+    assert r.status_code == 200 and r.json()["remaining"] == 9, r.text
+    r = _http(faces, "POST", body=b'{"key":"alg","limit":10,"period":60,"algorithm":"TOKEN_BUCKET"}')
+    assert r.status_code == 200 and r.json()["remaining"] == 8, r.text
+    with faces.conn() as c:
+        d = as_map(c.call("SL.TAKE", "alg", 10, 60, "ALGORITHM", "token_BUCKET"))
+        assert d["remaining"] == 7, d
+
+
+def test_a_repeated_key_adds_up_in_a_rejected_multi_check(faces):
+    """Each entry alone would fit; together the second does not: the second entry's
+    answer says so, the first says what it leaves, and nothing is consumed."""
+    body = ('{"limits":[{"key":"rep","limit":3,"period":3600,"cost":2},'
+            '{"key":"rep","limit":3,"period":3600,"cost":2}]}').encode()
+    r = _http(faces, "POST", body=body)
+    assert r.status_code == 429, r.text
+    j = r.json()
+    assert j["rejected_by"] == 1, j
+    assert [(x["allowed"], x["remaining"]) for x in j["results"]] == [(True, 1), (False, 1)], j
+    assert j["allowed"] is False and j["remaining"] == 1, j
+    with faces.conn() as c:
+        got = as_map(c.call("SL.TAKEMANY", 2, "rep", "rep", "LIMIT", 3, 3600, "COST", 2,
+                            "LIMIT", 3, 3600, "COST", 2))
+        assert (got["allowed"], got["rejected_by"]) == (0, 1), got
+        assert [(as_map(x)["allowed"], as_map(x)["remaining"]) for x in got["results"]] \
+            == [(1, 1), (0, 1)], got
+        assert as_map(c.call("SL.PEEK", "rep", 3, 3600, "COST", 0))["remaining"] == 3
+
+
+def test_acquire_tells_a_weight_that_never_fits_from_full(faces):
+    with faces.conn() as c:
+        c.send_command("SL.ACQUIRE", "pool", 2, 10000, "WEIGHT", 3)
+        e = c.read_reply()
+        assert isinstance(e, Error) and e.message == "ERR weight 3 exceeds max_in_flight 2", e
+        assert c.call("SL.ACQUIRE", "pool", 2, 10000, "WEIGHT", 2) is not None
+        assert c.call("SL.ACQUIRE", "pool", 2, 10000) is None  # full: the fixed null
+
+
+def test_cl_throttle_zero_rate_in_redis_cells_words(faces):
+    with faces.conn() as c:
+        for args in (("CL.THROTTLE", "zr", 1, 0, 60), ("CL.THROTTLE", "zr", 1, 1, 0)):
+            c.send_command(*args)
+            e = c.read_reply()
+            assert isinstance(e, Error), e
+            assert e.message == "Cell error: Zero rates are not supported", e

@@ -42,11 +42,11 @@ def to_lua(argv, shas):
         return ["EVALSHA", shas["cell"], 1] + argv[1:]
     if cmd != "SL.TAKE" or len(argv) < 4:
         return None
-    opts = {"BURST": "0", "COST": "1", "ALGORITHM": "gcra"}
+    opts = {"BURST": "", "COST": "1", "ALGORITHM": "gcra"}
     rest = argv[4:]
     for i in range(0, len(rest), 2):
         opts[rest[i].upper()] = rest[i + 1]
-    algo = opts["ALGORITHM"]
+    algo = opts["ALGORITHM"].lower()
     if algo not in shas:
         return None
     lua = ["EVALSHA", shas[algo], 1, argv[1], argv[2], period_ms(argv[3]), opts["BURST"],
@@ -153,4 +153,42 @@ def test_fixed_windows_on_the_clock_side_by_side(server, shas, period, offset):
     lua = command_cases.as_map(r.execute_command(*lua_argv))
     assert mod["remaining"] == lua["remaining"] == 2
     assert abs(mod["reset_after_ms"] - lua["reset_after_ms"]) <= 50, (mod, lua)
+
+
+@pytest.mark.parametrize("argv", [
+    ["SL.TAKE", "k", "10", "60", "BURST", "0"],
+    ["SL.TAKE", "k", "10", "60", "BURST", "-1"],
+    ["SL.TAKE", "k", "10", "60", "BURST", "0", "ALGORITHM", "token_bucket"],
+    ["SL.TAKE", "k", "10", "60", "BURST", "0", "ALGORITHM", "fixed_window"],
+    ["SL.TAKE", "k", "0", "60", "BURST", "2"],
+    ["CL.THROTTLE", "k", "1", "0", "60"],
+    ["CL.THROTTLE", "k", "1", "5", "0"],
+    ["CL.THROTTLE", "k", "1", "2000000000", "1"],
+    ["CL.THROTTLE", "k", "-1", "5", "60"],
+    ["CL.THROTTLE", "k", "1", "-5", "60"],
+])
+def test_the_scripts_refuse_what_the_module_refuses_in_its_words(server, shas, argv):
+    """burst 0 (0 used to mean "the limit" in the scripts) and redis-cell's zero rate:
+    the script's error line is the module's, byte for byte."""
+    c = server.conn()
+    from respclient import Error
+    key = "lua-err:" + uuid.uuid4().hex[:8]
+    argv = [key if a == "k" else a for a in argv]
+    c.send_command(*argv)
+    mod = c.read_reply()
+    c.send_command(*to_lua(argv, shas))
+    lua = c.read_reply()
+    c.close()
+    assert isinstance(mod, Error), mod
+    assert isinstance(lua, Error) and lua.message == mod.message, (mod, lua)
+
+
+def test_an_empty_burst_argument_is_the_limit(server, shas):
+    """ "" stands for BURST not given, so that a cost can follow it."""
+    r = server.client()
+    key = "lua-burst:" + uuid.uuid4().hex[:8]
+    got = command_cases.as_map(r.execute_command("EVALSHA", shas["gcra"], 1, key, 10, 60000, "", 3))
+    assert (got["allowed"], got["limit"], got["remaining"]) == (1, 10, 7), got
+    got = command_cases.as_map(r.execute_command("EVALSHA", shas["gcra"], 1, key + "b", 10, 60000, 1))
+    assert (got["allowed"], got["limit"], got["remaining"]) == (1, 1, 0), got
     r.close()

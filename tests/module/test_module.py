@@ -172,13 +172,17 @@ def test_bad_arguments_store_nothing(server):
         ["SL.TAKEMANY", 2, "k", "j", "LIMIT", 1, 60, "LIMIT", 0, 60],
         ["SL.ACQUIRE", "k", 70000, 1000], ["SL.ACQUIRE", "k", 1, 1000, "WEIGHT", 0],
         ["SL.POLICY", "p", "k"], ["SL.TAKE", "k", 10, 60, "LIMIT", 1, 60],
+        ["SL.TAKE", "k", 10, 60, "BURST", 0], ["SL.TAKE", "k", 10, 60, "BURST", 2, "BURST", 2],
+        ["SL.TAKEMANY", 1, "k", "LIMIT", 1, 60, "COST", 1, "COST", 1],
+        ["SL.ACQUIRE", "k", 2, 1000, "WEIGHT", 3], ["CL.THROTTLE", "k", 1, 0, 60],
     ]
     for cmd in bad:
         with pytest.raises(redis.exceptions.ResponseError) as e:
             c.execute_command(*cmd)
         assert str(e.value).startswith(("wrong number", "value is", "unknown", "syntax", "cost",
                                         "limit", "period", "burst", "numkeys", "max_in_flight",
-                                        "weight", "ttl")), (cmd, str(e.value))
+                                        "weight", "ttl", "max_burst", "Cell error")), \
+            (cmd, str(e.value))
     assert c.dbsize() == 0
     assert c.ping()
     c.close()

@@ -103,6 +103,15 @@ CASES = [
         (["SL.TAKE", K, 10, 3600, "COST", 0], D(1, 10, 6, 0, near(1440000))),
         (["SL.TAKE", K, 10, 3600, "COST", 6], D(1, 10, 0, 0, near(3600000))),
     ]),
+    ("take_burst_one_is_one_at_a_time", [
+        (["SL.TAKE", K, 10, 60, "BURST", 1], D(1, 1, 0, 0, near(6000))),
+        (["SL.TAKE", K, 10, 60, "BURST", 1], D(0, 1, 0, near(6000), near(6000))),
+    ]),
+    ("take_algorithm_names_any_case", [
+        (["SL.TAKE", K, 10, 60, "ALGORITHM", "GCRA"], D(1, 10, 9, 0, 6000)),
+        (["SL.TAKE", K, 10, 60, "ALGORITHM", "gcra"], D(1, 10, 8, 0, near(12000))),
+        (["SL.TAKE", K2, 10, 60, "ALGORITHM", "Token_Bucket"], D(1, 10, 9, 0, 6000)),
+    ]),
     ("take_keywords_any_case", [
         (["sl.take", K, 10, 60, "burst", 2, "cost", 2, "algorithm", "token_bucket"],
          D(1, 2, 0, 0, near(12000))),
@@ -149,6 +158,17 @@ CASES = [
          {"allowed": 0, "rejected_by": 0,
           "results": [D(0, 3, 0, near(20000), near(60000)), D(0, 3, 0, near(20000), near(60000))]}),
     ]),
+    ("takemany_repeated_key_adds_up_when_rejected", [
+        # the second take of K does not fit after the first: the answers say
+        # so (each alone would fit), and nothing is consumed
+        (["SL.TAKEMANY", 3, K, K, K2, "LIMIT", 3, 60, "COST", 2, "LIMIT", 3, 60, "COST", 2,
+          "LIMIT", 3, 60],
+         {"allowed": 0, "rejected_by": 1,
+          "results": [D(1, 3, 1, 0, near(40000)), D(0, 3, 1, near(20000), near(40000)),
+                      D(1, 3, 2, 0, near(20000))]}),
+        (["SL.PEEK", K, 3, 60, "COST", 0], D(1, 3, 3, 0, 0)),
+        (["SL.PEEK", K2, 3, 60, "COST", 0], D(1, 3, 3, 0, 0)),
+    ]),
     ("reset_forgets", [
         (["SL.TAKE", K, 1, 3600], D(1, 1, 0, 0, near(3600000))),
         (["SL.RESET", K, K2], 1),
@@ -177,13 +197,29 @@ CASES = [
         (["SL.TAKE", K, 10, 60, "BURST"], Err("ERR syntax error: option 'BURST' needs a value")),
         (["SL.TAKEMANY", 0, K, "LIMIT", 1, 60], Err("ERR numkeys must be between 1 and 8")),
         (["SL.TAKEMANY", 2, K, K2, "LIMIT", 1, 60], Err("ERR syntax error: expected LIMIT for key 2 of 2")),
-        (["CL.THROTTLE", K, 1, 0, 60], Err("ERR limit must be a positive integer")),
+        (["CL.THROTTLE", K, 1, 0, 60], Err("Cell error: Zero rates are not supported")),
+        (["CL.THROTTLE", K, 1, 5, 0], Err("Cell error: Zero rates are not supported")),
+        (["CL.THROTTLE", K, -1, 5, 60],
+         Err("ERR max_burst must be an integer between 0 and 2305843009213693950")),
         (["CL.THROTTLE", K, 1, 2000000, 1], Err("ERR rate is too high")),
         (["CL.THROTTLE", K, 1, 1, 60, -1], Err("ERR cost must be a non-negative integer")),
         (["SL.ACQUIRE", K, 0, 1000], Err("ERR max_in_flight must be between 1 and 65536")),
         (["SL.ACQUIRE", K, 1, 0], Err("ERR ttl_ms must be a positive number of milliseconds")),
         (["SL.POLICY", "nosuch", K], Err("ERR unknown policy 'nosuch'")),
         (["SL.TAKE", "", 1, 60], Err("ERR key is empty or too long")),
+        # a given burst is at least 1 (0 used to mean "the limit"), in every algorithm
+        (["SL.TAKE", K, 10, 60, "BURST", 0],
+         Err("ERR burst must be a positive integer of at most 2305843009213693951 "
+             "(omit it for a burst of the limit)")),
+        (["SL.TAKE", K, 10, 60, "ALGORITHM", "fixed_window", "BURST", 0],
+         Err("ERR burst must be a positive integer")),
+        (["SL.TAKEMANY", 1, K, "LIMIT", 10, 60, "BURST", 0], Err("ERR burst must be a positive integer")),
+        (["SL.TAKE", K, 10, 60, "BURST", 3, "BURST", 4],
+         Err("ERR syntax error: option 'BURST' is given twice")),
+        (["SL.PEEK", K, 10, 60, "COST", 1, "cost", 2], Err("ERR syntax error: option 'COST' is given twice")),
+        (["SL.TAKE", K, 10, 60, "ALGORITHM", "gcra", "ALGORITHM", "gcra"],
+         Err("ERR syntax error: option 'ALGORITHM' is given twice")),
+        (["SL.ACQUIRE", K, 2, 1000, "WEIGHT", 3], Err("ERR weight 3 exceeds max_in_flight 2")),
         # nothing above stored anything: the key is still "never seen"
         (["SL.PEEK", K, 10, 60], D(1, 10, 9, 0, 6000)),
         (["SL.PEEK", K2, 10, 60], D(1, 10, 9, 0, 6000)),

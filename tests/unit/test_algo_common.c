@@ -24,7 +24,11 @@ Test(limit, names_round_trip)
     }
     sl_algorithm x;
     cr_assert_eq(sl_algorithm_parse("gcraX", 4, &x), SL_OK, "length-delimited");
-    cr_assert_eq(sl_algorithm_parse("GCRA", 4, &x), SL_ERR_ALGORITHM);
+    cr_assert_eq(sl_algorithm_parse("GCRA", 4, &x), SL_OK, "ASCII case is ignored");
+    cr_assert_eq(x, SL_GCRA);
+    cr_assert_eq(sl_algorithm_parse("Sliding_Window", 14, &x), SL_OK);
+    cr_assert_eq(x, SL_SLIDING_WINDOW);
+    cr_assert_eq(sl_algorithm_parse("gcr\xc1", 4, &x), SL_ERR_ALGORITHM, "only ASCII folds");
     cr_assert_eq(sl_algorithm_parse("", 0, &x), SL_ERR_ALGORITHM);
     cr_assert_null(sl_algorithm_name(SL_ALGORITHM_COUNT));
 }

@@ -18,6 +18,7 @@ typedef struct harness {
     sl_limit_cache cache;
     uint64_t key[2];
     sl_config *config;
+    size_t max_key_bytes;
 } harness;
 
 
@@ -76,7 +77,7 @@ static void teardown(void)
 /* Runs a space-separated command; returns the reply as RESP text. */
 static const char *run(const char *line)
 {
-    static char copy[1024], reply[4096];
+    static char copy[2048], reply[4096];
     sl_resp_slice argv[32];
     int argc = 0;
     snprintf(copy, sizeof copy, "%s", line);
@@ -88,7 +89,8 @@ static const char *run(const char *line)
                     .ex = &H,
                     .lease_key = H.key,
                     .limit_cache = &H.cache,
-                    .config = H.config};
+                    .config = H.config,
+                    .max_key_bytes = H.max_key_bytes};
     sl_resp_buf_clear(&H.out);
     const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
     if (cmd)
@@ -152,8 +154,8 @@ Test(cmd, bad_arguments_get_errors_that_name_them)
     cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 -"), not_int);
     cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 1-"), not_int);
     cr_assert_str_eq(run("CL.THROTTLE k 1 1 1 +1"), not_int);
-    cr_assert_str_eq(run("SL.TAKE k 0 60"),
-                     "-ERR limit must be a positive integer within the algorithm's maximum\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 0 60"), "-ERR limit must be a positive integer of at most "
+                                            "2305843009213693951 (65536 for sliding_log)\r\n");
     cr_assert_str_eq(run("SL.TAKE k 5 60x"), "-ERR period is not a duration: use seconds, or a "
                                              "number with ms, s, m, h, d, w or mo\r\n");
     cr_assert_str_eq(run("SL.TAKE k 5 -3"),
@@ -170,6 +172,102 @@ Test(cmd, bad_arguments_get_errors_that_name_them)
     cr_assert_str_eq(run("SL.RESET k a b"), ":0\r\n");
 }
 
+#define BURST_ERR                                                                             \
+    "-ERR burst must be a positive integer of at most 2305843009213693951 (omit it for a burst " \
+    "of the limit)\r\n"
+
+Test(cmd, a_burst_given_is_at_least_one)
+{
+    /* BURST 0 used to mean "the limit": a client writing nginx's burst=0
+     * (no burst) got the opposite. It is refused, in every place a limit
+     * is read; omitting BURST still means the limit. */
+    cr_assert_str_eq(run("SL.TAKE k 5 60 BURST 0"), BURST_ERR);
+    cr_assert_str_eq(run("SL.PEEK k 5 60 BURST 0"), BURST_ERR);
+    cr_assert_str_eq(run("SL.TAKE k 5 60 BURST -1"), BURST_ERR);
+    cr_assert_str_eq(run("SL.TAKE k 5 60 ALGORITHM fixed_window BURST 0"), BURST_ERR);
+    cr_assert_str_eq(run("SL.TAKEMANY 2 a b LIMIT 5 60 LIMIT 5 60 BURST 0"), BURST_ERR);
+    cr_assert_str_eq(run("SL.TAKE k 5 60 BURST 2305843009213693952"), BURST_ERR);
+    cr_assert_str_eq(run("SL.RESET k a b"), ":0\r\n", "nothing was stored");
+    cr_assert(strstr(run("SL.TAKE k 5 60 BURST 1"), "limit\r\n:1\r\n$9\r\nremaining\r\n:0\r\n"));
+    cr_assert(strstr(run("SL.TAKE n 5 60"), "limit\r\n:5\r\n$9\r\nremaining\r\n:4\r\n"));
+}
+
+Test(cmd, a_repeated_option_is_refused)
+{
+    cr_assert_str_eq(run("SL.TAKE k 5 60 BURST 3 BURST 4"),
+                     "-ERR syntax error: option 'BURST' is given twice\r\n");
+    cr_assert_str_eq(run("SL.TAKE k 5 60 cost 1 COST 2"),
+                     "-ERR syntax error: option 'COST' is given twice\r\n");
+    cr_assert_str_eq(run("SL.PEEK k 5 60 ALGORITHM gcra BURST 2 algorithm token_bucket"),
+                     "-ERR syntax error: option 'ALGORITHM' is given twice\r\n");
+    cr_assert_str_eq(run("SL.TAKEMANY 1 a LIMIT 5 60 COST 1 COST 1"),
+                     "-ERR syntax error: option 'COST' is given twice\r\n");
+    cr_assert_str_eq(run("SL.ACQUIRE a 2 1000 WEIGHT 1 weight 1"),
+                     "-ERR syntax error: option 'WEIGHT' is given twice\r\n");
+    /* Each LIMIT group has its own options. */
+    const char *r = run("SL.TAKEMANY 2 a b LIMIT 5 60 BURST 2 COST 1 LIMIT 5 60 BURST 2 COST 1");
+    cr_assert(strstr(r, "allowed\r\n:1\r\n$11\r\nrejected_by\r\n:-1\r\n"), "%s", r);
+    cr_assert_str_eq(run("SL.RESET k"), ":0\r\n", "nothing was stored");
+}
+
+Test(cmd, algorithm_names_ignore_case)
+{
+    cr_assert(strstr(run("SL.TAKE k 5 60 ALGORITHM GCRA"), "allowed\r\n:1\r\n"));
+    /* the same state as gcra's: a second take sees the first */
+    cr_assert(strstr(run("SL.TAKE k 5 60 ALGORITHM gcra"), "remaining\r\n:3\r\n"));
+    cr_assert(strstr(run("SL.TAKE t 5 60 ALGORITHM Token_Bucket"), "remaining\r\n:4\r\n"));
+    cr_assert(strstr(run("SL.TAKE t 5 60 ALGORITHM token_bucket"), "remaining\r\n:3\r\n"));
+    cr_assert(strncmp(run("SL.TAKE k 5 60 ALGORITHM CONCURRENCY"), "-ERR unknown algorithm", 22) == 0);
+    sl_algorithm a;
+    cr_assert_eq(sl_algorithm_parse("SLIDING_LOG", 11, &a), SL_OK);
+    cr_assert_eq(a, SL_SLIDING_LOG);
+    cr_assert_eq(sl_algorithm_parse("gcra\0", 5, &a), SL_ERR_ALGORITHM);
+    cr_assert_eq(sl_algorithm_parse("gcr", 3, &a), SL_ERR_ALGORITHM);
+}
+
+Test(cmd, cl_throttle_refuses_zero_rates_in_redis_cells_words)
+{
+    const char *zero = "-Cell error: Zero rates are not supported\r\n";
+    cr_assert_str_eq(run("CL.THROTTLE k 1 0 60"), zero);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 5 0"), zero);
+    cr_assert_str_eq(run("CL.THROTTLE k 0 0 0 0"), zero);
+    /* more than one per nanosecond: redis-cell's interval truncates to 0 */
+    cr_assert_str_eq(run("CL.THROTTLE k 1 1000000001 1"), zero);
+    cr_assert_str_eq(run("CL.THROTTLE k 1 2000000 1"),
+                     "-ERR rate is too high: less than one microsecond per request\r\n");
+    cr_assert_str_eq(run("CL.THROTTLE k -1 1 60"),
+                     "-ERR max_burst must be an integer between 0 and 2305843009213693950\r\n");
+    cr_assert_str_eq(run("CL.THROTTLE k 0 1 60"), THROTTLE(0, 1, 0, -1, 60));
+}
+
+Test(cmd, acquire_tells_never_fits_from_full)
+{
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 1000 WEIGHT 3"), "-ERR weight 3 exceeds max_in_flight 2\r\n");
+    cr_assert(strncmp(run("SL.ACQUIRE db 2 1000 WEIGHT 2"), "$24\r\n", 5) == 0);
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 1000"), "$-1\r\n", "full: a null, as before");
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 1000 WEIGHT 3"), "-ERR weight 3 exceeds max_in_flight 2\r\n");
+    const char *ttl = "-ERR ttl_ms must be a positive number of milliseconds of at most "
+                      "2305843009213\r\n";
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 2305843009214"), ttl);
+    cr_assert_str_eq(run("SL.ACQUIRE db 2 0"), ttl);
+    cr_assert(strncmp(run("SL.ACQUIRE other 2 2305843009213"), "$24\r\n", 5) == 0, "the most");
+}
+
+Test(cmd, key_errors_name_the_longest_key)
+{
+    char line[1200];
+    H.max_key_bytes = 512; /* the store's default */
+    snprintf(line, sizeof line, "SL.TAKE %0513d 5 60", 0);
+    cr_assert_str_eq(run(line), "-ERR key is empty or too long (at most 512 bytes)\r\n");
+    snprintf(line, sizeof line, "SL.TAKEMANY 2 a %0513d LIMIT 5 60 LIMIT 5 60", 0);
+    cr_assert_str_eq(run(line), "-ERR key is empty or too long (at most 512 bytes)\r\n");
+    snprintf(line, sizeof line, "SL.TAKE %0512d 5 60", 0);
+    cr_assert(strstr(run(line), "allowed\r\n:1\r\n"));
+    H.max_key_bytes = 0; /* a face without a limit of its own (the module) */
+    snprintf(line, sizeof line, "SL.TAKE %0513d 5 60", 0);
+    cr_assert_str_eq(run(line), "-ERR key is empty or too long\r\n");
+}
+
 Test(cmd, takemany_is_all_or_nothing)
 {
     run("SL.TAKE g 2 1h");
@@ -182,6 +280,22 @@ Test(cmd, takemany_is_all_or_nothing)
     cr_assert(strstr(r, "allowed\r\n:1\r\n$11\r\nrejected_by\r\n:-1\r\n"), "%s", r);
     cr_assert(strstr(run("SL.PEEK v 2 1h COST 0"), "remaining\r\n:0\r\n"));
     cr_assert_str_eq(run("SL.RESET u v g zz"), ":3\r\n");
+}
+
+Test(cmd, takemany_answers_a_repeated_key_as_it_adds_up_when_rejected)
+{
+    /* Alone, each take of 2 fits in 3; the two together do not. The item
+     * that rejects says so (it used to answer what it would alone:
+     * allowed), the first says what it leaves for the second. */
+    const char *r = run("SL.TAKEMANY 2 r r LIMIT 3 1h COST 2 LIMIT 3 1h COST 2");
+    const char *want = "*6\r\n$7\r\nallowed\r\n:0\r\n$11\r\nrejected_by\r\n:1\r\n"
+                       "$7\r\nresults\r\n*2\r\n"
+                       "*10\r\n$7\r\nallowed\r\n:1\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:1\r\n"
+                       "$14\r\nretry_after_ms\r\n:0\r\n$14\r\nreset_after_ms\r\n:2400000\r\n"
+                       "*10\r\n$7\r\nallowed\r\n:0\r\n$5\r\nlimit\r\n:3\r\n$9\r\nremaining\r\n:1\r\n"
+                       "$14\r\nretry_after_ms\r\n:1200000\r\n$14\r\nreset_after_ms\r\n:2400000\r\n";
+    cr_assert_str_eq(r, want);
+    cr_assert(strstr(run("SL.PEEK r 3 1h COST 0"), "remaining\r\n:3\r\n"), "nothing consumed");
 }
 
 Test(cmd, leases_are_unguessable_and_released_once)

@@ -169,3 +169,26 @@ Test(config, a_policy_request_becomes_its_takes)
                                  sizeof gkey, it), 0, "a store key that does not fit");
     sl_config_free(c);
 }
+
+Test(config, a_burst_of_zero_is_refused_and_algorithm_names_ignore_case)
+{
+    /* burst 0 used to mean "the limit": the opposite of nginx's burst=0. */
+    cr_assert_str_eq(parse_err("policies:\n  api: {limit: 5, period: 1m, burst: 0}\n"),
+                     "t.yaml:2:38: policy 'api': burst must be an integer of at least 1 (got '0')");
+    cr_assert_str_eq(
+        parse_err("policies:\n  a: {limit: 5, period: 1m, tiers: {x: {limit: 9, period: 1, burst: 0}}}\n"),
+        "t.yaml:2:69: policy 'a' tier 'x': burst must be an integer of at least 1 (got '0')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 5, period: 1m, global: {limit: 9, period: 1, "
+                               "burst: 0}}\n"),
+                     "t.yaml:2:66: policy 'a' global: burst must be an integer of at least 1 (got '0')");
+    sl_config *c = parse_ok("policies:\n"
+                            "  a: {limit: 5, period: 1m, burst: 1, algorithm: Token_Bucket}\n"
+                            "  b: {limit: 5, period: 1m, algorithm: GCRA}\n"
+                            "  d: {limit: 5, period: 1m}\n");
+    const sl_policy *p = sl_config_policy(c, "a", 1);
+    cr_assert_eq(p->limit.burst, 1);
+    cr_assert_eq(p->limit.algorithm, SL_TOKEN_BUCKET);
+    cr_assert_eq(sl_config_policy(c, "b", 1)->limit.algorithm, SL_GCRA);
+    cr_assert_eq(sl_config_policy(c, "d", 1)->limit.burst, 5, "an omitted burst is the limit");
+    sl_config_free(c);
+}

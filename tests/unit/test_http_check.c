@@ -128,7 +128,14 @@ Test(http_check, query_errors)
         {"key=a&limit=10&period=soon", "period is not a duration", "period"},
         {"key=a&limit=10&period=0", "period must be a positive duration", "period"},
         {"key=a&limit=10&period=-1s", "period must be a positive duration", "period"},
-        {"key=a&limit=10&period=60&burst=-1", "burst must be a non-negative integer", "burst"},
+        {"key=a&limit=10&period=60&burst=-1", "burst must be a positive integer", "burst"},
+        {"key=a&limit=10&period=60&burst=0",
+         "burst must be a positive integer of at most 2305843009213693951 (omit it for a burst "
+         "of the limit)",
+         "burst"},
+        {"key=a&limit=10&period=60&burst=0&algorithm=sliding_log", "burst must be a positive",
+         "burst"},
+        {"key=a&limit=10&period=60&burst=2&burst=2", "burst is given twice", "burst"},
         {"key=a&limit=10&period=60&burst=x", "burst must be an integer", "burst"},
         {"key=a&limit=1&period=1d&burst=1000000000000", "burst * period / limit is too large",
          "burst"},
@@ -341,12 +348,30 @@ Test(http_check, json_errors)
          "period"},
         {"{\"key\":\"a\",\"limit\":1,\"period\":9999999999999}",
          "period must be a positive duration", "period"},
-        {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"burst\":-2}", "burst must be a non-negative",
+        {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"burst\":-2}", "burst must be a positive",
          "burst"},
         {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"cost\":-1}", "cost must be a non-negative",
          "cost"},
-        {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"algorithm\":\"GCRA\"}",
-         "unknown algorithm 'GCRA'", "algorithm"},
+        {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"algorithm\":\"GCRAX\"}",
+         "unknown algorithm 'GCRAX'", "algorithm"},
+        {"{\"key\":\"a\",\"limit\":012,\"period\":1}",
+         "limit must not have leading zeros (at byte 19)", "limit"},
+        {"{\"key\":\"a\", \"limit\" : 1, \"period\": -05}", "period must not have leading zeros",
+         "period"},
+        {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"cost\":00}", "cost must not have leading zeros",
+         "cost"},
+        {"{\"limits\":[{\"key\":\"a\",\"limit\":007,\"period\":1}]}",
+         "limit must not have leading zeros", "limits[0].limit"},
+        {"{\"limits\":[{\"key\":\"a\",\"limit\":7,\"period\":1}, {\"key\":\"b\",\"limit\":1,"
+         "\"period\":1,\"cost\":01}]}",
+         "cost must not have leading zeros", "limits[1].cost"},
+        {"{\"limit\":[1,2,01]}", "limit must not have leading zeros", "limit"},
+        {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"burst\":0}",
+         "burst must be a positive integer of at most 2305843009213693951 (omit it for a burst "
+         "of the limit)",
+         "burst"},
+        {"{\"limits\":[{\"key\":\"a\",\"limit\":1,\"period\":1,\"burst\":0}]}",
+         "burst must be a positive integer", "limits[0].burst"},
         {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"algorithm\":7}", "algorithm must be a string",
          "algorithm"},
         {"{\"key\":\"a\",\"limit\":1,\"period\":1,\"colour\":\"red\"}", "unknown field 'colour'",
@@ -376,6 +401,45 @@ Test(http_check, json_errors)
          "unknown algorithm 'x'", "limits[0].algorithm"},
     };
     check_errors(cases, sizeof cases / sizeof cases[0], true);
+}
+
+Test(http_check, json_numbers_zeros_and_case_that_are_fine)
+{
+    int rc;
+    /* 0 itself, zeros after the first digit or in an exponent or a
+     * fraction, and digits inside strings are all fine. */
+    sl_http_check *c = check_json("{\"key\":\"012\",\"limit\":100,\"period\":1.0e01,"
+                                  "\"cost\":0,\"burst\":10,\"algorithm\":\"Token_Bucket\"}",
+                                  &rc);
+    cr_assert_eq(rc, 0, "%s", c->errstr ? c->errstr : "");
+    assert_key(&c->items[0], "012");
+    cr_assert_eq(c->items[0].limit.limit, 100);
+    cr_assert_eq(c->items[0].limit.period_ns, 10 * NS_PER_SEC);
+    cr_assert_eq(c->items[0].limit.burst, 10);
+    cr_assert_eq(c->items[0].limit.algorithm, SL_TOKEN_BUCKET);
+    cr_assert_eq(c->items[0].cost, 0);
+    free(c);
+    c = check_query("key=a&limit=5&period=1&algorithm=GCRA", &rc);
+    cr_assert_eq(rc, 0, "%s", c->errstr ? c->errstr : "");
+    cr_assert_eq(c->items[0].limit.algorithm, SL_GCRA);
+    free(c);
+}
+
+Test(http_check, keys_longer_than_the_stores_are_refused_naming_it)
+{
+    sl_http_check *c = calloc(1, sizeof *c);
+    c->max_key = 8;
+    cr_assert_eq(sl_http_check_from_query(c, "key=123456789&limit=1&period=1", 30), -1);
+    cr_assert_str_eq(c->errstr, "key is longer than 8 bytes");
+    cr_assert_str_eq(c->field, "key");
+    static const char body[] = "{\"key\":\"123456789\",\"limit\":1,\"period\":1}";
+    cr_assert_eq(sl_http_check_from_json(c, body, sizeof body - 1), -1);
+    cr_assert_str_eq(c->errstr, "key is longer than 8 bytes");
+    cr_assert_eq(sl_http_check_from_query(c, "key=12345678&limit=1&period=1", 29), 0, "%s",
+                 c->errstr);
+    cr_assert_eq(sl_http_check_auth(c, "api", 3, "123456789", 9, "X-Api-Key", "", 0), -1);
+    cr_assert_str_eq(c->errstr, "X-Api-Key is longer than 8 bytes");
+    free(c);
 }
 
 Test(http_check, json_too_large_is_413)
@@ -480,7 +544,7 @@ Test(http_check, limits_through_the_cache)
         for (int i = 0; i < 200; i++) {
             char q[128];
             const char *algo = algos[i % 4];
-            int64_t limit = 1 + i % 37, period_ms = 1 + i % 53 * 250, burst = i % 5;
+            int64_t limit = 1 + i % 37, period_ms = 1 + i % 53 * 250, burst = 1 + i % 5;
             snprintf(q, sizeof q, "key=k&limit=%lld&period=%lldms&burst=%lld&algorithm=%s",
                      (long long)limit, (long long)period_ms, (long long)burst, algo);
             cr_assert_eq(decode_query(c, q), 0, "%s: %s", q, c->errstr);
@@ -496,7 +560,7 @@ Test(http_check, limits_through_the_cache)
                           got->tolerance_frac == want.tolerance_frac,
                       "%s", q);
             /* A refused limit in between is not cached as valid. */
-            cr_assert_eq(decode_query(c, "key=k&limit=5&period=1&burst=-1"), -1);
+            cr_assert_eq(decode_query(c, "key=k&limit=1&period=1d&burst=1000000000000"), -1);
             cr_assert_str_eq(c->field, "burst");
         }
     }

@@ -29,15 +29,21 @@ local quantity, e4 = 1, nil
 if ARGV[4] ~= nil then quantity, e4 = int_arg(ARGV[4]) end
 local err = e1 or e2 or e3 or e4
 if err then return redis.error_reply(err) end
-if max_burst < 0 then return redis.error_reply('ERR burst must be a non-negative integer') end
-if count <= 0 then
-  return redis.error_reply("ERR limit must be a positive integer within the algorithm's maximum")
-end
-if period <= 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
-if quantity < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
-
 -- T truncated to whole nanoseconds, as redis-cell computes it; kept in microseconds.
-local t_ns = math.floor(period * 1e9 / count)
+-- redis-cell refuses an interval of 0 (a count or a period of 0, or more than
+-- one per nanosecond) in these words, without ERR, before anything else.
+local t_ns = 0
+if count ~= 0 and period ~= 0 then t_ns = math.floor(period * 1e9 / count) end
+if t_ns == 0 then return redis.error_reply('Cell error: Zero rates are not supported') end
+if quantity < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
+if max_burst < 0 then
+  return redis.error_reply('ERR max_burst must be an integer between 0 and 2305843009213693950')
+end
+if count < 0 then
+  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 ' ..
+                           '(65536 for sliding_log)')
+end
+if period < 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
 if t_ns < 1000 then
   return redis.error_reply('ERR rate is too high: less than one microsecond per request')
 end

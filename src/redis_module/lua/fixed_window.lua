@@ -6,7 +6,8 @@
 -- (default 0): a day begins at local midnight, a week on Monday. Calendar
 -- months are the module's only (a period here is milliseconds).
 --
---   EVALSHA <sha> 1 key limit period_ms [burst [cost [utc_offset_s]]]  (burst is ignored)
+--   EVALSHA <sha> 1 key limit period_ms [burst [cost [utc_offset_s]]]
+--   (burst is ignored, but must be at least 1 when given, or "", as SL.TAKE's)
 --   -> {"allowed", 0|1, "limit", n, "remaining", n, "retry_after_ms", n, "reset_after_ms", n}
 --
 -- State: "w:<window start, Unix microseconds>:<count>", expiring with the window.
@@ -16,12 +17,22 @@ if not limit or not period or not cost or not utc_offset then
   return redis.error_reply('ERR value is not an integer or out of range')
 end
 if limit <= 0 then
-  return redis.error_reply("ERR limit must be a positive integer within the algorithm's maximum")
+  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 ' ..
+                           '(65536 for sliding_log)')
 end
 if period <= 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
 if cost < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
 if math.abs(utc_offset) > 18 * 3600 then
   return redis.error_reply('ERR utc_offset_s must be at most 18 hours (64800 seconds) either way')
+end
+local burst = ARGV[3]
+if burst ~= nil and burst ~= '' then
+  burst = tonumber(burst)
+  if not burst then return redis.error_reply('ERR value is not an integer or out of range') end
+  if burst < 1 or burst ~= math.floor(burst) then
+    return redis.error_reply('ERR burst must be a positive integer of at most ' ..
+                             '2305843009213693951 (omit it for a burst of the limit)')
+  end
 end
 
 local p = period * 1000 -- microseconds

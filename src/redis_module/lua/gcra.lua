@@ -2,23 +2,31 @@
 -- servers that cannot load sluice-redis.so. Same decisions as src/algo/gcra.c,
 -- in microseconds (doubles hold Unix microseconds exactly).
 --
---   EVALSHA <sha> 1 key limit period_ms [burst [cost]]     (burst 0 = limit)
+--   EVALSHA <sha> 1 key limit period_ms [burst [cost]]
+--   (burst at least 1; omitted or "" for the limit, as SL.TAKE without BURST)
 --   -> the decision as SL.TAKE answers a RESP2 client:
 --      {"allowed", 0|1, "limit", n, "remaining", n, "retry_after_ms", n, "reset_after_ms", n}
 --
 -- State: "g:<TAT in Unix microseconds>", expiring at the TAT.
-local limit, period, burst, cost = tonumber(ARGV[1]), tonumber(ARGV[2]),
-                                   tonumber(ARGV[3] or 0), tonumber(ARGV[4] or 1)
+-- A burst of 0 is refused as SL.TAKE refuses BURST 0 (the library's 0 means
+-- the limit; a user who writes 0 means no burst): "" stands for no burst
+-- given, so that a cost can follow.
+local limit, period, cost = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4] or 1)
+local burst = limit
+if ARGV[3] ~= nil and ARGV[3] ~= '' then burst = tonumber(ARGV[3]) end
 if not limit or not period or not burst or not cost then
   return redis.error_reply('ERR value is not an integer or out of range')
 end
 if limit <= 0 then
-  return redis.error_reply("ERR limit must be a positive integer within the algorithm's maximum")
+  return redis.error_reply('ERR limit must be a positive integer of at most 2305843009213693951 ' ..
+                           '(65536 for sliding_log)')
 end
 if period <= 0 then return redis.error_reply('ERR period must be positive and at most 73 years') end
-if burst < 0 then return redis.error_reply('ERR burst must be a non-negative integer') end
+if burst < 1 or burst ~= math.floor(burst) then
+  return redis.error_reply('ERR burst must be a positive integer of at most 2305843009213693951 ' ..
+                           '(omit it for a burst of the limit)')
+end
 if cost < 0 then return redis.error_reply('ERR cost must be a non-negative integer') end
-if burst == 0 then burst = limit end
 
 local t = period * 1000 / limit -- emission interval, microseconds
 local tau = burst * t
