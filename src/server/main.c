@@ -382,6 +382,22 @@ int main(int argc, char **argv)
     }
     srv->nworkers = srv->cfg.threads;
     signal(SIGPIPE, SIG_IGN);
+    if (srv->cfg.port == 0 && srv->cfg.http_port == 0) {
+        fprintf(stderr, "sluiced: --port 0 and --http-port 0 turn both listeners off: "
+                        "nothing to serve\n");
+        return 2;
+    }
+    if (srv->cfg.port == srv->cfg.http_port) {
+        char addr[SL_LOG_ADDR_MAX];
+        fprintf(stderr, "sluiced: cannot listen on %s for both RESP and HTTP (--port and "
+                        "--http-port are the same): Address already in use\n",
+                sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
+        return 2;
+    }
+    /* The ports first: a second server on a port is refused before it
+     * spends any time loading a snapshot. */
+    if (sl_listeners_open(srv) != 0)
+        return 1;
 
     if (getrandom(srv->lease_key, sizeof srv->lease_key, 0) != sizeof srv->lease_key) {
         sl_log(SL_LOG_ERROR, "getrandom: %s", strerror(errno));
@@ -413,10 +429,13 @@ int main(int argc, char **argv)
     if (sl_workers_start(srv) != 0)
         return 1;
     sl_config *conf = atomic_load(&srv->config);
-    sl_log(SL_LOG_INFO, "sluiced %s: RESP on %s:%d, HTTP on %s:%d, %d threads, store memory://, "
-                        "%zu policies",
-           SLUICE_VERSION, srv->cfg.bind, srv->cfg.port, srv->cfg.bind, srv->cfg.http_port,
-           srv->nworkers, conf ? conf->npolicies : 0);
+    char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 8] = "off", addr[SL_LOG_ADDR_MAX];
+    if (srv->cfg.port)
+        snprintf(resp, sizeof resp, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
+    if (srv->cfg.http_port)
+        snprintf(http, sizeof http, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.http_port));
+    sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store memory://, %zu policies",
+           SLUICE_VERSION, resp, http, srv->nworkers, conf ? conf->npolicies : 0);
 
     uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sl_sigterm);
