@@ -18,13 +18,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/server.h"
+
+/* With --snapshot and no --snapshot-interval: a crash loses at most this
+ * many seconds of state, for a write every minute that costs little. */
+#define SL_SNAPSHOT_INTERVAL_DEFAULT 60
 
 static int64_t sl_now_wall(void)
 {
@@ -228,16 +234,53 @@ static sl_server sl_srv;
 static uv_signal_t sl_sigterm, sl_sigint, sl_sighup;
 static uv_timer_t sl_snapshot_timer, sl_sweep_timer;
 
-static void sl_snapshot_write(sl_server *srv, const char *why)
+/* Writes the snapshot, if there is one to write; returns SL_OK or the
+ * store's error, logged with the path and errno's reason. */
+static int sl_snapshot_write(sl_server *srv, const char *why)
 {
     if (!srv->cfg.snapshot)
-        return;
+        return SL_OK;
     int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall());
     if (rc == SL_OK)
         sl_log(SL_LOG_INFO, "snapshot written to %s (%s)", srv->cfg.snapshot, why);
     else
         sl_log(SL_LOG_ERROR, "snapshot %s: %s: %s", srv->cfg.snapshot, sl_strerror(rc),
                strerror(errno));
+    return rc;
+}
+
+/* Checks at start that the snapshot can be written where it is to go, so
+ * that a path that cannot be is refused now, and not found out at
+ * shutdown, when the state it should keep is about to be lost. The store
+ * writes a temporary file beside the path and renames it over the path:
+ * this creates and removes such a file, and refuses a path that is there
+ * but is not a regular file. Returns 0, or -1 with the reason printed. */
+static int sl_snapshot_check(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "sluiced: --snapshot %s: not a regular file\n", path);
+        return -1;
+    }
+    size_t len = strlen(path);
+    char *tmp = malloc(len + sizeof ".tmpXXXXXX");
+    if (!tmp) {
+        fprintf(stderr, "sluiced: --snapshot %s: out of memory\n", path);
+        return -1;
+    }
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "sluiced: --snapshot %s: cannot create a file in its directory: %s\n", path,
+                strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return 0;
 }
 
 static void sl_on_snapshot_timer(uv_timer_t *t)
@@ -356,6 +399,7 @@ int main(int argc, char **argv)
         .log_level = SL_LOG_INFO,
         .http_auth_header = "X-Api-Key",
         .http_deny_status = 429,
+        .snapshot_interval_s = -1,
     };
     /* The config file first, then the flags: a flag wins over the file. */
     int rc;
@@ -394,6 +438,8 @@ int main(int argc, char **argv)
                 sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
         return 2;
     }
+    if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
+        return 2;
     /* The ports first: a second server on a port is refused before it
      * spends any time loading a snapshot. */
     if (sl_listeners_open(srv) != 0)
@@ -414,7 +460,9 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "cannot create the store: %s", sl_strerror(rc));
         return 1;
     }
-    if (srv->cfg.snapshot && access(srv->cfg.snapshot, F_OK) == 0) {
+    if (srv->cfg.snapshot && access(srv->cfg.snapshot, F_OK) != 0) {
+        sl_log(SL_LOG_INFO, "no snapshot at %s yet: starting empty", srv->cfg.snapshot);
+    } else if (srv->cfg.snapshot) {
         size_t loaded = 0;
         rc = sl_store_snapshot_load(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall(),
                                     &loaded);
@@ -429,7 +477,8 @@ int main(int argc, char **argv)
     if (sl_workers_start(srv) != 0)
         return 1;
     sl_config *conf = atomic_load(&srv->config);
-    char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 8] = "off", addr[SL_LOG_ADDR_MAX];
+    char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 8] = "off";
+    char addr[SL_LOG_ADDR_MAX];
     if (srv->cfg.port)
         snprintf(resp, sizeof resp, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
     if (srv->cfg.http_port)
@@ -451,6 +500,13 @@ int main(int argc, char **argv)
     uv_timer_init(loop, &sl_sweep_timer);
     sl_sweep_timer.data = srv;
     uv_timer_start(&sl_sweep_timer, sl_on_sweep_timer, 1000, 1000);
+    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
+        srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
+    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0)
+        sl_log(SL_LOG_INFO, "snapshot %s: written every %d s and at shutdown", srv->cfg.snapshot,
+               srv->cfg.snapshot_interval_s);
+    else if (srv->cfg.snapshot)
+        sl_log(SL_LOG_INFO, "snapshot %s: written at shutdown only", srv->cfg.snapshot);
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0) {
         uint64_t ms = (uint64_t)srv->cfg.snapshot_interval_s * 1000;
         uv_timer_init(loop, &sl_snapshot_timer);
@@ -460,10 +516,12 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
 
     sl_workers_stop(srv);
-    sl_snapshot_write(srv, "shutdown");
+    /* A final snapshot that fails loses the state: the exit status says so,
+     * so that a service manager does not see a clean stop. */
+    int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;
     sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
-    sl_log(SL_LOG_INFO, "bye");
-    return 0;
+    sl_log(SL_LOG_INFO, status == 0 ? "bye" : "bye, without the final snapshot");
+    return status;
 }

@@ -31,7 +31,7 @@ typedef struct sl_server_config {
     int idle_timeout_s;      /* 0 = never */
     size_t max_memory;       /* store cap in bytes; 0 = none */
     const char *snapshot;    /* file, or NULL */
-    int snapshot_interval_s; /* 0 = only at shutdown */
+    int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
