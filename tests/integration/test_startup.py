@@ -5,7 +5,9 @@ import os
 import socket
 import subprocess
 
-from conftest import SANITIZER_MARKS, binary, free_port
+import pytest
+
+from conftest import SANITIZER_MARKS, Error, binary, free_port
 
 BIN = binary("SLUICED", "sluiced")
 
@@ -82,3 +84,70 @@ def test_an_ipv6_address_is_logged_in_brackets(make_server):
     s.host = "::1"
     s.start()
     assert "RESP on [::1]:%d" % s.port in start_line(s)
+
+
+WARNING = "not a loopback address, without --requirepass"
+
+
+def test_a_non_loopback_address_without_a_password_is_warned_about():
+    """Said before binding: 192.0.2.1 (TEST-NET-1) is no address of this machine, so the
+    bind then fails, and nothing listens beyond 127.0.0.1."""
+    rc, err = refused("--port", free_port(), "--http-port", 0, "--bind", "192.0.2.1")
+    assert rc != 0
+    assert "WARN will listen on 192.0.2.1, " + WARNING in err, err
+    rc, err = refused("--port", free_port(), "--http-port", 0, "--bind", "192.0.2.1",
+                      "--requirepass", "secret")
+    assert rc != 0 and WARNING not in err, err
+
+
+def test_loopback_addresses_are_not_warned_about(make_server):
+    assert WARNING not in make_server().stderr()
+    s = make_server(args=["--bind", "127.0.0.2"], start=False)
+    s.bind_flag = False
+    s.host = "127.0.0.2"
+    s.start()
+    assert WARNING not in s.stderr(), s.stderr()
+
+
+def reload(srv, n):
+    """SIGHUP until the n-th reload is logged: one sent while the previous reload is being
+    applied is refused ("try again")."""
+    import time
+    deadline = time.monotonic() + 20
+    while srv.stderr().count("SIGHUP: reloaded") < n:
+        assert srv.alive() and time.monotonic() < deadline, srv.stderr()
+        srv.proc.send_signal(1)
+        time.sleep(0.2)
+
+
+POLICY = "policies:\n  api: {limit: 5, period: 1m}\n"
+
+
+def test_sighup_names_the_server_settings_that_need_a_restart(make_server, tmp_path):
+    conf = tmp_path / "sluice.yaml"
+    conf.write_text("server:\n  max_key_bytes: 512\n  idle_timeout: 0\n" + POLICY)
+    s = make_server(args=["--config", str(conf)])
+    reload(s, 1)
+    assert "take effect at the next start" not in s.stderr(), "unchanged, yet warned"
+    conf.write_text("server:\n  max_key_bytes: 1024\n  maxclients: 10\n" + POLICY)
+    reload(s, 2)
+    warn = [l for l in s.stderr().splitlines() if "take effect at the next start" in l]
+    assert len(warn) == 1 and " WARN " in warn[0], s.stderr()
+    assert "max-key-bytes, maxclients, idle-timeout changed in %s" % conf in warn[0], warn
+    with s.conn() as c:  # the setting of the start holds: 600 bytes is too long a key
+        with pytest.raises(Error, match="too long"):
+            c.call("SL.TAKE", "k" * 600, 1, 60)
+        assert c.call("SL.POLICY", "api", "k")[1] == 1
+
+
+def test_a_snapshot_path_from_the_file_outlives_a_reload(make_server, tmp_path):
+    """The server's settings pointed into the config they came in, which a reload frees:
+    the shutdown then wrote the snapshot to a freed path (AddressSanitizer aborts)."""
+    snap = tmp_path / "from-file.snapshot"
+    conf = tmp_path / "sluice.yaml"
+    conf.write_text("server:\n  snapshot: %s\n  snapshot_interval: 0\n%s" % (snap, POLICY))
+    s = make_server(args=["--config", str(conf)])
+    reload(s, 3)  # a reload frees the previous config once the workers have moved on
+    assert s.stop() == 0
+    assert "snapshot written to %s (shutdown)" % snap in s.stderr()
+    assert snap.stat().st_size > 0
