@@ -1,26 +1,24 @@
 /*
  * main.c: sluiced's start-up and shutdown.
  *
- *   sluiced [--port N] [--http-port N] [--bind ADDR] [--threads N]
- *           [--requirepass SECRET] [--maxclients N] [--max-memory BYTES]
- *           [--max-key-bytes N] [--max-request-bytes N] [--idle-timeout S]
- *           [--snapshot FILE] [--snapshot-interval S] [--config FILE]
- *           [--log-level debug|info|warn|error]
+ *   sluiced [--port N] [--http-port N] [--bind ADDR] ...   (sl_flags below)
  *
  * The main thread owns the signals and the timers (snapshots, the store's
  * sweep); the workers own the connections. SIGTERM and SIGINT: stop
- * accepting, finish what is in flight, write the snapshot, exit 0.
+ * accepting, finish what is in flight, write the snapshot, exit 0 (1 when
+ * that final snapshot fails). What cannot work is refused before serving:
+ * a port in use, a snapshot that cannot be written, nothing to serve.
  */
 #define _GNU_SOURCE
-#include <assert.h>
 #include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <time.h>
