@@ -707,9 +707,8 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
     }
 
-    srv->started_mono = sl_now_mono();
-    if (sl_workers_start(srv) != 0)
-        return 1;
+    /* Said before the workers run, so that the lines are in the log by the
+     * time a client is answered. */
     sl_config *conf = atomic_load(&srv->config);
     char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 8] = "off";
     char addr[SL_LOG_ADDR_MAX];
@@ -719,7 +718,16 @@ int main(int argc, char **argv)
         snprintf(http, sizeof http, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.http_port));
     sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store memory://, %zu policies",
            SLUICE_VERSION, resp, http, srv->nworkers, conf ? conf->npolicies : 0);
-
+    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
+        srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
+    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0)
+        sl_log(SL_LOG_INFO, "snapshot %s: written every %d s and at shutdown", srv->cfg.snapshot,
+               srv->cfg.snapshot_interval_s);
+    else if (srv->cfg.snapshot)
+        sl_log(SL_LOG_INFO, "snapshot %s: written at shutdown only", srv->cfg.snapshot);
+    srv->started_mono = sl_now_mono();
+    if (sl_workers_start(srv) != 0)
+        return 1;
     uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sl_sigterm);
     uv_signal_init(loop, &sl_sigint);
@@ -734,13 +742,6 @@ int main(int argc, char **argv)
     uv_timer_init(loop, &sl_sweep_timer);
     sl_sweep_timer.data = srv;
     uv_timer_start(&sl_sweep_timer, sl_on_sweep_timer, 1000, 1000);
-    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
-        srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
-    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0)
-        sl_log(SL_LOG_INFO, "snapshot %s: written every %d s and at shutdown", srv->cfg.snapshot,
-               srv->cfg.snapshot_interval_s);
-    else if (srv->cfg.snapshot)
-        sl_log(SL_LOG_INFO, "snapshot %s: written at shutdown only", srv->cfg.snapshot);
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0) {
         uint64_t ms = (uint64_t)srv->cfg.snapshot_interval_s * 1000;
         uv_timer_init(loop, &sl_snapshot_timer);
