@@ -273,6 +273,19 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
         }
         enum sl_flag_id id = (enum sl_flag_id)(o - SL_FLAG_VAL);
         const sl_flag *fl = &sl_flags[id];
+        /* getopt_long takes any unambiguous prefix ("--snap"); sluiced takes
+         * a flag only as it is named, as a config file names it, so that
+         * "--conf FILE" is not a --config that sl_find_config_flag missed. */
+        const char *as_written = argv[optind - 1];
+        if (optarg && !(optarg > as_written && optarg <= as_written + strlen(as_written)))
+            as_written = argv[optind - 2];
+        size_t nlen = strlen(fl->name);
+        if (strncmp(as_written, "--", 2) != 0 || strncmp(as_written + 2, fl->name, nlen) != 0 ||
+            (as_written[2 + nlen] != '\0' && as_written[2 + nlen] != '=')) {
+            fprintf(stderr, "%s: unknown option '%.60s' (sluiced --help lists them)\n", origin,
+                    as_written);
+            return 2;
+        }
         if (fl->flags & SL_FLAG_UNAVAILABLE) {
             fprintf(stderr, "%s: --%s is not available in this version\n", origin, fl->name);
             return 2;

@@ -103,3 +103,16 @@ def test_a_command_line_flag_is_not_a_setting(tmp_path):
     conf.write_text("server:\n  snap: /tmp/x\n")  # no abbreviations in a file
     rc, _, err = run("--config", conf, "--port", 0)
     assert rc == 2 and "unknown setting 'snap'" in err, err
+
+
+def test_a_flag_is_taken_only_by_its_whole_name(tmp_path):
+    """getopt_long took '--conf FILE' as --config, but the file, which is read before the
+    other flags, was looked for under the whole name only: it was never loaded."""
+    conf = tmp_path / "sluice.yaml"
+    conf.write_text("policies:\n  api: {limit: 5, period: 1m}\n")
+    for args in (["--conf", conf], ["--vers"], ["--max-mem=1m"]):
+        rc, out, err = run(*args, "--port", 0, "--http-port", 0)
+        assert rc == 2 and out == "", (args, out)
+        assert "unknown option '%s'" % str(args[0]) in err, err
+    rc, _, err = run("--port=0", "--http-port", "0")  # --name=value is a whole name
+    assert rc == 2 and "nothing to serve" in err, err
