@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,9 +257,10 @@ static void sl_usage_markdown(FILE *f)
 static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const char *origin)
 {
     struct option opts[F_COUNT + 1];
-    for (int i = 0; i < F_COUNT; i++)
-        opts[i] = (struct option){sl_flags[i].name, sl_flags[i].arg ? required_argument : no_argument,
-                                  NULL, SL_FLAG_VAL + i};
+    for (int i = 0; i < F_COUNT; i++) {
+        int has_arg = sl_flags[i].arg ? required_argument : no_argument;
+        opts[i] = (struct option){sl_flags[i].name, has_arg, NULL, SL_FLAG_VAL + i};
+    }
     opts[F_COUNT] = (struct option){NULL, 0, NULL, 0};
     int o;
     long long v;
@@ -267,7 +269,8 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         if (o < SL_FLAG_VAL || o >= SL_FLAG_VAL + F_COUNT) {
             const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
-            fprintf(stderr, "%s: unknown or incomplete option '%.60s' (sluiced --help lists them)\n",
+            fprintf(stderr, "%s: unknown or incomplete option '%.60s' (sluiced --help lists "
+                            "them)\n",
                     origin, arg);
             return 2;
         }
@@ -297,7 +300,16 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 goto bad;
             *(id == F_PORT ? &cfg->port : &cfg->http_port) = (int)v;
             break;
-        case F_BIND: cfg->bind = optarg; break;
+        case F_BIND: {
+            /* Numeric only: the listener does not resolve names. */
+            struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
+            struct addrinfo *res;
+            if (getaddrinfo(optarg, NULL, &hints, &res) != 0)
+                goto bad;
+            freeaddrinfo(res);
+            cfg->bind = optarg;
+            break;
+        }
         case F_THREADS:
             if (!sl_parse_size(optarg, 256, &v) || v < 1)
                 goto bad;

@@ -116,3 +116,9 @@ def test_a_flag_is_taken_only_by_its_whole_name(tmp_path):
         assert "unknown option '%s'" % str(args[0]) in err, err
     rc, _, err = run("--port=0", "--http-port", "0")  # --name=value is a whole name
     assert rc == 2 and "nothing to serve" in err, err
+
+
+def test_bind_takes_an_address_not_a_name():
+    rc, _, err = run("--bind", "localhost")
+    assert rc == 2
+    assert "invalid value 'localhost' for --bind: an IPv4 or IPv6 literal" in err, err
