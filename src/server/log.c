@@ -6,6 +6,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -37,4 +38,13 @@ void sl_log(enum sl_log_level level, const char *fmt, ...)
     line[n++] = '\n';
     ssize_t w = write(STDERR_FILENO, line, (size_t)n);
     (void)w;
+}
+
+const char *sl_log_addr(char *buf, const char *host, int port)
+{
+    if (strchr(host, ':'))
+        snprintf(buf, SL_LOG_ADDR_MAX, "[%.64s]:%d", host, port);
+    else
+        snprintf(buf, SL_LOG_ADDR_MAX, "%.64s:%d", host, port);
+    return buf;
 }

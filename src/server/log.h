@@ -12,4 +12,12 @@ void sl_log_set_level(enum sl_log_level level);
 
 void sl_log(enum sl_log_level level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Longest text sl_log_addr writes, its NUL included: an IPv6 literal with a
+ * zone, brackets, a colon and a port. */
+#define SL_LOG_ADDR_MAX 80
+
+/* Writes "host:port" into buf (SL_LOG_ADDR_MAX bytes), with an IPv6 host in
+ * brackets ("[::1]:7379") so that the port stays readable. Returns buf. */
+const char *sl_log_addr(char *buf, const char *host, int port);
+
 #endif

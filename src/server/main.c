@@ -1,24 +1,27 @@
 /*
  * main.c: sluiced's start-up and shutdown.
  *
- *   sluiced [--port N] [--http-port N] [--bind ADDR] [--threads N]
- *           [--requirepass SECRET] [--maxclients N] [--max-memory BYTES]
- *           [--max-key-bytes N] [--max-request-bytes N] [--idle-timeout S]
- *           [--snapshot FILE] [--snapshot-interval S] [--config FILE]
- *           [--log-level debug|info|warn|error]
+ *   sluiced [--port N] [--http-port N] [--bind ADDR] ...   (sl_flags below)
  *
  * The main thread owns the signals and the timers (snapshots, the store's
  * sweep); the workers own the connections. SIGTERM and SIGINT: stop
- * accepting, finish what is in flight, write the snapshot, exit 0.
+ * accepting, finish what is in flight, write the snapshot, exit 0 (1 when
+ * that final snapshot fails). What cannot work is refused before serving:
+ * a port in use, a snapshot that cannot be written, nothing to serve.
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <assert.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <netdb.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,6 +29,12 @@
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/server.h"
+
+/* With --snapshot and no --snapshot-interval: a crash loses at most this
+ * many seconds of state, for a write every minute that costs little. */
+#define SL_SNAPSHOT_INTERVAL_DEFAULT 60
+#define SL_STR_(x) #x
+#define SL_STR(x) SL_STR_(x)
 
 static int64_t sl_now_wall(void)
 {
@@ -52,30 +61,6 @@ static int64_t sl_measure_clock_offset(void)
     return wall - (before + (after - before) / 2);
 }
 
-static void sl_usage(FILE *f)
-{
-    fprintf(f,
-            "usage: sluiced [options]\n"
-            "  --port N               RESP port (default 7379; 0 = off)\n"
-            "  --http-port N          HTTP port (default 7380; 0 = off)\n"
-            "  --bind ADDR            address to listen on (default 127.0.0.1)\n"
-            "  --threads N            worker threads (default: the number of cores)\n"
-            "  --requirepass SECRET   require AUTH SECRET before other commands\n"
-            "  --maxclients N         most connections at once (default 10000)\n"
-            "  --max-memory BYTES     cap on the store's memory, k/m/g suffixes (default none)\n"
-            "  --max-key-bytes N      longest key (default 512)\n"
-            "  --max-request-bytes N  largest request (default 65536)\n"
-            "  --idle-timeout S       close connections idle this long (default 0 = never)\n"
-            "  --snapshot FILE        restore from FILE at start, write it at shutdown\n"
-            "  --snapshot-interval S  also write it every S seconds (default 0 = never)\n"
-            "  --config FILE          YAML config (policies); flags win over it\n"
-            "  --log-level LEVEL      debug, info, warn or error (default info)\n"
-            "  --http-auth-header H   forward-auth: the header holding the key (X-Api-Key)\n"
-            "  --http-deny-status N   forward-auth: the status of a denial: 429 (default),\n"
-            "                         401 or 403 (nginx auth_request passes only 401/403)\n"
-            "  --version, --help\n");
-}
-
 /* Parses a non-negative integer with an optional k, m or g (powers of 1024). */
 static bool sl_parse_size(const char *s, long long max, long long *out)
 {
@@ -99,141 +84,324 @@ static bool sl_parse_size(const char *s, long long max, long long *out)
     return true;
 }
 
+/*
+ * sluiced's flags: this one table drives getopt_long, --help and
+ * --help-markdown, whose output is the flag table of docs/configuration.md
+ * (tests/integration/test_flags.py checks that the two are equal), so that
+ * the help, the documentation and the parser cannot tell different
+ * stories. A default marked SL_FLAG_APPLIED is also the value sluiced starts
+ * from: it is parsed like the flag itself before the config file and the
+ * command line, so the default shown is the default used.
+ */
+enum sl_flag_id {
+    F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
+    F_MAXREQ, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE, F_AUTH_HEADER,
+    F_DENY_STATUS, F_VERSION, F_HELP, F_HELP_MARKDOWN,
+    /* Named in DESIGN.md but not in this version: refused with a message
+     * that says so, and left out of the help. */
+    F_HTTP_BIND, F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_COUNT
+};
+
+enum {
+    SL_FLAG_APPLIED = 1,     /* def is an argument, applied before anything else */
+    SL_FLAG_CLI_ONLY = 2,    /* not a setting of the config file's server: section */
+    SL_FLAG_UNAVAILABLE = 4, /* refused: not in this version */
+};
+
+typedef struct sl_flag {
+    const char *name;  /* without its dashes */
+    const char *arg;   /* the argument's name in the help, or NULL for none */
+    const char *def;   /* the default as shown, or NULL for none */
+    const char *help;  /* what it does, for --help and the documentation */
+    const char *valid; /* what a value must be, for the error that refuses one */
+    unsigned flags;
+} sl_flag;
+
+/* The first getopt_long value: above every character. */
+#define SL_FLAG_VAL 256
+
+static const sl_flag sl_flags[F_COUNT] = {
+    [F_PORT] = {"port", "N", "7379", "RESP port; 0 turns it off", "a port from 0 to 65535",
+                SL_FLAG_APPLIED},
+    [F_HTTP_PORT] = {"http-port", "N", "7380", "HTTP port; 0 turns it off, if the RESP port is on",
+                     "a port from 0 to 65535", SL_FLAG_APPLIED},
+    [F_BIND] = {"bind", "ADDR", "127.0.0.1",
+                "address to listen on, an IPv4 or IPv6 literal; any other than loopback "
+                "without --requirepass is warned about at start",
+                "an IPv4 or IPv6 literal", SL_FLAG_APPLIED},
+    [F_THREADS] = {"threads", "N", "one per core",
+                   "worker threads, each with its own event loop, all accepting from the "
+                   "port's one listening socket",
+                   "an integer from 1 to 256", 0},
+    [F_REQUIREPASS] = {"requirepass", "SECRET", NULL,
+                       "clients must AUTH SECRET (or HELLO 3 AUTH default SECRET) before other "
+                       "commands; compared in constant time",
+                       "a non-empty string", 0},
+    [F_MAXCLIENTS] = {"maxclients", "N", "10000",
+                      "connections at once; more are answered ERR max number of clients "
+                      "reached and closed",
+                      "an integer from 1 to 1000000", SL_FLAG_APPLIED},
+    [F_MAXMEM] = {"max-memory", "BYTES", NULL,
+                  "hard cap on the store's memory, at least 256k (k, m or g: powers of 1024); "
+                  "at the cap the idlest states are evicted (docs/store.md)",
+                  "at least 256k (k, m or g: powers of 1024), or 0 for no cap", 0},
+    [F_MAXKEY] = {"max-key-bytes", "N", "512",
+                  "longest key; a longer one is an error, not a truncation",
+                  "an integer from 1 to 65535", SL_FLAG_APPLIED},
+    [F_MAXREQ] = {"max-request-bytes", "N", "65536",
+                  "largest request; a larger one is a protocol error and closes the connection",
+                  "from 1024 to 512m", SL_FLAG_APPLIED},
+    [F_IDLE] = {"idle-timeout", "S", "0",
+                "close connections idle this many seconds; 0 never does",
+                "seconds, from 0 to 31536000", SL_FLAG_APPLIED},
+    [F_SNAPSHOT] = {"snapshot", "FILE", NULL,
+                    "restore the store from FILE at start and write it there every "
+                    "--snapshot-interval and at shutdown (SIGTERM, SIGINT); a FILE that cannot "
+                    "be written is refused at start, and a final write that fails makes the "
+                    "exit status 1",
+                    "a file name", 0},
+    [F_SNAPINT] = {"snapshot-interval", "S", SL_STR(SL_SNAPSHOT_INTERVAL_DEFAULT),
+                   "seconds between snapshots while serving; 0 writes only at shutdown",
+                   "seconds, from 0 to 31536000", 0},
+    [F_CONFIG] = {"config", "FILE", NULL,
+                  "the YAML file below: policies, and any of these settings",
+                  "a file name", SL_FLAG_CLI_ONLY},
+    [F_LOGLEVEL] = {"log-level", "LEVEL", "info",
+                    "debug, info, warn or error; logs go to stderr, one line per event",
+                    "debug, info, warn or error", SL_FLAG_APPLIED},
+    [F_STORE] = {"store", "URL", "memory://", "where state lives: only memory:// in this version",
+                 "memory:// (the only store of this version)", SL_FLAG_APPLIED},
+    [F_AUTH_HEADER] = {"http-auth-header", "NAME", "X-Api-Key",
+                       "forward-auth (GET /v1/auth/POLICY): the request header holding the key; "
+                       "X-Forwarded-For takes the first address of its list",
+                       "a header name of at most 64 bytes", SL_FLAG_APPLIED},
+    [F_DENY_STATUS] = {"http-deny-status", "N", "429",
+                       "forward-auth: the status of a denial, 429, 401 or 403 (nginx's "
+                       "auth_request passes only 401 and 403 on)",
+                       "429, 401 or 403", SL_FLAG_APPLIED},
+    [F_VERSION] = {"version", NULL, NULL, "print the version and exit", NULL, SL_FLAG_CLI_ONLY},
+    [F_HELP] = {"help", NULL, NULL, "print this help and exit", NULL, SL_FLAG_CLI_ONLY},
+    [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
+                         "print the flags as the Markdown table of docs/configuration.md and exit",
+                         NULL, SL_FLAG_CLI_ONLY},
+    [F_HTTP_BIND] = {"http-bind", "ADDR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_SPLIT] = {"split", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_ONERR] = {"on-store-error", "MODE", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_STORE_TIMEOUT] = {"store-timeout-ms", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+    [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
+};
+
+/* "--name ARG" into buf: the flag as the help and the table show it. */
+static void sl_flag_synopsis(const sl_flag *f, char *buf, size_t len)
+{
+    snprintf(buf, len, "--%s%s%s", f->name, f->arg ? " " : "", f->arg ? f->arg : "");
+}
+
+/* Writes text to f in lines of at most `width` columns, every line after the
+ * first indented by `indent` spaces; `col` is where the first line starts. */
+static void sl_wrap(FILE *f, const char *text, int col, int indent, int width)
+{
+    const char *p = text;
+    while (*p) {
+        size_t word = strcspn(p, " ");
+        if (col > indent && col + 1 + (int)word > width) {
+            fprintf(f, "\n%*s", indent, "");
+            col = indent;
+        } else if (col > indent) {
+            fputc(' ', f);
+            col++;
+        }
+        fprintf(f, "%.*s", (int)word, p);
+        col += (int)word;
+        p += word;
+        p += strspn(p, " ");
+    }
+    fputc('\n', f);
+}
+
+static void sl_usage(FILE *f)
+{
+    int w = 0;
+    char syn[64];
+    for (int i = 0; i < F_COUNT; i++) {
+        sl_flag_synopsis(&sl_flags[i], syn, sizeof syn);
+        if (!(sl_flags[i].flags & SL_FLAG_UNAVAILABLE) && (int)strlen(syn) > w)
+            w = (int)strlen(syn);
+    }
+    fprintf(f, "usage: sluiced [options]\n");
+    for (int i = 0; i < F_COUNT; i++) {
+        const sl_flag *fl = &sl_flags[i];
+        if (fl->flags & SL_FLAG_UNAVAILABLE)
+            continue;
+        sl_flag_synopsis(fl, syn, sizeof syn);
+        char text[512];
+        snprintf(text, sizeof text, "%s%s%s%s", fl->help, fl->def ? " (default " : "",
+                 fl->def ? fl->def : "", fl->def ? ")" : "");
+        fprintf(f, "  %-*s", w + 2, syn);
+        sl_wrap(f, text, w + 4, w + 4, 100);
+    }
+}
+
+/* The flag table of docs/configuration.md, and the line that follows it. */
+static void sl_usage_markdown(FILE *f)
+{
+    char syn[64];
+    fprintf(f, "| flag | default | meaning |\n|---|---|---|\n");
+    for (int i = 0; i < F_COUNT; i++) {
+        const sl_flag *fl = &sl_flags[i];
+        if (fl->flags & SL_FLAG_UNAVAILABLE)
+            continue;
+        sl_flag_synopsis(fl, syn, sizeof syn);
+        fprintf(f, "| `%s` | %s | %s |\n", syn, fl->def ? fl->def : fl->arg ? "none" : "",
+                fl->help);
+    }
+    fprintf(f, "\nNot in this version, and refused with an error that says so:");
+    const char *sep = " ";
+    for (int i = 0; i < F_COUNT; i++) {
+        if (sl_flags[i].flags & SL_FLAG_UNAVAILABLE) {
+            fprintf(f, "%s`--%s`", sep, sl_flags[i].name);
+            sep = ", ";
+        }
+    }
+    fprintf(f, ".\n");
+}
+
 /* Parses flags into *cfg. `origin` names where they come from in messages
- * ("sluiced" for the command line, "FILE:LINE:COL: server" for the config). */
+ * ("sluiced" for the command line, "FILE:LINE:COL: server" for the config).
+ * Returns 0, or 2 (the exit status) with the error printed. */
 static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const char *origin)
 {
-    enum {
-        O_PORT = 256, O_HTTP_PORT, O_BIND, O_THREADS, O_REQUIREPASS, O_MAXCLIENTS, O_MAXMEM,
-        O_MAXKEY, O_MAXREQ, O_IDLE, O_SNAPSHOT, O_SNAPINT, O_CONFIG, O_LOGLEVEL, O_VERSION, O_HELP,
-        O_STORE, O_SPLIT, O_PEERS, O_ONERR, O_AUTH_HEADER, O_DENY_STATUS
-    };
-    static const struct option opts[] = {
-        {"port", required_argument, NULL, O_PORT},
-        {"http-port", required_argument, NULL, O_HTTP_PORT},
-        {"bind", required_argument, NULL, O_BIND},
-        {"threads", required_argument, NULL, O_THREADS},
-        {"requirepass", required_argument, NULL, O_REQUIREPASS},
-        {"maxclients", required_argument, NULL, O_MAXCLIENTS},
-        {"max-memory", required_argument, NULL, O_MAXMEM},
-        {"max-key-bytes", required_argument, NULL, O_MAXKEY},
-        {"max-request-bytes", required_argument, NULL, O_MAXREQ},
-        {"idle-timeout", required_argument, NULL, O_IDLE},
-        {"snapshot", required_argument, NULL, O_SNAPSHOT},
-        {"snapshot-interval", required_argument, NULL, O_SNAPINT},
-        {"config", required_argument, NULL, O_CONFIG},
-        {"log-level", required_argument, NULL, O_LOGLEVEL},
-        {"store", required_argument, NULL, O_STORE},
-        {"split", required_argument, NULL, O_SPLIT},
-        {"peers", required_argument, NULL, O_PEERS},
-        {"on-store-error", required_argument, NULL, O_ONERR},
-        {"http-auth-header", required_argument, NULL, O_AUTH_HEADER},
-        {"http-deny-status", required_argument, NULL, O_DENY_STATUS},
-        {"version", no_argument, NULL, O_VERSION},
-        {"help", no_argument, NULL, O_HELP},
-        {NULL, 0, NULL, 0},
-    };
+    struct option opts[F_COUNT + 1];
+    for (int i = 0; i < F_COUNT; i++) {
+        int has_arg = sl_flags[i].arg ? required_argument : no_argument;
+        opts[i] = (struct option){sl_flags[i].name, has_arg, NULL, SL_FLAG_VAL + i};
+    }
+    opts[F_COUNT] = (struct option){NULL, 0, NULL, 0};
     int o;
     long long v;
     opterr = 0;
     optind = 0; /* glibc: start afresh, this may be the second list parsed */
-    int index = -1;
-    while ((o = getopt_long(argc, argv, "", opts, &index)) != -1) {
-        char name[64];
-        if (index >= 0 && o >= O_PORT)
-            snprintf(name, sizeof name, "--%s", opts[index].name);
-        else
-            snprintf(name, sizeof name, "%.60s", optind > 0 && optind <= argc ? argv[optind - 1] : "?");
-        index = -1;
-        switch (o) {
-        case O_PORT:
-        case O_HTTP_PORT:
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        if (o < SL_FLAG_VAL || o >= SL_FLAG_VAL + F_COUNT) {
+            const char *arg = optind > 0 && optind <= argc ? argv[optind - 1] : "?";
+            fprintf(stderr, "%s: unknown or incomplete option '%.60s' (sluiced --help lists "
+                            "them)\n",
+                    origin, arg);
+            return 2;
+        }
+        enum sl_flag_id id = (enum sl_flag_id)(o - SL_FLAG_VAL);
+        const sl_flag *fl = &sl_flags[id];
+        /* getopt_long takes any unambiguous prefix ("--snap"); sluiced takes
+         * a flag only as it is named, as a config file names it, so that
+         * "--conf FILE" is not a --config that sl_find_config_flag missed. */
+        const char *as_written = argv[optind - 1];
+        if (optarg && !(optarg > as_written && optarg <= as_written + strlen(as_written)))
+            as_written = argv[optind - 2];
+        size_t nlen = strlen(fl->name);
+        if (strncmp(as_written, "--", 2) != 0 || strncmp(as_written + 2, fl->name, nlen) != 0 ||
+            (as_written[2 + nlen] != '\0' && as_written[2 + nlen] != '=')) {
+            fprintf(stderr, "%s: unknown option '%.60s' (sluiced --help lists them)\n", origin,
+                    as_written);
+            return 2;
+        }
+        if (fl->flags & SL_FLAG_UNAVAILABLE) {
+            fprintf(stderr, "%s: --%s is not available in this version\n", origin, fl->name);
+            return 2;
+        }
+        switch (id) {
+        case F_PORT:
+        case F_HTTP_PORT:
             if (!sl_parse_size(optarg, 65535, &v))
                 goto bad;
-            *(o == O_PORT ? &cfg->port : &cfg->http_port) = (int)v;
+            *(id == F_PORT ? &cfg->port : &cfg->http_port) = (int)v;
             break;
-        case O_BIND: cfg->bind = optarg; break;
-        case O_THREADS:
+        case F_BIND: {
+            /* Numeric only: the listener does not resolve names. */
+            struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
+            struct addrinfo *res;
+            if (getaddrinfo(optarg, NULL, &hints, &res) != 0)
+                goto bad;
+            freeaddrinfo(res);
+            cfg->bind = optarg;
+            break;
+        }
+        case F_THREADS:
             if (!sl_parse_size(optarg, 256, &v) || v < 1)
                 goto bad;
             cfg->threads = (int)v;
             break;
-        case O_REQUIREPASS:
+        case F_REQUIREPASS:
             if (!*optarg)
                 goto bad;
             cfg->requirepass = optarg;
             break;
-        case O_MAXCLIENTS:
+        case F_MAXCLIENTS:
             if (!sl_parse_size(optarg, 1000000, &v) || v < 1)
                 goto bad;
             cfg->maxclients = (int)v;
             break;
-        case O_MAXMEM:
-            if (!sl_parse_size(optarg, (long long)1 << 50, &v))
+        case F_MAXMEM:
+            /* The store refuses a smaller cap: say so here, with the flag. */
+            if (!sl_parse_size(optarg, (long long)1 << 50, &v) || (v != 0 && v < 256 * 1024))
                 goto bad;
             cfg->max_memory = (size_t)v;
             break;
-        case O_MAXKEY:
+        case F_MAXKEY:
             if (!sl_parse_size(optarg, 65535, &v) || v < 1)
                 goto bad;
             cfg->max_key_bytes = (size_t)v;
             break;
-        case O_MAXREQ:
+        case F_MAXREQ:
             if (!sl_parse_size(optarg, 512LL * 1024 * 1024, &v) || v < 1024)
                 goto bad;
             cfg->max_request_bytes = (size_t)v;
             break;
-        case O_IDLE:
+        case F_IDLE:
+        case F_SNAPINT:
             if (!sl_parse_size(optarg, 365LL * 86400, &v))
                 goto bad;
-            cfg->idle_timeout_s = (int)v;
+            *(id == F_IDLE ? &cfg->idle_timeout_s : &cfg->snapshot_interval_s) = (int)v;
             break;
-        case O_SNAPSHOT: cfg->snapshot = optarg; break;
-        case O_SNAPINT:
-            if (!sl_parse_size(optarg, 365LL * 86400, &v))
+        case F_SNAPSHOT:
+            if (!*optarg)
                 goto bad;
-            cfg->snapshot_interval_s = (int)v;
+            cfg->snapshot = optarg;
             break;
-        case O_CONFIG: cfg->config_path = optarg; break;
-        case O_AUTH_HEADER:
+        case F_CONFIG: cfg->config_path = optarg; break;
+        case F_AUTH_HEADER:
             if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " :\t\r\n"))
                 goto bad;
             cfg->http_auth_header = optarg;
             break;
-        case O_DENY_STATUS:
+        case F_DENY_STATUS:
             if (!sl_parse_size(optarg, 999, &v) || (v != 429 && v != 401 && v != 403))
                 goto bad;
             cfg->http_deny_status = (int)v;
             break;
-        case O_LOGLEVEL:
+        case F_LOGLEVEL:
             if (!strcmp(optarg, "debug")) cfg->log_level = SL_LOG_DEBUG;
             else if (!strcmp(optarg, "info")) cfg->log_level = SL_LOG_INFO;
             else if (!strcmp(optarg, "warn")) cfg->log_level = SL_LOG_WARN;
             else if (!strcmp(optarg, "error")) cfg->log_level = SL_LOG_ERROR;
             else goto bad;
             break;
-        case O_STORE:
-            if (strcmp(optarg, "memory://") != 0) {
-                fprintf(stderr, "%s: --store %s: only memory:// is available in this version\n",
-                        origin, optarg);
-                return 2;
-            }
+        case F_STORE:
+            if (strcmp(optarg, "memory://") != 0)
+                goto bad;
             break;
-        case O_SPLIT:
-        case O_PEERS:
-        case O_ONERR:
-            fprintf(stderr, "%s: %s is not available in this version\n", origin, name);
-            return 2;
-        case O_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
-        case O_HELP: sl_usage(stdout); exit(0);
-        default:
-            fprintf(stderr, "%s: unknown or incomplete option '%s'\n", origin, name);
-            sl_usage(stderr);
-            return 2;
+        case F_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
+        case F_HELP: sl_usage(stdout); exit(0);
+        case F_HELP_MARKDOWN: sl_usage_markdown(stdout); exit(0);
+        default: /* the unavailable ones, refused above */ return 2;
         }
         continue;
     bad:
-        fprintf(stderr, "%s: invalid value '%s' for %s\n", origin, optarg, name);
+        fprintf(stderr, "%s: invalid value '%s' for --%s: %s\n", origin, optarg, fl->name,
+                fl->valid);
         return 2;
     }
     if (optind < argc) {
@@ -243,20 +411,86 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
     return 0;
 }
 
+/* Sets every default the table shows as applied, with the flags' parser. */
+static void sl_apply_defaults(sl_server_config *cfg)
+{
+    for (int i = 0; i < F_COUNT; i++) {
+        const sl_flag *fl = &sl_flags[i];
+        if (!(fl->flags & SL_FLAG_APPLIED))
+            continue;
+        char flag[64];
+        snprintf(flag, sizeof flag, "--%s", fl->name);
+        char *args[] = {(char *)"sluiced", flag, (char *)fl->def, NULL};
+        int rc = sl_parse_args(3, args, cfg, "sluiced: default");
+        (void)rc;
+        assert(rc == 0); /* the table's defaults parse */
+    }
+}
+
 static sl_server sl_srv;
 static uv_signal_t sl_sigterm, sl_sigint, sl_sighup;
 static uv_timer_t sl_snapshot_timer, sl_sweep_timer;
 
-static void sl_snapshot_write(sl_server *srv, const char *why)
+/* Whether addr, a numeric address, is a loopback one: 127.0.0.0/8, ::1, or
+ * 127.0.0.0/8 mapped into IPv6. */
+static bool sl_is_loopback(const char *addr)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET, addr, &a4) == 1)
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    if (inet_pton(AF_INET6, addr, &a6) == 1)
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    return false;
+}
+
+/* Writes the snapshot, if there is one to write; returns SL_OK or the
+ * store's error, logged with the path and errno's reason. */
+static int sl_snapshot_write(sl_server *srv, const char *why)
 {
     if (!srv->cfg.snapshot)
-        return;
+        return SL_OK;
     int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall());
     if (rc == SL_OK)
         sl_log(SL_LOG_INFO, "snapshot written to %s (%s)", srv->cfg.snapshot, why);
     else
         sl_log(SL_LOG_ERROR, "snapshot %s: %s: %s", srv->cfg.snapshot, sl_strerror(rc),
                strerror(errno));
+    return rc;
+}
+
+/* Checks at start that the snapshot can be written where it is to go, so
+ * that a path that cannot be is refused now, and not found out at
+ * shutdown, when the state it should keep is about to be lost. The store
+ * writes a temporary file beside the path and renames it over the path:
+ * this creates and removes such a file, and refuses a path that is there
+ * but is not a regular file. Returns 0, or -1 with the reason printed. */
+static int sl_snapshot_check(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        fprintf(stderr, "sluiced: --snapshot %s: not a regular file\n", path);
+        return -1;
+    }
+    size_t len = strlen(path);
+    char *tmp = malloc(len + sizeof ".tmpXXXXXX");
+    if (!tmp) {
+        fprintf(stderr, "sluiced: --snapshot %s: out of memory\n", path);
+        return -1;
+    }
+    memcpy(tmp, path, len);
+    memcpy(tmp + len, ".tmpXXXXXX", sizeof ".tmpXXXXXX");
+    int fd = mkostemp(tmp, O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(stderr, "sluiced: --snapshot %s: cannot create a file in its directory: %s\n", path,
+                strerror(errno));
+        free(tmp);
+        return -1;
+    }
+    close(fd);
+    unlink(tmp);
+    free(tmp);
+    return 0;
 }
 
 static void sl_on_snapshot_timer(uv_timer_t *t)
@@ -277,6 +511,60 @@ static void sl_on_stop_signal(uv_signal_t *s, int signum)
 }
 
 static uv_timer_t sl_retire_timer;
+
+/* The config file's server: settings as they were at start. sl_server_config
+ * points into their values (cfg.bind, cfg.snapshot, ...), so they are kept
+ * apart from the config they came in, which a reload frees; and SIGHUP
+ * compares a reloaded file's settings with them. */
+static sl_config_setting *sl_start_settings;
+static size_t sl_start_nsettings;
+
+static void sl_start_settings_free(void)
+{
+    for (size_t i = 0; i < sl_start_nsettings; i++) {
+        free(sl_start_settings[i].name);
+        free(sl_start_settings[i].value);
+    }
+    free(sl_start_settings);
+    sl_start_settings = NULL;
+    sl_start_nsettings = 0;
+}
+
+/* The value of setting `name` in list, or NULL. */
+static const char *sl_setting_find(const sl_config_setting *list, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(list[i].name, name) == 0)
+            return list[i].value;
+    return NULL;
+}
+
+/* Writes into buf the names of the settings that differ between the start's
+ * and next's server: sections (set in one only, or to other values), comma
+ * separated; returns how many. */
+static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
+{
+    int count = 0;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int pass = 0; pass < 2; pass++) {
+        const sl_config_setting *list = pass ? sl_start_settings : next->settings;
+        size_t n = pass ? sl_start_nsettings : next->nsettings;
+        const sl_config_setting *other = pass ? next->settings : sl_start_settings;
+        size_t nother = pass ? next->nsettings : sl_start_nsettings;
+        for (size_t i = 0; i < n; i++) {
+            const char *theirs = sl_setting_find(other, nother, list[i].name);
+            /* A setting in both lists is named by the first pass only. */
+            if (theirs && (pass == 1 || strcmp(theirs, list[i].value) == 0))
+                continue;
+            int m = snprintf(buf + used, len - used, "%s%s", count ? ", " : "", list[i].name);
+            if (m > 0 && (size_t)m < len - used)
+                used += (size_t)m;
+            count++;
+        }
+    }
+    return count;
+}
 
 /* Frees the old config once every worker has seen the new epoch. */
 static void sl_on_retire_timer(uv_timer_t *t)
@@ -319,6 +607,11 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
     }
     sl_config_align(next, srv->clock_offset_ns);
     sl_config_describe_reload(atomic_load(&srv->config), next, sl_say_reload, NULL);
+    char changed[512];
+    if (sl_settings_changed(next, changed, sizeof changed) > 0)
+        sl_log(SL_LOG_WARN, "SIGHUP: server settings take effect at the next start, not now: "
+                            "%s changed in %s",
+               changed, srv->cfg.config_path);
     srv->retired = atomic_exchange(&srv->config, next);
     sl_metrics_reset_policies(srv); /* the indexes now name other policies */
     atomic_fetch_add(&srv->epoch, 1);
@@ -351,20 +644,31 @@ static const char *sl_find_config_flag(int argc, char **argv)
     return path;
 }
 
-/* Applies the config file's server settings with the flags' own parser. */
-static int sl_apply_settings(const sl_config *conf, const char *path, sl_server_config *cfg)
+/* Applies the config file's server settings with the flags' own parser.
+ * A setting is named exactly as its flag is (no abbreviation). */
+static int sl_apply_settings(const sl_config_setting *settings, size_t n, const char *path,
+                             sl_server_config *cfg)
 {
-    for (size_t i = 0; i < conf->nsettings; i++) {
-        const sl_config_setting *st = &conf->settings[i];
+    for (size_t i = 0; i < n; i++) {
+        const sl_config_setting *st = &settings[i];
         char flag[80], origin[600];
         snprintf(flag, sizeof flag, "--%s", st->name);
         snprintf(origin, sizeof origin, "sluiced: %s:%d:%d: server", path, st->line, st->column);
-        if (strcmp(st->name, "config") == 0) {
-            fprintf(stderr, "%s: config cannot name another config file\n", origin);
+        const sl_flag *fl = NULL;
+        for (int f = 0; f < F_COUNT && !fl; f++)
+            if (strcmp(sl_flags[f].name, st->name) == 0)
+                fl = &sl_flags[f];
+        if (!fl) {
+            fprintf(stderr, "%s: unknown setting '%s' (sluiced --help lists them)\n", origin,
+                    st->name);
+            return 2;
+        }
+        if (fl->flags & SL_FLAG_CLI_ONLY) {
+            fprintf(stderr, "%s: %s is a command-line flag, not a setting\n", origin, st->name);
             return 2;
         }
         char *args[] = {(char *)"sluiced", flag, st->value, NULL};
-        int rc = sl_parse_args(3, args, cfg, origin);
+        int rc = sl_parse_args(fl->arg ? 3 : 2, args, cfg, origin);
         if (rc != 0)
             return rc;
     }
@@ -384,17 +688,8 @@ int main(int argc, char **argv)
     sigaddset(&held, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &held, NULL);
 
-    srv->cfg = (sl_server_config){
-        .bind = "127.0.0.1",
-        .port = 7379,
-        .http_port = 7380,
-        .maxclients = 10000,
-        .max_request_bytes = 64 * 1024,
-        .max_key_bytes = 512,
-        .log_level = SL_LOG_INFO,
-        .http_auth_header = "X-Api-Key",
-        .http_deny_status = 429,
-    };
+    srv->cfg = (sl_server_config){.snapshot_interval_s = -1};
+    sl_apply_defaults(&srv->cfg);
     srv->clock_offset_ns = sl_measure_clock_offset();
     /* The config file first, then the flags: a flag wins over the file. */
     int rc;
@@ -408,7 +703,11 @@ int main(int argc, char **argv)
         }
         sl_config_align(conf, srv->clock_offset_ns);
         atomic_store(&srv->config, conf);
-        rc = sl_apply_settings(conf, config_path, &srv->cfg);
+        sl_start_settings = conf->settings;
+        sl_start_nsettings = conf->nsettings;
+        conf->settings = NULL;
+        conf->nsettings = 0;
+        rc = sl_apply_settings(sl_start_settings, sl_start_nsettings, config_path, &srv->cfg);
         if (rc != 0)
             return rc;
     }
@@ -422,6 +721,28 @@ int main(int argc, char **argv)
     }
     srv->nworkers = srv->cfg.threads;
     signal(SIGPIPE, SIG_IGN);
+    if (srv->cfg.port == 0 && srv->cfg.http_port == 0) {
+        fprintf(stderr, "sluiced: --port 0 and --http-port 0 turn both listeners off: "
+                        "nothing to serve\n");
+        return 2;
+    }
+    if (srv->cfg.port == srv->cfg.http_port) {
+        char addr[SL_LOG_ADDR_MAX];
+        fprintf(stderr, "sluiced: cannot listen on %s for both RESP and HTTP (--port and "
+                        "--http-port are the same): Address already in use\n",
+                sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
+        return 2;
+    }
+    if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
+        return 2;
+    if (!srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
+        sl_log(SL_LOG_WARN, "will listen on %s, not a loopback address, without --requirepass: "
+                            "anyone who can reach it can take from and reset any limit",
+               srv->cfg.bind);
+    /* The ports first: a second server on a port is refused before it
+     * spends any time loading a snapshot. */
+    if (sl_listeners_open(srv) != 0)
+        return 1;
 
     if (getrandom(srv->lease_key, sizeof srv->lease_key, 0) != sizeof srv->lease_key) {
         sl_log(SL_LOG_ERROR, "getrandom: %s", strerror(errno));
@@ -438,7 +759,9 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_ERROR, "cannot create the store: %s", sl_strerror(rc));
         return 1;
     }
-    if (srv->cfg.snapshot && access(srv->cfg.snapshot, F_OK) == 0) {
+    if (srv->cfg.snapshot && access(srv->cfg.snapshot, F_OK) != 0) {
+        sl_log(SL_LOG_INFO, "no snapshot at %s yet: starting empty", srv->cfg.snapshot);
+    } else if (srv->cfg.snapshot) {
         size_t loaded = 0;
         rc = sl_store_snapshot_load(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall(),
                                     &loaded);
@@ -449,15 +772,27 @@ int main(int argc, char **argv)
         sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
     }
 
+    /* Said before the workers run, so that the lines are in the log by the
+     * time a client is answered. */
+    sl_config *conf = atomic_load(&srv->config);
+    char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 8] = "off";
+    char addr[SL_LOG_ADDR_MAX];
+    if (srv->cfg.port)
+        snprintf(resp, sizeof resp, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
+    if (srv->cfg.http_port)
+        snprintf(http, sizeof http, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.http_port));
+    sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store memory://, %zu policies",
+           SLUICE_VERSION, resp, http, srv->nworkers, conf ? conf->npolicies : 0);
+    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
+        srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
+    if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0)
+        sl_log(SL_LOG_INFO, "snapshot %s: written every %d s and at shutdown", srv->cfg.snapshot,
+               srv->cfg.snapshot_interval_s);
+    else if (srv->cfg.snapshot)
+        sl_log(SL_LOG_INFO, "snapshot %s: written at shutdown only", srv->cfg.snapshot);
     srv->started_mono = sl_now_mono();
     if (sl_workers_start(srv) != 0)
         return 1;
-    sl_config *conf = atomic_load(&srv->config);
-    sl_log(SL_LOG_INFO, "sluiced %s: RESP on %s:%d, HTTP on %s:%d, %d threads, store memory://, "
-                        "%zu policies",
-           SLUICE_VERSION, srv->cfg.bind, srv->cfg.port, srv->cfg.bind, srv->cfg.http_port,
-           srv->nworkers, conf ? conf->npolicies : 0);
-
     uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sl_sigterm);
     uv_signal_init(loop, &sl_sigint);
@@ -484,10 +819,13 @@ int main(int argc, char **argv)
     sl_notify("STOPPING=1");
 
     sl_workers_stop(srv);
-    sl_snapshot_write(srv, "shutdown");
+    /* A final snapshot that fails loses the state: the exit status says so,
+     * so that a service manager does not see a clean stop. */
+    int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;
     sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
-    sl_log(SL_LOG_INFO, "bye");
-    return 0;
+    sl_start_settings_free();
+    sl_log(SL_LOG_INFO, status == 0 ? "bye" : "bye, without the final snapshot");
+    return status;
 }

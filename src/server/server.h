@@ -1,7 +1,7 @@
 /*
  * server.h: sluiced's wiring. The server owns the store, N worker threads
- * (one libuv loop each, all accepting on the same port through
- * SO_REUSEPORT), and a main loop for signals and timers. It only wires the
+ * (one libuv loop each, all accepting from the port's one listening
+ * socket), and a main loop for signals and timers. It only wires the
  * layers below it: the command table (src/cmd), the RESP codec (src/proto)
  * and the store (src/store).
  */
@@ -22,7 +22,7 @@
 typedef struct sl_server_config {
     const char *bind;        /* "127.0.0.1" */
     int port;                /* RESP; 0 = off */
-    int http_port;           /* HTTP; 0 = off (not served yet) */
+    int http_port;           /* HTTP; 0 = off */
     int threads;             /* workers; 0 = number of cores */
     const char *requirepass; /* NULL = no AUTH */
     int maxclients;
@@ -31,7 +31,7 @@ typedef struct sl_server_config {
     int idle_timeout_s;      /* 0 = never */
     size_t max_memory;       /* store cap in bytes; 0 = none */
     const char *snapshot;    /* file, or NULL */
-    int snapshot_interval_s; /* 0 = only at shutdown */
+    int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
@@ -107,6 +107,7 @@ typedef struct sl_server {
     sl_store *store;
     sl_worker *workers;
     int nworkers;
+    int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
     uint64_t lease_key[2];
     _Atomic bool stopping;
     atomic_int clients;
@@ -138,8 +139,15 @@ void sl_workers_wake(sl_server *srv);
 /* Monotonic nanoseconds (CLOCK_MONOTONIC). */
 int64_t sl_now_mono(void);
 
-/* worker.c: starts the workers' threads listening on cfg.port; returns 0 or
- * -1 with the error logged. */
+/* worker.c: binds and listens on cfg.port and cfg.http_port (those not 0),
+ * one socket each, into srv->listen_fd; returns 0, or -1 with the error
+ * logged ("cannot listen on 127.0.0.1:7379 (RESP): Address already in use")
+ * and nothing left open. */
+int sl_listeners_open(sl_server *srv);
+/* Closes the sockets of sl_listeners_open that are still open. */
+void sl_listeners_close(sl_server *srv);
+/* worker.c: starts the workers' threads, each accepting on the sockets of
+ * sl_listeners_open; returns 0 or -1 with the error logged. */
 int sl_workers_start(sl_server *srv);
 /* Asks every worker to stop accepting, finish what is in flight and exit;
  * waits for them. */

@@ -1,7 +1,7 @@
 /*
- * worker.c: the event loops. Each worker thread runs one libuv loop with its
- * own listening socket on the same port (SO_REUSEPORT: the kernel spreads
- * connections across them), and serves its connections start to finish.
+ * worker.c: the event loops. Each worker thread runs one libuv loop that
+ * watches the port's one listening socket (see sl_listeners_open), and
+ * serves the connections it accepts start to finish.
  *
  * A connection reads into one buffer, parses every complete command in it,
  * runs them in order, and writes all their replies at once: a pipeline of
@@ -16,6 +16,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <sched.h>
@@ -574,7 +575,9 @@ static void *sl_worker_run(void *arg)
     return NULL;
 }
 
-/* A listening socket on bind:port with SO_REUSEPORT, or -1 (errno set). */
+/* A listening socket on bind:port, or -1 (errno set). SO_REUSEADDR lets a
+ * restart bind while connections of the previous run are in TIME_WAIT; on
+ * Linux it never lets two sockets listen on one port. */
 static int sl_listen_socket(const char *bind_addr, int port)
 {
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
@@ -590,7 +593,6 @@ static int sl_listen_socket(const char *bind_addr, int port)
     int fd = socket(res->ai_family, res->ai_socktype | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0 ||
         bind(fd, res->ai_addr, res->ai_addrlen) != 0 || listen(fd, 511) != 0) {
         int e = errno;
         if (fd >= 0)
@@ -601,6 +603,49 @@ static int sl_listen_socket(const char *bind_addr, int port)
     }
     freeaddrinfo(res);
     return fd;
+}
+
+/*
+ * One listening socket per port, shared by every worker's loop, rather than
+ * one socket per worker with SO_REUSEPORT. SO_REUSEPORT lets any process of
+ * the same user bind the same port too, without an error: a second sluiced
+ * would start "fine" and the kernel would split the clients between two
+ * stores, each limit then N times looser. A check first (a plain bind of a
+ * probe, closed before the SO_REUSEPORT sockets bind) leaves a window in
+ * which two servers starting together both pass it. A plain bind is the
+ * check itself, done by the kernel atomically: the second server gets
+ * EADDRINUSE, as redis-server does. The cost: the kernel no longer hashes
+ * connections across the workers; each loop watches the shared socket and
+ * whichever is free accepts (nginx's model without reuseport), which for
+ * clients that keep their connections open changes little.
+ */
+int sl_listeners_open(sl_server *srv)
+{
+    static const char *const names[SL_PROTOS] = {"RESP", "HTTP"};
+    const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
+    for (int p = 0; p < SL_PROTOS; p++) {
+        srv->listen_fd[p] = -1;
+        if (ports[p] <= 0)
+            continue;
+        srv->listen_fd[p] = sl_listen_socket(srv->cfg.bind, ports[p]);
+        if (srv->listen_fd[p] < 0) {
+            char addr[SL_LOG_ADDR_MAX];
+            sl_log(SL_LOG_ERROR, "cannot listen on %s (%s): %s",
+                   sl_log_addr(addr, srv->cfg.bind, ports[p]), names[p], strerror(errno));
+            sl_listeners_close(srv);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+void sl_listeners_close(sl_server *srv)
+{
+    for (int p = 0; p < SL_PROTOS; p++) {
+        if (srv->listen_fd[p] >= 0)
+            close(srv->listen_fd[p]);
+        srv->listen_fd[p] = -1;
+    }
 }
 
 int sl_workers_start(sl_server *srv)
@@ -628,14 +673,13 @@ int sl_workers_start(sl_server *srv)
         uv_unref((uv_handle_t *)&w->flusher); /* keeps no loop alive */
         static const uv_connection_cb on_accept[SL_PROTOS] = {sl_on_resp_connection,
                                                               sl_on_http_connection};
-        const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
         for (int p = 0; p < SL_PROTOS; p++) {
-            if (ports[p] <= 0)
+            if (srv->listen_fd[p] < 0)
                 continue;
-            int fd = sl_listen_socket(srv->cfg.bind, ports[p]);
+            /* Each loop closes its own descriptor of the shared socket. */
+            int fd = fcntl(srv->listen_fd[p], F_DUPFD_CLOEXEC, 0);
             if (fd < 0) {
-                sl_log(SL_LOG_ERROR, "cannot listen on %s:%d: %s", srv->cfg.bind, ports[p],
-                       strerror(errno));
+                sl_log(SL_LOG_ERROR, "cannot share the listening socket: %s", strerror(errno));
                 return -1;
             }
             uv_tcp_init(&w->loop, &w->listener[p]);
@@ -644,13 +688,14 @@ int sl_workers_start(sl_server *srv)
             if (rc == 0)
                 rc = uv_listen((uv_stream_t *)&w->listener[p], 511, on_accept[p]);
             if (rc != 0) {
-                sl_log(SL_LOG_ERROR, "cannot listen on %s:%d: %s", srv->cfg.bind, ports[p],
-                       uv_strerror(rc));
+                sl_log(SL_LOG_ERROR, "cannot listen: %s", uv_strerror(rc));
                 return -1;
             }
             w->listening[p] = true;
         }
     }
+    /* The workers hold their own descriptors now. */
+    sl_listeners_close(srv);
     for (int i = 0; i < srv->nworkers; i++) {
         if (pthread_create(&srv->workers[i].thread, NULL, sl_worker_run, &srv->workers[i]) != 0) {
             sl_log(SL_LOG_ERROR, "cannot start worker thread %d", i);

@@ -149,3 +149,91 @@ def test_leases_survive_a_restart(make_server, tmp_path):
         new = c.call("SL.ACQUIRE", "lease:k", 2, 600000)
         assert isinstance(new, bytes) and new not in (a, b)
         assert c.call("SL.RELEASE", "lease:k", b) == 1
+
+
+def exits_by_itself(srv, timeout=30):
+    """Launches srv, which must exit without being asked: returns (status, stderr)."""
+    import subprocess
+    from conftest import SANITIZER_MARKS
+    srv.launch()
+    try:
+        rc = srv.proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        raise AssertionError("sluiced started instead of refusing; stderr:\n" + srv.stderr())
+    err = srv.stderr()
+    for mark in SANITIZER_MARKS:
+        assert mark not in err, err
+    return rc, err
+
+
+def test_a_snapshot_path_that_cannot_be_written_is_refused_at_start(make_server, tmp_path):
+    """It used to be found out only at shutdown, when the state was lost. (The tests run
+    as root, whom permissions do not stop: these paths fail for anyone.)"""
+    (tmp_path / "a-file").write_bytes(b"")
+    (tmp_path / "a-dir").mkdir()
+    cases = [(tmp_path / "no-such-dir" / "snap", "No such file or directory"),
+             (tmp_path / "a-file" / "snap", "Not a directory"),
+             (tmp_path / "a-dir", "not a regular file")]
+    for path, why in cases:
+        rc, err = exits_by_itself(make_server(args=["--snapshot", str(path)], start=False))
+        assert rc != 0, err
+        assert str(path) in err and why in err, err
+    assert os.listdir(tmp_path / "a-dir") == [], "the check left its file behind"
+
+
+def test_a_failed_final_snapshot_exits_non_zero(make_server, tmp_path):
+    """A service manager must not see a clean stop when the state is gone."""
+    d = tmp_path / "snapdir"
+    d.mkdir()
+    snap = str(d / "snap")
+    s = make_server(args=["--snapshot", snap, "--snapshot-interval", "0"])
+    with s.conn() as c:
+        drain(c, "final:drained")
+    d.rmdir()  # empty: no periodic write at interval 0
+    rc = s.stop(check=False)
+    err = s.stderr()
+    assert rc != 0, "exit status 0 although the snapshot was not written:\n" + err
+    assert snap in err and "No such file or directory" in err, err
+    from conftest import SANITIZER_MARKS
+    for mark in SANITIZER_MARKS:
+        assert mark not in err, err
+
+
+def test_a_first_start_says_it_starts_empty(make_server, tmp_path):
+    snap = str(tmp_path / "first.snapshot")
+    s = make_server(args=["--snapshot", snap])
+    assert "no snapshot at %s yet: starting empty" % snap in s.stderr()
+    assert s.stop() == 0
+    s2 = make_server(args=["--snapshot", snap])
+    assert "starting empty" not in s2.stderr() and "restored" in s2.stderr()
+
+
+def test_a_snapshot_is_written_every_minute_by_default(make_server, tmp_path):
+    """--snapshot without --snapshot-interval: a crash loses at most a minute. Waits for
+    the first periodic write (60 s), then kills the server without SIGTERM."""
+    snap = str(tmp_path / "default-interval.snapshot")
+    s = make_server(args=["--snapshot", snap])
+    assert "written every 60 s" in s.stderr()
+    with s.conn() as c:
+        drain(c, "default:drained")
+    deadline = time.monotonic() + 120
+    while not os.path.exists(snap):
+        assert time.monotonic() < deadline, "no snapshot within 120 s of the start"
+        time.sleep(0.5)
+    while "snapshot written" not in s.stderr():  # the rename is the last step: wait for the log
+        assert time.monotonic() < deadline, s.stderr()
+        time.sleep(0.1)
+    s.kill()
+    s2 = make_server(args=["--snapshot", snap])
+    with s2.conn() as c:
+        assert as_map(c.call("SL.TAKE", "default:drained", 5, 3600))["allowed"] == 0
+    assert s2.stop() == 0
+
+
+def test_snapshot_interval_0_writes_only_at_shutdown(make_server, tmp_path):
+    snap = str(tmp_path / "only-at-shutdown.snapshot")
+    s = make_server(args=["--snapshot", snap, "--snapshot-interval", "0"])
+    assert "written at shutdown only" in s.stderr()
+    assert s.stop() == 0
+    assert os.path.exists(snap)
