@@ -618,15 +618,22 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         return;
     }
     int64_t cost = 1;
+    bool seen_cost = false;
     for (int i = 3; i < argc; i += 2) {
         if (i + 1 >= argc) {
             sl_reply_errorf(c, "syntax error: SL.POLICY policy key [COST cost] [TIER tier]");
             return;
         }
-        if (sl_arg_is(&argv[i], "COST")) {
+        bool is_cost = sl_arg_is(&argv[i], "COST"), is_tier = sl_arg_is(&argv[i], "TIER");
+        if ((is_cost && seen_cost) || (is_tier && tier)) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice", is_cost ? "COST" : "TIER");
+            return;
+        }
+        if (is_cost) {
+            seen_cost = true;
             if (!sl_arg_int(c, &argv[i + 1], &cost))
                 return;
-        } else if (sl_arg_is(&argv[i], "TIER")) {
+        } else if (is_tier) {
             tier = &argv[i + 1];
         } else {
             sl_reply_errorf(c, "syntax error: unknown option '%.*s'",

@@ -233,9 +233,6 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
                 yaml_node_t *tk = sl_node(ld, t->key);
                 if (sl_name_value(ld, tk, "tier", tier->name))
                     return -1;
-                for (size_t i = 0; i < p->ntiers; i++)
-                    if (strcmp(p->tiers[i].name, tier->name) == 0)
-                        return sl_fail(ld, tk, "%s: tier '%s' is defined twice", where, tier->name);
                 char twhere[192];
                 snprintf(twhere, sizeof twhere, "%s tier '%s'", where, tier->name);
                 if (sl_limit_value(ld, sl_node(ld, t->value), twhere, &p->limit, &tier->limit, NULL))
@@ -278,24 +275,72 @@ static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node
     return 0;
 }
 
+/* Orders key nodes by their text, for sl_unique_keys. */
+static int sl_cmp_key_nodes(const void *a, const void *b)
+{
+    const yaml_node_t *x = *(yaml_node_t *const *)a, *y = *(yaml_node_t *const *)b;
+    size_t n = x->data.scalar.length < y->data.scalar.length ? x->data.scalar.length
+                                                             : y->data.scalar.length;
+    int c = memcmp(x->data.scalar.value, y->data.scalar.value, n);
+    if (c != 0)
+        return c;
+    return x->data.scalar.length < y->data.scalar.length ? -1
+           : x->data.scalar.length > y->data.scalar.length ? 1
+           : x->start_mark.index < y->start_mark.index ? -1 : 1;
+}
+
+/* Refuses a key given twice in any mapping of the file (YAML says a
+ * mapping's keys are unique; libyaml lets a repeat through, and the last
+ * one would silently win), naming the second one. Sorting keeps a mapping
+ * of many keys cheap. */
+static int sl_unique_keys(sl_loader *ld)
+{
+    for (yaml_node_t *n = ld->doc.nodes.start; n < ld->doc.nodes.top; n++) {
+        if (n->type != YAML_MAPPING_NODE)
+            continue;
+        size_t count = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start), k = 0;
+        if (count < 2)
+            continue;
+        yaml_node_t **keys = malloc(count * sizeof *keys);
+        if (!keys)
+            return sl_fail(ld, NULL, "out of memory");
+        for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
+            yaml_node_t *key = sl_node(ld, p->key);
+            if (sl_is_scalar(key))
+                keys[k++] = key;
+        }
+        qsort(keys, k, sizeof *keys, sl_cmp_key_nodes);
+        for (size_t i = 1; i < k; i++) {
+            if (keys[i]->data.scalar.length == keys[i - 1]->data.scalar.length &&
+                memcmp(keys[i]->data.scalar.value, keys[i - 1]->data.scalar.value,
+                       keys[i]->data.scalar.length) == 0) {
+                char q[48];
+                const yaml_node_t *second = keys[i];
+                int line = (int)keys[i - 1]->start_mark.line + 1;
+                free(keys);
+                return sl_fail(ld, second, "%s is given twice in one mapping (first on line %d)",
+                               sl_quote(second, q), line);
+            }
+        }
+        free(keys);
+    }
+    return 0;
+}
+
 static int sl_walk(sl_loader *ld)
 {
     char q[48];
     yaml_node_t *root = yaml_document_get_root_node(&ld->doc);
     if (!root)
         return 0; /* an empty file: no settings, no policies */
+    if (sl_unique_keys(ld))
+        return -1;
     if (root->type != YAML_MAPPING_NODE)
         return sl_fail(ld, root, "the file must be a mapping with server and policies sections");
-    bool seen_server = false, seen_policies = false;
+    /* Each key once (sl_unique_keys): one server and one policies section,
+     * each policy and tier name once. */
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
         yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
-        bool *seen = sl_key_is(k, "server") ? &seen_server
-                     : sl_key_is(k, "policies") ? &seen_policies
-                                                : NULL;
-        if (seen && *seen)
-            return sl_fail(ld, k, "section %s is given twice", sl_quote(k, q));
-        if (seen)
-            *seen = true;
         if (sl_key_is(k, "server")) {
             if (!v || (v->type != YAML_MAPPING_NODE && !(sl_is_scalar(v) && !*sl_scalar(v))))
                 return sl_fail(ld, v, "server must be a mapping of settings");
@@ -317,9 +362,6 @@ static int sl_walk(sl_loader *ld)
                 sl_policy *pol = &ld->cfg->policies[ld->cfg->npolicies];
                 if (sl_policy_value(ld, sl_node(ld, s->key), sl_node(ld, s->value), pol))
                     return -1;
-                if (sl_config_policy(ld->cfg, pol->name, strlen(pol->name)))
-                    return sl_fail(ld, sl_node(ld, s->key), "policy '%s' is defined twice",
-                                   pol->name);
                 ld->cfg->npolicies++;
             }
         } else {

@@ -274,3 +274,14 @@ def test_bad_file_at_start_is_refused(make_server, tmp_path):
         pytest.fail("sluiced started with a bad config file")
     assert rc != 0
     assert "bad.yaml:4:" in s.stderr(), s.stderr()
+
+
+def test_policy_options_given_twice_are_refused(policy_server):
+    with policy_server.conn() as c:
+        for args, opt in ((("api", "k", "COST", 1, "COST", 2), "COST"),
+                          (("api", "k", "TIER", "free", "tier", "paid"), "TIER")):
+            c.send_command("SL.POLICY", *args)
+            e = c.read_reply()
+            assert isinstance(e, Error) and \
+                e.message == "ERR syntax error: option '%s' is given twice" % opt, (args, e)
+        assert c.call("SL.INSPECT", "api:k") is None, "nothing was taken"

@@ -105,7 +105,7 @@ Test(config, every_mistake_names_file_line_column_and_reason)
                      "t.yaml:2:42: policy 'api': unknown algorithm 'magic' (use gcra, "
                      "token_bucket, leaky_bucket, fixed_window, sliding_log or sliding_window)");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1}\n  a: {limit: 2, period: 1}\n"),
-                     "t.yaml:3:3: policy 'a' is defined twice");
+                     "t.yaml:3:3: 'a' is given twice in one mapping (first on line 2)");
     cr_assert_str_eq(parse_err("policy:\n  a: 1\n"),
                      "t.yaml:1:1: unknown section 'policy' (use server or policies)");
     cr_assert_str_eq(parse_err("- a\n- b\n"),
@@ -121,7 +121,7 @@ Test(config, every_mistake_names_file_line_column_and_reason)
                      "t.yaml:2:25: policy 'a': period must be a positive duration: seconds, or a "
                      "number with ms, s, m, h, d, w or mo (got '100000d')");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1}\npolicies:\n  b: {limit: 1, period: 1}\n"),
-                     "t.yaml:3:1: section 'policies' is given twice"); /* found by fuzz_config */
+                     "t.yaml:3:1: 'policies' is given twice in one mapping (first on line 1)"); /* found by fuzz_config */
     cr_assert_str_eq(parse_err("server:\n  port: [1, 2]\n"),
                      "t.yaml:2:9: server: port must be a single value (got a list)");
     /* YAML itself */
@@ -190,5 +190,23 @@ Test(config, a_burst_of_zero_is_refused_and_algorithm_names_ignore_case)
     cr_assert_eq(p->limit.algorithm, SL_TOKEN_BUCKET);
     cr_assert_eq(sl_config_policy(c, "b", 1)->limit.algorithm, SL_GCRA);
     cr_assert_eq(sl_config_policy(c, "d", 1)->limit.burst, 5, "an omitted burst is the limit");
+    sl_config_free(c);
+}
+
+Test(config, a_key_given_twice_is_refused_in_every_mapping)
+{
+    cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 10\n    period: 1m\n    burst: 3\n"
+                               "    burst: 4\n"),
+                     "t.yaml:6:5: 'burst' is given twice in one mapping (first on line 5)");
+    cr_assert_str_eq(parse_err("policies:\n  api: {limit: 1, period: 1s}\n  api: {limit: 2, period: 1s}\n"),
+                     "t.yaml:3:3: 'api' is given twice in one mapping (first on line 2)");
+    cr_assert_str_eq(parse_err("server:\n  port: 1\n  port: 2\n"),
+                     "t.yaml:3:3: 'port' is given twice in one mapping (first on line 2)");
+    cr_assert_str_eq(parse_err("policies:\n  api:\n    limit: 10\n    period: 1m\n    tiers:\n"
+                               "      free: {limit: 1, period: 1s, limit: 2}\n"),
+                     "t.yaml:6:36: 'limit' is given twice in one mapping (first on line 6)");
+    /* the same name in two mappings is fine */
+    sl_config *c = parse_ok("policies:\n  a: {limit: 1, period: 1s}\n  b: {limit: 1, period: 1s}\n");
+    cr_assert_eq(c->npolicies, 2);
     sl_config_free(c);
 }
