@@ -156,9 +156,23 @@ static sl_resp_limits effective_limits(const sl_resp_limits *lim, const sl_resp_
 static int request_error(sl_resp_request *req, const char *msg)
 {
     req->errstr = msg;
+    req->too_big = msg == E_BIG_REQUEST || msg == E_BIG_INLINE;
     req->argc = 0;
     sl_resp_request_reset(req);
     return SL_RESP_ERROR;
+}
+
+/* A bulk length that parse_length refused: past the cap (digits, with no
+ * leading zero, up to the CR or the end of what has come) rather than
+ * malformed? */
+static bool bulk_len_too_big(const char *p, size_t avail)
+{
+    if (avail == 0 || p[0] < '1' || p[0] > '9')
+        return false;
+    for (size_t i = 1; i < avail && p[i] != '\r'; i++)
+        if (p[i] < '0' || p[i] > '9')
+            return false;
+    return true;
 }
 
 /* Ends a complete command of `n` bytes: the next call starts afresh. */
@@ -204,8 +218,12 @@ static int parse_multibulk(const char *buf, size_t len, sl_resp_request *req,
         uint64_t blen;
         size_t used;
         int rc = parse_length(buf + pos + 1, len - pos - 1, l->max_bulk_len, &blen, &used);
-        if (rc == R_ERR)
-            return request_error(req, E_BULK_LEN);
+        if (rc == R_ERR) {
+            bool big = bulk_len_too_big(buf + pos + 1, len - pos - 1);
+            request_error(req, E_BULK_LEN);
+            req->too_big = big;
+            return SL_RESP_ERROR;
+        }
         if (rc == R_MORE) {
             /* The digits seen so far are below the cap; the request cap can
              * still be checked when they are all there. */

@@ -34,6 +34,7 @@
 #ifndef SLUICE_PROTO_RESP_H
 #define SLUICE_PROTO_RESP_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -95,6 +96,8 @@ typedef struct sl_resp_request {
     size_t argc;        /* arguments in argv after a complete parse */
     int is_inline;      /* 1 when the command came as an inline line */
     const char *errstr; /* after SL_RESP_ERROR: a static string or errbuf; else NULL */
+    bool too_big;       /* after SL_RESP_ERROR: the command broke a byte cap (max_bulk_len,
+                           max_inline_len or max_request_len), not the protocol's syntax */
     char errbuf[48];    /* room for the one message that quotes a byte */
 
     /* Private: where a resumed parse picks up. */

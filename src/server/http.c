@@ -308,6 +308,7 @@ size_t sl_http_serve(sl_conn *c)
     sl_http_conn *h = c->http;
     sl_http_limits lim;
     sl_http_limits_default(&lim);
+    lim.max_body = c->w->srv->cfg.max_request_bytes;
     size_t off = 0;
     while (!c->closing && off < c->rlen) {
         int n = sl_http_parse_request(c->rbuf + off, c->rlen - off, &h->req, &lim);
@@ -322,7 +323,10 @@ size_t sl_http_serve(sl_conn *c)
         }
         const sl_http_request *r = &h->req;
         if (r->body_too_large) {
-            sl_http_write_error(&c->out, 413, false, "request body too large", "content-length");
+            char msg[96];
+            snprintf(msg, sizeof msg, "request body larger than --max-request-bytes (%zu)",
+                     lim.max_body);
+            sl_http_write_error(&c->out, 413, false, msg, "content-length");
             c->closing = true;
             break;
         }

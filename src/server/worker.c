@@ -184,8 +184,15 @@ static size_t sl_conn_run_resp(sl_conn *c)
         if (n == SL_RESP_INCOMPLETE)
             break;
         if (n == SL_RESP_ERROR) {
-            /* As Redis: say what was wrong, then close the connection. */
-            sl_resp_add_errorf(&c->out, "-ERR %s", c->req.errstr);
+            /* As Redis: say what was wrong, then close the connection; a
+             * command past the size cap says which cap. */
+            if (c->req.too_big)
+                sl_resp_add_errorf(&c->out,
+                                   "-ERR Protocol error: request larger than "
+                                   "--max-request-bytes (%zu)",
+                                   cfg->max_request_bytes);
+            else
+                sl_resp_add_errorf(&c->out, "-ERR %s", c->req.errstr);
             sl_log(SL_LOG_INFO, "client %llu: %s; closing", (unsigned long long)c->id,
                    c->req.errstr);
             c->closing = true;

@@ -32,6 +32,10 @@ def check_intact(server, canary):
         assert r[:3] == [0, 10, 7], r
 
 
+# a command past the size cap: the cap's flag and value (the default --max-request-bytes)
+TOO_BIG = "request larger than --max-request-bytes (65536)"
+
+
 def protocol_error(server, data, want=None, timeout=5):
     """Sends data; expects `-ERR Protocol error: ...` then a close, within timeout.
     Returns the message."""
@@ -58,7 +62,7 @@ def protocol_error(server, data, want=None, timeout=5):
     (b"*1x\r\n", "invalid multibulk length"),
     (b"*1\r\n$-2\r\n", "invalid bulk length"),
     (b"*1\r\n$-1\r\n", "invalid bulk length"),
-    (b"*1\r\n$99999999999999999999\r\n", "invalid bulk length"),
+    (b"*1\r\n$99999999999999999999\r\n", TOO_BIG),
     (b"*1\r\n$abc\r\n", "invalid bulk length"),
     (b"*2\r\nX", "expected '$', got 'X'"),
     (b"*1\r\n:1\r\n", "expected '$', got ':'"),
@@ -77,14 +81,14 @@ def test_protocol_errors(server, canary, data, want):
 
 def test_huge_bulk_header_refused_at_once(server, canary):
     # a 600 MB bulk header must not make the server wait for (or allocate) 600 MB
-    msg, took = protocol_error(server, b"*1\r\n$600000000\r\n", "invalid bulk length", timeout=3)
+    msg, took = protocol_error(server, b"*1\r\n$600000000\r\n", TOO_BIG, timeout=3)
     assert took < 3
     check_intact(server, canary)
 
 
 def test_huge_bulk_header_without_line_end(server, canary):
     # refused on its digits, before the CR LF arrives
-    protocol_error(server, b"*1\r\n$600000000", "invalid bulk length", timeout=3)
+    protocol_error(server, b"*1\r\n$600000000", TOO_BIG, timeout=3)
     check_intact(server, canary)
 
 
@@ -96,7 +100,7 @@ def test_huge_multibulk_count(server, canary):
 def test_too_big_inline_request(server, canary):
     # just over the cap, so that the server has read everything we sent when it closes
     # (unread bytes would make the close a reset, which may eat the error reply)
-    msg, _ = protocol_error(server, b"A" * (64 * 1024 + 3), "too big inline request")
+    msg, _ = protocol_error(server, b"A" * (64 * 1024 + 3), TOO_BIG)
     check_intact(server, canary)
 
 
@@ -104,8 +108,22 @@ def test_too_big_multibulk_request(server, canary):
     # each bulk is under 64 KiB, the whole command is not: refused at the header of the
     # bulk that would end past 64 KiB (we send no more than that header)
     data = b"*3\r\n$4\r\nECHO\r\n$40000\r\n" + b"x" * 40000 + b"\r\n$40000\r\n"
-    protocol_error(server, data, "too big request")
+    protocol_error(server, data, TOO_BIG)
     check_intact(server, canary)
+
+
+def test_a_70_kib_bulk_and_body_name_the_cap(server, canary, make_server):
+    # the command layer's words for a bulk past the cap name the flag that sets it
+    protocol_error(server, b"*3\r\n$7\r\nSL.TAKE\r\n$71680\r\n" + b"k" * 100, TOO_BIG)
+    check_intact(server, canary)
+    # --max-request-bytes sets the cap of the HTTP body too
+    import requests
+    from conftest import free_port
+    port = free_port()
+    make_server(args=["--http-port", str(port), "--max-request-bytes", "2048"])
+    r = requests.post("http://127.0.0.1:%d/v1/check" % port, data=b"{" + b" " * 3000 + b"}")
+    assert r.status_code == 413, r.text
+    assert r.json()["error"] == "request body larger than --max-request-bytes (2048)", r.text
 
 
 def test_error_after_good_commands_answers_them_first(server, canary):
