@@ -10,7 +10,7 @@
 #include "algo/algo.h"
 #include "common/arith.h"
 
-static const sl_algo_ops *const sl_algos[SL_ALGORITHM_COUNT] = {
+const sl_algo_ops *const sl_algos[SL_ALGORITHM_COUNT] = {
     [SL_GCRA] = &sl_gcra_ops,
     [SL_TOKEN_BUCKET] = &sl_token_bucket_ops,
     [SL_LEAKY_BUCKET] = &sl_leaky_bucket_ops,
@@ -19,11 +19,6 @@ static const sl_algo_ops *const sl_algos[SL_ALGORITHM_COUNT] = {
     [SL_SLIDING_WINDOW] = &sl_sliding_window_ops,
     [SL_CONCURRENCY] = &sl_concurrency_ops,
 };
-
-const sl_algo_ops *sl_algo_get(sl_algorithm a)
-{
-    return (unsigned)a < SL_ALGORITHM_COUNT ? sl_algos[a] : NULL;
-}
 
 const char *sl_algorithm_name(sl_algorithm a)
 {

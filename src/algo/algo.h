@@ -59,8 +59,15 @@ int sl_take_check(const sl_limit *l, int64_t now, int64_t cost);
 int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
                      int64_t *expires_at);
 
-/* The algorithm's entry in the table; NULL for an unknown value. */
-const sl_algo_ops *sl_algo_get(sl_algorithm a);
+/* The table, indexed by sl_algorithm (algo.c). */
+extern const sl_algo_ops *const sl_algos[SL_ALGORITHM_COUNT];
+
+/* The algorithm's entry in the table; NULL for an unknown value. Inline:
+ * a call here would make every take save its arguments around it. */
+static inline const sl_algo_ops *sl_algo_get(sl_algorithm a)
+{
+    return (unsigned)a < SL_ALGORITHM_COUNT ? sl_algos[a] : NULL;
+}
 
 /* A take under a carried limit (SL_LIMIT_CARRY), which has passed
  * sl_take_check: the algorithm's state inside *state to decide on (naming
