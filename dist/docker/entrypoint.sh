@@ -1,8 +1,8 @@
 #!/bin/sh
 # The container's sluiced (Dockerfile, docs/deployment.md). A container is
 # reached from outside itself, so RESP listens on every address of the
-# container, and therefore only with a password; HTTP, which has none, stays
-# off unless SLUICE_HTTP_PORT turns it on.
+# container, and therefore only with a password (which HTTP then wants as a
+# bearer token); HTTP stays off unless SLUICE_HTTP_PORT turns it on.
 #
 #   SLUICE_PASSWORD       the password clients AUTH with, or
 #   SLUICE_PASSWORD_FILE  a file holding it (a Docker secret), or

@@ -156,16 +156,18 @@ static sl_resp_limits effective_limits(const sl_resp_limits *lim, const sl_resp_
 static int request_error(sl_resp_request *req, const char *msg)
 {
     req->errstr = msg;
-    req->too_big = msg == E_BIG_REQUEST || msg == E_BIG_INLINE;
+    req->too_big = msg == E_BIG_REQUEST || msg == E_BIG_INLINE ? SL_RESP_BIG_BYTES
+                   : msg == E_TOO_MANY_ARGS                    ? SL_RESP_BIG_ARGS
+                                                               : 0;
     req->argc = 0;
     sl_resp_request_reset(req);
     return SL_RESP_ERROR;
 }
 
-/* A bulk length that parse_length refused: past the cap (digits, with no
- * leading zero, up to the CR or the end of what has come) rather than
- * malformed? */
-static bool bulk_len_too_big(const char *p, size_t avail)
+/* A length (of a bulk, or a multibulk count) that parse_length refused:
+ * past the cap (digits, with no leading zero, up to the CR or the end of
+ * what has come) rather than malformed? */
+static bool length_too_big(const char *p, size_t avail)
 {
     if (avail == 0 || p[0] < '1' || p[0] > '9')
         return false;
@@ -196,8 +198,12 @@ static int parse_multibulk(const char *buf, size_t len, sl_resp_request *req,
         uint64_t count;
         size_t used;
         int rc = parse_length(buf + 1, len - 1, l->max_args, &count, &used);
-        if (rc == R_ERR) /* past the cap and malformed read the same, as in Redis */
-            return request_error(req, E_MBULK_LEN);
+        if (rc == R_ERR) { /* past the cap and malformed read the same, as in Redis */
+            bool big = length_too_big(buf + 1, len - 1);
+            request_error(req, E_MBULK_LEN);
+            req->too_big = big ? SL_RESP_BIG_ARGS : 0;
+            return SL_RESP_ERROR;
+        }
         if (rc == R_MORE)
             return SL_RESP_INCOMPLETE;
         pos = 1 + used;
@@ -219,9 +225,9 @@ static int parse_multibulk(const char *buf, size_t len, sl_resp_request *req,
         size_t used;
         int rc = parse_length(buf + pos + 1, len - pos - 1, l->max_bulk_len, &blen, &used);
         if (rc == R_ERR) {
-            bool big = bulk_len_too_big(buf + pos + 1, len - pos - 1);
+            bool big = length_too_big(buf + pos + 1, len - pos - 1);
             request_error(req, E_BULK_LEN);
-            req->too_big = big;
+            req->too_big = big ? SL_RESP_BIG_BYTES : 0;
             return SL_RESP_ERROR;
         }
         if (rc == R_MORE) {

@@ -62,6 +62,10 @@ typedef struct sl_resp_limits {
 } sl_resp_limits;
 
 #define SL_RESP_DEFAULT_MAX_ARGS 4096
+
+/* Which cap a refused command broke (sl_resp_request.too_big). */
+#define SL_RESP_BIG_BYTES 1
+#define SL_RESP_BIG_ARGS 2
 #define SL_RESP_DEFAULT_MAX_BULK (64 * 1024)
 #define SL_RESP_DEFAULT_MAX_INLINE (64 * 1024)
 #define SL_RESP_DEFAULT_MAX_REQUEST (64 * 1024)
@@ -96,8 +100,9 @@ typedef struct sl_resp_request {
     size_t argc;        /* arguments in argv after a complete parse */
     int is_inline;      /* 1 when the command came as an inline line */
     const char *errstr; /* after SL_RESP_ERROR: a static string or errbuf; else NULL */
-    bool too_big;       /* after SL_RESP_ERROR: the command broke a byte cap (max_bulk_len,
-                           max_inline_len or max_request_len), not the protocol's syntax */
+    int too_big;        /* after SL_RESP_ERROR: the cap the command broke, not the protocol's
+                           syntax: SL_RESP_BIG_BYTES (max_bulk_len, max_inline_len or
+                           max_request_len) or SL_RESP_BIG_ARGS (max_args); else 0 */
     char errbuf[48];    /* room for the one message that quotes a byte */
 
     /* Private: where a resumed parse picks up. */

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/secret.h"
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -115,16 +116,6 @@ static void sl_cmd_select(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_ok(c);
     else
         sl_reply_errorf(c, "DB index is out of range");
-}
-
-/* Compares in time that depends only on the lengths, not on where the
- * bytes first differ. */
-static bool sl_equal_ct(const char *a, size_t alen, const char *b, size_t blen)
-{
-    unsigned char diff = alen != blen;
-    for (size_t i = 0; i < alen; i++)
-        diff |= (unsigned char)(a[i] ^ b[i % (blen ? blen : 1)]);
-    return diff == 0 && alen == blen;
 }
 
 /* Checks a password; replies the error itself when it is wrong. */

@@ -25,6 +25,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/secret.h"
 #include "policy/config.h"
 #include "proto/http.h"
 #include "server/log.h"
@@ -253,6 +254,37 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
     sl_http_write_decision(&c->out, &o, run.items, run.n);
 }
 
+/* Is `path` one of --http-open's paths: equal to an entry, or under an
+ * entry that ends in '/'? */
+static bool sl_path_open(const char *open, sl_http_slice path)
+{
+    while (open && *open) {
+        const char *end = strchr(open, ',');
+        size_t n = end ? (size_t)(end - open) : strlen(open);
+        if (n > 0 && (open[n - 1] == '/' ? path.len >= n : path.len == n) &&
+            memcmp(path.ptr, open, n) == 0)
+            return true;
+        open = end ? end + 1 : NULL;
+    }
+    return false;
+}
+
+/* Does the request carry "Authorization: Bearer <token>" (the scheme in any
+ * case, RFC 9110), compared in constant time? */
+static bool sl_http_bears(const sl_http_request *r, const char *token)
+{
+    const sl_http_header *h = sl_http_find_header(r, "authorization");
+    if (!h || h->value.len < 7 || strncasecmp(h->value.ptr, "bearer ", 7) != 0)
+        return false;
+    const char *v = h->value.ptr + 7;
+    size_t n = h->value.len - 7;
+    while (n > 0 && *v == ' ') {
+        v++;
+        n--;
+    }
+    return sl_equal_ct(v, n, token, strlen(token));
+}
+
 /* Routes one complete request (its body, content_length bytes, at `body`). */
 static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body)
 {
@@ -260,6 +292,23 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
     bool get = sl_method_is(r, "GET") || sl_method_is(r, "HEAD");
     bool head = sl_method_is(r, "HEAD");
     sl_http_slice path = r->path;
+
+    /* With a token (--http-token or --requirepass), only /healthz and the
+     * paths --http-open names are served without it: every other path can
+     * take from a limit, or tells who is being limited. */
+    const char *token = sl_http_token(&c->w->srv->cfg);
+    if (token && !sl_path_is(path, "/healthz") && !sl_path_open(c->w->srv->cfg.http_open, path) &&
+        !sl_http_bears(r, token)) {
+        static const char body401[] =
+            "{\"error\":\"authentication required: send Authorization: Bearer <token> "
+            "(--http-token, or --requirepass)\",\"field\":\"authorization\"}\n";
+        sl_http_write_response(&c->out, 401, keep, "application/json",
+                               "WWW-Authenticate: Bearer realm=\"sluice\"\r\n", body401,
+                               sizeof body401 - 1, head);
+        if (!keep)
+            c->closing = true;
+        return;
+    }
 
     if (sl_path_is(path, "/v1/check")) {
         if (get || sl_method_is(r, "POST"))

@@ -96,10 +96,10 @@ static bool sl_parse_size(const char *s, long long max, long long *out)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE, F_AUTH_HEADER,
-    F_DENY_STATUS, F_VERSION, F_HELP, F_HELP_MARKDOWN,
+    F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_HTTP_BIND, F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -180,12 +180,24 @@ static const sl_flag sl_flags[F_COUNT] = {
                        "forward-auth: the status of a denial, 429, 401 or 403 (nginx's "
                        "auth_request passes only 401 and 403 on)",
                        "429, 401 or 403", SL_FLAG_APPLIED},
+    [F_HTTP_BIND] = {"http-bind", "ADDR", "--bind's",
+                     "the HTTP port's address, when it differs from the RESP port's (RESP "
+                     "exposed with a password, HTTP kept on loopback)",
+                     "an IPv4 or IPv6 literal", 0},
+    [F_HTTP_TOKEN] = {"http-token", "SECRET", "--requirepass's",
+                      "the bearer token every HTTP request but GET /healthz (and --http-open's "
+                      "paths) must send, as Authorization: Bearer SECRET; compared in constant "
+                      "time; without it and --requirepass, HTTP asks for none",
+                      "a non-empty string of printable ASCII without spaces", 0},
+    [F_HTTP_OPEN] = {"http-open", "PATHS", NULL,
+                     "HTTP paths served without the token, comma-separated: /metrics, or a "
+                     "prefix ending in / such as /v1/auth/",
+                     "paths beginning with /, comma-separated", 0},
     [F_VERSION] = {"version", NULL, NULL, "print the version and exit", NULL, SL_FLAG_CLI_ONLY},
     [F_HELP] = {"help", NULL, NULL, "print this help and exit", NULL, SL_FLAG_CLI_ONLY},
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_HTTP_BIND] = {"http-bind", "ADDR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_SPLIT] = {"split", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
@@ -319,14 +331,15 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 goto bad;
             *(id == F_PORT ? &cfg->port : &cfg->http_port) = (int)v;
             break;
-        case F_BIND: {
+        case F_BIND:
+        case F_HTTP_BIND: {
             /* Numeric only: the listener does not resolve names. */
             struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_STREAM};
             struct addrinfo *res;
             if (getaddrinfo(optarg, NULL, &hints, &res) != 0)
                 goto bad;
             freeaddrinfo(res);
-            cfg->bind = optarg;
+            *(id == F_BIND ? &cfg->bind : &cfg->http_bind) = optarg;
             break;
         }
         case F_THREADS:
@@ -338,6 +351,24 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             if (!*optarg)
                 goto bad;
             cfg->requirepass = optarg;
+            break;
+        case F_HTTP_TOKEN:
+            /* It travels in a header: printable, no spaces. */
+            if (!*optarg)
+                goto bad;
+            for (const char *t = optarg; *t; t++)
+                if (*t <= ' ' || *t > '~')
+                    goto bad;
+            cfg->http_token = optarg;
+            break;
+        case F_HTTP_OPEN:
+            /* "/a,/b/": each path begins with '/', nothing empty. */
+            if (optarg[0] != '/')
+                goto bad;
+            for (const char *t = optarg; *t; t++)
+                if (*t <= ' ' || *t > '~' || (*t == ',' && t[1] != '/'))
+                    goto bad;
+            cfg->http_open = optarg;
             break;
         case F_MAXCLIENTS:
             if (!sl_parse_size(optarg, 1000000, &v) || v < 1)
@@ -726,7 +757,8 @@ int main(int argc, char **argv)
                         "nothing to serve\n");
         return 2;
     }
-    if (srv->cfg.port == srv->cfg.http_port) {
+    if (srv->cfg.port == srv->cfg.http_port &&
+        strcmp(srv->cfg.bind, sl_http_bind(&srv->cfg)) == 0) {
         char addr[SL_LOG_ADDR_MAX];
         fprintf(stderr, "sluiced: cannot listen on %s for both RESP and HTTP (--port and "
                         "--http-port are the same): Address already in use\n",
@@ -735,10 +767,14 @@ int main(int argc, char **argv)
     }
     if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
         return 2;
-    if (!srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
+    if (srv->cfg.port && !srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
         sl_log(SL_LOG_WARN, "will listen on %s, not a loopback address, without --requirepass: "
                             "anyone who can reach it can take from and reset any limit",
                srv->cfg.bind);
+    if (srv->cfg.http_port && !sl_http_token(&srv->cfg) && !sl_is_loopback(sl_http_bind(&srv->cfg)))
+        sl_log(SL_LOG_WARN, "will serve HTTP on %s, not a loopback address, without --http-token "
+                            "or --requirepass: anyone who can reach it can take from any limit",
+               sl_http_bind(&srv->cfg));
     /* The ports first: a second server on a port is refused before it
      * spends any time loading a snapshot. */
     if (sl_listeners_open(srv) != 0)
@@ -775,12 +811,14 @@ int main(int argc, char **argv)
     /* Said before the workers run, so that the lines are in the log by the
      * time a client is answered. */
     sl_config *conf = atomic_load(&srv->config);
-    char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 8] = "off";
+    char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 24] = "off";
     char addr[SL_LOG_ADDR_MAX];
     if (srv->cfg.port)
         snprintf(resp, sizeof resp, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.port));
     if (srv->cfg.http_port)
-        snprintf(http, sizeof http, "on %s", sl_log_addr(addr, srv->cfg.bind, srv->cfg.http_port));
+        snprintf(http, sizeof http, "on %s%s",
+                 sl_log_addr(addr, sl_http_bind(&srv->cfg), srv->cfg.http_port),
+                 sl_http_token(&srv->cfg) ? " (bearer token)" : "");
     sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store memory://, %zu policies",
            SLUICE_VERSION, resp, http, srv->nworkers, conf ? conf->npolicies : 0);
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)

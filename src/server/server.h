@@ -25,6 +25,10 @@ typedef struct sl_server_config {
     int http_port;           /* HTTP; 0 = off */
     int threads;             /* workers; 0 = number of cores */
     const char *requirepass; /* NULL = no AUTH */
+    const char *http_bind;   /* the HTTP port's address; NULL = bind's */
+    const char *http_token;  /* HTTP's bearer token; NULL = requirepass's */
+    const char *http_open;   /* comma-separated paths HTTP serves without the token, but
+                                /healthz, which never needs it; NULL = none */
     int maxclients;
     size_t max_request_bytes;
     size_t max_key_bytes;
@@ -205,5 +209,23 @@ typedef struct sl_conn {
     int64_t last_active;
     sl_multi multi; /* RESP: MULTI's queue */
 } sl_conn;
+
+/* What a command may hold before AUTH, as Redis limits an unauthenticated
+ * client (10 arguments, 16 KiB bulks): enough for HELLO 3 AUTH user pass. */
+#define SL_PREAUTH_MAX_ARGS 10
+#define SL_PREAUTH_MAX_BULK 16384
+
+/* The address the HTTP port listens on: --http-bind, else --bind. */
+static inline const char *sl_http_bind(const sl_server_config *cfg)
+{
+    return cfg->http_bind ? cfg->http_bind : cfg->bind;
+}
+
+/* The token HTTP requests must bear: --http-token, else --requirepass;
+ * NULL when HTTP asks for none. */
+static inline const char *sl_http_token(const sl_server_config *cfg)
+{
+    return cfg->http_token ? cfg->http_token : cfg->requirepass;
+}
 
 #endif

@@ -154,14 +154,24 @@ static void sl_batch_parse(sl_conn *c, size_t off, const sl_resp_limits *lim, sl
 /* Runs every complete RESP command in the read buffer; returns the bytes
  * consumed. Whole multibulk commands go in batches (sl_batch_parse); the
  * rest, and a command that came in pieces, through the resumable parser. */
+/* The parser's caps for a connection: --max-request-bytes; before AUTH, no
+ * more than a login needs, as Redis allows, so that a client without the
+ * password cannot make the server hold 64 KiB commands of 4096 arguments. */
+static void sl_conn_limits(const sl_conn *c, const sl_server_config *cfg, sl_resp_limits *lim)
+{
+    sl_resp_limits_default(lim);
+    lim->max_request_len = lim->max_bulk_len = lim->max_inline_len = cfg->max_request_bytes;
+    if (!c->authed) {
+        lim->max_args = SL_PREAUTH_MAX_ARGS;
+        lim->max_bulk_len = lim->max_inline_len = lim->max_request_len = SL_PREAUTH_MAX_BULK;
+    }
+}
+
 static size_t sl_conn_run_resp(sl_conn *c)
 {
     const sl_server_config *cfg = &c->w->srv->cfg;
     sl_resp_limits lim;
-    sl_resp_limits_default(&lim);
-    lim.max_request_len = cfg->max_request_bytes;
-    lim.max_bulk_len = cfg->max_request_bytes;
-    lim.max_inline_len = cfg->max_request_bytes;
+    sl_conn_limits(c, cfg, &lim);
 
     size_t off = 0;
     uint64_t ran = 0;
@@ -186,7 +196,10 @@ static size_t sl_conn_run_resp(sl_conn *c)
         if (n == SL_RESP_ERROR) {
             /* As Redis: say what was wrong, then close the connection; a
              * command past the size cap says which cap. */
-            if (c->req.too_big)
+            if (!c->authed && c->req.too_big) /* Redis's words before AUTH */
+                sl_resp_add_errorf(&c->out, "-ERR Protocol error: unauthenticated %s length",
+                                   c->req.too_big == SL_RESP_BIG_ARGS ? "multibulk" : "bulk");
+            else if (c->req.too_big == SL_RESP_BIG_BYTES)
                 sl_resp_add_errorf(&c->out,
                                    "-ERR Protocol error: request larger than "
                                    "--max-request-bytes (%zu)",
@@ -200,9 +213,12 @@ static size_t sl_conn_run_resp(sl_conn *c)
         }
         off += (size_t)n;
         if (c->req.argc > 0) {
+            bool was_authed = c->authed;
             sl_server_dispatch(c, sl_server_command(c->argv[0].ptr, c->argv[0].len),
                                (int)c->req.argc, c->argv);
             ran++;
+            if (c->authed != was_authed) /* AUTH or HELLO ... AUTH: the full caps from now */
+                sl_conn_limits(c, cfg, &lim);
         }
     }
     if (ran > 0) /* the batch's time, shared by its commands */
@@ -634,11 +650,12 @@ int sl_listeners_open(sl_server *srv)
         srv->listen_fd[p] = -1;
         if (ports[p] <= 0)
             continue;
-        srv->listen_fd[p] = sl_listen_socket(srv->cfg.bind, ports[p]);
+        const char *bind = p == SL_PROTO_HTTP ? sl_http_bind(&srv->cfg) : srv->cfg.bind;
+        srv->listen_fd[p] = sl_listen_socket(bind, ports[p]);
         if (srv->listen_fd[p] < 0) {
             char addr[SL_LOG_ADDR_MAX];
             sl_log(SL_LOG_ERROR, "cannot listen on %s (%s): %s",
-                   sl_log_addr(addr, srv->cfg.bind, ports[p]), names[p], strerror(errno));
+                   sl_log_addr(addr, bind, ports[p]), names[p], strerror(errno));
             sl_listeners_close(srv);
             return -1;
         }

@@ -54,7 +54,8 @@ def test_help_lists_every_documented_flag():
 
 # A value each flag accepts (the others' documented defaults are values they accept).
 SAMPLES = {"requirepass": "secret", "max-memory": "1m", "snapshot": "/tmp/x",
-           "threads": "2"}
+           "threads": "2", "http-bind": "127.0.0.1", "http-token": "tok",
+           "http-open": "/metrics"}
 
 
 def test_every_documented_flag_is_parsed():
@@ -79,13 +80,17 @@ def test_a_bad_value_is_told_what_is_valid():
     assert rc == 2 and "for --port: a port from 0 to 65535" in err, err
     rc, _, err = run("--store", "redis://127.0.0.1:6379")
     assert rc == 2 and "only store of this version" in err, err
+    for flag, value in (("--http-open", "metrics"), ("--http-open", "/a,b"),
+                        ("--http-token", "two words"), ("--http-bind", "localhost")):
+        rc, _, err = run(flag, value)
+        assert rc == 2 and "invalid value '%s' for %s" % (value, flag) in err, err
 
 
 def test_flags_of_later_versions_are_refused_as_such():
     table = doc_table()
     later = [l for l in table.splitlines() if l.startswith("Not in this version")]
     assert len(later) == 1, table
-    for name in ("split", "peers", "on-store-error", "grpc-port", "http-bind"):
+    for name in ("split", "peers", "on-store-error", "grpc-port"):
         assert "`--%s`" % name in later[0], later
         rc, _, err = run("--" + name, "1")
         assert rc == 2 and "--%s is not available in this version" % name in err, err
