@@ -25,6 +25,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include <cjson/cJSON.h>
+
 #include "common/secret.h"
 #include "policy/config.h"
 #include "proto/http.h"
@@ -254,6 +256,115 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
     sl_http_write_decision(&c->out, &o, run.items, run.n);
 }
 
+/* ---- for operators: /v1/keys/{key}, /v1/policies ---- */
+
+/* Writes a cJSON object as the JSON body (and frees it), or a 503 when it
+ * could not be built. */
+static void sl_http_write_json(sl_conn *c, int status, bool keep, cJSON *obj, bool head)
+{
+    char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
+    cJSON_Delete(obj);
+    if (!text) {
+        sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+        return;
+    }
+    size_t n = strlen(text);
+    text[n] = '\n'; /* cJSON's terminator becomes the body's line end */
+    sl_http_write_response(&c->out, status, keep, "application/json", NULL, text, n + 1, head);
+    cJSON_free(text);
+}
+
+/* Whole milliseconds, rounded up, of a non-negative span. */
+static double sl_http_ms_up(int64_t ns)
+{
+    return ns <= 0 ? 0 : (double)(ns / 1000000 + (ns % 1000000 != 0));
+}
+
+/* GET /v1/keys/{key}: what the store holds for the key, as SL.INSPECT
+ * says it (docs/commands.md), without changing it; DELETE forgets it, as
+ * SL.RESET does. The key is the rest of the path, percent-decoded. */
+static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path, bool keep,
+                        bool head)
+{
+    char key[4096];
+    long klen = sl_http_path_decode(path.ptr + 9, path.len - 9, key, sizeof key);
+    sl_store *store = c->w->srv->store;
+    if (klen <= 0) {
+        sl_http_write_error(&c->out, 400, keep, "the key (after /v1/keys/) is empty or malformed",
+                            "key");
+        return;
+    }
+    if (sl_method_is(r, "DELETE")) {
+        int rc = sl_store_reset(store, key, (size_t)klen);
+        if (rc < 0) {
+            sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), "key");
+            return;
+        }
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddBoolToObject(o, "reset", rc == 1);
+        sl_http_write_json(c, 200, keep, o, head);
+        return;
+    }
+    sl_key_info info;
+    int rc = sl_store_inspect(store, key, (size_t)klen, c->w->now, &info);
+    if (rc < 0) {
+        sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), "key");
+        return;
+    }
+    if (rc == 0) {
+        sl_http_write_error(&c->out, 404, keep, "the store holds no state for this key", "key");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(info.algorithm));
+    cJSON_AddNumberToObject(o, "bytes", (double)info.state_bytes);
+    cJSON_AddNumberToObject(o, "reset_after_ms", info.expires_at >= SL_TIME_MAX
+                                                     ? -1
+                                                     : sl_http_ms_up(info.expires_at - c->w->now));
+    cJSON_AddBoolToObject(o, "carried", info.carried);
+    if (info.carried) {
+        cJSON_AddNumberToObject(o, "limit", (double)info.limit);
+        cJSON_AddNumberToObject(o, "period_ms", sl_http_ms_up(info.period_ns));
+        cJSON_AddNumberToObject(o, "used", (double)info.used);
+    }
+    sl_http_write_json(c, 200, keep, o, head);
+}
+
+static cJSON *sl_http_limit_json(const sl_limit *l)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(l->algorithm));
+    cJSON_AddNumberToObject(o, "limit", (double)l->limit);
+    cJSON_AddNumberToObject(o, "period_ms", sl_http_ms_up(l->period_ns));
+    cJSON_AddNumberToObject(o, "burst", (double)l->burst);
+    return o;
+}
+
+/* GET /v1/policies: the policies in force, as SL.POLICIES lists them. */
+static void sl_http_policies(sl_conn *c, bool keep, bool head)
+{
+    const sl_config *cfg = atomic_load_explicit(&c->w->srv->config, memory_order_acquire);
+    cJSON *root = cJSON_CreateObject();
+    cJSON *list = cJSON_AddArrayToObject(root, "policies");
+    for (size_t i = 0; cfg && list && i < cfg->npolicies; i++) {
+        const sl_policy *p = &cfg->policies[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(list, o);
+        cJSON_AddStringToObject(o, "name", p->name);
+        cJSON_AddItemToObject(o, "limit", sl_http_limit_json(&p->limit));
+        cJSON_AddStringToObject(o, "key", p->key);
+        cJSON_AddBoolToObject(o, "shadow", p->shadow);
+        cJSON *tiers = cJSON_AddObjectToObject(o, "tiers");
+        for (size_t t = 0; tiers && t < p->ntiers; t++)
+            cJSON_AddItemToObject(tiers, p->tiers[t].name, sl_http_limit_json(&p->tiers[t].limit));
+        if (p->has_global)
+            cJSON_AddItemToObject(o, "global", sl_http_limit_json(&p->global));
+        else
+            cJSON_AddNullToObject(o, "global");
+    }
+    sl_http_write_json(c, 200, keep, root, head);
+}
+
 /* Is `path` one of --http-open's paths: equal to an entry, or under an
  * entry that ends in '/'? */
 static bool sl_path_open(const char *open, sl_http_slice path)
@@ -321,6 +432,15 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         /* Any method: a proxy asks with the client's own (Envoy's ext_authz
          * does), and the body, if any, is not read. */
         sl_http_check_request(c, r, body, keep, true);
+    } else if (path.len >= 9 && memcmp(path.ptr, "/v1/keys/", 9) == 0) {
+        if (get || sl_method_is(r, "DELETE"))
+            sl_http_key(c, r, path, keep, head);
+        else
+            sl_http_write_response(&c->out, 405, keep, "application/json",
+                                   "Allow: GET, HEAD, DELETE\r\n",
+                                   "{\"error\":\"method not allowed\"}\n", 31, head);
+    } else if (sl_path_is(path, "/v1/policies") && get) {
+        sl_http_policies(c, keep, head);
     } else if (sl_path_is(path, "/healthz") && get) {
         sl_http_write_response(&c->out, 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
@@ -334,7 +454,8 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
             sl_http_write_response(&c->out, 200, keep, "text/plain; version=0.0.4; charset=utf-8",
                                    NULL, text.data, text.len, head);
         sl_resp_buf_free(&text);
-    } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics")) {
+    } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics") ||
+               sl_path_is(path, "/v1/policies")) {
         sl_http_write_response(&c->out, 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                                "{\"error\":\"method not allowed\"}\n", 31, head);
     } else {

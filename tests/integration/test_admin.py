@@ -113,3 +113,36 @@ def test_save_errors_name_the_cause_and_the_server_goes_on(make_server, tmp_path
         assert isinstance(e, Error) and "No such file or directory" in e.message, e
         assert c.call("PING") == "PONG"
     d.mkdir()  # so that the snapshot at shutdown can be written
+
+
+def test_the_same_over_http_behind_the_token(make_server, tmp_path):
+    import requests
+    from conftest import free_port
+    http = free_port()
+    cfg = tmp_path / "sluice.yaml"
+    cfg.write_text(CONFIG)
+    s = make_server(args=["--config", str(cfg), "--http-port", str(http)], password="pw")
+    url = "http://127.0.0.1:%d" % http
+    auth = {"Authorization": "Bearer pw"}
+    with s.conn() as c:
+        c.call("AUTH", "pw")
+        for _ in range(3):
+            c.call("SL.POLICY", "api", "a b/c")
+    assert requests.get(url + "/v1/keys/api:a%20b%2Fc").status_code == 401, "behind the token"
+    r = requests.get(url + "/v1/keys/api:a%20b%2Fc", headers=auth)
+    assert r.status_code == 200, r.text
+    d = r.json()
+    assert (d["algorithm"], d["carried"], d["limit"], d["used"], d["bytes"]) == \
+        ("gcra", True, 100, 3, 32), d
+    r = requests.get(url + "/v1/keys/nobody", headers=auth)
+    assert r.status_code == 404 and r.json()["field"] == "key", r.text
+    assert requests.delete(url + "/v1/keys/nobody", headers=auth).json() == {"reset": False}
+    assert requests.delete(url + "/v1/keys/api:a%20b%2Fc", headers=auth).json() == {"reset": True}
+    assert requests.get(url + "/v1/keys/api:a%20b%2Fc", headers=auth).status_code == 404
+    assert requests.put(url + "/v1/keys/x", headers=auth).status_code == 405
+    ps = requests.get(url + "/v1/policies", headers=auth).json()["policies"]
+    assert [p["name"] for p in ps] == ["api", "login"]
+    assert ps[0]["tiers"]["paid"] == {"algorithm": "sliding_window", "limit": 1000,
+                                      "period_ms": 3600000, "burst": 1000}
+    assert ps[0]["global"]["limit"] == 5000 and ps[1]["global"] is None and ps[1]["shadow"]
+    assert requests.get(url + "/v1/policies").status_code == 401
