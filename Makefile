@@ -3,6 +3,7 @@
 #   make run    build, then start sluiced on the in-memory store
 #   make test   install dependencies, build under the sanitizers, run every test
 #   make bench  release build, then run the benchmarks
+#   make soak   release build, then a bounded soak under faults (SOAK_SECONDS, default 60)
 #   make clean
 MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
@@ -116,6 +117,14 @@ test-cli:
 .PHONY: test-install
 test-install: build
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/install
+
+# The soak (tests/soak/soak.py, not part of `make test`): mixed RESP and HTTP load with faults
+# on a schedule for SOAK_SECONDS against the release build, then every key checked against
+# its algorithm's bound over the run.
+SOAK_SECONDS ?= 60
+.PHONY: soak
+soak: build
+	@/usr/bin/python3 -B tests/soak/soak.py --seconds $(SOAK_SECONDS)
 
 bench: build
 	@for b in build/bin/bench_*; do echo "== $$b"; $$b; done
