@@ -752,6 +752,10 @@ int main(int argc, char **argv)
     }
     srv->nworkers = srv->cfg.threads;
     signal(SIGPIPE, SIG_IGN);
+    /* A snapshot past the file size limit (RLIMIT_FSIZE) must fail as a
+     * full disk does, with an error the snapshot reports, not kill the
+     * server and every state with it. */
+    signal(SIGXFSZ, SIG_IGN);
     if (srv->cfg.port == 0 && srv->cfg.http_port == 0) {
         fprintf(stderr, "sluiced: --port 0 and --http-port 0 turn both listeners off: "
                         "nothing to serve\n");

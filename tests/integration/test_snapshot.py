@@ -3,7 +3,7 @@
 import os
 import time
 
-from respclient import as_map
+from respclient import Error, as_map
 
 
 def drain(c, key):
@@ -225,3 +225,43 @@ def test_snapshot_interval_0_writes_only_at_shutdown(make_server, tmp_path):
     assert "written at shutdown only" in s.stderr()
     assert s.stop() == 0
     assert os.path.exists(snap)
+
+
+def test_a_snapshot_that_does_not_fit_fails_and_the_server_goes_on(make_server, tmp_path):
+    """A disk that fills up, played by a file size limit (RLIMIT_FSIZE): the write fails
+    with the reason, the previous snapshot stays as it was, and the server keeps serving
+    (the kernel's SIGXFSZ would otherwise kill it). The limit applies to sluiced alone."""
+    import resource
+    snap = tmp_path / "full.snapshot"
+    s = make_server(args=["--snapshot", str(snap), "--snapshot-interval", "0"], start=False)
+    real_spawn = s.spawn
+
+    def limited():
+        # under the limit at start: an empty store's snapshot is 72 bytes
+        old = resource.getrlimit(resource.RLIMIT_FSIZE)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, old[1]))
+        try:
+            return real_spawn()
+        finally:
+            resource.setrlimit(resource.RLIMIT_FSIZE, old)
+
+    s.spawn = limited
+    s.start()
+    with s.conn() as c:
+        assert c.call("SAVE") == "OK"
+        before = snap.read_bytes()
+        for i in range(0, 3000, 100):
+            for j in range(i, i + 100):
+                c.send_command("SL.TAKE", "big:%06d:%s" % (j, "x" * 40), 10, 3600)
+            for _ in range(100):
+                c.read_reply()
+        c.send_command("SAVE")
+        e = c.read_reply()
+        assert isinstance(e, Error) and "File too large" in e.message, e
+        assert c.call("PING") == "PONG"
+        assert as_map(c.call("SL.PEEK", "big:000007:" + "x" * 40, 10, 3600, "COST", 0))[
+            "remaining"] == 9, "nothing stored was lost"
+    assert snap.read_bytes() == before, "the previous snapshot is untouched"
+    assert not [p for p in os.listdir(str(tmp_path)) if p.startswith("full.snapshot.tmp")], \
+        "the partial file is removed"
+    s.kill()  # the final snapshot cannot fit either
