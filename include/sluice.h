@@ -217,9 +217,11 @@ int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limi
  * carried or not. A carried old state converts (sl_state_convert from the
  * limit it names); an uncarried one of the same algorithm is read under *l
  * (a sliding log keeps its newest timestamps, a concurrency limit its leases
- * while they fit); anything else is SL_ERR_WRONGTYPE, so that a request
- * cannot get a fresh budget by naming another algorithm. Writes
- * sl_state_size(l) bytes into out on SL_OK.
+ * while they fit); an uncarried one of another algorithm converts under a
+ * carried *l as if it had *l's limit and period (states of policies from
+ * before they named their limit); anything else is SL_ERR_WRONGTYPE, so
+ * that a request cannot get a fresh budget by naming another algorithm.
+ * Writes sl_state_size(l) bytes into out on SL_OK.
  */
 int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, bool old_carried,
                    const void *old, size_t old_size, int64_t now);

@@ -168,7 +168,21 @@ int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, boo
 
     /* Not carried: the state is read under this limit, as redis-cell reads a
      * key under whatever limit a request brings, and only in its own
-     * algorithm. */
+     * algorithm. A carried limit (a policy's) reads one of another algorithm
+     * as if that algorithm had this limit and period, which is what its
+     * states were written under before they named their limit (a snapshot
+     * of an earlier version, an ad-hoc take on a policy's key): units carry
+     * over rather than a refusal that would never end. */
+    if (old_algorithm != l->algorithm && (l->flags & SL_LIMIT_CARRY)) {
+        int64_t limit = l->limit;
+        if (old_algorithm == SL_SLIDING_LOG) /* its size says its limit */
+            limit = old_size > 16 ? (int64_t)((old_size - 16) / sizeof(int64_t)) : 0;
+        sl_limit from;
+        if (limit <= 0 || sl_carry_limit(old_algorithm, limit, l->period_ns, &from) != SL_OK ||
+            sl_inner_size(&from) != old_size)
+            return SL_ERR_WRONGTYPE;
+        return sl_inner_convert(&from, old, old_size, l, ts, now);
+    }
     if (old_algorithm != l->algorithm)
         return SL_ERR_WRONGTYPE;
     if (ops->resize)

@@ -183,6 +183,29 @@ Test(carry, what_cannot_be_carried_is_refused)
     cr_assert_eq(memcmp(out, st, sizeof st), 0);
 }
 
+Test(carry, a_policy_reads_an_uncarried_state_of_another_algorithm_under_its_own_rate)
+{
+    /* a state from before policies named their limit: a fixed window with 30 used */
+    sl_limit fw, policy = carried(SL_SLIDING_WINDOW, 100, MIN, 0), adhoc;
+    cr_assert_eq(sl_limit_init(&fw, SL_FIXED_WINDOW, 100, MIN, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&adhoc, SL_SLIDING_WINDOW, 100, MIN, 0), SL_OK);
+    int64_t st[2] = {0}, out[5], plain[3];
+    take_n(&fw, st, T0, 30);
+    cr_assert_eq(sl_state_adopt(&policy, out, SL_FIXED_WINDOW, false, st, sizeof st, T0), SL_OK);
+    cr_assert_eq(remaining(&policy, out, T0), 70);
+    cr_assert_eq(sl_state_adopt(&adhoc, plain, SL_FIXED_WINDOW, false, st, sizeof st, T0),
+                 SL_ERR_WRONGTYPE, "an ad-hoc limit still refuses");
+    /* an old sliding log: its size says its limit */
+    sl_limit log;
+    cr_assert_eq(sl_limit_init(&log, SL_SLIDING_LOG, 8, MIN, 0), SL_OK);
+    void *ls = test_state(&log);
+    take_n(&log, ls, T0, 5);
+    cr_assert_eq(sl_state_adopt(&policy, out, SL_SLIDING_LOG, false, ls, sl_state_size(&log), T0),
+                 SL_OK);
+    cr_assert_eq(remaining(&policy, out, T0), 95);
+    free(ls);
+}
+
 Test(carry, a_resized_sliding_log_keeps_its_newest_timestamps)
 {
     sl_limit ten, twenty, five;
@@ -287,10 +310,15 @@ Test(carry, the_store_carries_policy_states_and_refuses_ad_hoc_ones)
         cr_assert_eq(sl_store_take(s, "adhoc", 5, &g, T0, 1, &d), SL_OK);
     cr_assert_eq(sl_store_take(s, "adhoc", 5, &w, T0, 1, &d), SL_ERR_WRONGTYPE);
     cr_assert_eq(sl_store_peek(s, "adhoc", 5, &w, T0, 0, &d), SL_ERR_WRONGTYPE);
-    cr_assert_eq(sl_store_take(s, "adhoc", 5, &free_tier, T0, 1, &d), SL_ERR_WRONGTYPE,
-                 "nor under a policy's limit of another algorithm");
     cr_assert_eq(sl_store_peek(s, "adhoc", 5, &g, T0, 0, &d), SL_OK);
     cr_assert_eq(d.remaining, 0, "the refused takes left the state as it was");
+    /* a policy's limit of another algorithm reads it at its own rate: 60 s of
+     * GCRA debt at 100 a minute is 100 used of the log's 100 */
+    cr_assert_eq(sl_store_take(s, "adhoc", 5, &free_tier, T0, 1, &d), SL_OK);
+    cr_assert(!d.allowed);
+    cr_assert_eq(sl_store_take(s, "adhoc", 5, &free_tier, T0 + MIN / 2, 1, &d), SL_OK);
+    cr_assert(d.allowed, "half the debt later, half the log");
+    cr_assert_eq(d.remaining, 49);
     cr_assert_eq(sl_store_reset(s, "adhoc", 5), 1);
     cr_assert_eq(sl_store_take(s, "adhoc", 5, &w, T0, 1, &d), SL_OK);
     cr_assert(d.allowed);
