@@ -52,6 +52,20 @@ static bool sl_conc_scan(const sl_concurrency_state *s, int64_t cap, int64_t now
 {
     if (s->count < 0 || s->count > cap || s->in_flight < 0 || s->in_flight > cap)
         return false;
+    /* Every lease as takes write them (a state's bytes can come from
+     * elsewhere: a module's key can be SET to anything): weights of 1 ..
+     * cap adding up to in_flight, expiries in order. At most cap leases,
+     * each of at most cap units: the sum fits. */
+    int64_t sum = 0, last = 0;
+    for (int64_t i = 0; i < s->count; i++) {
+        const sl_lease *ls = &s->leases[i];
+        if (ls->weight < 1 || ls->weight > cap || ls->expires < last || ls->expires > SL_TIME_MAX)
+            return false;
+        sum += ls->weight;
+        last = ls->expires;
+    }
+    if (sum != s->in_flight)
+        return false;
     int64_t n = 0, w = 0;
     while (n < s->count && s->leases[n].expires <= now)
         w += s->leases[n++].weight;
@@ -182,7 +196,8 @@ static int64_t sl_conc_expires_at(const sl_limit *l, const void *state)
     const sl_concurrency_state *s = state;
     if (s->count <= 0 || s->count > l->limit)
         return 0;
-    return s->leases[s->count - 1].expires;
+    int64_t t = s->leases[s->count - 1].expires;
+    return t < 0 ? 0 : t > SL_TIME_MAX ? SL_TIME_MAX : t;
 }
 
 static void sl_conc_rebase(void *state, size_t size, int64_t delta_ns)

@@ -160,7 +160,11 @@ static size_t sl_gcra_state_size(const sl_limit *l)
 int64_t sl_gcra_expires_at(const sl_limit *l, const void *state)
 {
     const sl_gcra_state *s = state;
-    return s->tat <= 0 ? 0 : sl_mixed_ceil(s->tat, s->frac);
+    if (s->tat <= 0)
+        return 0;
+    /* A TAT beyond the clock's range is no take's (a module's key can be SET
+     * to anything): its expiry is the range's end. */
+    return s->tat >= SL_TIME_MAX ? SL_TIME_MAX : sl_mixed_ceil(s->tat, s->frac);
 }
 
 void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns)

@@ -37,6 +37,15 @@ static size_t sl_log_state_size(const sl_limit *l)
     return sizeof(sl_sliding_log_state) + (size_t)l->limit * sizeof(int64_t);
 }
 
+/* Slot i of the ring, within [0, SL_TIME_MAX]: a take only writes times
+ * there, but a state's bytes can come from elsewhere (a module's key can be
+ * SET to anything), and every sum below must fit. */
+static inline int64_t sl_log_at(const sl_sliding_log_state *s, int64_t i)
+{
+    int64_t t = s->ring[i];
+    return t < 0 ? 0 : t > SL_TIME_MAX ? SL_TIME_MAX : t;
+}
+
 static void sl_log_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
                         sl_decision *d)
 {
@@ -46,14 +55,14 @@ static void sl_log_take(const sl_limit *l, void *state, int64_t now, int64_t cos
 
     if (count < 0 || count > cap || head < 0 || head >= cap)
         count = head = 0; /* never seen, or not a state of this limit */
-    while (count > 0 && s->ring[head] <= now - p) { /* drop what has left the window */
+    while (count > 0 && sl_log_at(s, head) <= now - p) { /* drop what has left the window */
         head = head + 1 == cap ? 0 : head + 1;
         count--;
     }
 
     /* The newest timestamp; a new one is never older (the ring stays sorted
      * even if the clock steps back). */
-    int64_t newest = count > 0 ? s->ring[(head + count - 1) % cap] : 0;
+    int64_t newest = count > 0 ? sl_log_at(s, (head + count - 1) % cap) : 0;
     int64_t stamp = count > 0 ? sl_max64(now, newest) : now;
 
     d->limit = cap;
@@ -70,8 +79,8 @@ static void sl_log_take(const sl_limit *l, void *state, int64_t now, int64_t cos
         }
     } else {
         /* The (count + cost - cap)-th oldest must leave first. */
-        int64_t oldest = s->ring[(head + count + cost - cap - 1) % cap];
-        d->retry_after_ns = oldest + p - now;
+        int64_t oldest = sl_log_at(s, (head + count + cost - cap - 1) % cap);
+        d->retry_after_ns = sl_max64(oldest + p - now, 0); /* 0 only for a ring out of order */
     }
     if (commit) {
         s->count = count;
@@ -87,7 +96,7 @@ static int64_t sl_log_expires_at(const sl_limit *l, const void *state)
     int64_t cap = l->limit;
     if (s->count <= 0 || s->count > cap || s->head < 0 || s->head >= cap)
         return 0;
-    return sl_add_clamp(s->ring[(s->head + s->count - 1) % cap], l->period_ns, SL_TIME_MAX);
+    return sl_add_clamp(sl_log_at(s, (s->head + s->count - 1) % cap), l->period_ns, SL_TIME_MAX);
 }
 
 static void sl_log_rebase(void *state, size_t size, int64_t delta_ns)

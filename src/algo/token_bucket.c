@@ -60,8 +60,12 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     int64_t a = s->anchor, debt = s->debt;
     int64_t cap = l->burst;
 
-    if (debt < 0 || debt > cap + l->den) /* not a state of this limit: start full */
+    /* Not a state of this limit (or bytes no take wrote: a module's key can
+     * be SET to anything): start full. */
+    if (debt < 0 || debt > cap + l->den || a < 0 || a > SL_TIME_MAX) {
         debt = 0;
+        a = now;
+    }
     /* Refill. If the clock stepped back before the anchor, nothing accrues
      * until it catches up; the anchor never moves back. */
     int64_t elapsed = now > a ? now - a : 0;
@@ -120,7 +124,7 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
 static int64_t sl_tb_expires_at(const sl_limit *l, const void *state)
 {
     const sl_token_bucket_state *s = state;
-    if (s->debt <= 0 || s->debt > l->burst + l->den)
+    if (s->debt <= 0 || s->debt > l->burst + l->den || s->anchor < 0 || s->anchor > SL_TIME_MAX)
         return 0;
     return sl_add_clamp(s->anchor, sl_tb_time_for(l, s->debt), SL_TIME_MAX);
 }
