@@ -96,7 +96,7 @@ static bool sl_parse_size(const char *s, long long max, long long *out)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE, F_AUTH_HEADER,
-    F_DENY_STATUS, F_VERSION, F_HELP, F_HELP_MARKDOWN,
+    F_DENY_STATUS, F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
     F_HTTP_BIND, F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
@@ -180,6 +180,11 @@ static const sl_flag sl_flags[F_COUNT] = {
                        "forward-auth: the status of a denial, 429, 401 or 403 (nginx's "
                        "auth_request passes only 401 and 403 on)",
                        "429, 401 or 403", SL_FLAG_APPLIED},
+    [F_ALLOW_EMPTY_RELOAD] = {"allow-empty-reload", NULL, NULL,
+                              "let SIGHUP load a config file that is empty or has no policies "
+                              "while policies are in force (by default such a file is refused "
+                              "and the policies stay: a file caught half written removes none)",
+                              NULL, SL_FLAG_CLI_ONLY},
     [F_VERSION] = {"version", NULL, NULL, "print the version and exit", NULL, SL_FLAG_CLI_ONLY},
     [F_HELP] = {"help", NULL, NULL, "print this help and exit", NULL, SL_FLAG_CLI_ONLY},
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
@@ -372,6 +377,7 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             cfg->snapshot = optarg;
             break;
         case F_CONFIG: cfg->config_path = optarg; break;
+        case F_ALLOW_EMPTY_RELOAD: cfg->allow_empty_reload = true; break;
         case F_AUTH_HEADER:
             if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " :\t\r\n"))
                 goto bad;
@@ -566,7 +572,15 @@ static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
     return count;
 }
 
-/* Frees the old config once every worker has seen the new epoch. */
+/* A SIGHUP that came while the previous reload was still being applied: it
+ * is run, once, when that one is retired, and reads the file as it is
+ * then; any number of SIGHUPs meanwhile are one reload of the newest file. */
+static bool sl_reload_pending;
+
+static void sl_reload(sl_server *srv);
+
+/* Frees the old config once every worker has seen the new epoch, then runs
+ * the reload that was asked for meanwhile, if one was. */
 static void sl_on_retire_timer(uv_timer_t *t)
 {
     sl_server *srv = t->data;
@@ -577,6 +591,14 @@ static void sl_on_retire_timer(uv_timer_t *t)
     sl_config_free(srv->retired);
     srv->retired = NULL;
     uv_timer_stop(t);
+    if (sl_reload_pending) {
+        sl_reload_pending = false;
+        sl_log(SL_LOG_INFO, "SIGHUP: running the reload asked for during the previous one");
+        sl_reload(srv);
+        /* The manager was told RELOADING=1 when that SIGHUP came, and
+         * waits for this to know that it is over. */
+        sl_notify("READY=1");
+    }
 }
 
 static void sl_say_reload(void *arg, const char *line)
@@ -584,25 +606,29 @@ static void sl_say_reload(void *arg, const char *line)
     sl_log(SL_LOG_WARN, "SIGHUP: %s", line);
 }
 
-/* SIGHUP: load the config file again. A bad file is refused with where and
- * why, and the old policies stay; what the new one changes for the keys'
- * states is logged, policy by policy. Server settings take effect at
- * restart. */
-static void sl_on_sighup(uv_signal_t *s, int signum)
+/* Loads the config file again and puts it in force. A bad file is refused
+ * with where and why, and the old policies stay; what the new one changes
+ * for the keys' states is logged, policy by policy. Server settings take
+ * effect at restart. The caller has checked that no reload is being
+ * applied (srv->retired is NULL). */
+static void sl_reload(sl_server *srv)
 {
-    sl_server *srv = s->data;
-    if (!srv->cfg.config_path) {
-        sl_log(SL_LOG_INFO, "SIGHUP: no config file to reload");
-        return;
-    }
-    if (srv->retired) {
-        sl_log(SL_LOG_WARN, "SIGHUP: the previous reload is still being applied; try again");
-        return;
-    }
     sl_config *next;
     char err[512];
     if (sl_config_load(srv->cfg.config_path, &next, err, sizeof err) != 0) {
         sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s", err);
+        return;
+    }
+    /* An empty file is most often one caught while it is being written (an
+     * editor or a deploy that truncates, then writes): taking it would lift
+     * every limit at once. */
+    const sl_config *cur = atomic_load(&srv->config);
+    size_t in_force = cur ? cur->npolicies : 0;
+    if (next->npolicies == 0 && in_force > 0 && !srv->cfg.allow_empty_reload) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s %s and would "
+                             "remove all %zu policies in force (--allow-empty-reload lets it)",
+               srv->cfg.config_path, next->empty ? "is empty" : "has no policies", in_force);
+        sl_config_free(next);
         return;
     }
     sl_config_align(next, srv->clock_offset_ns);
@@ -621,14 +647,36 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
            next->npolicies);
 }
 
+/* SIGHUP: reload now, or, while the previous reload is still being applied
+ * (some worker may still hold the config it retired), once that one is
+ * retired. Returns whether the reload is over (false: it is pending). */
+static bool sl_on_sighup(uv_signal_t *s, int signum)
+{
+    sl_server *srv = s->data;
+    if (!srv->cfg.config_path) {
+        sl_log(SL_LOG_INFO, "SIGHUP: no config file to reload");
+        return true;
+    }
+    if (srv->retired) {
+        if (!sl_reload_pending)
+            sl_log(SL_LOG_INFO, "SIGHUP: the previous reload is still being applied; this one "
+                                "runs when it is done");
+        sl_reload_pending = true;
+        return false;
+    }
+    sl_reload(srv);
+    return true;
+}
+
 /* SIGHUP under a service manager: the reload is bracketed by RELOADING=1 and
  * READY=1, so that `systemctl reload` shows it and a notify-reload manager
- * knows when it is over (a refused config still ends the reload). */
+ * knows when it is over (a refused config still ends the reload). A pending
+ * reload sends its READY=1 when it has run (sl_on_retire_timer). */
 static void sl_on_sighup_notify(uv_signal_t *s, int signum)
 {
     sl_notify_reloading();
-    sl_on_sighup(s, signum);
-    sl_notify("READY=1");
+    if (sl_on_sighup(s, signum))
+        sl_notify("READY=1");
 }
 
 /* The value of --config in argv, or NULL. */
