@@ -28,6 +28,7 @@
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/notify.h"
+#include "server/persist.h"
 #include "server/server.h"
 
 /* With --snapshot and no --snapshot-interval: a crash loses at most this
@@ -450,21 +451,6 @@ static bool sl_is_loopback(const char *addr)
     return false;
 }
 
-/* Writes the snapshot, if there is one to write; returns SL_OK or the
- * store's error, logged with the path and errno's reason. */
-static int sl_snapshot_write(sl_server *srv, const char *why)
-{
-    if (!srv->cfg.snapshot)
-        return SL_OK;
-    int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall());
-    if (rc == SL_OK)
-        sl_log(SL_LOG_INFO, "snapshot written to %s (%s)", srv->cfg.snapshot, why);
-    else
-        sl_log(SL_LOG_ERROR, "snapshot %s: %s: %s", srv->cfg.snapshot, sl_strerror(rc),
-               strerror(errno));
-    return rc;
-}
-
 /* Checks at start that the snapshot can be written where it is to go, so
  * that a path that cannot be is refused now, and not found out at
  * shutdown, when the state it should keep is about to be lost. The store
@@ -497,6 +483,22 @@ static int sl_snapshot_check(const char *path)
     unlink(tmp);
     free(tmp);
     return 0;
+}
+
+/* Removes what writes to the snapshot interrupted by a crash (kill -9, a
+ * power cut) left beside it: each such file is as big as a snapshot, and
+ * without this they pile up, one per crash. */
+static void sl_snapshot_clean_start(const char *path)
+{
+    size_t n = 0;
+    uint64_t bytes = 0;
+    if (sl_store_snapshot_clean(path, &n, &bytes) != SL_OK)
+        sl_log(SL_LOG_WARN, "snapshot %s: cannot look for temporary files left by a crash: %s",
+               path, strerror(errno));
+    else if (n > 0)
+        sl_log(SL_LOG_INFO, "snapshot %s: removed %zu temporary file%s (%llu bytes) left by "
+                            "writes a crash interrupted",
+               path, n, n == 1 ? "" : "s", (unsigned long long)bytes);
 }
 
 static void sl_on_snapshot_timer(uv_timer_t *t)
@@ -791,6 +793,11 @@ int main(int argc, char **argv)
      * spends any time loading a snapshot. */
     if (sl_listeners_open(srv) != 0)
         return 1;
+    /* After the ports: a second sluiced started by mistake on the same
+     * ports and snapshot is refused above, before it could remove the
+     * temporary file of a write the first one has under way. */
+    if (srv->cfg.snapshot)
+        sl_snapshot_clean_start(srv->cfg.snapshot);
 
     if (getrandom(srv->lease_key, sizeof srv->lease_key, 0) != sizeof srv->lease_key) {
         sl_log(SL_LOG_ERROR, "getrandom: %s", strerror(errno));
