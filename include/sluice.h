@@ -531,7 +531,8 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
  * gives its temporary file. Nothing else is touched. Call it while no save
  * to `path` is under way (at start, before the first). *removed and *bytes
  * (either may be NULL) get how many files went and their size; a file that
- * cannot be removed is skipped. Returns SL_OK, or SL_ERR_IO when the
+ * cannot be removed is skipped. Returns SL_OK, SL_ERR_ARGUMENT for a NULL or
+ * empty path or one with no file name ("dir/"), or SL_ERR_IO when the
  * directory cannot be read (errno tells why).
  */
 int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes);

@@ -306,6 +306,10 @@ int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes)
     if (slash && slash != dir)
         *slash = '\0';
     size_t blen = strlen(base);
+    if (blen == 0) { /* "dir/": no file name, so no name of ours to match */
+        free(dir);
+        return SL_ERR_ARGUMENT;
+    }
     DIR *dp = opendir(d);
     if (!dp) {
         int e = errno;

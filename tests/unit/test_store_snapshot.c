@@ -393,4 +393,9 @@ Test(snapshot, clean_removes_only_the_temporary_files_of_a_save)
     snprintf(nodir, sizeof nodir, "%s/no/such/x.snap", dir);
     cr_expect_eq(sl_store_snapshot_clean(nodir, &removed, &bytes), SL_ERR_IO);
     cr_expect_eq(sl_store_snapshot_clean(NULL, NULL, NULL), SL_ERR_ARGUMENT);
+    char slash[160];
+    snprintf(slash, sizeof slash, "%s/", dir);
+    put_file(".tmpAbCdEf", 1);
+    cr_expect_eq(sl_store_snapshot_clean(slash, NULL, NULL), SL_ERR_ARGUMENT);
+    cr_expect(there(".tmpAbCdEf"), "a path with no file name matches nothing");
 }
