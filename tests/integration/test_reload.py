@@ -85,7 +85,6 @@ def test_empty_file_on_reload_is_refused_and_the_policies_stay(make_server, tmp_
         assert (d["allowed"], d["limit"], d["remaining"]) == (1, 2, 0), d
         # a file with policies is taken again afterwards
         write(cfg, generation(2))
-        before = s.stderr()
         os.kill(s.proc.pid, signal.SIGHUP)
         wait_for(lambda: policy_names(c) == ["gen2"], what="the reload of gen2")
 
