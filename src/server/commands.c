@@ -7,7 +7,6 @@
  * layer's RESP sink into the connection's buffer.
  */
 #include <errno.h>
-#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
