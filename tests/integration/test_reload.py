@@ -117,3 +117,45 @@ def test_empty_file_at_start_is_fine_and_reloads_normally(make_server, tmp_path)
         write(cfg, generation(3))
         os.kill(s.proc.pid, signal.SIGHUP)
         wait_for(lambda: policy_names(c) == ["gen3"], what="the reload of gen3")
+
+
+def test_ready_after_a_pending_reload_means_the_newest_file_is_in_force(make_server,
+                                                                         monkeypatch, tmp_path):
+    """Under a service manager: a SIGHUP sent right after another one's RELOADING=1 comes
+    while that reload is being applied. The READY=1 that follows it must mean that the file
+    it asked for is in force: a manager (systemctl reload) takes it as the reload being
+    over."""
+    from test_notify import NotifySocket, launch
+    n = NotifySocket()
+    try:
+        cfg = tmp_path / "sluice.yaml"
+        write(cfg, generation(0))
+        s = launch(make_server, monkeypatch, n.env, ["--config", str(cfg)])
+        assert n.recv()[0] == {"READY": "1"}
+        assert s.wait_ready()
+        gen = 0
+        with s.conn() as c:
+            for _ in range(5):
+                write(cfg, generation(gen + 1))
+                os.kill(s.proc.pid, signal.SIGHUP)
+                assert n.recv()[0].get("RELOADING") == "1"
+                write(cfg, generation(gen + 2))
+                os.kill(s.proc.pid, signal.SIGHUP)
+                gen += 2
+                # Until the READY=1 that follows the second RELOADING=1: a reload
+                # that ran at once has its own READY=1 before it, and one still
+                # being applied when this round began ends with both SIGHUPs'.
+                reloading = 1
+                while True:
+                    fields = n.recv()[0]
+                    if fields.get("RELOADING") == "1":
+                        reloading += 1
+                    elif fields == {"READY": "1"} and reloading == 2:
+                        break
+                    else:
+                        assert fields == {"READY": "1"}, fields
+                assert policy_names(c) == ["gen%d" % gen], "READY=1 before the reload ran"
+        assert s.stop() == 0
+        assert n.recv()[0] == {"STOPPING": "1"}
+    finally:
+        n.close()
