@@ -526,6 +526,20 @@ void sl_store_get_stats(sl_store *s, sl_store_stats *st);
 int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall);
 
 /*
+ * Removes the temporary files that saves to `path` interrupted by a crash
+ * left behind: in path's directory, the regular files (not symbolic links)
+ * owned by this process's effective user whose name is exactly path's file
+ * name, ".tmp" and six letters or digits, the name sl_store_snapshot_save
+ * gives its temporary file. Nothing else is touched. Call it while no save
+ * to `path` is under way (at start, before the first). *removed and *bytes
+ * (either may be NULL) get how many files went and their size; a file that
+ * cannot be removed is skipped. Returns SL_OK, SL_ERR_ARGUMENT for a NULL or
+ * empty path or one with no file name ("dir/"), or SL_ERR_IO when the
+ * directory cannot be read (errno tells why).
+ */
+int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes);
+
+/*
  * Loads a snapshot written by sl_store_snapshot_save into s. Every
  * timestamp moves by (now_mono - snapshot's mono) - (now_wall - snapshot's
  * wall): the wall clock measures how long the process was down, so

@@ -331,8 +331,10 @@ static int sl_walk(sl_loader *ld)
 {
     char q[48];
     yaml_node_t *root = yaml_document_get_root_node(&ld->doc);
-    if (!root)
-        return 0; /* an empty file: no settings, no policies */
+    if (!root) {
+        ld->cfg->empty = true; /* an empty file: no settings, no policies */
+        return 0;
+    }
     if (sl_unique_keys(ld))
         return -1;
     if (root->type != YAML_MAPPING_NODE)

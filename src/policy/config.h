@@ -64,6 +64,9 @@ typedef struct sl_config {
     size_t nsettings;
     sl_policy *policies;
     size_t npolicies;
+    /* The file holds no YAML node at all: it is empty, or only blanks and
+     * comments. A reload tells it apart from a file without policies. */
+    bool empty;
 } sl_config;
 
 /*

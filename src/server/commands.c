@@ -7,7 +7,6 @@
  * layer's RESP sink into the connection's buffer.
  */
 #include <errno.h>
-#include <time.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +16,7 @@
 #include "common/secret.h"
 #include "policy/config.h"
 #include "server/log.h"
+#include "server/persist.h"
 #include "server/server.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
@@ -557,7 +557,7 @@ static void sl_info_section(char *text, size_t cap, size_t *len, int argc,
         *len += (size_t)n;
 }
 
-/* INFO [section ...]: server, clients, memory, stats, keyspace. */
+/* INFO [section ...]: server, clients, memory, stats, persistence, keyspace. */
 /* ---- for operators: SL.INSPECT, SL.POLICIES, SAVE ---- */
 
 static void sl_kv_bulk(sl_cmd_ctx *c, const char *k, const char *v)
@@ -655,19 +655,12 @@ static void sl_cmd_save(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_errorf(c, "no snapshot file: start sluiced with --snapshot FILE");
         return;
     }
-    struct timespec wall;
-    clock_gettime(CLOCK_REALTIME, &wall);
-    int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, sl_now_mono(),
-                                    (int64_t)wall.tv_sec * 1000000000 + wall.tv_nsec);
+    int rc = sl_snapshot_write(srv, "SAVE");
     if (rc != SL_OK) {
-        int e = errno;
-        sl_log(SL_LOG_ERROR, "SAVE: snapshot %s: %s: %s", srv->cfg.snapshot, sl_strerror(rc),
-               strerror(e));
         sl_reply_errorf(c, "snapshot %s: %s", srv->cfg.snapshot,
-                        rc == SL_ERR_IO ? strerror(e) : sl_strerror(rc));
+                        rc == SL_ERR_IO ? strerror(errno) : sl_strerror(rc));
         return;
     }
-    sl_log(SL_LOG_INFO, "snapshot written to %s (SAVE)", srv->cfg.snapshot);
     c->reply->simple(c->sink, "OK");
 }
 
@@ -707,6 +700,20 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                     (unsigned long long)allowed, (unsigned long long)rejected,
                     (unsigned long long)shadow_rejected,
                     (unsigned long long)st.evictions, (unsigned long long)st.reclaimed);
+    /* Redis's names where they mean the same (rdb_last_save_time is the last
+     * write that succeeded, rdb_last_bgsave_status the last one's outcome,
+     * "ok" before any), so that tools that watch Redis's read them. */
+    sl_snapshot_status snap;
+    sl_snapshot_last(&snap);
+    sl_info_section(text, sizeof text, &len, argc, argv, "persistence",
+                    "loading:0\r\nrdb_snapshot_enabled:%d\r\nrdb_last_save_time:%lld\r\n"
+                    "rdb_last_bgsave_status:%s\r\nrdb_last_save_attempt_time:%lld\r\n"
+                    "rdb_last_save_duration_ms:%lld\r\nrdb_saves:%llu\r\n"
+                    "rdb_save_failures:%llu\r\n",
+                    srv->cfg.snapshot != NULL, (long long)(snap.success_wall_ns / 1000000000),
+                    snap.ok ? "ok" : "err", (long long)(snap.attempt_wall_ns / 1000000000),
+                    (long long)sl_ms_up(snap.duration_ns), (unsigned long long)snap.saves,
+                    (unsigned long long)snap.failures);
     sl_info_section(text, sizeof text, &len, argc, argv, "keyspace", "keys:%llu\r\n",
                     (unsigned long long)st.keys);
     c->reply->bulk(c->sink, text, len < sizeof text ? len : sizeof text - 1);

@@ -28,6 +28,7 @@
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/notify.h"
+#include "server/persist.h"
 #include "server/server.h"
 
 /* With --snapshot and no --snapshot-interval: a crash loses at most this
@@ -96,7 +97,8 @@ static bool sl_parse_size(const char *s, long long max, long long *out)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE, F_AUTH_HEADER,
-    F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN, F_VERSION, F_HELP, F_HELP_MARKDOWN,
+    F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN, F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP,
+    F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
     F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
@@ -193,6 +195,11 @@ static const sl_flag sl_flags[F_COUNT] = {
                      "HTTP paths served without the token, comma-separated: /metrics, or a "
                      "prefix ending in / such as /v1/auth/",
                      "paths beginning with /, comma-separated", 0},
+    [F_ALLOW_EMPTY_RELOAD] = {"allow-empty-reload", NULL, NULL,
+                              "let SIGHUP load a config file that is empty or has no policies "
+                              "while policies are in force (by default such a file is refused "
+                              "and the policies stay: a file caught half written removes none)",
+                              NULL, SL_FLAG_CLI_ONLY},
     [F_VERSION] = {"version", NULL, NULL, "print the version and exit", NULL, SL_FLAG_CLI_ONLY},
     [F_HELP] = {"help", NULL, NULL, "print this help and exit", NULL, SL_FLAG_CLI_ONLY},
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
@@ -403,6 +410,7 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             cfg->snapshot = optarg;
             break;
         case F_CONFIG: cfg->config_path = optarg; break;
+        case F_ALLOW_EMPTY_RELOAD: cfg->allow_empty_reload = true; break;
         case F_AUTH_HEADER:
             if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " :\t\r\n"))
                 goto bad;
@@ -475,21 +483,6 @@ static bool sl_is_loopback(const char *addr)
     return false;
 }
 
-/* Writes the snapshot, if there is one to write; returns SL_OK or the
- * store's error, logged with the path and errno's reason. */
-static int sl_snapshot_write(sl_server *srv, const char *why)
-{
-    if (!srv->cfg.snapshot)
-        return SL_OK;
-    int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall());
-    if (rc == SL_OK)
-        sl_log(SL_LOG_INFO, "snapshot written to %s (%s)", srv->cfg.snapshot, why);
-    else
-        sl_log(SL_LOG_ERROR, "snapshot %s: %s: %s", srv->cfg.snapshot, sl_strerror(rc),
-               strerror(errno));
-    return rc;
-}
-
 /* Checks at start that the snapshot can be written where it is to go, so
  * that a path that cannot be is refused now, and not found out at
  * shutdown, when the state it should keep is about to be lost. The store
@@ -522,6 +515,22 @@ static int sl_snapshot_check(const char *path)
     unlink(tmp);
     free(tmp);
     return 0;
+}
+
+/* Removes what writes to the snapshot interrupted by a crash (kill -9, a
+ * power cut) left beside it: each such file is as big as a snapshot, and
+ * without this they pile up, one per crash. */
+static void sl_snapshot_clean_start(const char *path)
+{
+    size_t n = 0;
+    uint64_t bytes = 0;
+    if (sl_store_snapshot_clean(path, &n, &bytes) != SL_OK)
+        sl_log(SL_LOG_WARN, "snapshot %s: cannot look for temporary files left by a crash: %s",
+               path, strerror(errno));
+    else if (n > 0)
+        sl_log(SL_LOG_INFO, "snapshot %s: removed %zu temporary file%s (%llu bytes) left by "
+                            "writes a crash interrupted",
+               path, n, n == 1 ? "" : "s", (unsigned long long)bytes);
 }
 
 static void sl_on_snapshot_timer(uv_timer_t *t)
@@ -597,7 +606,15 @@ static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
     return count;
 }
 
-/* Frees the old config once every worker has seen the new epoch. */
+/* A SIGHUP that came while the previous reload was still being applied: it
+ * is run, once, when that one is retired, and reads the file as it is
+ * then; any number of SIGHUPs meanwhile are one reload of the newest file. */
+static bool sl_reload_pending;
+
+static void sl_reload(sl_server *srv);
+
+/* Frees the old config once every worker has seen the new epoch, then runs
+ * the reload that was asked for meanwhile, if one was. */
 static void sl_on_retire_timer(uv_timer_t *t)
 {
     sl_server *srv = t->data;
@@ -608,6 +625,14 @@ static void sl_on_retire_timer(uv_timer_t *t)
     sl_config_free(srv->retired);
     srv->retired = NULL;
     uv_timer_stop(t);
+    if (sl_reload_pending) {
+        sl_reload_pending = false;
+        sl_log(SL_LOG_INFO, "SIGHUP: running the reload asked for during the previous one");
+        sl_reload(srv);
+        /* The manager was told RELOADING=1 when that SIGHUP came, and
+         * waits for this to know that it is over. */
+        sl_notify("READY=1");
+    }
 }
 
 static void sl_say_reload(void *arg, const char *line)
@@ -615,25 +640,29 @@ static void sl_say_reload(void *arg, const char *line)
     sl_log(SL_LOG_WARN, "SIGHUP: %s", line);
 }
 
-/* SIGHUP: load the config file again. A bad file is refused with where and
- * why, and the old policies stay; what the new one changes for the keys'
- * states is logged, policy by policy. Server settings take effect at
- * restart. */
-static void sl_on_sighup(uv_signal_t *s, int signum)
+/* Loads the config file again and puts it in force. A bad file is refused
+ * with where and why, and the old policies stay; what the new one changes
+ * for the keys' states is logged, policy by policy. Server settings take
+ * effect at restart. The caller has checked that no reload is being
+ * applied (srv->retired is NULL). */
+static void sl_reload(sl_server *srv)
 {
-    sl_server *srv = s->data;
-    if (!srv->cfg.config_path) {
-        sl_log(SL_LOG_INFO, "SIGHUP: no config file to reload");
-        return;
-    }
-    if (srv->retired) {
-        sl_log(SL_LOG_WARN, "SIGHUP: the previous reload is still being applied; try again");
-        return;
-    }
     sl_config *next;
     char err[512];
     if (sl_config_load(srv->cfg.config_path, &next, err, sizeof err) != 0) {
         sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s", err);
+        return;
+    }
+    /* An empty file is most often one caught while it is being written (an
+     * editor or a deploy that truncates, then writes): taking it would lift
+     * every limit at once. */
+    const sl_config *cur = atomic_load(&srv->config);
+    size_t in_force = cur ? cur->npolicies : 0;
+    if (next->npolicies == 0 && in_force > 0 && !srv->cfg.allow_empty_reload) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s %s and would "
+                             "remove all %zu policies in force (--allow-empty-reload lets it)",
+               srv->cfg.config_path, next->empty ? "is empty" : "has no policies", in_force);
+        sl_config_free(next);
         return;
     }
     sl_config_align(next, srv->clock_offset_ns);
@@ -652,14 +681,36 @@ static void sl_on_sighup(uv_signal_t *s, int signum)
            next->npolicies);
 }
 
+/* SIGHUP: reload now, or, while the previous reload is still being applied
+ * (some worker may still hold the config it retired), once that one is
+ * retired. Returns whether the reload is over (false: it is pending). */
+static bool sl_on_sighup(uv_signal_t *s, int signum)
+{
+    sl_server *srv = s->data;
+    if (!srv->cfg.config_path) {
+        sl_log(SL_LOG_INFO, "SIGHUP: no config file to reload");
+        return true;
+    }
+    if (srv->retired) {
+        if (!sl_reload_pending)
+            sl_log(SL_LOG_INFO, "SIGHUP: the previous reload is still being applied; this one "
+                                "runs when it is done");
+        sl_reload_pending = true;
+        return false;
+    }
+    sl_reload(srv);
+    return true;
+}
+
 /* SIGHUP under a service manager: the reload is bracketed by RELOADING=1 and
  * READY=1, so that `systemctl reload` shows it and a notify-reload manager
- * knows when it is over (a refused config still ends the reload). */
+ * knows when it is over (a refused config still ends the reload). A pending
+ * reload sends its READY=1 when it has run (sl_on_retire_timer). */
 static void sl_on_sighup_notify(uv_signal_t *s, int signum)
 {
     sl_notify_reloading();
-    sl_on_sighup(s, signum);
-    sl_notify("READY=1");
+    if (sl_on_sighup(s, signum))
+        sl_notify("READY=1");
 }
 
 /* The value of --config in argv, or NULL. */
@@ -783,6 +834,11 @@ int main(int argc, char **argv)
      * spends any time loading a snapshot. */
     if (sl_listeners_open(srv) != 0)
         return 1;
+    /* After the ports: a second sluiced started by mistake on the same
+     * ports and snapshot is refused above, before it could remove the
+     * temporary file of a write the first one has under way. */
+    if (srv->cfg.snapshot)
+        sl_snapshot_clean_start(srv->cfg.snapshot);
 
     if (getrandom(srv->lease_key, sizeof srv->lease_key, 0) != sizeof srv->lease_key) {
         sl_log(SL_LOG_ERROR, "getrandom: %s", strerror(errno));

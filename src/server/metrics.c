@@ -10,6 +10,7 @@
 
 #include "policy/config.h"
 #include "server/log.h"
+#include "server/persist.h"
 #include "server/server.h"
 
 static const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
@@ -205,6 +206,25 @@ void sl_metrics_render(sl_server *srv, sl_resp_buf *out)
     sl_out(out, "# HELP sluice_connections_total Connections accepted.\n"
                 "# TYPE sluice_connections_total counter\nsluice_connections_total %llu\n",
            (unsigned long long)atomic_load(&srv->connections_received));
+    sl_snapshot_status snap;
+    sl_snapshot_last(&snap);
+    sl_out(out, "# HELP sluice_snapshot_last_attempt_timestamp_seconds When the last snapshot "
+                "write began, periodic, SAVE or shutdown (0: none yet).\n"
+                "# TYPE sluice_snapshot_last_attempt_timestamp_seconds gauge\n"
+                "sluice_snapshot_last_attempt_timestamp_seconds %.3f\n",
+           (double)snap.attempt_wall_ns / 1e9);
+    sl_out(out, "# HELP sluice_snapshot_last_success_timestamp_seconds When the last snapshot "
+                "write that succeeded began (0: none yet).\n"
+                "# TYPE sluice_snapshot_last_success_timestamp_seconds gauge\n"
+                "sluice_snapshot_last_success_timestamp_seconds %.3f\n",
+           (double)snap.success_wall_ns / 1e9);
+    sl_out(out, "# HELP sluice_snapshot_last_duration_seconds How long the last snapshot write "
+                "took, success or not.\n# TYPE sluice_snapshot_last_duration_seconds gauge\n"
+                "sluice_snapshot_last_duration_seconds %.6f\n",
+           (double)snap.duration_ns / 1e9);
+    sl_out(out, "# HELP sluice_snapshot_last_ok Whether the last snapshot write succeeded (1 "
+                "before any).\n# TYPE sluice_snapshot_last_ok gauge\nsluice_snapshot_last_ok %d\n",
+           snap.ok ? 1 : 0);
     sl_out(out, "# HELP sluice_commands_total Commands and requests served.\n"
                 "# TYPE sluice_commands_total counter\nsluice_commands_total %llu\n",
            (unsigned long long)sl_metrics_sum_commands(srv));

@@ -37,6 +37,7 @@ typedef struct sl_server_config {
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
+    bool allow_empty_reload; /* SIGHUP may remove every policy in force */
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
     int http_deny_status;         /* forward-auth: the status of a denial (429, 401, 403) */

@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -268,6 +269,75 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
     sl_store_mfree(w);
     errno = saved_errno;
     return rc;
+}
+
+/* The length of the suffix mkostemp replaces in the temporary file's name. */
+#define SL_SNAP_TMP_RANDOM 6
+
+/* Whether `name` is `base` + ".tmp" + SL_SNAP_TMP_RANDOM letters or digits:
+ * the name sl_store_snapshot_save gives a temporary file of `base`. */
+static bool sl_is_snapshot_tmp(const char *name, const char *base, size_t blen)
+{
+    if (strncmp(name, base, blen) != 0 || strncmp(name + blen, ".tmp", 4) != 0)
+        return false;
+    const char *r = name + blen + 4;
+    for (int i = 0; i < SL_SNAP_TMP_RANDOM; i++) {
+        char ch = r[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9')))
+            return false;
+    }
+    return r[SL_SNAP_TMP_RANDOM] == '\0';
+}
+
+int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes)
+{
+    if (removed)
+        *removed = 0;
+    if (bytes)
+        *bytes = 0;
+    if (!path || !*path)
+        return SL_ERR_ARGUMENT;
+    char *dir = strdup(path);
+    if (!dir)
+        return SL_ERR_NOMEM;
+    char *slash = strrchr(dir, '/');
+    const char *base = slash ? slash + 1 : path;
+    const char *d = slash == dir ? "/" : slash ? dir : ".";
+    if (slash && slash != dir)
+        *slash = '\0';
+    size_t blen = strlen(base);
+    if (blen == 0) { /* "dir/": no file name, so no name of ours to match */
+        free(dir);
+        return SL_ERR_ARGUMENT;
+    }
+    DIR *dp = opendir(d);
+    if (!dp) {
+        int e = errno;
+        free(dir);
+        errno = e;
+        return SL_ERR_IO;
+    }
+    uid_t me = geteuid();
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        if (!sl_is_snapshot_tmp(de->d_name, base, blen))
+            continue;
+        /* The entry itself, not what a link points to: a link planted
+         * under the pattern must not remove its target, nor count it. */
+        struct stat st;
+        if (fstatat(dirfd(dp), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+            !S_ISREG(st.st_mode) || st.st_uid != me)
+            continue;
+        if (unlinkat(dirfd(dp), de->d_name, 0) != 0)
+            continue;
+        if (removed)
+            (*removed)++;
+        if (bytes)
+            *bytes += (uint64_t)st.st_size;
+    }
+    closedir(dp);
+    free(dir);
+    return SL_OK;
 }
 
 /* ---- buffered reader ---- */

@@ -1,6 +1,7 @@
 """Restart with a snapshot: a key that was drained stays drained."""
 
 import os
+import shutil
 import time
 
 from respclient import Error, as_map
@@ -265,3 +266,153 @@ def test_a_snapshot_that_does_not_fit_fails_and_the_server_goes_on(make_server, 
     assert not [p for p in os.listdir(str(tmp_path)) if p.startswith("full.snapshot.tmp")], \
         "the partial file is removed"
     s.kill()  # the final snapshot cannot fit either
+
+
+def test_temp_files_left_by_a_crash_are_removed_at_start(make_server, tmp_path):
+    """Files named as a save's temporary file (PATH.tmp + six letters or digits), regular
+    and ours, in the snapshot's directory, go at start; nothing else does."""
+    d = tmp_path / "state"
+    d.mkdir()
+    snap = d / "sluiced.snapshot"
+    gone = {"sluiced.snapshot.tmpABC123": 1000, "sluiced.snapshot.tmpx9Yz0Q": 24}
+    for name, size in gone.items():
+        (d / name).write_bytes(b"\0" * size)
+    kept = ["sluiced.snapshot.tmpABC12", "sluiced.snapshot.tmpABC1234", "sluiced.snapshot.tmp-BC123",
+            "sluiced.snapshot.tmpABC12.", "other.snapshot.tmpABC123", "sluiced.snapshotXtmpABC123",
+            "sluiced.snapshot.TMPABC123"]
+    for name in kept:
+        (d / name).write_bytes(b"keep")
+    (d / "sluiced.snapshot.tmpDIR123").mkdir()  # not a regular file
+    target = tmp_path / "elsewhere"
+    target.write_bytes(b"a link's target")
+    os.symlink(str(target), str(d / "sluiced.snapshot.tmpLNK123"))  # a link, not ours to follow
+    theirs = d / "sluiced.snapshot.tmpUSR123"
+    theirs.write_bytes(b"someone else's")
+    if os.geteuid() == 0:
+        os.chown(str(theirs), 65534, 65534)  # another user's file stays
+        kept.append(theirs.name)
+    (tmp_path / "sluiced.snapshot.tmpABC123").write_bytes(b"another directory")
+
+    s = make_server(args=["--snapshot", str(snap)])
+    for name in gone:
+        assert not (d / name).exists(), "%s was left behind" % name
+    for name in kept + ["sluiced.snapshot.tmpDIR123", "sluiced.snapshot.tmpLNK123"]:
+        assert os.path.lexists(str(d / name)), "%s was removed" % name
+    assert target.read_bytes() == b"a link's target"
+    assert (tmp_path / "sluiced.snapshot.tmpABC123").exists()
+    assert ("snapshot %s: removed 2 temporary files (1024 bytes) left by writes a crash "
+            "interrupted" % snap) in s.stderr(), s.stderr()
+    assert s.stop() == 0
+    # a clean start says nothing of them
+    s2 = make_server(args=["--snapshot", str(snap)])
+    assert "temporary file" not in s2.stderr()
+    assert s2.stop() == 0
+
+
+def test_temp_file_of_a_write_killed_midway_is_removed_at_restart(make_server, tmp_path):
+    """kill -9 while SAVE writes a big snapshot: whatever the kill interrupted (a temporary
+    file beside the snapshot, or none if the write was over), the restart leaves none."""
+    snap = tmp_path / "big.snapshot"
+    s = make_server(args=["--snapshot", str(snap), "--snapshot-interval", "0"])
+    with s.conn() as c:
+        for base in range(0, 60000, 1000):
+            for i in range(base, base + 1000):
+                c.send_command("SL.TAKE", "big:%06d" % i, 10, 3600)
+            for i in range(1000):
+                c.read_reply()
+        c.send_command("SAVE")
+        deadline = time.monotonic() + 10
+        while not [n for n in os.listdir(str(tmp_path)) if n.startswith("big.snapshot.tmp")]:
+            if time.monotonic() > deadline or os.path.exists(str(snap)):
+                break  # the write was over before a look found its file
+            time.sleep(0.001)
+        s.kill()
+    s2 = make_server(args=["--snapshot", str(snap)])
+    assert [n for n in os.listdir(str(tmp_path)) if n.startswith("big.snapshot.tmp")] == []
+    assert s2.stop() == 0
+
+
+def metrics(port):
+    import urllib.request
+    with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % port, timeout=5) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("sluice_snapshot_last_"):
+            name, value = line.split(" ")
+            out[name] = float(value)
+    return out
+
+
+def test_info_and_metrics_show_the_last_snapshot(make_server, tmp_path):
+    from conftest import free_port
+    d = tmp_path / "state"
+    d.mkdir()
+    http = free_port()
+    s = make_server(args=["--snapshot", str(d / "state.snap"), "--snapshot-interval", "0",
+                          "--http-port", str(http)])
+    r = s.redis()
+    p = r.info("persistence")
+    assert p["rdb_snapshot_enabled"] == 1
+    assert (p["rdb_last_bgsave_status"], p["rdb_last_save_time"], p["rdb_saves"]) == ("ok", 0, 0)
+    assert metrics(http) == {"sluice_snapshot_last_attempt_timestamp_seconds": 0,
+                             "sluice_snapshot_last_success_timestamp_seconds": 0,
+                             "sluice_snapshot_last_duration_seconds": 0,
+                             "sluice_snapshot_last_ok": 1}
+
+    before = int(time.time())
+    assert r.execute_command("SAVE") in (b"OK", True, "OK")
+    after = int(time.time())
+    p = r.info("persistence")
+    assert p["rdb_last_bgsave_status"] == "ok"
+    assert before <= p["rdb_last_save_time"] <= after
+    assert p["rdb_last_save_attempt_time"] == p["rdb_last_save_time"]
+    assert p["rdb_last_save_duration_ms"] >= 0
+    assert (p["rdb_saves"], p["rdb_save_failures"]) == (1, 0)
+    m = metrics(http)
+    assert m["sluice_snapshot_last_ok"] == 1
+    assert before <= m["sluice_snapshot_last_success_timestamp_seconds"] <= after + 1
+    assert m["sluice_snapshot_last_attempt_timestamp_seconds"] == \
+        m["sluice_snapshot_last_success_timestamp_seconds"]
+    saved_at = p["rdb_last_save_time"]
+
+    shutil.rmtree(str(d))  # the next write cannot create its file
+    import redis
+    try:
+        r.execute_command("SAVE")
+        raise AssertionError("SAVE into a removed directory succeeded")
+    except redis.ResponseError as e:
+        assert "No such file or directory" in str(e), e
+    p = r.info("persistence")
+    assert p["rdb_last_bgsave_status"] == "err"
+    assert p["rdb_last_save_time"] == saved_at, "a failed write is not the last save"
+    assert p["rdb_last_save_attempt_time"] >= saved_at
+    assert (p["rdb_saves"], p["rdb_save_failures"]) == (1, 1)
+    m = metrics(http)
+    assert m["sluice_snapshot_last_ok"] == 0
+    assert m["sluice_snapshot_last_success_timestamp_seconds"] >= saved_at
+    assert m["sluice_snapshot_last_attempt_timestamp_seconds"] >= \
+        m["sluice_snapshot_last_success_timestamp_seconds"]
+    # INFO with no section, and INFO everything, carry the section too
+    assert "rdb_last_bgsave_status" in r.info()
+    assert r.info("everything")["rdb_last_bgsave_status"] == "err"
+
+    d.mkdir()  # writable again: the next write is recorded as ok
+    assert r.execute_command("SAVE") in (b"OK", True, "OK")
+    assert r.info("persistence")["rdb_last_bgsave_status"] == "ok"
+    assert metrics(http)["sluice_snapshot_last_ok"] == 1
+    r.close()
+    assert s.stop() == 0
+
+
+def test_periodic_snapshots_are_recorded(make_server, tmp_path):
+    s = make_server(args=["--snapshot", str(tmp_path / "p.snap"), "--snapshot-interval", "1"])
+    r = s.redis()
+    deadline = time.monotonic() + 15
+    while r.info("persistence")["rdb_saves"] < 1:
+        assert time.monotonic() < deadline, "no periodic snapshot recorded at --snapshot-interval 1"
+        time.sleep(0.1)
+    p = r.info("persistence")
+    assert p["rdb_last_bgsave_status"] == "ok" and p["rdb_last_save_time"] > 0
+    r.close()
+    assert s.stop() == 0

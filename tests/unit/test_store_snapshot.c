@@ -334,3 +334,68 @@ Test(snapshot, save_replaces_atomically_and_reports_io_errors)
     sl_store_free(b);
     sl_store_free(empty);
 }
+
+/* Writes n bytes into dir/name. */
+static void put_file(const char *name, size_t n)
+{
+    char p[256];
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    FILE *f = fopen(p, "wb");
+    cr_assert_not_null(f);
+    for (size_t i = 0; i < n; i++)
+        fputc('x', f);
+    fclose(f);
+}
+
+static bool there(const char *name)
+{
+    char p[256];
+    struct stat st;
+    snprintf(p, sizeof p, "%s/%s", dir, name);
+    return lstat(p, &st) == 0;
+}
+
+Test(snapshot, clean_removes_only_the_temporary_files_of_a_save)
+{
+    put_file("store.snap", 3);
+    put_file("store.snap.tmpAb3xY9", 10);
+    put_file("store.snap.tmp000000", 7);
+    const char *kept[] = {"store.snap.tmpAbCdE", "store.snap.tmpAbCdEfG", "store.snap.tmpAb-dEf",
+                          "store.snap.tmp", "other.snap.tmpAbCdEf", "store.snapXtmpAbCdEf",
+                          "xstore.snap.tmpAbCdEf"};
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        put_file(kept[i], 1);
+    char link[256], target[256];
+    snprintf(link, sizeof link, "%s/store.snap.tmpLiNk00", dir);
+    snprintf(target, sizeof target, "%s/target", dir);
+    put_file("target", 99);
+    cr_assert_eq(symlink(target, link), 0);
+
+    size_t removed = 99;
+    uint64_t bytes = 99;
+    cr_assert_eq(sl_store_snapshot_clean(path, &removed, &bytes), SL_OK);
+    cr_expect_eq(removed, 2);
+    cr_expect_eq(bytes, 17);
+    cr_expect(!there("store.snap.tmpAb3xY9") && !there("store.snap.tmp000000"));
+    cr_expect(there("store.snap"), "the snapshot itself stays");
+    for (size_t i = 0; i < sizeof kept / sizeof *kept; i++)
+        cr_expect(there(kept[i]), "%s was removed", kept[i]);
+    cr_expect(there("store.snap.tmpLiNk00") && there("target"), "a link and its target stay");
+
+    /* Nothing left to remove; a save leaves nothing behind either. */
+    sl_store *s = new_store();
+    cr_assert_eq(sl_store_snapshot_save(s, path, NS_PER_SEC, 0), SL_OK);
+    cr_assert_eq(sl_store_snapshot_clean(path, &removed, NULL), SL_OK);
+    cr_expect_eq(removed, 0);
+    sl_store_free(s);
+
+    char nodir[160];
+    snprintf(nodir, sizeof nodir, "%s/no/such/x.snap", dir);
+    cr_expect_eq(sl_store_snapshot_clean(nodir, &removed, &bytes), SL_ERR_IO);
+    cr_expect_eq(sl_store_snapshot_clean(NULL, NULL, NULL), SL_ERR_ARGUMENT);
+    char slash[160];
+    snprintf(slash, sizeof slash, "%s/", dir);
+    put_file(".tmpAbCdEf", 1);
+    cr_expect_eq(sl_store_snapshot_clean(slash, NULL, NULL), SL_ERR_ARGUMENT);
+    cr_expect(there(".tmpAbCdEf"), "a path with no file name matches nothing");
+}
