@@ -3,7 +3,7 @@
  * reclaim, eviction, takes. The layout is drawn in store_internal.h and
  * explained in docs/store.md.
  *
- * Order of this file: allocator hook, hash, locks, pages, index, reclaim and
+ * Order of this file: hash, locks, pages, index, reclaim and
  * eviction, the public operations, debug hooks.
  */
 #define _GNU_SOURCE
@@ -30,28 +30,6 @@
 /* Records of one page an eviction samples to find the state that expires
  * soonest (Redis samples 5 keys for its approximated LRU). */
 #define SL_EVICT_SAMPLE 5u
-
-/* ---- allocation, with a hook that makes the nth allocation fail ---- */
-
-static atomic_long sl_fail_countdown;
-
-void sl_store_debug_fail_alloc(long nth) { atomic_store(&sl_fail_countdown, nth); }
-
-static bool sl_alloc_should_fail(void)
-{
-    if (atomic_load_explicit(&sl_fail_countdown, memory_order_relaxed) <= 0)
-        return false;
-    return atomic_fetch_sub(&sl_fail_countdown, 1) == 1;
-}
-
-void *sl_store_malloc(size_t n) { return sl_alloc_should_fail() ? NULL : malloc(n); }
-
-void *sl_store_calloc(size_t n, size_t size)
-{
-    return sl_alloc_should_fail() ? NULL : calloc(n, size);
-}
-
-void sl_store_mfree(void *p) { free(p); }
 
 /* ---- the page arena (see sl_arena) ---- */
 
@@ -153,7 +131,7 @@ static void sl_page_release(sl_shard *sh, sl_page *pg)
     if (pg->units <= SL_SMALL_MAX_UNITS)
         sl_arena_page_free(sh->arena, pg->base);
     else
-        sl_store_mfree(pg->base);
+        sl_free(pg->base);
 }
 
 /* ---- hash ---- */
@@ -623,7 +601,7 @@ static uint16_t sl_page_id_get(sl_shard *sh, size_t then, bool *oom)
         size_t extra = (size_t)(len - sh->pages_len) * sizeof(sl_page);
         if (!sl_within_budget(sh, extra + then))
             return SL_PAGE_NONE;
-        sl_page *np = sl_alloc_should_fail() ? NULL : realloc(sh->pages, (size_t)len * sizeof(sl_page));
+        sl_page *np = sl_realloc(sh->pages, (size_t)len * sizeof(sl_page));
         if (!np) {
             *oom = true;
             return SL_PAGE_NONE;
@@ -654,7 +632,7 @@ static uint16_t sl_page_new(sl_shard *sh, uint32_t units, unsigned lane, bool *o
     uint16_t id = sl_page_id_get(sh, bytes, oom);
     if (id == SL_PAGE_NONE)
         return SL_PAGE_NONE;
-    uint64_t *base = small ? sl_arena_get(sh->arena, 1) : sl_store_malloc(bytes);
+    uint64_t *base = small ? sl_arena_get(sh->arena, 1) : sl_malloc(bytes);
     if (!base) {
         *oom = true;
         return SL_PAGE_NONE;
@@ -903,7 +881,7 @@ static void sl_index_free(sl_shard *sh)
         for (size_t i = 0; i < sh->slots_pages; i++)
             sl_arena_page_free(sh->arena, (char *)sh->slots + i * SL_PAGE_BYTES);
     else
-        sl_store_mfree(sh->slots);
+        sl_free(sh->slots);
 }
 
 static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
@@ -916,7 +894,7 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
         slots = pages ? sl_arena_get(sh->arena, pages) : NULL;
         if (slots)
             memset(slots, 0, n * sizeof *slots);
-        else if ((pages = 0, slots = sl_store_calloc(n, sizeof *slots)) == NULL)
+        else if ((pages = 0, slots = sl_calloc(n, sizeof *slots)) == NULL)
             return SL_ERR_NOMEM;
     } else {
         memset(slots, 0, n * sizeof *slots);
@@ -1405,7 +1383,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     size_t shard_bytes = (size_t)nshards * sizeof(sl_shard);
     s->shards = sl_alloc_should_fail() ? NULL : aligned_alloc(64, shard_bytes);
     if (!s->shards) {
-        sl_store_mfree(s);
+        sl_free(s);
         return SL_ERR_NOMEM;
     }
     memset(s->shards, 0, shard_bytes);
@@ -1446,10 +1424,10 @@ void sl_store_free(sl_store *s)
         sl_shard *sh = &s->shards[i];
         for (uint32_t id = 0; id < sh->pages_len; id++)
             if (sh->pages[id].base && sh->pages[id].units > SL_SMALL_MAX_UNITS)
-                sl_store_mfree(sh->pages[id].base);
-        sl_store_mfree(sh->pages);
+                sl_free(sh->pages[id].base);
+        sl_free(sh->pages);
         if (!sh->slots_pages)
-            sl_store_mfree(sh->slots);
+            sl_free(sh->slots);
     }
     for (size_t i = 0; i < s->arena.nchunks; i++) {
         SL_UNPOISON(s->arena.chunks[i], SL_CHUNK_BYTES);
@@ -1457,7 +1435,7 @@ void sl_store_free(sl_store *s)
     }
     free(s->arena.chunks);
     free(s->shards);
-    sl_store_mfree(s);
+    sl_free(s);
 }
 
 /* Is sz a state size a limit can have (8-aligned, under the largest
@@ -1522,13 +1500,13 @@ static void *sl_scratch_get(unsigned char *stack, size_t size)
         memset(stack, 0, size);
         return stack;
     }
-    return sl_store_calloc(1, size);
+    return sl_calloc(1, size);
 }
 
 static void sl_scratch_put(unsigned char *stack, void *p)
 {
     if (p != stack)
-        sl_store_mfree(p);
+        sl_free(p);
 }
 
 /* The one decision of a take (lease_id 0) or of a lease acquire with the
@@ -2122,7 +2100,7 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
         }
     }
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
-    unsigned char *buf = scratch_bytes <= sizeof stack ? stack : sl_store_malloc(scratch_bytes);
+    unsigned char *buf = scratch_bytes <= sizeof stack ? stack : sl_malloc(scratch_bytes);
     if (!buf)
         return SL_ERR_NOMEM;
     size_t off = 0;
@@ -2238,7 +2216,7 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
 done:
     sl_unlock_shards(locked, nlocked);
     if (buf != stack)
-        sl_store_mfree(buf);
+        sl_free(buf);
     return rc;
 }
 
