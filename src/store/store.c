@@ -1041,31 +1041,149 @@ static size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_
     return done;
 }
 
-/* The next page holding live records, of `units` when units != 0, other
- * than `exclude`, after the last one eviction used; SL_PAGE_NONE when there
- * is none. */
-static uint32_t sl_next_victim_page(sl_shard *sh, uint32_t units, uint32_t exclude)
+/*
+ * Eviction samples records at pseudo-random places across the shard's
+ * pages, not side by side: records inserted together lie together (a
+ * snapshot restore inserts a block of indebted keys one after the other),
+ * and a sample of neighbours drawn from such a block holds nothing but
+ * debts, so one of them was forgiven however many cheaper states the rest
+ * of the shard held. Drawn at random, a sample is all debts only as often
+ * as debts fill the shard.
+ */
+
+/* The shard's next pseudo-random number in [0, n) (0 when n is 0):
+ * xorshift64, three shifts and xors, whose high 32 bits a multiply-shift
+ * maps onto [0, n) without a division. Per shard, under its lock, so that
+ * no thread writes another's line, and seeded from the store's seed, so
+ * that a test's evictions are the same on every run. */
+static uint32_t sl_evict_rand(sl_shard *sh, uint32_t n)
 {
-    for (uint32_t k = 0; k < sh->pages_len; k++) {
-        uint32_t id = sh->evict_page + 1 + k;
-        if (id >= sh->pages_len)
-            id -= sh->pages_len;
-        const sl_page *pg = &sh->pages[id];
-        if (pg->base && pg->live && (!units || pg->units == units) && id != exclude) {
-            sh->evict_page = id;
+    uint64_t x = sh->evict_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    sh->evict_rng = x;
+    return (uint32_t)(((x >> 32) * n) >> 32);
+}
+
+/* Can eviction take from page id: it holds live records, of `units` when
+ * units != 0, and is not `exclude`? */
+static inline bool sl_victim_page_ok(const sl_shard *sh, uint32_t id, uint32_t units,
+                                     uint32_t exclude)
+{
+    const sl_page *pg = &sh->pages[id];
+    return pg->base && pg->live && (!units || pg->units == units) && id != exclude;
+}
+
+/* Random page ids tried before sl_random_victim_page walks: the page table
+ * grows by doubling, so at least about half its ids are in use. */
+#define SL_EVICT_PAGE_TRIES 8u
+
+/* A page eviction can take from (see sl_victim_page_ok), each as likely as
+ * any other: a random page id, drawn again when it is not one. When a few
+ * draws miss (few pages of that size), the first such page from a random id
+ * on; taking that at once would favour the page after a run of unused ids
+ * (the first, after the table's unused tail), where the oldest records lie.
+ * SL_PAGE_NONE when there is none. */
+static uint32_t sl_random_victim_page(sl_shard *sh, uint32_t units, uint32_t exclude)
+{
+    for (unsigned t = 0; t < SL_EVICT_PAGE_TRIES; t++) {
+        uint32_t id = sl_evict_rand(sh, sh->pages_len);
+        if (sh->pages_len && sl_victim_page_ok(sh, id, units, exclude))
             return id;
-        }
     }
+    uint32_t id = sl_evict_rand(sh, sh->pages_len);
+    for (uint32_t k = 0; k < sh->pages_len; k++, id = id + 1 == sh->pages_len ? 0 : id + 1)
+        if (sl_victim_page_ok(sh, id, units, exclude))
+            return id;
     return SL_PAGE_NONE;
 }
 
+/* The candidate an eviction has found so far. */
+typedef struct sl_victim {
+    uint32_t ref;     /* page << 9 | record; UINT32_MAX: none yet */
+    uint64_t expiry;  /* its expiry tick */
+    bool expired;     /* it has expired: a reclaim, and the search is over */
+} sl_victim;
+
+/* Weighs record idx of page id as a victim; false when it is free or
+ * pinned (it does not count as a sample). */
+static bool sl_victim_weigh(const sl_page *pg, uint32_t id, uint32_t idx, uint64_t now_tick,
+                            sl_victim *v)
+{
+    uint64_t *rec = sl_page_live_rec(pg, idx);
+    if (!rec)
+        return false;
+    uint64_t e = sl_rec_expiry(rec);
+    if (sl_tick_expired(e, now_tick)) {
+        v->ref = (id << 9) | idx;
+        v->expired = true;
+    } else if (e < v->expiry) {
+        v->expiry = e;
+        v->ref = (id << 9) | idx;
+    }
+    return true;
+}
+
+/* Draws allowed for a sample: at the cap the pages sampled are full, so
+ * draws that land on free records are few; this bounds the rare case of
+ * sparse pages, which falls back to a walk. */
+#define SL_EVICT_DRAWS (4u * SL_EVICT_SAMPLE)
+
 /*
- * Evicts one state: among SL_EVICT_SAMPLE records of one page (of
- * want_units when there are such pages, so that the freed record is one
- * the caller can use), an expired one if any (a reclaim, not an
- * eviction), else the one that expires soonest: the one whose loss
- * forgives the least. Pages are visited in turn. Returns false when
- * nothing could be evicted (no records, or all pinned).
+ * Finds a victim among the live, unpinned records of pages of `units` (any
+ * size when 0) other than `exclude`: SL_EVICT_SAMPLE of them drawn at
+ * random, or, when the draws keep landing on free or pinned records, the
+ * first SL_EVICT_SAMPLE found walking from a random page on.
+ */
+static sl_victim sl_victim_find(sl_shard *sh, uint32_t units, uint32_t exclude, uint64_t now_tick)
+{
+    sl_victim v = {.ref = UINT32_MAX, .expiry = UINT64_MAX, .expired = false};
+    uint32_t seen = 0;
+    for (uint32_t draw = 0; draw < SL_EVICT_DRAWS && seen < SL_EVICT_SAMPLE;) {
+        /* The places first, each record's line prefetched, then the
+         * records: their cache misses overlap instead of queueing one
+         * behind the other. */
+        uint32_t ids[SL_EVICT_SAMPLE], idxs[SL_EVICT_SAMPLE], n = 0;
+        for (; n < SL_EVICT_SAMPLE - seen; n++, draw++) {
+            uint32_t id = sl_random_victim_page(sh, units, exclude);
+            if (id == SL_PAGE_NONE)
+                return v;
+            const sl_page *pg = &sh->pages[id];
+            ids[n] = id;
+            idxs[n] = sl_evict_rand(sh, pg->bump);
+            __builtin_prefetch(pg->base + (size_t)idxs[n] * pg->units);
+        }
+        for (uint32_t k = 0; k < n; k++) {
+            seen += sl_victim_weigh(&sh->pages[ids[k]], ids[k], idxs[k], now_tick, &v);
+            if (v.expired)
+                return v;
+        }
+    }
+    if (seen)
+        return v;
+    uint32_t id = sl_random_victim_page(sh, units, exclude);
+    for (uint32_t k = 0; id != SL_PAGE_NONE && k < sh->pages_len && seen < SL_EVICT_SAMPLE;
+         k++, id = id + 1 == sh->pages_len ? 0 : id + 1) {
+        const sl_page *pg = &sh->pages[id];
+        if (!sl_victim_page_ok(sh, id, units, exclude))
+            continue;
+        for (uint32_t idx = 0; idx < pg->bump && seen < SL_EVICT_SAMPLE; idx++) {
+            seen += sl_victim_weigh(pg, id, idx, now_tick, &v);
+            if (v.expired)
+                return v;
+        }
+    }
+    return v;
+}
+
+/*
+ * Evicts one state: among SL_EVICT_SAMPLE records drawn from the pages of
+ * want_units when there are such pages (so that the freed record is one
+ * the caller can use; only those with only_want), else from any page, an
+ * expired one if any (a reclaim, not an eviction), else the one that
+ * expires soonest: the one whose loss forgives the least. Returns false
+ * when nothing could be evicted (no records, or all pinned).
  */
 static bool sl_evict_from(sl_store *s, sl_shard *sh, uint32_t want_units, uint32_t exclude,
                           bool only_want, int64_t now)
@@ -1075,39 +1193,15 @@ static bool sl_evict_from(sl_store *s, sl_shard *sh, uint32_t want_units, uint32
         uint32_t units = pass == 0 ? want_units : 0;
         if (pass == 0 && !units)
             continue;
-        for (uint32_t tries = 0; tries < sh->pages_len; tries++) {
-            uint32_t id = sl_next_victim_page(sh, units, exclude);
-            if (id == SL_PAGE_NONE)
-                break;
-            const sl_page *pg = &sh->pages[id];
-            uint32_t best = UINT32_MAX;
-            uint64_t best_exp = UINT64_MAX;
-            uint32_t start = sh->evict_rec % pg->bump;
-            uint32_t take = pg->bump < SL_EVICT_SAMPLE ? pg->bump : SL_EVICT_SAMPLE;
-            sh->evict_rec += SL_EVICT_SAMPLE;
-            for (uint32_t k = 0; k < take; k++) {
-                uint32_t idx = start + k < pg->bump ? start + k : start + k - pg->bump;
-                uint64_t *rec = sl_page_live_rec(pg, idx);
-                if (!rec)
-                    continue;
-                uint64_t e = sl_rec_expiry(rec);
-                if (sl_tick_expired(e, now_tick)) {
-                    sl_shard_remove_rec(s, sh, (id << 9) | idx);
-                    sh->reclaimed++;
-                    return true;
-                }
-                if (e < best_exp) {
-                    best_exp = e;
-                    best = idx;
-                }
-            }
-            if (best != UINT32_MAX) {
-                sl_shard_remove_rec(s, sh, (id << 9) | best);
-                sh->evictions++;
-                return true;
-            }
-            /* All pinned or free where we looked: try the next page. */
-        }
+        sl_victim v = sl_victim_find(sh, units, exclude, now_tick);
+        if (v.ref == UINT32_MAX)
+            continue;
+        sl_shard_remove_rec(s, sh, v.ref);
+        if (v.expired)
+            sh->reclaimed++;
+        else
+            sh->evictions++;
+        return true;
     }
     return false;
 }
@@ -1407,6 +1501,9 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
         atomic_init(&sh->lock.held, 0);
         sh->arena = &s->arena;
         sh->budget = budget;
+        /* Any value but 0 seeds xorshift; the shard's index keeps shards
+         * that share the store's seed apart. */
+        sh->evict_rng = sl_store_hash(&i, sizeof i, s->seed) | 1;
         sh->free_pages = SL_PAGE_NONE;
         for (unsigned lane = 0; lane < SL_LANES; lane++)
             for (unsigned u = 0; u <= SL_SMALL_MAX_UNITS; u++)

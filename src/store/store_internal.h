@@ -159,8 +159,7 @@ typedef struct sl_shard {
     uint32_t tombs;      /* deleted slots */
     uint32_t sweep_page; /* where the amortized reclaim looks next: page id... */
     uint32_t sweep_rec;  /* ...and record in it */
-    uint32_t evict_page; /* the page eviction sampled last */
-    uint32_t evict_rec;  /* where in a page eviction samples next */
+    uint64_t evict_rng;  /* where eviction samples: xorshift64 state, never 0 */
     uint32_t *slots;     /* ngroups * 8 slots */
     sl_page *pages;      /* page table, pages_len entries */
     sl_arena *arena;     /* the store's, for pages of SL_PAGE_BYTES */
