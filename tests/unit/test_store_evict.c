@@ -7,6 +7,8 @@
  */
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "store/store_internal.h"
 #include "testlib.h"
@@ -14,6 +16,10 @@
 #define CAP ((size_t)2 << 20) /* about 60 000 keys of 32-byte records */
 #define SHARDS 2u
 #define NOW (1000 * NS_PER_SEC)
+#define WALL (1700000000 * NS_PER_SEC) /* the wall clock at NOW, for snapshots */
+
+/* How the indebted keys get into the store. */
+enum { INTERLEAVED, BLOCK, RESTORED };
 
 /* Keys of 8 bytes, so that every record has the same size (32 bytes) and
  * shares pages with every other. */
@@ -33,10 +39,12 @@ typedef struct evict_run {
  * Fills a capped store with keys that took 1 unit of 10 (they expire within
  * 6 s) and a tenth as many indebted keys that took 8 (expire in 48 s): four
  * times as many passing keys as the cap holds, so that the store evicts
- * about three times its size. With `block`, the indebted keys are inserted first, one
- * after the other; else one in every ten inserts is one of them.
+ * about three times its size. The indebted keys are inserted first, one
+ * after the other (BLOCK), or restored first from a snapshot of a store
+ * that held only them (RESTORED), or make one in every ten inserts
+ * (INTERLEAVED).
  */
-static evict_run run(int block, uint64_t seed)
+static evict_run run(int how, uint64_t seed)
 {
     sl_store_config c = {.max_memory = CAP, .shards = SHARDS, .seed = seed};
     sl_store *s = NULL;
@@ -62,15 +70,34 @@ static evict_run run(int block, uint64_t seed)
     }
     r.indebted = fill / 10;
     int passing = 0, indebted = 0;
-    if (block) {
+    if (how == BLOCK) {
         for (; indebted < r.indebted; indebted++) {
             size_t n = key_of(key, 'd', indebted);
             cr_assert_eq(sl_store_take(s, key, n, &l, NOW, 8, &d), SL_OK);
         }
+    } else if (how == RESTORED) {
+        sl_store *from = NULL;
+        sl_store_config fc = {.shards = SHARDS, .seed = seed};
+        cr_assert_eq(sl_store_new(&fc, &from), SL_OK);
+        for (int i = 0; i < r.indebted; i++) {
+            size_t n = key_of(key, 'd', i);
+            cr_assert_eq(sl_store_take(from, key, n, &l, NOW, 8, &d), SL_OK);
+        }
+        char path[] = "/tmp/sl_evict_snap_XXXXXX";
+        int fd = mkstemp(path);
+        cr_assert(fd >= 0);
+        close(fd);
+        cr_assert_eq(sl_store_snapshot_save(from, path, NOW, WALL), SL_OK);
+        sl_store_free(from);
+        size_t loaded = 0;
+        cr_assert_eq(sl_store_snapshot_load(s, path, NOW, WALL, &loaded), SL_OK);
+        unlink(path);
+        cr_assert_eq(loaded, (size_t)r.indebted);
+        indebted = r.indebted;
     }
     for (int i = 0; passing < 4 * fill; i++) {
         size_t n;
-        if (!block && indebted < r.indebted && i % 10 == 0) {
+        if (how == INTERLEAVED && indebted < r.indebted && i % 10 == 0) {
             n = key_of(key, 'd', indebted++);
             cr_assert_eq(sl_store_take(s, key, n, &l, NOW, 8, &d), SL_OK);
         } else {
@@ -108,7 +135,7 @@ static evict_run run(int block, uint64_t seed)
 Test(store_evict, block_inserted_debts_kept_as_often_as_interleaved)
 {
     for (uint64_t seed = 1; seed <= 3; seed++) {
-        evict_run b = run(1, seed), m = run(0, seed);
+        evict_run b = run(BLOCK, seed), m = run(INTERLEAVED, seed);
         double fb = (double)b.lost / b.indebted, fm = (double)m.lost / m.indebted;
         cr_log_info("seed %llu: block %d of %d lost (%.3f%%), interleaved %d of %d (%.3f%%); "
                     "%llu and %llu evictions",
@@ -122,4 +149,16 @@ Test(store_evict, block_inserted_debts_kept_as_often_as_interleaved)
         cr_expect_leq(fm, 0.005, "interleaved: %d of %d indebted keys lost their debt", m.lost,
                       m.indebted);
     }
+}
+
+/* The same bound for debts a snapshot restore brought back: the loader
+ * inserts them one after the other, as a block. */
+Test(store_evict, restored_debts_kept_through_a_flood)
+{
+    evict_run r = run(RESTORED, 7);
+    cr_log_info("restored: %d of %d lost; %llu evictions", r.lost, r.indebted,
+                (unsigned long long)r.evictions);
+    cr_assert_gt(r.evictions, 2 * r.held);
+    cr_expect_leq((double)r.lost / r.indebted, 0.005,
+                  "restored: %d of %d indebted keys lost their debt", r.lost, r.indebted);
 }
