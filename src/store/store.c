@@ -3,8 +3,8 @@
  * reclaim, eviction, takes. The layout is drawn in store_internal.h and
  * explained in docs/store.md.
  *
- * Order of this file: hash, locks, pages, index, reclaim and
- * eviction, the public operations, debug hooks.
+ * Order of this file: hash, locks, pages, index, reclaim and eviction, the
+ * public operations, debug hooks. Allocation goes through common/alloc.h.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -1046,8 +1046,8 @@ static size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_
  * pages, not side by side: records inserted together lie together (a
  * snapshot restore inserts a block of indebted keys one after the other),
  * and a sample of neighbours drawn from such a block holds nothing but
- * debts, so one of them was forgiven however many cheaper states the rest
- * of the shard held. Drawn at random, a sample is all debts only as often
+ * debts, so one of them would be forgiven however many cheaper states the
+ * rest of the shard held. Drawn at random, a sample is all debts only as often
  * as debts fill the shard.
  */
 
@@ -1076,7 +1076,8 @@ static inline bool sl_victim_page_ok(const sl_shard *sh, uint32_t id, uint32_t u
 }
 
 /* Random page ids tried before sl_random_victim_page walks: the page table
- * grows by doubling, so at least about half its ids are in use. */
+ * grows by doubling, so while the shard is at its cap about half its ids or
+ * more are pages in use, and a miss 8 times running is rare. */
 #define SL_EVICT_PAGE_TRIES 8u
 
 /* A page eviction can take from (see sl_victim_page_ok), each as likely as
