@@ -1,7 +1,7 @@
 /*
  * The allocator hook (common/alloc.h) in the layers above the store: the
  * config loader answers "out of memory" whichever of its allocations fails,
- * and leaks nothing (AddressSanitizer's leak check runs at exit); a RESP
+ * and leaks nothing (LeakSanitizer is asked, in the ASan build); a RESP
  * output buffer whose growth fails keeps what it had and fails stickily.
  * The store's own allocation failures are tested in test_store.c.
  */
@@ -66,11 +66,13 @@ Test(alloc_fail, config_load_fails_cleanly_at_every_allocation)
         failed++;
     }
     unlink(path);
+    cr_log_info("config load: %ld allocations, each failed once", failed);
     cr_assert_gt(ok_at, 0, "the load succeeds once the hook is past its allocations");
     /* The buffer, the config, the policies, the settings' array and two
      * strings per setting, and one sort array per mapping of two keys or
      * more: at least 12 allocations, each of which failed once above. */
     cr_expect_geq(failed, 12, "the hook reached the loader's allocations (%ld)", failed);
+    test_assert_no_leak();
 }
 
 Test(alloc_fail, config_parse_fails_cleanly_at_every_allocation)
@@ -92,6 +94,7 @@ Test(alloc_fail, config_parse_fails_cleanly_at_every_allocation)
         failed++;
     }
     cr_expect_geq(failed, 11, "the hook reached the parser's allocations (%ld)", failed);
+    test_assert_no_leak();
 }
 
 Test(alloc_fail, resp_buffer_growth_fails_stickily)
@@ -115,4 +118,5 @@ Test(alloc_fail, resp_buffer_growth_fails_stickily)
     cr_assert_eq(sl_resp_add_simple(&b, big, sizeof big), 0);
     cr_assert_eq(sl_resp_add_simple(&b, big, sizeof big), 0);
     sl_resp_buf_free(&b);
+    test_assert_no_leak();
 }

@@ -655,6 +655,7 @@ Test(store, survives_every_allocation_failure)
         sl_store_free(s);
     }
     cr_expect_gt(failures_seen, 10, "the hook reached the store's allocations");
+    test_assert_no_leak();
 }
 
 /* Deletes leave tombstones; churn in one shard forces rehashes in place
@@ -774,6 +775,7 @@ Test(store, snapshot_load_survives_allocation_failures)
     cr_expect_gt(nomem, 10);
     unlink(path);
     sl_store_free(a);
+    test_assert_no_leak();
 }
 
 /* After most keys go, timer sweeps give the memory back: sparse pages are
