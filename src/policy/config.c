@@ -13,6 +13,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "common/alloc.h"
 #include "common/duration.h"
 
 typedef struct sl_loader {
@@ -254,18 +255,18 @@ static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node
         return sl_fail(ld, v, "server: %s must be a single value (got %s)", sl_scalar(k),
                        sl_quote(v, q));
     sl_config *c = ld->cfg;
-    sl_config_setting *s = realloc(c->settings, (c->nsettings + 1) * sizeof *s);
+    sl_config_setting *s = sl_realloc(c->settings, (c->nsettings + 1) * sizeof *s);
     if (!s)
         return sl_fail(ld, NULL, "out of memory");
     c->settings = s;
     s = &s[c->nsettings];
-    s->name = strdup(sl_scalar(k));
-    s->value = strdup(sl_scalar(v));
+    s->name = sl_strdup(sl_scalar(k));
+    s->value = sl_strdup(sl_scalar(v));
     s->line = (int)v->start_mark.line + 1;
     s->column = (int)v->start_mark.column + 1;
     if (!s->name || !s->value) {
-        free(s->name);
-        free(s->value);
+        sl_free(s->name);
+        sl_free(s->value);
         return sl_fail(ld, NULL, "out of memory");
     }
     for (char *p = s->name; *p; p++)
@@ -301,7 +302,7 @@ static int sl_unique_keys(sl_loader *ld)
         size_t count = (size_t)(n->data.mapping.pairs.top - n->data.mapping.pairs.start), k = 0;
         if (count < 2)
             continue;
-        yaml_node_t **keys = malloc(count * sizeof *keys);
+        yaml_node_t **keys = sl_malloc(count * sizeof *keys);
         if (!keys)
             return sl_fail(ld, NULL, "out of memory");
         for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
@@ -317,12 +318,12 @@ static int sl_unique_keys(sl_loader *ld)
                 char q[48];
                 const yaml_node_t *second = keys[i];
                 int line = (int)keys[i - 1]->start_mark.line + 1;
-                free(keys);
+                sl_free(keys);
                 return sl_fail(ld, second, "%s is given twice in one mapping (first on line %d)",
                                sl_quote(second, q), line);
             }
         }
-        free(keys);
+        sl_free(keys);
     }
     return 0;
 }
@@ -357,7 +358,7 @@ static int sl_walk(sl_loader *ld)
             if (v->type != YAML_MAPPING_NODE)
                 continue;
             size_t n = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
-            ld->cfg->policies = calloc(n ? n : 1, sizeof(sl_policy));
+            ld->cfg->policies = sl_calloc(n ? n : 1, sizeof(sl_policy));
             if (!ld->cfg->policies)
                 return sl_fail(ld, NULL, "out of memory");
             for (yaml_node_pair_t *s = v->data.mapping.pairs.start; s < v->data.mapping.pairs.top; s++) {
@@ -392,7 +393,7 @@ int sl_config_parse(const char *text, size_t len, const char *name, sl_config **
         return -1;
     }
     yaml_parser_delete(&parser);
-    ld.cfg = calloc(1, sizeof *ld.cfg);
+    ld.cfg = sl_calloc(1, sizeof *ld.cfg);
     int rc = ld.cfg ? sl_walk(&ld) : sl_fail(&ld, NULL, "out of memory");
     yaml_document_delete(&ld.doc);
     if (rc != 0) {
@@ -411,17 +412,17 @@ int sl_config_load(const char *path, sl_config **out, char *err, size_t errlen)
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         return -1;
     }
-    char *buf = malloc(SL_CONFIG_MAX_BYTES + 1);
+    char *buf = sl_malloc(SL_CONFIG_MAX_BYTES + 1);
     size_t n = buf ? fread(buf, 1, SL_CONFIG_MAX_BYTES + 1, f) : 0;
     int failed = !buf || ferror(f);
     fclose(f);
     if (failed) {
-        snprintf(err, errlen, "%s: cannot read the file", path);
-        free(buf);
+        snprintf(err, errlen, buf ? "%s: cannot read the file" : "%s: out of memory", path);
+        sl_free(buf);
         return -1;
     }
     int rc = sl_config_parse(buf, n, path, out, err, errlen);
-    free(buf);
+    sl_free(buf);
     return rc;
 }
 
@@ -445,12 +446,12 @@ void sl_config_free(sl_config *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->nsettings; i++) {
-        free(c->settings[i].name);
-        free(c->settings[i].value);
+        sl_free(c->settings[i].name);
+        sl_free(c->settings[i].value);
     }
-    free(c->settings);
-    free(c->policies);
-    free(c);
+    sl_free(c->settings);
+    sl_free(c->policies);
+    sl_free(c);
 }
 
 /* "gcra 100 per 60s, burst 20" into buf. */

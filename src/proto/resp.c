@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "common/decimal.h"
 
 /* The parsers' own results while a frame is being walked. */
@@ -531,7 +532,7 @@ void sl_resp_buf_clear(sl_resp_buf *b)
 
 void sl_resp_buf_free(sl_resp_buf *b)
 {
-    free(b->data);
+    sl_free(b->data);
     b->data = NULL;
     b->len = b->cap = 0;
     b->failed = 0;
@@ -555,7 +556,7 @@ static char *reserve_slow(sl_resp_buf *b, size_t need)
             cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
         if (cap > b->max)
             cap = b->max;
-        char *p = realloc(b->data, cap);
+        char *p = sl_realloc(b->data, cap);
         if (!p) {
             b->failed = 1;
             return NULL;

@@ -159,7 +159,7 @@ static int sl_copy_shard(sl_shard *sh, int64_t now, unsigned char **out, size_t 
         if (pass == 0) {
             if (bytes == 0)
                 break;
-            *out = sl_store_malloc(bytes);
+            *out = sl_malloc(bytes);
             if (!*out) {
                 sl_shard_unlock(sh);
                 return SL_ERR_NOMEM;
@@ -200,11 +200,11 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
     if (now_mono < 0 || now_mono > SL_TIME_MAX)
         return SL_ERR_TIME;
     size_t plen = strlen(path);
-    char *tmp = sl_store_malloc(plen + 16);
-    sl_writer *w = sl_store_malloc(sizeof *w);
+    char *tmp = sl_malloc(plen + 16);
+    sl_writer *w = sl_malloc(sizeof *w);
     if (!tmp || !w) {
-        sl_store_mfree(tmp);
-        sl_store_mfree(w);
+        sl_free(tmp);
+        sl_free(w);
         return SL_ERR_NOMEM;
     }
     memcpy(tmp, path, plen);
@@ -213,8 +213,8 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
     int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0) {
         saved_errno = errno;
-        sl_store_mfree(tmp);
-        sl_store_mfree(w);
+        sl_free(tmp);
+        sl_free(w);
         errno = saved_errno;
         return SL_ERR_IO;
     }
@@ -239,7 +239,7 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
         rc = sl_copy_shard(&s->shards[i], now_mono, &buf, &len, &count);
         if (rc == SL_OK && len)
             sl_w_put(w, buf, len);
-        sl_store_mfree(buf);
+        sl_free(buf);
     }
     unsigned char end[24] = {0};
     sl_put_le(end + 8, count, 8);
@@ -265,8 +265,8 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
         rc = SL_ERR_IO; /* the new file is in place, but may not survive a crash */
         saved_errno = errno;
     }
-    sl_store_mfree(tmp);
-    sl_store_mfree(w);
+    sl_free(tmp);
+    sl_free(w);
     errno = saved_errno;
     return rc;
 }
@@ -500,10 +500,10 @@ int sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono, int6
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return SL_ERR_IO;
-    sl_reader *r = sl_store_malloc(sizeof *r);
+    sl_reader *r = sl_malloc(sizeof *r);
     sl_snap_ctx c = {.s = s, .now = now_mono};
-    c.state = sl_store_malloc(SL_SNAP_MAX_STATE);
-    c.key = sl_store_malloc(UINT16_MAX);
+    c.state = sl_malloc(SL_SNAP_MAX_STATE);
+    c.key = sl_malloc(UINT16_MAX);
     int rc = SL_ERR_NOMEM;
     if (r && c.state && c.key) {
         r->fd = fd;
@@ -525,9 +525,9 @@ int sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono, int6
     }
     if (loaded)
         *loaded = c.loaded;
-    sl_store_mfree(c.state);
-    sl_store_mfree(c.key);
-    sl_store_mfree(r);
+    sl_free(c.state);
+    sl_free(c.key);
+    sl_free(r);
     close(fd);
     return rc;
 }

@@ -3,8 +3,8 @@
  * reclaim, eviction, takes. The layout is drawn in store_internal.h and
  * explained in docs/store.md.
  *
- * Order of this file: allocator hook, hash, locks, pages, index, reclaim and
- * eviction, the public operations, debug hooks.
+ * Order of this file: hash, locks, pages, index, reclaim and eviction, the
+ * public operations, debug hooks. Allocation goes through common/alloc.h.
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -30,28 +30,6 @@
 /* Records of one page an eviction samples to find the state that expires
  * soonest (Redis samples 5 keys for its approximated LRU). */
 #define SL_EVICT_SAMPLE 5u
-
-/* ---- allocation, with a hook that makes the nth allocation fail ---- */
-
-static atomic_long sl_fail_countdown;
-
-void sl_store_debug_fail_alloc(long nth) { atomic_store(&sl_fail_countdown, nth); }
-
-static bool sl_alloc_should_fail(void)
-{
-    if (atomic_load_explicit(&sl_fail_countdown, memory_order_relaxed) <= 0)
-        return false;
-    return atomic_fetch_sub(&sl_fail_countdown, 1) == 1;
-}
-
-void *sl_store_malloc(size_t n) { return sl_alloc_should_fail() ? NULL : malloc(n); }
-
-void *sl_store_calloc(size_t n, size_t size)
-{
-    return sl_alloc_should_fail() ? NULL : calloc(n, size);
-}
-
-void sl_store_mfree(void *p) { free(p); }
 
 /* ---- the page arena (see sl_arena) ---- */
 
@@ -153,7 +131,7 @@ static void sl_page_release(sl_shard *sh, sl_page *pg)
     if (pg->units <= SL_SMALL_MAX_UNITS)
         sl_arena_page_free(sh->arena, pg->base);
     else
-        sl_store_mfree(pg->base);
+        sl_free(pg->base);
 }
 
 /* ---- hash ---- */
@@ -623,7 +601,7 @@ static uint16_t sl_page_id_get(sl_shard *sh, size_t then, bool *oom)
         size_t extra = (size_t)(len - sh->pages_len) * sizeof(sl_page);
         if (!sl_within_budget(sh, extra + then))
             return SL_PAGE_NONE;
-        sl_page *np = sl_alloc_should_fail() ? NULL : realloc(sh->pages, (size_t)len * sizeof(sl_page));
+        sl_page *np = sl_realloc(sh->pages, (size_t)len * sizeof(sl_page));
         if (!np) {
             *oom = true;
             return SL_PAGE_NONE;
@@ -654,7 +632,7 @@ static uint16_t sl_page_new(sl_shard *sh, uint32_t units, unsigned lane, bool *o
     uint16_t id = sl_page_id_get(sh, bytes, oom);
     if (id == SL_PAGE_NONE)
         return SL_PAGE_NONE;
-    uint64_t *base = small ? sl_arena_get(sh->arena, 1) : sl_store_malloc(bytes);
+    uint64_t *base = small ? sl_arena_get(sh->arena, 1) : sl_malloc(bytes);
     if (!base) {
         *oom = true;
         return SL_PAGE_NONE;
@@ -903,7 +881,7 @@ static void sl_index_free(sl_shard *sh)
         for (size_t i = 0; i < sh->slots_pages; i++)
             sl_arena_page_free(sh->arena, (char *)sh->slots + i * SL_PAGE_BYTES);
     else
-        sl_store_mfree(sh->slots);
+        sl_free(sh->slots);
 }
 
 static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
@@ -916,7 +894,7 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
         slots = pages ? sl_arena_get(sh->arena, pages) : NULL;
         if (slots)
             memset(slots, 0, n * sizeof *slots);
-        else if ((pages = 0, slots = sl_store_calloc(n, sizeof *slots)) == NULL)
+        else if ((pages = 0, slots = sl_calloc(n, sizeof *slots)) == NULL)
             return SL_ERR_NOMEM;
     } else {
         memset(slots, 0, n * sizeof *slots);
@@ -1063,31 +1041,150 @@ static size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_
     return done;
 }
 
-/* The next page holding live records, of `units` when units != 0, other
- * than `exclude`, after the last one eviction used; SL_PAGE_NONE when there
- * is none. */
-static uint32_t sl_next_victim_page(sl_shard *sh, uint32_t units, uint32_t exclude)
+/*
+ * Eviction samples records at pseudo-random places across the shard's
+ * pages, not side by side: records inserted together lie together (a
+ * snapshot restore inserts a block of indebted keys one after the other),
+ * and a sample of neighbours drawn from such a block holds nothing but
+ * debts, so one of them would be forgiven however many cheaper states the
+ * rest of the shard held. Drawn at random, a sample is all debts only as often
+ * as debts fill the shard.
+ */
+
+/* The shard's next pseudo-random number in [0, n) (0 when n is 0):
+ * xorshift64, three shifts and xors, whose high 32 bits a multiply-shift
+ * maps onto [0, n) without a division. Per shard, under its lock, so that
+ * no thread writes another's line, and seeded from the store's seed, so
+ * that a test's evictions are the same on every run. */
+static uint32_t sl_evict_rand(sl_shard *sh, uint32_t n)
 {
-    for (uint32_t k = 0; k < sh->pages_len; k++) {
-        uint32_t id = sh->evict_page + 1 + k;
-        if (id >= sh->pages_len)
-            id -= sh->pages_len;
-        const sl_page *pg = &sh->pages[id];
-        if (pg->base && pg->live && (!units || pg->units == units) && id != exclude) {
-            sh->evict_page = id;
+    uint64_t x = sh->evict_rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    sh->evict_rng = x;
+    return (uint32_t)(((x >> 32) * n) >> 32);
+}
+
+/* Can eviction take from page id: it holds live records, of `units` when
+ * units != 0, and is not `exclude`? */
+static inline bool sl_victim_page_ok(const sl_shard *sh, uint32_t id, uint32_t units,
+                                     uint32_t exclude)
+{
+    const sl_page *pg = &sh->pages[id];
+    return pg->base && pg->live && (!units || pg->units == units) && id != exclude;
+}
+
+/* Random page ids tried before sl_random_victim_page walks: the page table
+ * grows by doubling, so while the shard is at its cap about half its ids or
+ * more are pages in use, and a miss 8 times running is rare. */
+#define SL_EVICT_PAGE_TRIES 8u
+
+/* A page eviction can take from (see sl_victim_page_ok), each as likely as
+ * any other: a random page id, drawn again when it is not one. When a few
+ * draws miss (few pages of that size), the first such page from a random id
+ * on; taking that at once would favour the page after a run of unused ids
+ * (the first, after the table's unused tail), where the oldest records lie.
+ * SL_PAGE_NONE when there is none. */
+static uint32_t sl_random_victim_page(sl_shard *sh, uint32_t units, uint32_t exclude)
+{
+    for (unsigned t = 0; t < SL_EVICT_PAGE_TRIES; t++) {
+        uint32_t id = sl_evict_rand(sh, sh->pages_len);
+        if (sh->pages_len && sl_victim_page_ok(sh, id, units, exclude))
             return id;
-        }
     }
+    uint32_t id = sl_evict_rand(sh, sh->pages_len);
+    for (uint32_t k = 0; k < sh->pages_len; k++, id = id + 1 == sh->pages_len ? 0 : id + 1)
+        if (sl_victim_page_ok(sh, id, units, exclude))
+            return id;
     return SL_PAGE_NONE;
 }
 
+/* The candidate an eviction has found so far. */
+typedef struct sl_victim {
+    uint32_t ref;     /* page << 9 | record; UINT32_MAX: none yet */
+    uint64_t expiry;  /* its expiry tick */
+    bool expired;     /* it has expired: a reclaim, and the search is over */
+} sl_victim;
+
+/* Weighs record idx of page id as a victim; false when it is free or
+ * pinned (it does not count as a sample). */
+static bool sl_victim_weigh(const sl_page *pg, uint32_t id, uint32_t idx, uint64_t now_tick,
+                            sl_victim *v)
+{
+    uint64_t *rec = sl_page_live_rec(pg, idx);
+    if (!rec)
+        return false;
+    uint64_t e = sl_rec_expiry(rec);
+    if (sl_tick_expired(e, now_tick)) {
+        v->ref = (id << 9) | idx;
+        v->expired = true;
+    } else if (e < v->expiry) {
+        v->expiry = e;
+        v->ref = (id << 9) | idx;
+    }
+    return true;
+}
+
+/* Draws allowed for a sample: at the cap the pages sampled are full, so
+ * draws that land on free records are few; this bounds the rare case of
+ * sparse pages, which falls back to a walk. */
+#define SL_EVICT_DRAWS (4u * SL_EVICT_SAMPLE)
+
 /*
- * Evicts one state: among SL_EVICT_SAMPLE records of one page (of
- * want_units when there are such pages, so that the freed record is one
- * the caller can use), an expired one if any (a reclaim, not an
- * eviction), else the one that expires soonest: the one whose loss
- * forgives the least. Pages are visited in turn. Returns false when
- * nothing could be evicted (no records, or all pinned).
+ * Finds a victim among the live, unpinned records of pages of `units` (any
+ * size when 0) other than `exclude`: SL_EVICT_SAMPLE of them drawn at
+ * random, or, when the draws keep landing on free or pinned records, the
+ * first SL_EVICT_SAMPLE found walking from a random page on.
+ */
+static sl_victim sl_victim_find(sl_shard *sh, uint32_t units, uint32_t exclude, uint64_t now_tick)
+{
+    sl_victim v = {.ref = UINT32_MAX, .expiry = UINT64_MAX, .expired = false};
+    uint32_t seen = 0;
+    for (uint32_t draw = 0; draw < SL_EVICT_DRAWS && seen < SL_EVICT_SAMPLE;) {
+        /* The places first, each record's line prefetched, then the
+         * records: their cache misses overlap instead of queueing one
+         * behind the other. */
+        uint32_t ids[SL_EVICT_SAMPLE], idxs[SL_EVICT_SAMPLE], n = 0;
+        for (; n < SL_EVICT_SAMPLE - seen; n++, draw++) {
+            uint32_t id = sl_random_victim_page(sh, units, exclude);
+            if (id == SL_PAGE_NONE)
+                return v;
+            const sl_page *pg = &sh->pages[id];
+            ids[n] = id;
+            idxs[n] = sl_evict_rand(sh, pg->bump);
+            __builtin_prefetch(pg->base + (size_t)idxs[n] * pg->units);
+        }
+        for (uint32_t k = 0; k < n; k++) {
+            seen += sl_victim_weigh(&sh->pages[ids[k]], ids[k], idxs[k], now_tick, &v);
+            if (v.expired)
+                return v;
+        }
+    }
+    if (seen)
+        return v;
+    uint32_t id = sl_random_victim_page(sh, units, exclude);
+    for (uint32_t k = 0; id != SL_PAGE_NONE && k < sh->pages_len && seen < SL_EVICT_SAMPLE;
+         k++, id = id + 1 == sh->pages_len ? 0 : id + 1) {
+        const sl_page *pg = &sh->pages[id];
+        if (!sl_victim_page_ok(sh, id, units, exclude))
+            continue;
+        for (uint32_t idx = 0; idx < pg->bump && seen < SL_EVICT_SAMPLE; idx++) {
+            seen += sl_victim_weigh(pg, id, idx, now_tick, &v);
+            if (v.expired)
+                return v;
+        }
+    }
+    return v;
+}
+
+/*
+ * Evicts one state: among SL_EVICT_SAMPLE records drawn from the pages of
+ * want_units when there are such pages (so that the freed record is one
+ * the caller can use; only those with only_want), else from any page, an
+ * expired one if any (a reclaim, not an eviction), else the one that
+ * expires soonest: the one whose loss forgives the least. Returns false
+ * when nothing could be evicted (no records, or all pinned).
  */
 static bool sl_evict_from(sl_store *s, sl_shard *sh, uint32_t want_units, uint32_t exclude,
                           bool only_want, int64_t now)
@@ -1097,39 +1194,15 @@ static bool sl_evict_from(sl_store *s, sl_shard *sh, uint32_t want_units, uint32
         uint32_t units = pass == 0 ? want_units : 0;
         if (pass == 0 && !units)
             continue;
-        for (uint32_t tries = 0; tries < sh->pages_len; tries++) {
-            uint32_t id = sl_next_victim_page(sh, units, exclude);
-            if (id == SL_PAGE_NONE)
-                break;
-            const sl_page *pg = &sh->pages[id];
-            uint32_t best = UINT32_MAX;
-            uint64_t best_exp = UINT64_MAX;
-            uint32_t start = sh->evict_rec % pg->bump;
-            uint32_t take = pg->bump < SL_EVICT_SAMPLE ? pg->bump : SL_EVICT_SAMPLE;
-            sh->evict_rec += SL_EVICT_SAMPLE;
-            for (uint32_t k = 0; k < take; k++) {
-                uint32_t idx = start + k < pg->bump ? start + k : start + k - pg->bump;
-                uint64_t *rec = sl_page_live_rec(pg, idx);
-                if (!rec)
-                    continue;
-                uint64_t e = sl_rec_expiry(rec);
-                if (sl_tick_expired(e, now_tick)) {
-                    sl_shard_remove_rec(s, sh, (id << 9) | idx);
-                    sh->reclaimed++;
-                    return true;
-                }
-                if (e < best_exp) {
-                    best_exp = e;
-                    best = idx;
-                }
-            }
-            if (best != UINT32_MAX) {
-                sl_shard_remove_rec(s, sh, (id << 9) | best);
-                sh->evictions++;
-                return true;
-            }
-            /* All pinned or free where we looked: try the next page. */
-        }
+        sl_victim v = sl_victim_find(sh, units, exclude, now_tick);
+        if (v.ref == UINT32_MAX)
+            continue;
+        sl_shard_remove_rec(s, sh, v.ref);
+        if (v.expired)
+            sh->reclaimed++;
+        else
+            sh->evictions++;
+        return true;
     }
     return false;
 }
@@ -1405,7 +1478,7 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
     size_t shard_bytes = (size_t)nshards * sizeof(sl_shard);
     s->shards = sl_alloc_should_fail() ? NULL : aligned_alloc(64, shard_bytes);
     if (!s->shards) {
-        sl_store_mfree(s);
+        sl_free(s);
         return SL_ERR_NOMEM;
     }
     memset(s->shards, 0, shard_bytes);
@@ -1429,6 +1502,9 @@ int sl_store_new(const sl_store_config *cfg, sl_store **out)
         atomic_init(&sh->lock.held, 0);
         sh->arena = &s->arena;
         sh->budget = budget;
+        /* Any value but 0 seeds xorshift; the shard's index keeps shards
+         * that share the store's seed apart. */
+        sh->evict_rng = sl_store_hash(&i, sizeof i, s->seed) | 1;
         sh->free_pages = SL_PAGE_NONE;
         for (unsigned lane = 0; lane < SL_LANES; lane++)
             for (unsigned u = 0; u <= SL_SMALL_MAX_UNITS; u++)
@@ -1446,10 +1522,10 @@ void sl_store_free(sl_store *s)
         sl_shard *sh = &s->shards[i];
         for (uint32_t id = 0; id < sh->pages_len; id++)
             if (sh->pages[id].base && sh->pages[id].units > SL_SMALL_MAX_UNITS)
-                sl_store_mfree(sh->pages[id].base);
-        sl_store_mfree(sh->pages);
+                sl_free(sh->pages[id].base);
+        sl_free(sh->pages);
         if (!sh->slots_pages)
-            sl_store_mfree(sh->slots);
+            sl_free(sh->slots);
     }
     for (size_t i = 0; i < s->arena.nchunks; i++) {
         SL_UNPOISON(s->arena.chunks[i], SL_CHUNK_BYTES);
@@ -1457,7 +1533,7 @@ void sl_store_free(sl_store *s)
     }
     free(s->arena.chunks);
     free(s->shards);
-    sl_store_mfree(s);
+    sl_free(s);
 }
 
 /* Is sz a state size a limit can have (8-aligned, under the largest
@@ -1522,13 +1598,13 @@ static void *sl_scratch_get(unsigned char *stack, size_t size)
         memset(stack, 0, size);
         return stack;
     }
-    return sl_store_calloc(1, size);
+    return sl_calloc(1, size);
 }
 
 static void sl_scratch_put(unsigned char *stack, void *p)
 {
     if (p != stack)
-        sl_store_mfree(p);
+        sl_free(p);
 }
 
 /* The one decision of a take (lease_id 0) or of a lease acquire with the
@@ -2122,7 +2198,7 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
         }
     }
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
-    unsigned char *buf = scratch_bytes <= sizeof stack ? stack : sl_store_malloc(scratch_bytes);
+    unsigned char *buf = scratch_bytes <= sizeof stack ? stack : sl_malloc(scratch_bytes);
     if (!buf)
         return SL_ERR_NOMEM;
     size_t off = 0;
@@ -2238,7 +2314,7 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
 done:
     sl_unlock_shards(locked, nlocked);
     if (buf != stack)
-        sl_store_mfree(buf);
+        sl_free(buf);
     return rc;
 }
 

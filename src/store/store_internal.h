@@ -52,6 +52,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "common/alloc.h"
 #include "sluice.h"
 
 /* ---- sizes ---- */
@@ -158,8 +159,7 @@ typedef struct sl_shard {
     uint32_t tombs;      /* deleted slots */
     uint32_t sweep_page; /* where the amortized reclaim looks next: page id... */
     uint32_t sweep_rec;  /* ...and record in it */
-    uint32_t evict_page; /* the page eviction sampled last */
-    uint32_t evict_rec;  /* where in a page eviction samples next */
+    uint64_t evict_rng;  /* where eviction samples: xorshift64 state, never 0 */
     uint32_t *slots;     /* ngroups * 8 slots */
     sl_page *pages;      /* page table, pages_len entries */
     sl_arena *arena;     /* the store's, for pages of SL_PAGE_BYTES */
@@ -275,9 +275,8 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
 
 /* ---- hooks for tests and benchmarks ---- */
 
-/* Makes the nth allocation the store makes from now on fail (1 = the next
- * one), once; 0 turns the hook off. Process-wide. */
-void sl_store_debug_fail_alloc(long nth);
+/* Every allocation the store makes goes through common/alloc.h, so that
+ * sl_alloc_fail_nth makes the nth of them fail. */
 
 /* Is the key present? A bare lookup (hash, the index group's prefetch as a
  * take starts it, entering the shard as a take does, probe, compare), so
@@ -291,10 +290,5 @@ const void *sl_store_debug_record(sl_store *s, const void *key, size_t keylen);
 /* Checks the shard invariants (counts, page lists, every key findable);
  * returns 0 when they hold, or a line number in store.c of the first broken one. */
 int sl_store_debug_check(sl_store *s);
-
-/* The allocator every store allocation goes through (honours the hook). */
-void *sl_store_malloc(size_t n);
-void *sl_store_calloc(size_t n, size_t size);
-void sl_store_mfree(void *p);
 
 #endif /* SL_STORE_INTERNAL_H */

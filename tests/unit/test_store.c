@@ -610,7 +610,7 @@ Test(store, survives_every_allocation_failure)
         /* Odd runs under a cap: a failed allocation there makes the store
          * evict (or, for the index, evict a batch) rather than fail. */
         sl_store *s = new_store(nth % 2 ? 1u << 20 : 0, 2);
-        sl_store_debug_fail_alloc(nth);
+        sl_alloc_fail_nth(nth);
         char key[32];
         int nomem = 0;
         for (int i = 0; i < 400; i++) {
@@ -641,20 +641,21 @@ Test(store, survives_every_allocation_failure)
             }
         }
         cr_assert_eq(sl_store_debug_check(s), 0, "invariants after failing allocation %ld", nth);
-        sl_store_debug_fail_alloc(0);
+        sl_alloc_fail_nth(0);
         char path[] = "/tmp/sl_store_oom_XXXXXX";
         int fd = mkstemp(path);
         cr_assert(fd >= 0);
         close(fd);
-        sl_store_debug_fail_alloc(1);
+        sl_alloc_fail_nth(1);
         int rc = sl_store_snapshot_save(s, path, NS_PER_SEC, NS_PER_SEC);
         cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM);
-        sl_store_debug_fail_alloc(0);
+        sl_alloc_fail_nth(0);
         unlink(path);
         failures_seen += nomem > 0;
         sl_store_free(s);
     }
     cr_expect_gt(failures_seen, 10, "the hook reached the store's allocations");
+    test_assert_no_leak();
 }
 
 /* Deletes leave tombstones; churn in one shard forces rehashes in place
@@ -759,10 +760,10 @@ Test(store, snapshot_load_survives_allocation_failures)
     int nomem = 0;
     for (long nth = 1; nth <= 40; nth++) {
         sl_store *b = new_store(0, 4);
-        sl_store_debug_fail_alloc(nth);
+        sl_alloc_fail_nth(nth);
         size_t loaded;
         int rc = sl_store_snapshot_load(b, path, NS_PER_SEC, 0, &loaded);
-        sl_store_debug_fail_alloc(0);
+        sl_alloc_fail_nth(0);
         cr_assert(rc == SL_OK || rc == SL_ERR_NOMEM, "rc %d at %ld", rc, nth);
         nomem += rc == SL_ERR_NOMEM;
         cr_assert_eq(sl_store_debug_check(b), 0);
@@ -774,6 +775,7 @@ Test(store, snapshot_load_survives_allocation_failures)
     cr_expect_gt(nomem, 10);
     unlink(path);
     sl_store_free(a);
+    test_assert_no_leak();
 }
 
 /* After most keys go, timer sweeps give the memory back: sparse pages are
