@@ -44,6 +44,19 @@
 /* Replies gathered by one read past which they are written at once, not at
  * the end of the loop iteration: the client can take them meanwhile. */
 #define SL_OUTPUT_WRITE_NOW (1u << 20)
+/* An emptied output buffer larger than this is freed rather than kept for
+ * the next replies: one big pipeline does not pin its memory for as long
+ * as the connection lasts. */
+#define SL_OUTPUT_KEEP ((size_t)1 << 20)
+
+/* Empties a buffer whose bytes are all written. */
+static void sl_output_done(sl_resp_buf *b)
+{
+    if (b->cap > SL_OUTPUT_KEEP)
+        sl_resp_buf_free(b);
+    else
+        sl_resp_buf_clear(b);
+}
 
 /* The server's clock: CLOCK_MONOTONIC moved 2^55 ns (about 417 days) ahead.
  * A snapshot restored after a reboot rebases its times onto this clock; the
@@ -377,7 +390,7 @@ static void sl_conn_written(uv_write_t *req, int status)
 {
     sl_conn *c = req->data;
     c->writing = false;
-    sl_resp_buf_clear(&c->sending);
+    sl_output_done(&c->sending);
     if (c->closed)
         return;
     if (status < 0) {
@@ -421,7 +434,7 @@ static void sl_conn_flush(sl_conn *c)
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
     int n = uv_try_write((uv_stream_t *)&c->handle, &b, 1);
     if (n == (int)c->out.len) {
-        sl_resp_buf_clear(&c->out);
+        sl_output_done(&c->out);
         if (c->closing)
             sl_conn_close_gently(c);
         return;
