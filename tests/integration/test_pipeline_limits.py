@@ -127,3 +127,12 @@ def test_bad_limits_are_refused_naming_the_flag(make_server):
                            capture_output=True, timeout=20)
         assert p.returncode == 2, bad
         assert b"invalid value '%s' for --client-output-buffer-limit" % bad.encode() in p.stderr
+
+
+def test_the_limit_from_the_config_file(make_server, tmp_path):
+    conf = tmp_path / "sluice.yaml"
+    conf.write_text("server:\n  client-output-buffer-limit: 1m 0 0\n")
+    srv = make_server(["--config", str(conf)])
+    assert _flood_without_reading(srv)
+    assert _wait_for_log(srv, "over the hard limit of --client-output-buffer-limit (1048576)")
+    srv.assert_serving()
