@@ -85,6 +85,34 @@ static bool sl_parse_size(const char *s, long long max, long long *out)
     return true;
 }
 
+/* Parses --client-output-buffer-limit's "HARD SOFT SECONDS" (sizes as
+ * sl_parse_size, words apart by spaces) into cfg; false, and cfg
+ * unchanged, for anything else. */
+static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
+{
+    long long v[3];
+    const long long max[3] = {1LL << 40, 1LL << 40, 365LL * 86400};
+    for (int i = 0; i < 3; i++) {
+        char word[32];
+        s += strspn(s, " ");
+        size_t n = strcspn(s, " ");
+        if (n == 0 || n >= sizeof word)
+            return false;
+        memcpy(word, s, n);
+        word[n] = '\0';
+        s += n;
+        if (!sl_parse_size(word, max[i], &v[i]))
+            return false;
+    }
+    if (s[strspn(s, " ")] != '\0' || v[0] < 64 * 1024 || v[1] > v[0] ||
+        (v[1] != 0 && v[1] < 64 * 1024))
+        return false;
+    cfg->output_hard = (size_t)v[0];
+    cfg->output_soft = (size_t)v[1];
+    cfg->output_soft_s = (int)v[2];
+    return true;
+}
+
 /*
  * sluiced's flags: this one table drives getopt_long, --help and
  * --help-markdown, whose output is the flag table of docs/configuration.md
@@ -96,9 +124,9 @@ static bool sl_parse_size(const char *s, long long max, long long *out)
  */
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
-    F_MAXREQ, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE, F_AUTH_HEADER,
-    F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN, F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP,
-    F_HELP_MARKDOWN,
+    F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE,
+    F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN, F_ALLOW_EMPTY_RELOAD,
+    F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
     F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
@@ -154,6 +182,13 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_MAXREQ] = {"max-request-bytes", "N", "65536",
                   "largest request; a larger one is a protocol error and closes the connection",
                   "from 1024 to 512m", SL_FLAG_APPLIED},
+    [F_OUTPUT_LIMIT] = {"client-output-buffer-limit", "LIMITS", "256m 64m 60",
+                        "HARD SOFT SECONDS, as Redis's: the replies one client may be owed (k, m "
+                        "or g: powers of 1024); a client past HARD, or past SOFT for longer than "
+                        "SECONDS, is closed with a log line; SOFT 0 has no soft limit",
+                        "HARD SOFT SECONDS: HARD from 64k to 1024g, SOFT 0 or from 64k to HARD, "
+                        "SECONDS from 0 to 31536000",
+                        SL_FLAG_APPLIED},
     [F_IDLE] = {"idle-timeout", "S", "0",
                 "close connections idle this many seconds; 0 never does",
                 "seconds, from 0 to 31536000", SL_FLAG_APPLIED},
@@ -397,6 +432,10 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             if (!sl_parse_size(optarg, 512LL * 1024 * 1024, &v) || v < 1024)
                 goto bad;
             cfg->max_request_bytes = (size_t)v;
+            break;
+        case F_OUTPUT_LIMIT:
+            if (!sl_parse_output_limit(optarg, cfg))
+                goto bad;
             break;
         case F_IDLE:
         case F_SNAPINT:

@@ -41,6 +41,13 @@ typedef struct sl_server_config {
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
     int http_deny_status;         /* forward-auth: the status of a denial (429, 401, 403) */
+    /* --client-output-buffer-limit, as Redis's: the replies one client may
+     * be owed (queued and not yet taken by the kernel). Past the hard limit
+     * it is closed at once; past the soft one (0 = none) for longer than
+     * output_soft_s seconds, likewise. */
+    size_t output_hard;
+    size_t output_soft;
+    int output_soft_s;
 } sl_server_config;
 
 struct sl_conn;
@@ -208,6 +215,8 @@ typedef struct sl_conn {
     struct sl_http_conn *http; /* HTTP: the parser's state, allocated on first use */
     char name[64];
     int64_t last_active;
+    int64_t output_soft_since; /* when its replies owed passed the soft limit; 0 = they are under */
+    size_t drain_left; /* shutdown: bytes received before it and not yet read; 0 otherwise */
     sl_multi multi; /* RESP: MULTI's queue */
 } sl_conn;
 

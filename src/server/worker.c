@@ -7,8 +7,18 @@
  * runs them in order, and writes all their replies at once: a pipeline of
  * 10 000 commands costs a handful of read and write calls, not 20 000. The
  * clock is read once per such batch. While a write is in flight, new replies
- * gather in a second buffer; a client that stops reading is stopped being
- * read from, so its replies cannot grow without bound.
+ * gather in a second buffer.
+ *
+ * A connection is read from for as long as it is open, however many
+ * replies it is owed: a client may write a whole pipeline before it reads
+ * any reply (redis-py's pipeline() does), and a server that stopped reading
+ * would then wait for it as it waits for the server. What bounds its
+ * memory is --client-output-buffer-limit, as in Redis: a client owed more
+ * than the hard limit, or more than the soft one for too long, is closed.
+ *
+ * At shutdown a connection is read only up to what it had been sent when
+ * the shutdown began, within the grace period: a client that keeps
+ * pipelining cannot keep the server from exiting.
  *
  * A worker holds a lock of its own (`running`) while it runs the commands
  * of a read; an EXEC takes every worker's (sl_workers_pause), so that its
@@ -23,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -30,10 +41,22 @@
 #include "server/log.h"
 #include "server/server.h"
 
-/* Replies held for a client that does not read them: past this, stop reading. */
-#define SL_OUTPUT_PAUSE (1u << 20)
-/* The most replies buffered for one client before it is dropped. */
-#define SL_OUTPUT_MAX ((size_t)256 << 20)
+/* Replies gathered by one read past which they are written at once, not at
+ * the end of the loop iteration: the client can take them meanwhile. */
+#define SL_OUTPUT_WRITE_NOW (1u << 20)
+/* An emptied output buffer larger than this is freed rather than kept for
+ * the next replies: one big pipeline does not pin its memory for as long
+ * as the connection lasts. */
+#define SL_OUTPUT_KEEP ((size_t)1 << 20)
+
+/* Empties a buffer whose bytes are all written. */
+static void sl_output_done(sl_resp_buf *b)
+{
+    if (b->cap > SL_OUTPUT_KEEP)
+        sl_resp_buf_free(b);
+    else
+        sl_resp_buf_clear(b);
+}
 
 /* The server's clock: CLOCK_MONOTONIC moved 2^55 ns (about 417 days) ahead.
  * A snapshot restored after a reboot rebases its times onto this clock; the
@@ -98,6 +121,8 @@ static void sl_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
     }
     buf->base = c->rbuf + c->rlen;
     buf->len = c->rcap - c->rlen;
+    if (c->drain_left > 0 && buf->len > c->drain_left) /* shutdown: no further */
+        buf->len = c->drain_left;
 }
 
 /* A pipelined batch: the commands parsed before any of them runs, so that
@@ -227,15 +252,59 @@ static size_t sl_conn_run_resp(sl_conn *c)
     return off;
 }
 
-/* Writes the replies, and reads no more while the client owes it reading
- * them (or the connection is closing). */
+/* Writes the replies, and reads no more once the connection is closing. */
 static void sl_conn_flush_now(sl_conn *c)
 {
     sl_conn_flush(c);
-    if (!c->closed && c->reading && (c->closing || c->out.len > SL_OUTPUT_PAUSE)) {
+    if (!c->closed && c->reading && c->closing) {
         uv_read_stop((uv_stream_t *)&c->handle);
         c->reading = false;
     }
+}
+
+/* The bytes of replies the connection owes its client: those gathering,
+ * and those of a write in flight that the kernel has not taken yet. */
+static size_t sl_conn_owed(sl_conn *c)
+{
+    return c->out.len + uv_stream_get_write_queue_size((uv_stream_t *)&c->handle);
+}
+
+/*
+ * --client-output-buffer-limit, after a read's replies are added: closes the
+ * connection, with a log line that names the limit, when it owes more than
+ * the hard limit, or has owed more than the soft limit for longer than its
+ * seconds; returns whether it did. A buffer that could not take a reply
+ * (out.failed: its cap is the hard limit, or memory ran out) closes it too.
+ */
+static bool sl_conn_over_limit(sl_conn *c)
+{
+    const sl_server_config *cfg = &c->w->srv->cfg;
+    size_t owed = sl_conn_owed(c);
+    if (c->out.failed || owed > cfg->output_hard) {
+        sl_log(SL_LOG_WARN,
+               "client %llu: %zu bytes of replies owed, over the hard limit of "
+               "--client-output-buffer-limit (%zu)%s; closing",
+               (unsigned long long)c->id, owed, cfg->output_hard,
+               owed > cfg->output_hard ? "" : " with the next reply");
+        sl_conn_close(c);
+        return true;
+    }
+    if (cfg->output_soft == 0 || owed <= cfg->output_soft) {
+        c->output_soft_since = 0;
+        return false;
+    }
+    if (c->output_soft_since == 0) {
+        c->output_soft_since = c->w->now;
+        return false;
+    }
+    if (c->w->now - c->output_soft_since <= (int64_t)cfg->output_soft_s * 1000000000)
+        return false;
+    sl_log(SL_LOG_WARN,
+           "client %llu: %zu bytes of replies owed, over the soft limit of "
+           "--client-output-buffer-limit (%zu) for more than %d s; closing",
+           (unsigned long long)c->id, owed, cfg->output_soft, cfg->output_soft_s);
+    sl_conn_close(c);
+    return true;
 }
 
 /* Takes a worker's `running` lock. Only an EXEC contends for it, for a
@@ -272,18 +341,14 @@ static void sl_conn_process(sl_conn *c)
     sl_worker_enter(c->w);
     size_t off = c->proto == SL_PROTO_HTTP ? sl_http_serve(c) : sl_conn_run_resp(c);
     atomic_store_explicit(&c->w->running, false, memory_order_release);
-    if (c->out.failed) {
-        sl_log(SL_LOG_WARN, "client %llu: output buffer over its cap; closing",
-               (unsigned long long)c->id);
-        sl_conn_close(c);
+    if (sl_conn_over_limit(c))
         return;
-    }
     if (off > 0) {
         memmove(c->rbuf, c->rbuf + off, c->rlen - off);
         c->rlen -= off;
         sl_resp_request_reset(&c->req);
     }
-    if (c->closing || c->out.len > SL_OUTPUT_PAUSE) {
+    if (c->closing || c->out.len > SL_OUTPUT_WRITE_NOW) {
         sl_conn_flush_now(c);
     } else if (c->out.len > 0 && !c->flush_queued) {
         c->flush_queued = true;
@@ -319,14 +384,29 @@ static void sl_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     c->rlen += (size_t)nread;
     c->w->now = sl_now_mono();
     c->last_active = c->w->now;
+    if (c->drain_left == 0) {
+        sl_conn_process(c);
+        return;
+    }
+    /* Shutdown: once what the client had sent before it is read, the
+     * connection reads no more and closes after those replies. */
+    c->drain_left -= (size_t)nread;
+    if (c->drain_left == 0) {
+        uv_read_stop((uv_stream_t *)&c->handle);
+        c->reading = false;
+    }
     sl_conn_process(c);
+    if (!c->reading && !c->closed) {
+        c->closing = true;
+        sl_conn_flush(c);
+    }
 }
 
 static void sl_conn_written(uv_write_t *req, int status)
 {
     sl_conn *c = req->data;
     c->writing = false;
-    sl_resp_buf_clear(&c->sending);
+    sl_output_done(&c->sending);
     if (c->closed)
         return;
     if (status < 0) {
@@ -334,11 +414,9 @@ static void sl_conn_written(uv_write_t *req, int status)
         return;
     }
     sl_conn_flush(c);
-    if (!c->closed && !c->reading && !c->closing && c->out.len <= SL_OUTPUT_PAUSE) {
-        c->reading = uv_read_start((uv_stream_t *)&c->handle, sl_conn_alloc, sl_conn_read) == 0;
-        if (c->rlen > 0) /* commands that arrived before the pause */
-            sl_conn_process(c);
-    }
+    const sl_server_config *cfg = &c->w->srv->cfg;
+    if (c->output_soft_since != 0 && !c->closed && sl_conn_owed(c) <= cfg->output_soft)
+        c->output_soft_since = 0; /* the client took its replies: the soft limit's clock restarts */
 }
 
 /* Closes a connection whose replies are all written. Bytes the client sent
@@ -372,7 +450,7 @@ static void sl_conn_flush(sl_conn *c)
     uv_buf_t b = uv_buf_init(c->out.data, (unsigned)c->out.len);
     int n = uv_try_write((uv_stream_t *)&c->handle, &b, 1);
     if (n == (int)c->out.len) {
-        sl_resp_buf_clear(&c->out);
+        sl_output_done(&c->out);
         if (c->closing)
             sl_conn_close_gently(c);
         return;
@@ -432,8 +510,8 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
     c->authed = srv->cfg.requirepass == NULL || proto == SL_PROTO_HTTP;
     c->last_active = sl_now_mono();
     sl_resp_request_init(&c->req, c->argv, nargs);
-    sl_resp_buf_init(&c->out, 2, SL_OUTPUT_MAX);
-    sl_resp_buf_init(&c->sending, 2, SL_OUTPUT_MAX);
+    sl_resp_buf_init(&c->out, 2, srv->cfg.output_hard);
+    sl_resp_buf_init(&c->sending, 2, srv->cfg.output_hard);
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;
@@ -508,25 +586,16 @@ static void sl_worker_tick(uv_timer_t *t)
     }
 }
 
-/* At shutdown: the commands a client sent before it are in flight too. Reads
- * what the socket already holds (without waiting for more) and runs it. */
-static void sl_conn_drain(sl_conn *c)
+/* At shutdown: the commands a client sent before it are in flight too, and
+ * are served; those it sends after it are not. Returns how many bytes the
+ * socket had received and not yet given to a read (0 when it cannot say). */
+static size_t sl_conn_received(sl_conn *c)
 {
     uv_os_fd_t fd;
-    if (uv_fileno((uv_handle_t *)&c->handle, &fd) != 0)
-        return;
-    c->w->now = sl_now_mono();
-    while (!c->closed && !c->closing) {
-        uv_buf_t b;
-        sl_conn_alloc((uv_handle_t *)&c->handle, 65536, &b);
-        if (b.len == 0)
-            return;
-        ssize_t n = recv(fd, b.base, b.len, MSG_DONTWAIT);
-        if (n <= 0)
-            return; /* nothing more now, the client is gone, or an error: stop here */
-        c->rlen += (size_t)n;
-        sl_conn_process(c);
-    }
+    int n = 0;
+    if (uv_fileno((uv_handle_t *)&c->handle, &fd) != 0 || ioctl(fd, FIONREAD, &n) != 0 || n < 0)
+        return 0;
+    return (size_t)n;
 }
 
 /* The end of a shutdown: once every connection has closed, or the grace
@@ -564,10 +633,17 @@ static void sl_worker_stop(sl_worker *w)
         return; /* a second wake-up during shutdown */
     for (sl_conn *c = w->conns, *next; c; c = next) {
         next = c->next;
+        if (c->reading && !c->closing) {
+            /* It keeps reading, through the loop so that its replies are
+             * written meanwhile, up to these bytes (sl_conn_read closes it
+             * after them); the grace period bounds the rest. */
+            c->drain_left = sl_conn_received(c);
+            if (c->drain_left > 0)
+                continue;
+        }
         if (c->reading) {
             uv_read_stop((uv_stream_t *)&c->handle);
             c->reading = false;
-            sl_conn_drain(c);
         }
         if (!c->closed) {
             c->closing = true;
