@@ -22,8 +22,8 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <stdarg.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
@@ -437,8 +437,9 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
     sl_worker *w = listener->data;
     sl_server *srv = w->srv;
     if (status < 0) {
-        /* EMFILE: libuv has closed the client already, to keep the listener
-         * from spinning; the operator must hear of it. */
+        /* EMFILE: libuv closes the pending clients unanswered (with the
+         * descriptor it keeps for that), which sl_clients_fit is there to
+         * prevent; the operator must hear of it. */
         sl_accept_log(w, "accept on the %s port: %s%s", sl_proto_names[proto],
                       uv_strerror(status),
                       status == UV_EMFILE || status == UV_ENFILE
@@ -715,7 +716,6 @@ static int sl_listen_socket(const char *bind_addr, int port)
  */
 int sl_listeners_open(sl_server *srv)
 {
-    static const char *const names[SL_PROTOS] = {"RESP", "HTTP"};
     const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
     for (int p = 0; p < SL_PROTOS; p++) {
         srv->listen_fd[p] = -1;
@@ -725,7 +725,8 @@ int sl_listeners_open(sl_server *srv)
         if (srv->listen_fd[p] < 0) {
             char addr[SL_LOG_ADDR_MAX];
             sl_log(SL_LOG_ERROR, "cannot listen on %s (%s): %s",
-                   sl_log_addr(addr, srv->cfg.bind, ports[p]), names[p], strerror(errno));
+                   sl_log_addr(addr, srv->cfg.bind, ports[p]), sl_proto_names[p],
+                   strerror(errno));
             sl_listeners_close(srv);
             return -1;
         }
