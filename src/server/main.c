@@ -124,9 +124,9 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
  */
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
-    F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_SNAPSHOT, F_SNAPINT, F_CONFIG, F_LOGLEVEL, F_STORE,
-    F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN, F_ALLOW_EMPTY_RELOAD,
-    F_VERSION, F_HELP, F_HELP_MARKDOWN,
+    F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
+    F_LOGLEVEL, F_STORE, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
     F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
@@ -169,8 +169,9 @@ static const sl_flag sl_flags[F_COUNT] = {
                        "commands; compared in constant time",
                        "a non-empty string", 0},
     [F_MAXCLIENTS] = {"maxclients", "N", "10000",
-                      "connections at once; more are answered ERR max number of clients "
-                      "reached and closed",
+                      "connections at once, lowered at start to what the open file limit fits; "
+                      "more are answered ERR max number of clients reached (HTTP: 503) and "
+                      "closed",
                       "an integer from 1 to 1000000", SL_FLAG_APPLIED},
     [F_MAXMEM] = {"max-memory", "BYTES", NULL,
                   "hard cap on the store's memory, at least 256k (k, m or g: powers of 1024); "
@@ -192,6 +193,15 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_IDLE] = {"idle-timeout", "S", "0",
                 "close connections idle this many seconds; 0 never does",
                 "seconds, from 0 to 31536000", SL_FLAG_APPLIED},
+    [F_REQTIMEOUT] = {"request-timeout", "S", "10",
+                      "close a connection whose request (RESP command or HTTP request) is not "
+                      "complete this many seconds after its first byte, with an error; reads "
+                      "do not reset it; 0 never does",
+                      "seconds, from 0 to 31536000", SL_FLAG_APPLIED},
+    [F_PORTSHARE] = {"maxclients-port-share", "PERCENT", "90",
+                     "while both ports are on, the most of --maxclients one port may hold, so "
+                     "that neither face can lock the other out",
+                     "a percentage from 1 to 100", SL_FLAG_APPLIED},
     [F_SNAPSHOT] = {"snapshot", "FILE", NULL,
                     "restore the store from FILE at start and write it there every "
                     "--snapshot-interval and at shutdown (SIGTERM, SIGINT); a FILE that cannot "
@@ -436,6 +446,16 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
         case F_OUTPUT_LIMIT:
             if (!sl_parse_output_limit(optarg, cfg))
                 goto bad;
+            break;
+        case F_REQTIMEOUT:
+            if (!sl_parse_size(optarg, 365LL * 86400, &v))
+                goto bad;
+            cfg->request_timeout_s = (int)v;
+            break;
+        case F_PORTSHARE:
+            if (!sl_parse_size(optarg, 100, &v) || v < 1)
+                goto bad;
+            cfg->port_share_pct = (int)v;
             break;
         case F_IDLE:
         case F_SNAPINT:

@@ -33,6 +33,8 @@ typedef struct sl_server_config {
     size_t max_request_bytes;
     size_t max_key_bytes;
     int idle_timeout_s;      /* 0 = never */
+    int request_timeout_s;   /* from a request's first byte to its last; 0 = no deadline */
+    int port_share_pct;      /* percent of maxclients one port may hold while both are on */
     size_t max_memory;       /* store cap in bytes; 0 = none */
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
@@ -88,7 +90,7 @@ typedef struct sl_worker {
     uv_tcp_t listener[SL_PROTOS]; /* RESP and HTTP, each on its own port */
     bool listening[SL_PROTOS];
     uv_async_t wakeup; /* the main thread asks for shutdown through it */
-    uv_timer_t tick;   /* idle timeouts */
+    uv_timer_t tick;   /* idle timeouts and request deadlines */
     /* After the reads of a loop iteration have all run, writes the replies
      * they made, as Redis does before it sleeps: the client gets them
      * together, and sends its next requests together. */
@@ -100,6 +102,11 @@ typedef struct sl_worker {
     struct sl_http_check *check; /* HTTP: one decoded check at a time (about 9 KiB) */
     int64_t now; /* monotonic ns, read once per batch of commands */
     int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
+    /* Accept errors and refusals are logged at most once a second per
+     * worker (a flood of them would flood the log): the next time one may
+     * be, and how many were left out since the last. */
+    int64_t accept_log_next;
+    uint64_t accept_log_skipped;
     /* Counters for INFO and /metrics, per worker so that threads never
      * share a cache line on the hot path; readers sum them. */
     _Alignas(64) sl_metrics metrics;
@@ -122,7 +129,14 @@ typedef struct sl_server {
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
     uint64_t lease_key[2];
     _Atomic bool stopping;
+    /* Open connections, in all and per face: a connection's slot is given
+     * back when it is closed (sl_conn_close), not when libuv is done with it. */
     atomic_int clients;
+    atomic_int clients_on[SL_PROTOS];
+    /* The most connections one face may hold: cfg.port_share_pct of
+     * cfg.maxclients while both faces listen, so that one cannot lock the
+     * other out; all of it when only one does. Set by sl_workers_start. */
+    int port_maxclients;
     atomic_uint_fast64_t next_client_id;
     /* counters for INFO (the per-command ones are in the workers) */
     atomic_uint_fast64_t connections_received, rejected_connections;
@@ -217,6 +231,10 @@ typedef struct sl_conn {
     int64_t last_active;
     int64_t output_soft_since; /* when its replies owed passed the soft limit; 0 = they are under */
     size_t drain_left; /* shutdown: bytes received before it and not yet read; 0 otherwise */
+    /* When the first byte of the request not yet complete came (the server's
+     * clock), for --request-timeout; 0 while no request is unfinished.
+     * Reads do not move it: only a request's end does. */
+    int64_t request_start;
     sl_multi multi; /* RESP: MULTI's queue */
 } sl_conn;
 

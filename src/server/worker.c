@@ -32,12 +32,15 @@
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdarg.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "proto/http.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -82,15 +85,20 @@ static void sl_conn_on_close(uv_handle_t *h)
     free(c->argv);
     free(c->http);
     sl_multi_reset(&c->multi);
-    atomic_fetch_sub(&c->w->srv->clients, 1);
     free(c);
 }
 
+/* Closes a connection now. Its slot under --maxclients is given back here,
+ * not when libuv calls sl_conn_on_close: that is later in the loop's
+ * iteration, and a client that closed and connected again at once would be
+ * refused by a slot no one holds any more. */
 static void sl_conn_close(sl_conn *c)
 {
     if (c->closed)
         return;
     c->closed = true;
+    atomic_fetch_sub(&c->w->srv->clients, 1);
+    atomic_fetch_sub(&c->w->srv->clients_on[c->proto], 1);
     if (c->flush_queued) {
         sl_conn **p = &c->w->to_flush;
         while (*p != c)
@@ -348,6 +356,12 @@ static void sl_conn_process(sl_conn *c)
         c->rlen -= off;
         sl_resp_request_reset(&c->req);
     }
+    /* The deadline of --request-timeout: it starts with the first byte of a
+     * request and ends with the request, whatever reads come between. */
+    if (c->rlen == 0)
+        c->request_start = 0;
+    else if (off > 0 || c->request_start == 0)
+        c->request_start = sl_now_mono();
     if (c->closing || c->out.len > SL_OUTPUT_WRITE_NOW) {
         sl_conn_flush_now(c);
     } else if (c->out.len > 0 && !c->flush_queued) {
@@ -472,12 +486,60 @@ static void sl_conn_flush(sl_conn *c)
     c->writing = true;
 }
 
+/* Logs an accept error or a refusal at most once a second per worker, with
+ * how many were left out since the last line: a flood of clients at the
+ * cap must not flood the log too. */
+static void sl_accept_log(sl_worker *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sl_accept_log(sl_worker *w, const char *fmt, ...)
+{
+    int64_t now = sl_now_mono();
+    if (now < w->accept_log_next) {
+        w->accept_log_skipped++;
+        return;
+    }
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (w->accept_log_skipped > 0)
+        sl_log(SL_LOG_WARN, "%s (and %llu more accept errors or refusals in the last second)",
+               msg, (unsigned long long)w->accept_log_skipped);
+    else
+        sl_log(SL_LOG_WARN, "%s", msg);
+    w->accept_log_next = now + INT64_C(1000000000);
+    w->accept_log_skipped = 0;
+}
+
+/* Answers a client with an error in its protocol's form (RESP "-ERR
+ * message", or an HTTP status with {"error": message}) and closes the
+ * connection once the answer is written. */
+static void sl_conn_refuse(sl_conn *c, int http_status, const char *msg)
+{
+    if (c->proto == SL_PROTO_HTTP)
+        sl_http_write_error(&c->out, http_status, false, msg, NULL);
+    else
+        sl_resp_add_errorf(&c->out, "-ERR %s", msg);
+    c->closing = true;
+    sl_conn_flush_now(c);
+}
+
+static const char *const sl_proto_names[SL_PROTOS] = {"RESP", "HTTP"};
+
 static void sl_accept(uv_stream_t *listener, int status, int proto)
 {
     sl_worker *w = listener->data;
     sl_server *srv = w->srv;
     if (status < 0) {
-        sl_log(SL_LOG_WARN, "accept: %s", uv_strerror(status));
+        /* EMFILE: libuv closes the pending clients unanswered (with the
+         * descriptor it keeps for that), which sl_clients_fit is there to
+         * prevent; the operator must hear of it. */
+        sl_accept_log(w, "accept on the %s port: %s%s", sl_proto_names[proto],
+                      uv_strerror(status),
+                      status == UV_EMFILE || status == UV_ENFILE
+                          ? "; a client was closed unanswered (raise ulimit -n or lower "
+                            "--maxclients)"
+                          : "");
         return;
     }
     sl_conn *c = calloc(1, sizeof *c);
@@ -498,12 +560,13 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
     c->handle.data = c;
     c->w = w;
     c->proto = proto;
-    atomic_fetch_add(&srv->clients, 1);
     if (uv_accept(listener, (uv_stream_t *)&c->handle) != 0) {
-        c->closed = true;
+        c->closed = true; /* never counted: sl_conn_close must not give a slot back */
         uv_close((uv_handle_t *)&c->handle, sl_conn_on_close);
         return;
     }
+    int clients = atomic_fetch_add(&srv->clients, 1) + 1;
+    int on_port = atomic_fetch_add(&srv->clients_on[proto], 1) + 1;
     c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
     /* HTTP has no AUTH command: it is served only on its own port, which
      * the operator binds where it belongs. */
@@ -518,21 +581,23 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
     w->conns = c;
     atomic_fetch_add(&srv->connections_received, 1);
 
-    if (atomic_load(&srv->clients) > srv->cfg.maxclients) {
+    if (clients > srv->cfg.maxclients) {
         atomic_fetch_add(&srv->rejected_connections, 1);
-        if (proto == SL_PROTO_HTTP) {
-            static const char body[] = "{\"error\":\"max number of clients reached\"}\n";
-            char head[160];
-            int n = snprintf(head, sizeof head,
-                             "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\n"
-                             "Content-Length: %zu\r\nConnection: close\r\n\r\n",
-                             sizeof body - 1);
-            sl_resp_add_raw(&c->out, head, (size_t)n);
-            sl_resp_add_raw(&c->out, body, sizeof body - 1);
-        } else
-            sl_resp_add_error(&c->out, "max number of clients reached", 29);
-        c->closing = true;
-        sl_conn_flush(c);
+        sl_accept_log(w, "client %llu refused: max number of clients reached (--maxclients %d)",
+                      (unsigned long long)c->id, srv->cfg.maxclients);
+        sl_conn_refuse(c, 503, "max number of clients reached");
+        return;
+    }
+    if (on_port > srv->port_maxclients) {
+        char msg[160];
+        snprintf(msg, sizeof msg,
+                 "max number of clients reached on the %s port (%d: "
+                 "--maxclients-port-share %d of --maxclients %d)",
+                 sl_proto_names[proto], srv->port_maxclients, srv->cfg.port_share_pct,
+                 srv->cfg.maxclients);
+        atomic_fetch_add(&srv->rejected_connections, 1);
+        sl_accept_log(w, "client %llu refused: %s", (unsigned long long)c->id, msg);
+        sl_conn_refuse(c, 503, msg);
         return;
     }
     uv_tcp_nodelay(&c->handle, 1);
@@ -556,9 +621,24 @@ static void sl_on_http_connection(uv_stream_t *listener, int status)
     sl_accept(listener, status, SL_PROTO_HTTP);
 }
 
-/* Closes connections idle for longer than the timeout; during shutdown,
- * finishes it. */
+/* Closes connections idle for longer than --idle-timeout, and those whose
+ * request is not complete within --request-timeout of its first byte;
+ * during shutdown, finishes it. */
 static void sl_worker_stop(sl_worker *w);
+
+/* A request past its deadline: the client is told so where the protocol
+ * can say it (an HTTP 408, a RESP error), and the connection is closed, so
+ * that a client that trickles a request cannot hold a slot for ever. */
+static void sl_conn_request_expired(sl_conn *c)
+{
+    const sl_server_config *cfg = &c->w->srv->cfg;
+    char msg[96];
+    snprintf(msg, sizeof msg, "request not complete within --request-timeout (%d s)",
+             cfg->request_timeout_s);
+    sl_log(SL_LOG_INFO, "client %llu (%s): %s; closing", (unsigned long long)c->id,
+           sl_proto_names[c->proto], msg);
+    sl_conn_refuse(c, 408, msg);
+}
 
 static void sl_worker_tick(uv_timer_t *t)
 {
@@ -574,14 +654,22 @@ static void sl_worker_tick(uv_timer_t *t)
             sl_worker_finish(w, now);
         return;
     }
-    int64_t limit = (int64_t)w->srv->cfg.idle_timeout_s * 1000000000;
-    if (limit <= 0)
+    int64_t idle = (int64_t)w->srv->cfg.idle_timeout_s * 1000000000;
+    int64_t request = (int64_t)w->srv->cfg.request_timeout_s * 1000000000;
+    if (idle <= 0 && request <= 0)
         return;
     for (sl_conn *c = w->conns, *next; c; c = next) {
         next = c->next;
-        if (!c->writing && now - c->last_active > limit) {
+        if (c->writing || c->closing)
+            continue;
+        if (idle > 0 && now - c->last_active > idle) {
             sl_log(SL_LOG_DEBUG, "client %llu: idle; closing", (unsigned long long)c->id);
             sl_conn_close(c);
+        } else if (request > 0 && c->reading && c->request_start != 0 &&
+                   now - c->request_start > request) {
+            /* Not while reads are paused: what waits then is the server's
+             * to run, not the client's to send. */
+            sl_conn_request_expired(c);
         }
     }
 }
@@ -720,7 +808,6 @@ static int sl_listen_socket(const char *bind_addr, int port)
  */
 int sl_listeners_open(sl_server *srv)
 {
-    static const char *const names[SL_PROTOS] = {"RESP", "HTTP"};
     const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
     for (int p = 0; p < SL_PROTOS; p++) {
         srv->listen_fd[p] = -1;
@@ -731,7 +818,7 @@ int sl_listeners_open(sl_server *srv)
         if (srv->listen_fd[p] < 0) {
             char addr[SL_LOG_ADDR_MAX];
             sl_log(SL_LOG_ERROR, "cannot listen on %s (%s): %s",
-                   sl_log_addr(addr, bind, ports[p]), names[p], strerror(errno));
+                   sl_log_addr(addr, bind, ports[p]), sl_proto_names[p], strerror(errno));
             sl_listeners_close(srv);
             return -1;
         }
@@ -748,8 +835,72 @@ void sl_listeners_close(sl_server *srv)
     }
 }
 
+/* The descriptors sluiced keeps for itself beside its clients': stdio, the
+ * main loop's (its signal pipe and timers), a snapshot being written, a
+ * config file being read, with room to spare as Redis keeps 32; and per
+ * worker its event loop, its wake-up, its copies of the listening sockets
+ * and the one libuv holds back for an accept that finds no descriptor. */
+#define SL_FD_RESERVE 32
+#define SL_FD_PER_WORKER 6
+
+/*
+ * Fits --maxclients to the open file limit, as Redis does: the soft limit
+ * is raised towards what the clients need (up to the hard limit), and if
+ * that is still too few, maxclients is lowered to what fits, with a log
+ * line that says so. Without it, a client past the limit finds no
+ * descriptor and libuv closes it unanswered. Then sets each port's share.
+ * Returns 0, or -1 (logged) when not even one client fits.
+ */
+static int sl_clients_fit(sl_server *srv)
+{
+    struct rlimit rl;
+    rlim_t reserve = SL_FD_RESERVE + (rlim_t)SL_FD_PER_WORKER * (rlim_t)srv->nworkers;
+    rlim_t want = (rlim_t)srv->cfg.maxclients + reserve;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur < want) {
+        rlim_t was = rl.rlim_cur;
+        struct rlimit raised = {.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > want
+                                                ? want
+                                                : rl.rlim_max,
+                                .rlim_max = rl.rlim_max};
+        if (raised.rlim_cur > was && setrlimit(RLIMIT_NOFILE, &raised) == 0) {
+            rl.rlim_cur = raised.rlim_cur;
+            sl_log(SL_LOG_INFO, "open file limit raised from %llu to %llu for --maxclients %d",
+                   (unsigned long long)was, (unsigned long long)rl.rlim_cur,
+                   srv->cfg.maxclients);
+        }
+        if (rl.rlim_cur < want) {
+            if (rl.rlim_cur <= reserve) {
+                sl_log(SL_LOG_ERROR,
+                       "cannot serve a client: the open file limit (ulimit -n) is %llu, and "
+                       "sluiced keeps %llu descriptors for itself with %d threads",
+                       (unsigned long long)rl.rlim_cur, (unsigned long long)reserve,
+                       srv->nworkers);
+                return -1;
+            }
+            int fit = (int)(rl.rlim_cur - reserve);
+            sl_log(SL_LOG_WARN,
+                   "--maxclients %d lowered to %d: the open file limit (ulimit -n) is %llu, of "
+                   "which sluiced keeps %llu for itself with %d threads",
+                   srv->cfg.maxclients, fit, (unsigned long long)rl.rlim_cur,
+                   (unsigned long long)reserve, srv->nworkers);
+            srv->cfg.maxclients = fit;
+        }
+    }
+    srv->port_maxclients = srv->cfg.maxclients;
+    if (srv->cfg.port > 0 && srv->cfg.http_port > 0) {
+        /* At most 1000000 * 100: no overflow. At least one, so that a small
+         * --maxclients still serves both faces. */
+        int share = (int)((long long)srv->cfg.maxclients * srv->cfg.port_share_pct / 100);
+        srv->port_maxclients = share > 0 ? share : 1;
+    }
+    return 0;
+}
+
 int sl_workers_start(sl_server *srv)
 {
+    if (sl_clients_fit(srv) != 0)
+        return -1;
     /* sl_worker is cache-line aligned (its counters): calloc would not do. */
     size_t bytes = (size_t)srv->nworkers * sizeof *srv->workers;
     srv->workers = aligned_alloc(_Alignof(sl_worker), (bytes + 63) / 64 * 64);
