@@ -49,6 +49,7 @@ class Sluiced(ServerProcess):
         self.returncode = None
         self.runs = 0
         self.bind_flag = True  # False: start without --bind (its default must be 127.0.0.1)
+        self.preexec = None    # run in the child before sluiced starts (a lowered rlimit, say)
 
     @property
     def addr(self):
@@ -69,7 +70,8 @@ class Sluiced(ServerProcess):
         env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
         with open(self.stderr_path, "wb") as err:
             self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, env=env,
-                                         stdout=err, stderr=err, cwd=self.workdir)
+                                         stdout=err, stderr=err, cwd=self.workdir,
+                                         preexec_fn=self.preexec)
         self.returncode = None
         return self
 

@@ -3,11 +3,9 @@ deadline for a whole request that reads do not reset), --maxclients-port-share (
 face cannot lock the other out), --maxclients fitted to the open file limit, and the
 slot of a closed connection given back at once."""
 
-import os
 import re
 import resource
 import socket
-import subprocess
 import time
 
 from conftest import Sluiced, free_port
@@ -177,24 +175,10 @@ class LimitedSluiced(Sluiced):
 
     nofile = 128
 
-    def launch(self, port=None):
-        self.port = port or free_port()
-        self.runs += 1
-        self.stderr_path = os.path.join(self.workdir, "sluiced.%d.stderr" % self.runs)
-        env = dict(os.environ)
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
-        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
         n = self.nofile
-
-        def lower():
-            resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
-
-        with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, env=env,
-                                         stdout=err, stderr=err, cwd=self.workdir,
-                                         preexec_fn=lower)
-        self.returncode = None
-        return self
+        self.preexec = lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (n, n))
 
 
 def test_maxclients_fits_the_fd_limit(tmp_path):

@@ -235,18 +235,9 @@ def test_a_snapshot_that_does_not_fit_fails_and_the_server_goes_on(make_server, 
     import resource
     snap = tmp_path / "full.snapshot"
     s = make_server(args=["--snapshot", str(snap), "--snapshot-interval", "0"], start=False)
-    real_spawn = s.spawn
-
-    def limited():
-        # under the limit at start: an empty store's snapshot is 72 bytes
-        old = resource.getrlimit(resource.RLIMIT_FSIZE)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 1024, old[1]))
-        try:
-            return real_spawn()
-        finally:
-            resource.setrlimit(resource.RLIMIT_FSIZE, old)
-
-    s.spawn = limited
+    # under the limit at start: an empty store's snapshot is 72 bytes
+    s.preexec = lambda: resource.setrlimit(
+        resource.RLIMIT_FSIZE, (64 * 1024, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
     s.start()
     with s.conn() as c:
         assert c.call("SAVE") == "OK"
