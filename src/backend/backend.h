@@ -1,0 +1,119 @@
+/*
+ * backend.h: where states live, behind one interface (DESIGN.md, layer 4).
+ *
+ * A face hands a backend a request (an op on one or more keys, each with
+ * its limit and cost) and the backend answers it either in the call (the
+ * memory store) or later, on the loop of the thread that submitted it (a
+ * round trip to Redis). Replies keep request order above this layer: a
+ * backend only promises to call done() exactly once for a request it did
+ * not answer in the call.
+ *
+ * Items (keys and limits) are read only during submit(): a backend that
+ * answers later has already sent or copied what it needs, so the caller's
+ * keys may point into a read buffer that moves on. The answer fields and
+ * the request itself must stay valid until done().
+ *
+ * Each worker thread attaches once (attach on that thread, with its loop)
+ * and submits through its own handle: a backend keeps per-worker state (a
+ * connection) without locks.
+ */
+#ifndef SL_BACKEND_H
+#define SL_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "sluice.h"
+
+/* submit()'s answer when done() will be called later. */
+#define SL_PENDING 1
+
+typedef enum sl_op {
+    SL_OP_TAKE,    /* n items, all or nothing: none is consumed when one refuses */
+    SL_OP_PEEK,    /* n items, each on its own; nothing is consumed */
+    SL_OP_RESET,   /* n keys (limits ignored): forgets them */
+    SL_OP_ACQUIRE, /* one item, cost = weight: a lease of id lease_id */
+    SL_OP_RELEASE, /* one item: gives lease lease_id back */
+} sl_op;
+
+/* What decided, when not the store: a store-down policy (--on-store-error). */
+typedef enum sl_fallback {
+    SL_DECIDED_BY_STORE = 0,
+    SL_DECIDED_FAIL_OPEN,
+    SL_DECIDED_FAIL_CLOSED,
+    SL_DECIDED_LOCAL,
+} sl_fallback;
+
+/* What to do when the store cannot answer within its time budget. */
+typedef enum sl_on_error {
+    SL_ON_ERROR_DEFAULT = 0, /* the backend's (the flag's) */
+    SL_ON_ERROR_FAIL_OPEN,
+    SL_ON_ERROR_FAIL_CLOSED,
+    SL_ON_ERROR_LOCAL,
+} sl_on_error;
+
+typedef struct sl_backend_req {
+    sl_op op;
+    size_t n;                  /* items: 1 .. SL_TAKE_MANY_MAX (RESET: any) */
+    const sl_take_item *items; /* read only during submit */
+    uint64_t lease_id;         /* ACQUIRE: the id to grant; RELEASE: the id to give back */
+    sl_on_error on_error;      /* the policy's store-down mode; DEFAULT: the backend's */
+
+    /* The answer. */
+    int rc;             /* SL_OK, or an SL_ERR_* for the whole request */
+    int failed;         /* TAKE, PEEK: the first item refused, -1 when none */
+    int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not */
+    sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */
+    sl_fallback by;     /* SL_DECIDED_BY_STORE unless a store-down policy decided */
+
+    /* Called once, on the submitting worker's loop, for a request that
+     * submit() answered SL_PENDING. */
+    void (*done)(struct sl_backend_req *r);
+    void *owner;
+} sl_backend_req;
+
+typedef struct sl_backend sl_backend;
+typedef struct sl_backend_worker sl_backend_worker; /* a backend's per-thread handle */
+
+/* What a backend says of a key (SL.INSPECT, GET /v1/keys/{key}). */
+typedef sl_key_info sl_backend_key_info;
+
+typedef struct sl_backend_ops {
+    const char *name; /* "memory", "redis", "redis-cluster" */
+    /* On a worker's thread, before its loop runs: its handle, or NULL with
+     * *err set (a static message). `now` is the worker's clock, read once
+     * per batch (the memory store decides at it; remote stores use their
+     * own clock). */
+    sl_backend_worker *(*attach)(sl_backend *b, uv_loop_t *loop, const int64_t *now,
+                                 const char **err);
+    /* On the same thread, when the worker stops: every request in flight
+     * is answered (done() with SL_ERR_UNAVAILABLE or a fallback) first. */
+    void (*detach)(sl_backend_worker *w);
+    /* SL_OK (answered), SL_PENDING (done() later). */
+    int (*submit)(sl_backend_worker *w, sl_backend_req *r);
+    /* Optional (NULL): starts loading the keys a batch will take from. */
+    void (*prefetch)(sl_backend_worker *w, const void **keys, const size_t *lens, size_t n);
+    /* Optional (NULL: SL_ERR_UNSUPPORTED): what the store holds for a key,
+     * in the call. */
+    int (*inspect)(sl_backend_worker *w, const void *key, size_t len, sl_backend_key_info *info);
+    /* Frees the backend, after every worker detached. */
+    void (*free)(sl_backend *b);
+} sl_backend_ops;
+
+struct sl_backend {
+    const sl_backend_ops *ops;
+    sl_store *store; /* the memory backend's store (snapshots, stats, sweeps); NULL for others */
+    bool defers;     /* submit() may answer SL_PENDING */
+};
+
+/* memory.c: the embedded store. The store stays the caller's. */
+sl_backend *sl_backend_memory(sl_store *store);
+
+static inline int sl_backend_submit(const sl_backend *b, sl_backend_worker *w, sl_backend_req *r)
+{
+    return b->ops->submit(w, r);
+}
+
+#endif /* SL_BACKEND_H */
