@@ -73,6 +73,8 @@ typedef enum sl_status {
     SL_ERR_VERSION = -13,  /* a snapshot was written by an unknown format version */
     SL_ERR_ARGUMENT = -14, /* any other invalid argument */
     SL_ERR_WRONGTYPE = -15, /* the key holds a state another limit's units cannot be read from */
+    SL_ERR_UNAVAILABLE = -16, /* the store did not answer in time, or is down */
+    SL_ERR_UNSUPPORTED = -17, /* this store cannot do that (a snapshot of Redis, say) */
 } sl_status;
 
 /* A fixed English message for a status, never NULL; static storage. */

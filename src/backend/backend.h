@@ -23,9 +23,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
-#include <uv.h>
 
 #include "sluice.h"
+
+struct uv_loop_s; /* libuv's uv_loop_t */
 
 /* submit()'s answer when done() will be called later. */
 #define SL_PENDING 1
@@ -86,7 +87,7 @@ typedef struct sl_backend_ops {
      * *err set (a static message). `now` is the worker's clock, read once
      * per batch (the memory store decides at it; remote stores use their
      * own clock). */
-    sl_backend_worker *(*attach)(sl_backend *b, uv_loop_t *loop, const int64_t *now,
+    sl_backend_worker *(*attach)(sl_backend *b, struct uv_loop_s *loop, const int64_t *now,
                                  const char **err);
     /* On the same thread, when the worker stops: every request in flight
      * is answered (done() with SL_ERR_UNAVAILABLE or a fallback) first. */

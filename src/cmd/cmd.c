@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "common/duration.h"
+#include "backend/backend.h"
 #include "common/siphash.h"
 #include "policy/config.h"
 #include "proto/http.h"
@@ -684,6 +685,154 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_reply_decision_as(c, items[b].limit, &d[b], &pa);
 }
 
+/*
+ * SL.DECIDE op lease numkeys key [key ...] [group ...]: the decisions of the
+ * memory store's interface (src/backend/backend.h) as one command, for
+ * sluiced's central store (--store redis://): limits given as the library
+ * builds them, answers in nanoseconds, so that a decision made in Redis
+ * reads exactly as one made in memory. docs/commands.md has the grammar.
+ */
+#define SL_DECIDE_GROUP 8 /* algorithm a b c cost months utc_offset_ns flags */
+
+/* One group's limit, built into *l (a copy: the cache may move on). */
+static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, int64_t *cost)
+{
+    int64_t v[7];
+    for (int i = 0; i < 7; i++)
+        if (!sl_arg_int(c, &g[1 + i], &v[i]))
+            return false;
+    int64_t kind;
+    sl_algorithm algo;
+    if (sl_arg_is(&g[0], "cell")) {
+        kind = -1;
+    } else if (sl_algorithm_parse(g[0].ptr, g[0].len, &algo) == SL_OK) {
+        kind = algo;
+    } else {
+        sl_reply_errorf(c, "unknown algorithm '%.*s'", (int)(g[0].len > 32 ? 32 : g[0].len),
+                        g[0].ptr);
+        return false;
+    }
+    if (v[3] < 0) {
+        sl_reply_status(c, SL_ERR_COST);
+        return false;
+    }
+    if ((v[6] & ~INT64_C(1)) != 0 || (kind < 0 && (v[4] != 0 || v[5] != 0))) {
+        sl_reply_errorf(c, "syntax error: a group's months, offset and flags are out of range");
+        return false;
+    }
+    const sl_limit *built;
+    int rc = sl_limit_cached(c->limit_cache, kind, v[0], v[1], v[2], kind < 0 ? 0 : v[4],
+                             kind < 0 ? 0 : v[5], &built);
+    if (rc == SL_OK) {
+        *l = *built;
+        if (v[6] & 1)
+            rc = sl_limit_carry(l);
+    }
+    if (rc != SL_OK) {
+        sl_reply_status(c, rc);
+        return false;
+    }
+    *cost = v[3];
+    return true;
+}
+
+static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE"};
+    int op = 0;
+    while (op < 5 && !sl_arg_is(&argv[1], ops[op]))
+        op++;
+    if (op == 5) {
+        sl_reply_errorf(c, "syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE or "
+                           "RELEASE");
+        return;
+    }
+    uint64_t lease = 0;
+    bool leased = op == SL_OP_ACQUIRE || op == SL_OP_RELEASE;
+    if (leased ? argv[2].len != 16 || !sl_hex(argv[2].ptr, 16, &lease) || lease == 0
+               : !sl_arg_is(&argv[2], "0")) {
+        sl_reply_errorf(c, "syntax error: the lease is 16 hex digits for ACQUIRE and RELEASE, "
+                           "else 0");
+        return;
+    }
+    int64_t n;
+    if (!sl_arg_int(c, &argv[3], &n))
+        return;
+    int64_t max = leased ? 1 : SL_TAKE_MANY_MAX;
+    if (n < 1 || n > max) {
+        sl_reply_errorf(c, "numkeys must be between 1 and %lld", (long long)max);
+        return;
+    }
+    int64_t groups = op == SL_OP_RESET ? 0 : n;
+    if (argc != 4 + n + groups * SL_DECIDE_GROUP) {
+        sl_reply_errorf(c, "wrong number of arguments for 'sl.decide' command");
+        return;
+    }
+    if (op == SL_OP_RESET) {
+        sl_cmd_reset(c, 1 + (int)n, argv + 3);
+        return;
+    }
+    sl_limit limits[SL_TAKE_MANY_MAX];
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    for (int k = 0; k < n; k++) {
+        const sl_resp_slice *g = &argv[4 + n + k * SL_DECIDE_GROUP];
+        if (!sl_decide_limit(c, g, &limits[k], &items[k].cost))
+            return;
+        if ((limits[k].algorithm == SL_CONCURRENCY) != leased) {
+            sl_reply_errorf(c, "syntax error: ACQUIRE and RELEASE take a concurrency limit, "
+                               "the other ops any other");
+            return;
+        }
+        items[k] = (sl_take_item){argv[4 + k].ptr, argv[4 + k].len, &limits[k], items[k].cost};
+    }
+    sl_decision d[SL_TAKE_MANY_MAX];
+    int rc = SL_OK, failed = -1;
+    sl_resp_slice key = {items[0].key, items[0].keylen};
+    if (op == SL_OP_RELEASE) {
+        rc = c->exec->release(c->ex, &key, &limits[0], lease);
+        if (rc < 0)
+            sl_reply_status(c, rc);
+        else
+            R->integer(c->sink, rc);
+        return;
+    }
+    if (op == SL_OP_TAKE) {
+        rc = c->exec->take_many(c->ex, items, (size_t)n, d, &failed);
+    } else if (op == SL_OP_ACQUIRE) {
+        if (items[0].cost < 1 || items[0].cost > limits[0].limit) {
+            sl_reply_errorf(c, "weight must be between 1 and max_in_flight");
+            return;
+        }
+        rc = c->exec->acquire(c->ex, &key, &limits[0], items[0].cost, lease, &d[0]);
+        failed = rc == SL_OK && !d[0].allowed ? 0 : -1;
+    } else {
+        for (int k = 0; k < n && rc == SL_OK; k++) {
+            sl_resp_slice kk = {items[k].key, items[k].keylen};
+            rc = c->exec->peek(c->ex, &kk, &limits[k], items[k].cost, &d[k]);
+            if (rc == SL_OK && !d[k].allowed && failed < 0)
+                failed = k;
+        }
+    }
+    if (rc != SL_OK) {
+        sl_reply_status(c, rc);
+        return;
+    }
+    if (op != SL_OP_PEEK)
+        sl_decided(c, -1, failed < 0, false);
+    int64_t out[1 + 6 * SL_TAKE_MANY_MAX];
+    out[0] = failed;
+    for (int k = 0; k < n; k++) {
+        int64_t *o = &out[1 + 6 * k];
+        o[0] = d[k].allowed;
+        o[1] = d[k].limit;
+        o[2] = d[k].remaining;
+        o[3] = d[k].allowed ? 0 : d[k].retry_after_ns == SL_NEVER ? -1 : d[k].retry_after_ns;
+        o[4] = d[k].reset_after_ns;
+        o[5] = d[k].delay_ns;
+    }
+    R->integers(c->sink, out, 1 + 6 * (size_t)n);
+}
+
 const sl_command sl_rate_commands[] = {
     {"cl.throttle", -5, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_throttle,
      "Takes from a GCRA limit as redis-cell does", "key max_burst count_per_period period [quantity]",
@@ -707,6 +856,9 @@ const sl_command sl_rate_commands[] = {
      "Acquires a concurrency lease", "key max_in_flight ttl_ms [WEIGHT weight]", 0},
     {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
      "Releases a concurrency lease", "key lease_id", 0},
+    {"sl.decide", -6, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_decide,
+     "Decides for sluiced's central store: limits as built, answers in nanoseconds",
+     "op lease numkeys key [key ...] [algorithm a b c cost months utc_offset_ns flags ...]", 3},
     {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 

@@ -35,6 +35,8 @@ static const struct sl_error_entry sl_errors[] = {
     [-SL_ERR_ARGUMENT] = {"invalid argument", 400},
     [-SL_ERR_WRONGTYPE] = {"key holds a state of another algorithm or size that this limit cannot "
                            "carry over (SL.RESET the key to start it again)", 409},
+    [-SL_ERR_UNAVAILABLE] = {"the store is unavailable", 503},
+    [-SL_ERR_UNSUPPORTED] = {"not supported by this store", 501},
 };
 
 #define SL_ERROR_COUNT ((int)(sizeof sl_errors / sizeof sl_errors[0]))
