@@ -61,6 +61,7 @@ typedef struct sl_backend_req {
     const sl_take_item *items; /* read only during submit */
     uint64_t lease_id;         /* ACQUIRE: the id to grant; RELEASE: the id to give back */
     sl_on_error on_error;      /* the policy's store-down mode; DEFAULT: the backend's */
+    int32_t timeout_ms;        /* the policy's time budget; 0: the backend's */
 
     /* The answer. */
     int rc;             /* SL_OK, or an SL_ERR_* for the whole request */
@@ -76,6 +77,25 @@ typedef struct sl_backend_req {
 } sl_backend_req;
 
 typedef struct sl_backend sl_backend;
+
+/* A remote store's health, for INFO and /metrics. */
+typedef enum sl_store_state {
+    SL_STORE_UP = 0,       /* answering */
+    SL_STORE_DOWN,         /* not connected: reconnecting with backoff */
+    SL_STORE_BREAKER_OPEN, /* failing: not asked (store-down policies decide) but by probes */
+} sl_store_state;
+
+#define SL_RTT_BUCKETS 12 /* round trips <= 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250 ms, more */
+typedef struct sl_backend_stats {
+    sl_store_state state; /* the worst of the workers' */
+    uint64_t requests;    /* sent to the store */
+    uint64_t errors;      /* answered with an error, or lost with the connection */
+    uint64_t timeouts;    /* not answered within the time budget */
+    uint64_t connects, disconnects, breaker_opens;
+    uint64_t rtt[SL_RTT_BUCKETS]; /* round trips by the buckets above */
+    uint64_t rtt_sum_ns;
+    bool module;          /* the store runs sluice-redis.so (else the Lua script) */
+} sl_backend_stats;
 typedef struct sl_backend_worker sl_backend_worker; /* a backend's per-thread handle */
 
 /* What a backend says of a key (SL.INSPECT, GET /v1/keys/{key}). */
@@ -99,6 +119,8 @@ typedef struct sl_backend_ops {
     /* Optional (NULL: SL_ERR_UNSUPPORTED): what the store holds for a key,
      * in the call. */
     int (*inspect)(sl_backend_worker *w, const void *key, size_t len, sl_backend_key_info *info);
+        /* Optional (NULL): the store's health, summed over the workers. */
+    void (*stats)(sl_backend *b, struct sl_backend_stats *out);
     /* Frees the backend, after every worker detached. */
     void (*free)(sl_backend *b);
 } sl_backend_ops;
