@@ -49,6 +49,11 @@ typedef struct sl_policy {
     sl_limit global;
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
+    /* When the store cannot answer: an sl_on_error (src/backend/backend.h),
+     * 0 for the server's --on-store-error; and the time budget in ms, 0 for
+     * --store-timeout-ms. */
+    int on_store_error;
+    int32_t store_timeout_ms;
 } sl_policy;
 
 /* One "server:" setting, as written: applied by the server with the same

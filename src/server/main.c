@@ -926,6 +926,11 @@ int main(int argc, char **argv)
         }
         sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
     }
+    srv->backend = sl_backend_memory(srv->store);
+    if (!srv->backend) {
+        sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
+        return 1;
+    }
 
     /* Said before the workers run, so that the lines are in the log by the
      * time a client is answered. */
@@ -979,6 +984,7 @@ int main(int argc, char **argv)
     /* A final snapshot that fails loses the state: the exit status says so,
      * so that a service manager does not see a clean stop. */
     int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;
+    srv->backend->ops->free(srv->backend);
     sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);

@@ -99,6 +99,7 @@ typedef struct sl_worker {
     pthread_t thread;
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     sl_limit_cache limits;
+    sl_backend_worker *bw; /* the backend's handle for this thread */
     struct sl_http_check *check; /* HTTP: one decoded check at a time (about 9 KiB) */
     int64_t now; /* monotonic ns, read once per batch of commands */
     int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
@@ -123,7 +124,8 @@ typedef struct sl_worker {
 
 typedef struct sl_server {
     sl_server_config cfg;
-    sl_store *store;
+    sl_store *store;      /* the memory backend's, else NULL */
+    sl_backend *backend;  /* where states live: every take goes through it */
     sl_worker *workers;
     int nworkers;
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
@@ -187,9 +189,9 @@ void sl_workers_stop(sl_server *srv);
 void sl_workers_pause(sl_worker *self);
 void sl_workers_resume(sl_worker *self);
 
-/* commands.c: the store at the worker's clock, for both faces (ex: the
- * sl_worker); store errors are counted for /metrics here. */
-extern const sl_exec_ops sl_worker_exec;
+/* commands.c: the context a connection's commands run in (either face):
+ * the backend, the caches, the metrics, deferral into reply slots. */
+void sl_conn_cmd_ctx(struct sl_conn *conn, sl_cmd_ctx *ctx);
 
 /* commands.c: the command sluiced runs for a name (a rate command or a
  * connection command), or NULL. */
@@ -204,6 +206,26 @@ void sl_server_dispatch(struct sl_conn *conn, const sl_command *cmd, int argc,
  * buffer, and returns the bytes it consumed (the rest is a partial request).
  * Sets conn->closing when the connection must close after its replies. */
 size_t sl_http_serve(struct sl_conn *conn);
+
+/*
+ * A reply whose decision is in flight (a backend that answers later), in
+ * the order of the connection's requests: the replies of the requests that
+ * follow it gather in `after` until it is decided, so that a pipeline
+ * answers in order whatever order its decisions come in. A slot whose
+ * connection closed (conn NULL) is freed when its decision comes.
+ */
+typedef struct sl_slot {
+    struct sl_slot *next;
+    struct sl_conn *conn;
+    bool done;
+    sl_resp_buf reply; /* its own reply, once decided */
+    sl_resp_buf after; /* the replies after it, up to the next slot */
+    sl_check check;
+} sl_slot;
+
+/* The most replies a connection may have in flight: past it the server
+ * reads no more from it until half of them are answered. */
+#define SL_CONN_MAX_INFLIGHT 1024
 
 /* The parts of a connection the commands need. */
 typedef struct sl_conn {
@@ -236,7 +258,20 @@ typedef struct sl_conn {
      * Reads do not move it: only a request's end does. */
     int64_t request_start;
     sl_multi multi; /* RESP: MULTI's queue */
+    sl_slot *slots, *slots_tail; /* replies in flight, oldest first */
+    size_t inflight;             /* slots not yet decided */
+    bool paused;                 /* reads stopped at SL_CONN_MAX_INFLIGHT */
 } sl_conn;
+
+/* Where a connection's next reply goes: after its last reply in flight. */
+static inline sl_resp_buf *sl_conn_out(sl_conn *c)
+{
+    return c->slots_tail ? &c->slots_tail->after : &c->out;
+}
+
+/* worker.c: a slot of c was decided: moves the replies that are now in
+ * order to the connection's output, and has them written. */
+void sl_conn_slots_drain(sl_conn *c);
 
 /* What a command may hold before AUTH, as Redis limits an unauthenticated
  * client (10 arguments, 16 KiB bulks): enough for HELLO 3 AUTH user pass. */
