@@ -38,8 +38,13 @@ static int mem_submit(sl_backend_worker *w, sl_backend_req *r)
     const sl_take_item *it = r->items;
     int64_t now = *w->now;
     int rc = SL_OK;
-    r->failed = -1;
     r->by = SL_DECIDED_BY_STORE;
+    if (__builtin_expect(r->op == SL_OP_TAKE && r->n == 1, 1)) { /* the common case, first */
+        r->rc = sl_store_take(w->store, it->key, it->keylen, it->limit, now, it->cost, r->d);
+        r->failed = r->rc == SL_OK && !r->d->allowed ? 0 : -1;
+        return SL_OK;
+    }
+    r->failed = -1;
     switch (r->op) {
     case SL_OP_TAKE:
         if (r->n == 1) {

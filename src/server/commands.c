@@ -822,17 +822,17 @@ __attribute__((noinline)) static void sl_dispatch_rare(sl_cmd_ctx *c, const sl_c
         sl_command_call(cmd, c, argc, argv);
 }
 
-void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl_resp_slice *argv)
+void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl_resp_slice *argv)
 {
-    sl_cmd_ctx ctx;
-    sl_conn_cmd_ctx(conn, &ctx);
+    sl_conn *conn = CONN(c);
+    c->sink = sl_conn_out(conn); /* past the replies in flight */
     sl_counter_add(&conn->w->metrics.commands, 1);
     if (!conn->authed && !(cmd && (cmd->flags & SL_CMD_NOAUTH))) {
-        ctx.reply->error(ctx.sink, "NOAUTH Authentication required.");
+        c->reply->error(c->sink, "NOAUTH Authentication required.");
         return;
     }
     if (__builtin_expect(conn->multi.active || !cmd || cmd->fn == sl_cmd_exec, 0))
-        sl_dispatch_rare(&ctx, cmd, argc, argv);
+        sl_dispatch_rare(c, cmd, argc, argv);
     else
-        sl_command_call(cmd, &ctx, argc, argv);
+        sl_command_call(cmd, c, argc, argv);
 }

@@ -197,9 +197,11 @@ void sl_conn_cmd_ctx(struct sl_conn *conn, sl_cmd_ctx *ctx);
  * connection command), or NULL. */
 const sl_command *sl_server_command(const char *name, size_t len);
 
-/* commands.c: runs one parsed command of a connection: cmd is
- * sl_server_command(argv[0]), NULL for a name sluiced does not know. */
-void sl_server_dispatch(struct sl_conn *conn, const sl_command *cmd, int argc,
+/* commands.c: runs one parsed command of a connection in c, its context
+ * (sl_conn_cmd_ctx, made once per read: the config it holds is the one in
+ * force for the whole read): cmd is sl_server_command(argv[0]), NULL for a
+ * name sluiced does not know. */
+void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc,
                         const sl_resp_slice *argv);
 
 /* http.c: serves every complete HTTP request in the connection's read

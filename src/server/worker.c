@@ -234,6 +234,8 @@ static size_t sl_conn_run_resp(sl_conn *c)
     size_t off = 0;
     uint64_t ran = 0;
     sl_batch batch;
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(c, &ctx);
     while (!c->closing && off < c->rlen && !sl_conn_out(c)->failed && c->inflight < SL_CONN_MAX_INFLIGHT) {
         if (c->authed && !sl_resp_request_pending(&c->req)) {
             sl_batch_parse(c, off, &lim, &batch);
@@ -242,7 +244,7 @@ static size_t sl_conn_run_resp(sl_conn *c)
                  i++) {
                 off += batch.cmd[i].bytes;
                 if (batch.cmd[i].argc > 0) {
-                    sl_server_dispatch(c, batch.cmd[i].cmd, (int)batch.cmd[i].argc,
+                    sl_server_dispatch(&ctx, batch.cmd[i].cmd, (int)batch.cmd[i].argc,
                                        batch.cmd[i].argv);
                     ran++;
                 }
@@ -274,7 +276,7 @@ static size_t sl_conn_run_resp(sl_conn *c)
         off += (size_t)n;
         if (c->req.argc > 0) {
             bool was_authed = c->authed;
-            sl_server_dispatch(c, sl_server_command(c->argv[0].ptr, c->argv[0].len),
+            sl_server_dispatch(&ctx, sl_server_command(c->argv[0].ptr, c->argv[0].len),
                                (int)c->req.argc, c->argv);
             ran++;
             if (c->authed != was_authed) /* AUTH or HELLO ... AUTH: the full caps from now */
