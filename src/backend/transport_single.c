@@ -1,0 +1,307 @@
+/*
+ * transport_single.c: the transport to one Redis server (transport.h), over
+ * hiredis's asynchronous API and its libuv adapter, on one worker's loop.
+ *
+ * A connection is made without blocking (redisAsyncConnect, then the loop
+ * finishes it); AUTH and SELECT are queued before any command, so that
+ * Redis runs them first. A command is queued with redisAsyncFormattedCommand,
+ * which appends it to the context's output buffer and asks the loop for a
+ * writable event: everything queued during one loop iteration leaves in one
+ * write, which is how many clients' takes become one pipelined round trip.
+ *
+ * When the connection is lost (or never made), hiredis calls every pending
+ * callback with no reply, and the transport waits a random time up to a
+ * doubling cap (50 ms to 2 s, "full jitter", so that a fleet does not
+ * reconnect in step) before trying again. Each connection bumps the epoch.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <hiredis/adapters/libuv.h>
+#include <hiredis/async.h>
+
+#include "backend/redis.h"
+
+#define SL_BACKOFF_MIN_MS 50
+#define SL_BACKOFF_MAX_MS 2000
+
+typedef struct sl_single {
+    sl_transport base;
+    uv_loop_t *loop;
+    redisAsyncContext *ac; /* NULL between connections */
+    bool connected;        /* the TCP connection is made (AUTH may still be pending) */
+    bool closing;
+    unsigned attempt;      /* connections failed in a row, for the backoff */
+    uint64_t rng;          /* xorshift state for the jitter */
+    uv_timer_t timer;      /* the reconnect's wait, or the connect's time limit */
+    char *host;
+    int port;
+    char *user, *password;
+    int db;
+    int connect_timeout_ms;
+    char err[192]; /* why the last connection ended, for the callbacks */
+} sl_single;
+
+/* One queued command's callback: hiredis carries one pointer per command. */
+typedef struct sl_single_cmd {
+    sl_single *t;
+    sl_transport_cb *cb;
+    void *priv;
+} sl_single_cmd;
+
+static void sl_single_connect(sl_single *t);
+static void sl_single_schedule(sl_single *t);
+
+static uint64_t sl_single_random(sl_single *t)
+{
+    uint64_t x = t->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return t->rng = x;
+}
+
+static void sl_single_set_err(sl_single *t, const char *what, const redisAsyncContext *ac)
+{
+    if (ac && ac->errstr && ac->errstr[0])
+        snprintf(t->err, sizeof t->err, "%s: %s", what, ac->errstr);
+    else
+        snprintf(t->err, sizeof t->err, "%s", what);
+}
+
+static void sl_single_retry_cb(uv_timer_t *timer)
+{
+    sl_single *t = timer->data;
+    if (t->ac) {
+        /* The connect's time limit: give up on this attempt. Freeing the
+         * context calls the queued callbacks with no reply; no disconnect
+         * callback comes for a connection never made, so retry from here. */
+        redisAsyncContext *ac = t->ac;
+        snprintf(t->err, sizeof t->err, "connect to %s:%d timed out", t->host, t->port);
+        t->ac = NULL;
+        redisAsyncFree(ac);
+        sl_single_schedule(t);
+        return;
+    }
+    sl_single_connect(t);
+}
+
+/* Waits before the next connection: a random time in [0, cap], the cap
+ * doubling from 50 ms with each failure up to 2 s. */
+static void sl_single_schedule(sl_single *t)
+{
+    if (t->closing)
+        return;
+    unsigned a = t->attempt < 6 ? t->attempt : 6;
+    uint64_t cap = (uint64_t)SL_BACKOFF_MIN_MS << a;
+    if (cap > SL_BACKOFF_MAX_MS)
+        cap = SL_BACKOFF_MAX_MS;
+    t->attempt++;
+    uv_timer_start(&t->timer, sl_single_retry_cb, sl_single_random(t) % (cap + 1), 0);
+}
+
+static void sl_single_reply_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    sl_single_cmd *c = privdata;
+    sl_single *t = c->t;
+    const char *err = NULL;
+    if (!reply) {
+        if (ac->err)
+            sl_single_set_err(t, "connection lost", ac);
+        else if (!t->err[0])
+            snprintf(t->err, sizeof t->err, "%s", t->closing ? "transport closing" : "connection lost");
+        err = t->err;
+    }
+    c->cb(c->priv, reply, err);
+    free(c);
+}
+
+/* AUTH's and SELECT's answer: an error there means every command after it
+ * would be refused or go to the wrong database, so the connection is dropped
+ * (and retried with backoff, in case the password is being rotated). */
+static void sl_single_setup_cb(redisAsyncContext *ac, void *reply, void *privdata)
+{
+    sl_single *t = ac->data;
+    redisReply *r = reply;
+    if (r && r->type == REDIS_REPLY_ERROR && t && !t->closing) {
+        snprintf(t->err, sizeof t->err, "%s refused: %.*s", (const char *)privdata,
+                 (int)(r->len > 120 ? 120 : r->len), r->str);
+        /* Freed once this callback returns: the commands queued after it
+         * are answered as lost, not as NOAUTH errors. */
+        redisAsyncFree(ac);
+    }
+}
+
+static void sl_single_connect_cb(const redisAsyncContext *ac, int status)
+{
+    sl_single *t = ac->data;
+    if (!t)
+        return;
+    if (status != REDIS_OK) {
+        /* hiredis frees the context after this returns. */
+        sl_single_set_err(t, "connect failed", ac);
+        t->ac = NULL;
+        t->connected = false;
+        uv_timer_stop(&t->timer);
+        sl_single_schedule(t);
+        return;
+    }
+    uv_timer_stop(&t->timer);
+    t->connected = true;
+    t->attempt = 0;
+    t->err[0] = '\0';
+}
+
+static void sl_single_disconnect_cb(const redisAsyncContext *ac, int status)
+{
+    sl_single *t = ac->data;
+    if (!t)
+        return;
+    if (status != REDIS_OK)
+        sl_single_set_err(t, "connection lost", ac);
+    else if (!t->err[0])
+        snprintf(t->err, sizeof t->err, "connection closed");
+    t->ac = NULL;
+    t->connected = false;
+    sl_single_schedule(t);
+}
+
+static void sl_single_connect(sl_single *t)
+{
+    if (t->closing || t->ac)
+        return;
+    redisAsyncContext *ac = redisAsyncConnect(t->host, t->port);
+    if (!ac) {
+        snprintf(t->err, sizeof t->err, "connect to %s:%d: out of memory", t->host, t->port);
+        sl_single_schedule(t);
+        return;
+    }
+    if (ac->err) {
+        snprintf(t->err, sizeof t->err, "connect to %s:%d: %s", t->host, t->port, ac->errstr);
+        redisAsyncFree(ac);
+        sl_single_schedule(t);
+        return;
+    }
+    ac->data = t;
+    if (redisLibuvAttach(ac, t->loop) != REDIS_OK) {
+        snprintf(t->err, sizeof t->err, "connect to %s:%d: cannot watch the socket", t->host,
+                 t->port);
+        ac->data = NULL;
+        redisAsyncFree(ac);
+        sl_single_schedule(t);
+        return;
+    }
+    redisAsyncSetConnectCallback(ac, sl_single_connect_cb);
+    redisAsyncSetDisconnectCallback(ac, sl_single_disconnect_cb);
+    t->ac = ac;
+    t->base.epoch++;
+    /* Queued before any command, so that Redis runs them first. */
+    if (t->password) {
+        const char *argv[3] = {"AUTH", t->user ? t->user : t->password, t->password};
+        size_t lens[3] = {4, strlen(argv[1]), strlen(t->password)};
+        redisAsyncCommandArgv(ac, sl_single_setup_cb, "AUTH", t->user ? 3 : 2, argv, lens);
+    }
+    if (t->db != 0)
+        redisAsyncCommand(ac, sl_single_setup_cb, "SELECT", "SELECT %d", t->db);
+    if (t->connect_timeout_ms > 0)
+        uv_timer_start(&t->timer, sl_single_retry_cb, (uint64_t)t->connect_timeout_ms, 0);
+}
+
+static int sl_single_send(sl_transport *base, int slot, const char *cmd, size_t len,
+                          sl_transport_cb *cb, void *priv)
+{
+    sl_single *t = (sl_single *)base;
+    (void)slot;
+    /* A connection being made accepts commands (they leave once it is
+     * made); with none at all there is nothing to queue them on. */
+    if (t->closing || !t->ac)
+        return -1;
+    sl_single_cmd *c = malloc(sizeof *c);
+    if (!c)
+        return -1;
+    *c = (sl_single_cmd){t, cb, priv};
+    if (redisAsyncFormattedCommand(t->ac, sl_single_reply_cb, c, cmd, len) != REDIS_OK) {
+        free(c);
+        return -1;
+    }
+    return 0;
+}
+
+static bool sl_single_ready(sl_transport *base)
+{
+    const sl_single *t = (const sl_single *)base;
+    return t->connected && t->ac;
+}
+
+static void sl_single_free_cb(uv_handle_t *h)
+{
+    sl_single *t = h->data;
+    free(t->host);
+    free(t->user);
+    free(t->password);
+    free(t);
+}
+
+static void sl_single_close(sl_transport *base)
+{
+    sl_single *t = (sl_single *)base;
+    if (t->closing)
+        return;
+    t->closing = true;
+    snprintf(t->err, sizeof t->err, "transport closing");
+    uv_timer_stop(&t->timer);
+    if (t->ac) {
+        redisAsyncContext *ac = t->ac;
+        t->ac = NULL;
+        /* The pending callbacks run now, with no reply; the disconnect
+         * callback must not reconnect. */
+        redisAsyncFree(ac);
+    }
+    uv_close((uv_handle_t *)&t->timer, sl_single_free_cb);
+}
+
+static const sl_transport_ops sl_single_ops = {
+    .send = sl_single_send,
+    .ready = sl_single_ready,
+    .close = sl_single_close,
+};
+
+static char *sl_single_dup(const char *s)
+{
+    return s ? strdup(s) : NULL;
+}
+
+sl_transport *sl_transport_single(uv_loop_t *loop, const sl_transport_config *cfg)
+{
+    const char *colon = cfg->hosts ? strrchr(cfg->hosts, ':') : NULL;
+    if (!colon || colon == cfg->hosts)
+        return NULL;
+    char *end;
+    long port = strtol(colon + 1, &end, 10);
+    if (*end || port < 1 || port > 65535)
+        return NULL;
+    sl_single *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->base.ops = &sl_single_ops;
+    t->loop = loop;
+    t->port = (int)port;
+    t->db = cfg->db;
+    t->connect_timeout_ms = cfg->connect_timeout_ms;
+    t->host = strndup(cfg->hosts, (size_t)(colon - cfg->hosts));
+    t->user = sl_single_dup(cfg->user);
+    t->password = sl_single_dup(cfg->password);
+    t->rng = (uv_hrtime() ^ (uintptr_t)t) | 1;
+    if (!t->host || (cfg->user && !t->user) || (cfg->password && !t->password) ||
+        uv_timer_init(loop, &t->timer) != 0) {
+        free(t->host);
+        free(t->user);
+        free(t->password);
+        free(t);
+        return NULL;
+    }
+    t->timer.data = t;
+    sl_single_connect(t);
+    return &t->base;
+}
