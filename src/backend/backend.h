@@ -65,6 +65,8 @@ typedef struct sl_backend_req {
 
     /* The answer. */
     int rc;             /* SL_OK, or an SL_ERR_* for the whole request */
+    const char *errstr; /* a remote store's own words for rc, or NULL; valid until done()
+                           returns (the backend's storage) */
     int failed;         /* TAKE, PEEK: the first item refused, -1 when none */
     int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not */
     sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */

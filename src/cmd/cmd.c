@@ -375,6 +375,7 @@ static void sl_check_begin(sl_check *k, sl_op op, sl_render render, size_t n,
     k->req.on_error = SL_ON_ERROR_DEFAULT;
     k->req.timeout_ms = 0;
     k->req.d = k->d;
+    k->req.errstr = NULL;
     k->render = render;
     k->counted = op == SL_OP_TAKE || op == SL_OP_ACQUIRE;
     k->shadow = false;
@@ -431,7 +432,10 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
         return;
     }
     if (k->req.rc != SL_OK) {
-        sl_reply_status(c, k->req.rc);
+        if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
+            sl_reply_errorf(c, "store: %s", k->req.errstr);
+        else
+            sl_reply_status(c, k->req.rc);
         return;
     }
     switch (k->render) {

@@ -95,6 +95,7 @@ void sl_conn_cmd_ctx(sl_conn *conn, sl_cmd_ctx *ctx)
         .face = conn,
         .decided = sl_on_decided,
         .defer = sl_conn_defer,
+        .render = conn->proto == SL_PROTO_HTTP ? sl_http_render : NULL,
     };
 }
 

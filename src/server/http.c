@@ -61,7 +61,7 @@ static bool sl_method_is(const sl_http_request *r, const char *m)
 #define SL_HTTP_RESET 0x08u   /* DELETE /v1/keys/{key}: {"reset": bool} */
 
 /* Writes a check's response (SL_RENDER_FACE), now or when it is decided. */
-static void sl_http_render(sl_cmd_ctx *c, sl_check *k)
+void sl_http_render(sl_cmd_ctx *c, sl_check *k)
 {
     sl_resp_buf *out = c->sink;
     bool keep = k->face_flags & SL_HTTP_KEEP, head = k->face_flags & SL_HTTP_HEAD;
@@ -98,13 +98,6 @@ static void sl_http_render(sl_cmd_ctx *c, sl_check *k)
     sl_http_write_decision(out, &o, items, k->n);
 }
 
-/* The context of an HTTP request's check: the connection's, rendering
- * responses. */
-static void sl_http_ctx(sl_conn *c, sl_cmd_ctx *ctx)
-{
-    sl_conn_cmd_ctx(c, ctx);
-    ctx->render = sl_http_render;
-}
 
 /*
  * Runs a decoded check (and the policies) through the check runner; an
@@ -114,7 +107,7 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
                               bool peek)
 {
     sl_cmd_ctx ctx;
-    sl_http_ctx(c, &ctx);
+    sl_conn_cmd_ctx(c, &ctx);
     bool keep = flags & SL_HTTP_KEEP;
     sl_take_item items[SL_TAKE_MANY_MAX];
     char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
@@ -162,6 +155,7 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
     k.req.items = items;
     k.req.lease_id = 0;
     k.req.d = k.d;
+    k.req.errstr = NULL;
     k.counted = !peek;
     k.render = SL_RENDER_FACE;
     k.face_flags = flags;
@@ -300,7 +294,7 @@ static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path
     }
     if (sl_method_is(r, "DELETE")) {
         sl_cmd_ctx ctx;
-        sl_http_ctx(c, &ctx);
+        sl_conn_cmd_ctx(c, &ctx);
         sl_take_item item = {key, (size_t)klen, NULL, 0};
         sl_check k = {.req = {.op = SL_OP_RESET, .n = 1, .items = &item},
                       .render = SL_RENDER_FACE,

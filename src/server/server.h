@@ -36,6 +36,10 @@ typedef struct sl_server_config {
     int request_timeout_s;   /* from a request's first byte to its last; 0 = no deadline */
     int port_share_pct;      /* percent of maxclients one port may hold while both are on */
     size_t max_memory;       /* store cap in bytes; 0 = none */
+    const char *store_url;   /* --store: memory:// or a remote store's URL */
+    int on_store_error;      /* an sl_on_error: the default store-down policy */
+    int store_timeout_ms;    /* a check's time budget with a remote store */
+    int fleet_nodes;         /* sluiced sharing the store (local fallback: limit / N) */
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
@@ -203,6 +207,9 @@ const sl_command *sl_server_command(const char *name, size_t len);
  * name sluiced does not know. */
 void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc,
                         const sl_resp_slice *argv);
+
+/* http.c: an HTTP check's response from its decision (sl_cmd_ctx.render). */
+void sl_http_render(sl_cmd_ctx *c, sl_check *k);
 
 /* http.c: serves every complete HTTP request in the connection's read
  * buffer, and returns the bytes it consumed (the rest is a partial request).
