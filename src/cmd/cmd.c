@@ -433,7 +433,8 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
     }
     if (k->req.rc != SL_OK) {
         if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
-            sl_reply_errorf(c, "store: %s", k->req.errstr);
+            sl_reply_errorf(c, "store: %s",
+                            k->req.errstr + (strncmp(k->req.errstr, "ERR ", 4) == 0 ? 4 : 0));
         else
             sl_reply_status(c, k->req.rc);
         return;
