@@ -993,6 +993,10 @@ end
 local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = true}
 
 local function main()
+  -- Redis's own arity check of SL.DECIDE (op lease numkeys key, at least)
+  if 2 + #KEYS + #ARGV < 5 then
+    return fail("ERR wrong number of arguments for 'sl.decide' command")
+  end
   local op = string.upper(ARGV[1] or '')
   if not OPS[op] then
     return fail("ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE or RELEASE")
