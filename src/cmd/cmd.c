@@ -940,7 +940,7 @@ const sl_command sl_rate_commands[] = {
      "Acquires a concurrency lease", "key max_in_flight ttl_ms [WEIGHT weight]", 0},
     {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
      "Releases a concurrency lease", "key lease_id", 0},
-    {"sl.decide", -6, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_decide,
+    {"sl.decide", -5, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_decide,
      "Decides for sluiced's central store: limits as built, answers in nanoseconds",
      "op lease numkeys key [key ...] [algorithm a b c cost months utc_offset_ns flags ...]", 3},
     {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},

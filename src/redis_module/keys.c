@@ -146,7 +146,8 @@ static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
     int rc = slm_check(m, key, &v, &n);
     if (rc != SL_OK)
         return rc;
-    if (v[2] == (unsigned)l->algorithm && v[3] == 0 && n - SLM_HEADER == st->size) {
+    unsigned carried = (l->flags & SL_LIMIT_CARRY) ? 1 : 0;
+    if (v[2] == (unsigned)l->algorithm && v[3] == carried && n - SLM_HEADER == st->size) {
         memcpy(st->p, v + SLM_HEADER, st->size);
         key->compatible = true;
         return SL_OK;
@@ -201,7 +202,7 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
     v[0] = SLM_MAGIC;
     v[1] = SLM_VERSION;
     v[2] = (unsigned char)l->algorithm;
-    v[3] = 0;
+    v[3] = (l->flags & SL_LIMIT_CARRY) ? 1 : 0; /* the limit's name leads the state */
     memcpy(v + SLM_HEADER, st->p, st->size);
     long long at = slm_expiry_ms(expires);
     RedisModule_SetAbsExpire(key->k, at);
