@@ -978,9 +978,8 @@ int main(int argc, char **argv)
     } else {
         /* States live in Redis: snapshots are Redis's business (RDB, AOF). */
         if (srv->cfg.snapshot) {
-            sl_log(SL_LOG_ERROR, "--snapshot is for the memory store: with --store %s the "
-                                 "states are Redis's to persist (RDB or AOF)",
-                   srv->cfg.store_url);
+            sl_log(SL_LOG_ERROR, "--snapshot is for the memory store: with a Redis store the "
+                                 "states are Redis's to persist (RDB or AOF)");
             return 1;
         }
         char err[256];
@@ -990,7 +989,8 @@ int main(int argc, char **argv)
                                 .fleet_nodes = srv->cfg.fleet_nodes,
                                 .local_memory = srv->cfg.max_memory};
         if (sl_backend_redis(&rcfg, &srv->backend, err, sizeof err) != SL_OK) {
-            sl_log(SL_LOG_ERROR, "--store %s: %s", srv->cfg.store_url, err);
+            /* Not the URL: it may hold a password. */
+            sl_log(SL_LOG_ERROR, "--store: %s", err);
             return 1;
         }
     }
