@@ -344,3 +344,40 @@ def test_a_store_that_is_not_redis(tmp_path):
         stop.set()
         t.join()
         lsock.close()
+
+
+def test_a_transaction_on_the_store_answers_in_order(fleet):
+    _, nodes = fleet
+    c = nodes[0].conn()
+    assert c.call("MULTI") == "OK"
+    for _ in range(3):
+        assert c.call("SL.TAKE", "tx", 2, "1h") == "QUEUED"
+    assert c.call("PING") == "QUEUED"
+    replies = c.call("EXEC")
+    assert [as_map(r)["allowed"] for r in replies[:3]] == [1, 1, 0]
+    assert replies[3] == "PONG"
+    c.close()
+
+
+def test_http_pipelined_checks_answer_in_order(fleet):
+    _, nodes = fleet
+    s = socket.create_connection(("127.0.0.1", nodes[0].http_port))
+    req = (b"GET /v1/check?key=pipe&limit=5&period=3600 HTTP/1.1\r\nHost: x\r\n\r\n"
+           b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+    s.sendall(req * 3 + b"HEAD /v1/check?key=pipe&limit=5&period=3600 HTTP/1.1\r\n"
+              b"Host: x\r\nConnection: close\r\n\r\n")
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    heads = [h for h in data.split(b"HTTP/1.1 ")[1:]]
+    assert len(heads) == 7
+    remaining = [int(h.split(b"X-RateLimit-Remaining: ")[1].split(b"\r\n")[0])
+                 for h in heads if b"X-RateLimit-Remaining" in h]
+    assert remaining == [4, 3, 2, 1]  # HEAD says what a GET would answer ...
+    assert all(b'{"status":"ok"}' in heads[i] for i in (1, 3, 5))
+    status, body = http_get(nodes[1], "/v1/check?key=pipe&limit=5&period=3600")
+    assert status == 200 and body["remaining"] == 1  # ... and consumed nothing
