@@ -480,7 +480,7 @@ size_t sl_http_serve(sl_conn *c)
     sl_http_limits_default(&lim);
     lim.max_body = c->w->srv->cfg.max_request_bytes;
     size_t off = 0;
-    while (!c->closing && off < c->rlen) {
+    while (!c->closing && off < c->rlen && c->inflight < SL_CONN_MAX_INFLIGHT) {
         int n = sl_http_parse_request(c->rbuf + off, c->rlen - off, &h->req, &lim);
         if (n == SL_HTTP_INCOMPLETE)
             break;
