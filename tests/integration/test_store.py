@@ -295,7 +295,7 @@ def test_clients_that_leave_with_decisions_in_flight(fleet):
     time.sleep(0.05)
     for _ in range(20):
         s = socket.create_connection(("127.0.0.1", nodes[0].port))
-        s.sendall(b"".join(b"*5\r\n$7\r\nSL.TAKE\r\n$4\r\ngone\r\n$3\r\n100\r\n$2\r\n1h\r\n"
+        s.sendall(b"".join(b"*4\r\n$7\r\nSL.TAKE\r\n$4\r\ngone\r\n$3\r\n100\r\n$2\r\n1h\r\n"
                            b"*1\r\n$4\r\nPING\r\n" for _ in range(50)))
         s.close()
     slow.join()
@@ -381,3 +381,26 @@ def test_http_pipelined_checks_answer_in_order(fleet):
     assert all(b'{"status":"ok"}' in heads[i] for i in (1, 3, 5))
     status, body = http_get(nodes[1], "/v1/check?key=pipe&limit=5&period=3600")
     assert status == 200 and body["remaining"] == 1  # ... and consumed nothing
+
+
+def test_a_long_pipeline_past_the_in_flight_cap(redis_store, tmp_path):
+    """More checks in one pipeline than a connection may have in flight (1024): sluiced
+    stops reading at the cap and reads on as Redis answers; every reply comes, in order.
+    (A budget long enough for Redis to run 3000 scripts: no store-down decision.)"""
+    node = start_sluiced(tmp_path, "redis://127.0.0.1:%d" % redis_store.port,
+                         ["--store-timeout-ms", "10000"], http=False, name="long")
+    s = socket.create_connection(("127.0.0.1", node.port))
+    n = 3000
+    one = b"*4\r\n$7\r\nSL.TAKE\r\n$4\r\nlong\r\n$4\r\n5000\r\n$2\r\n1h\r\n"
+    s.sendall(one * n + b"*1\r\n$4\r\nQUIT\r\n")
+    data = b""
+    while True:
+        chunk = s.recv(1 << 20)
+        if not chunk:
+            break
+        data += chunk
+    s.close()
+    remaining = [int(x.split(b"\r\n")[0][1:]) for x in data.split(b"$9\r\nremaining\r\n")[1:]]
+    assert remaining == list(range(4999, 4999 - n, -1))
+    assert data.endswith(b"+OK\r\n")
+    node.stop()
