@@ -23,7 +23,7 @@ packages=(
   python3-pytest    # integration tests (tests/integration, run with /usr/bin/python3)
   python3-redis     # integration tests: redis-py as a real client
   redis-tools       # integration tests: redis-cli; bench: redis-benchmark
-  libhiredis-dev    # integration tests: a hiredis client
+  libhiredis-dev    # sluiced's central store (--store redis://); a client in the tests
   redis-server      # module tests and bench: a real Redis 7 to load sluice-redis.so into
   nginx             # HTTP tests: a real nginx with auth_request in front of sluiced; bench: limit_req
   curl              # HTTP tests: a real HTTP client
