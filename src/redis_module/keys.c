@@ -181,6 +181,12 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
 {
     size_t klen;
     const char *kptr = RedisModule_StringPtrLen(key->name, &klen);
+    /* Same bytes, same expiry: nothing happened. Checked first, because a
+     * carried state that still names another limit (a refusal, a peek
+     * under a policy's new tier) expires as that limit says, not as l
+     * would read it: l could call it "never seen" and drop units in use. */
+    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
+        return;
     int64_t expires = sl_state_expires_at(l, st->p);
     if (expires <= m->now) {
         if (key->compatible && key->exists) {
@@ -190,8 +196,6 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
         }
         return; /* an incompatible old state stays until a take replaces it */
     }
-    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
-        return; /* same bytes, same expiry: nothing happened */
     size_t vlen = SLM_HEADER + st->size;
     if (!key->compatible)
         RedisModule_StringTruncate(key->k, vlen); /* creates or resizes the string */

@@ -499,3 +499,75 @@ def test_the_script_alone_on_a_redis_without_the_module(make_server):
     assert r.evalsha(sha, 2, "a", "b", "RESET", "0") == 2
     assert r.exists("a", "b", "c") == 0
     r.close()
+
+
+# ---- more than one key, and keys read under other limits ----
+
+def test_random_multi_key_takes(conn, sha):
+    """TAKE over 1 to 4 keys drawn from a small pool (a key may repeat), each key
+    with its own algorithm: all or nothing, the same answers, the same states
+    (peeked afterwards)."""
+    rnd = random.Random(11)
+    base = "multi:%s:" % uuid.uuid4().hex[:8]
+    pool = [(base + "g", "gcra", 5), (base + "t", "token_bucket", 4),
+            (base + "f", "fixed_window", 6), (base + "w", "sliding_window", 5),
+            (base + "s", "sliding_log", 4), (base + "q", "leaky_bucket", 3)]
+    for step in range(80):
+        picked = [rnd.choice(pool) for _ in range(rnd.randint(1, 4))]
+        groups = [group(a, lim, 3600 * 10**9, 0, rnd.choice([0, 1, 1, 2])) for _, a, lim in picked]
+        mod, lua = both(conn, sha, "TAKE", "0", [k for k, _, _ in picked], groups)
+        same(mod, lua, (step, picked, groups))
+    for k, a, lim in pool:
+        same(*both(conn, sha, "PEEK", "0", [k], [group(a, lim, 3600 * 10**9, 0, 0)]), where=k)
+
+
+MIN = 60 * 10**9
+
+
+@pytest.mark.parametrize("first,then", [
+    # a policy moves to another algorithm: the units used carry over
+    (group("gcra", 100, MIN, 0, 1, flags=1), group("token_bucket", 1000, MIN, 0, 0, flags=1)),
+    (group("token_bucket", 100, MIN, 0, 1, flags=1), group("fixed_window", 1000, MIN, 0, 0, flags=1)),
+    (group("fixed_window", 100, MIN, 0, 1, flags=1), group("sliding_window", 50, MIN, 0, 0, flags=1)),
+    (group("sliding_log", 100, MIN, 0, 1, flags=1), group("gcra", 1000, MIN, 0, 0, flags=1)),
+    # a downgrade: the new limit is already spent; retry and reset say when the old
+    # state lets go
+    (group("gcra", 1000, MIN, 0, 1, flags=1), group("gcra", 10, MIN, 0, 1, flags=1)),
+    (group("token_bucket", 1000, MIN, 0, 1, flags=1), group("token_bucket", 10, MIN, 0, 1, flags=1)),
+    (group("fixed_window", 1000, MIN, 0, 1, flags=1), group("fixed_window", 10, MIN, 0, 1, flags=1)),
+    (group("sliding_window", 1000, MIN, 0, 1, flags=1), group("sliding_window", 10, MIN, 0, 1, flags=1)),
+    # an ad-hoc limit on a policy's key, and a policy's limit on an ad-hoc key
+    (group("gcra", 100, MIN, 0, 1, flags=1), group("gcra", 1000, MIN, 0, 0)),
+    (group("token_bucket", 100, MIN, 0, 1), group("gcra", 1000, MIN, 0, 0, flags=1)),
+    (group("gcra", 100, MIN, 0, 1), group("gcra", 1000, MIN, 0, 0, flags=1)),
+    # an ad-hoc limit of another rate reads the same state (redis-cell's rule)
+    (group("token_bucket", 100, MIN, 0, 1), group("token_bucket", 1000, MIN, 0, 0)),
+    (group("sliding_log", 100, MIN, 0, 1), group("sliding_log", 50, MIN, 0, 0)),
+    (group("cell", 99, 100, 60, 1), group("gcra", 1000, MIN, 0, 0)),
+])
+def test_a_key_read_under_another_limit(conn, sha, first, then):
+    key = "other:%s" % uuid.uuid4().hex[:8]
+    for _ in range(30):
+        mod, lua = both(conn, sha, "TAKE", "0", [key], [first])
+        same(mod, lua, "first")
+    for cost in (0, 1, 5, 0):
+        mod, lua = both(conn, sha, "PEEK", "0", [key], [then[:4] + [cost] + then[5:]])
+        same(mod, lua, ("peek", cost))
+        mod, lua = both(conn, sha, "TAKE", "0", [key], [then[:4] + [cost] + then[5:]])
+        same(mod, lua, ("take", cost))
+
+
+def test_leases_under_another_max_in_flight(conn, sha):
+    key = "conc:%s" % uuid.uuid4().hex[:8]
+    g = lambda n, w: group("concurrency", n, MIN, 0, w)
+    for i in range(3):
+        same(*both(conn, sha, "ACQUIRE", "%016x" % (i + 1), [key], [g(4, 1)]), where=i)
+    # more leases held than the new limit has slots: refused as the module refuses it
+    same(*both(conn, sha, "ACQUIRE", "%016x" % 9, [key], [g(2, 1)]), where="smaller")
+    # a larger limit keeps the leases held
+    mod, lua = both(conn, sha, "ACQUIRE", "%016x" % 10, [key], [g(8, 2)])
+    same(mod, lua, "larger")
+    assert lua[3] == 3, lua
+    # a release under another max_in_flight finds no lease of that shape
+    mod, lua = both(conn, sha, "RELEASE", "%016x" % 1, [key], [g(5, 0)])
+    assert mod == lua, (mod, lua)

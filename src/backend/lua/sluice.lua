@@ -691,12 +691,14 @@ local function int_arg(s)
   return tonumber(s)
 end
 
--- Is the decimal argument s (value v) above SL_SPAN_MAX? The double cannot
--- tell 2^61 - 1 from 2^61, the text can.
-local function above_span(s, v)
-  if v ~= SPAN_MAX then return v > SPAN_MAX end
+-- Is the decimal argument s (value v) above the bound (text, default
+-- SL_SPAN_MAX)? Near 2^61 a double cannot tell neighbours apart, the text can.
+local function above_span(s, v, bound)
+  bound = bound or SPAN_MAX_TEXT
+  local b = tonumber(bound)
+  if v ~= b then return v > b end
   local digits = string.gsub(s, '^0+', '')
-  return #digits > 19 or (#digits == 19 and digits > SPAN_MAX_TEXT)
+  return #digits > #bound or (#digits == #bound and digits > bound)
 end
 
 -- sl_limit_init: a limit of `algo` with limit, period (ns) and burst (0 = the
@@ -723,7 +725,7 @@ end
 
 -- sl_limit_init_cell: CL.THROTTLE's max_burst count period_seconds.
 local function new_cell(mbs, max_burst, count_s, count, period_s)
-  if max_burst < 0 or max_burst >= SPAN_MAX then return nil, 'burst' end
+  if max_burst < 0 or above_span(mbs, max_burst, '2305843009213693950') then return nil, 'burst' end
   if count <= 0 or above_span(count_s, count) then return nil, 'limit' end
   local period = period_s * 1000000000
   if period_s <= 0 or period > SPAN_MAX then return nil, 'period' end
