@@ -262,19 +262,26 @@ def test_windows_on_the_calendar(conn, sha, algo, months, offset, period):
 
 
 def test_short_periods_as_time_passes(conn, sha):
-    """Refills, window turns and expiry under real (short) time steps."""
+    """Refills, window turns, log entries leaving and expiry, under real (short) time
+    steps. The two calls of a step are a fraction of a millisecond apart, so a unit
+    that comes back between them can make one answer differ now and then: the
+    answers that agree on allowed must agree on everything, and few may not."""
     rnd = random.Random(7)
-    keys = {a: "short:%s:%s" % (a, uuid.uuid4().hex[:8]) for a in
-            ("gcra", "token_bucket", "fixed_window", "sliding_log", "leaky_bucket")}
-    for step in range(12):
+    algos = ("gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log",
+             "leaky_bucket")
+    keys = {a: "short:%s:%s" % (a, uuid.uuid4().hex[:8]) for a in algos}
+    steps = differ = 0
+    for step in range(15):
         for algo, key in keys.items():
-            g = group(algo, 2, 10**9, 0, rnd.choice([1, 1, 2]))
+            g = group(algo, 3, 10**9, 0, rnd.choice([0, 1, 1, 2]))
             mod, lua = both(conn, sha, "TAKE", "0", [key], [g])
-            # a token may come back between the two calls: allowed may then differ,
-            # so only replies of the same outcome are compared field by field
-            if mod[1] == lua[1]:
-                assert mod[2] == lua[2]
-        time.sleep(rnd.choice([0.05, 0.2, 0.4]))
+            steps += 1
+            if mod[1] != lua[1]:
+                differ += 1
+                continue
+            same(mod, lua, (step, algo))
+        time.sleep(rnd.choice([0.05, 0.15, 0.35, 0.6]))
+    assert differ <= steps // 10, (differ, steps)
 
 
 # ---- leases ----
@@ -571,3 +578,23 @@ def test_leases_under_another_max_in_flight(conn, sha):
     # a release under another max_in_flight finds no lease of that shape
     mod, lua = both(conn, sha, "RELEASE", "%016x" % 1, [key], [g(5, 0)])
     assert mod == lua, (mod, lua)
+
+
+def test_a_damaged_state_is_read_as_never_seen(server, conn, sha):
+    """A value with the script's prefix but fields no take writes (bytes from
+    elsewhere) is a "never seen" state: an answer, never a crash."""
+    r = server.client()
+    base = "damaged:%s:" % uuid.uuid4().hex[:8]
+    for algo, value in [("gcra", "x y z"), ("gcra", "1 2 0"), ("gcra", "nan inf 0x10"), ("gcra", "-5 -1 3"),
+                        ("token_bucket", "1 2"), ("token_bucket", "1 2 -7"), ("token_bucket", "1 0 nan"),
+                        ("fixed_window", "a 0 9"), ("sliding_window", "1 0 999 999"),
+                        ("sliding_log", "5 1,2 x"), ("sliding_log", "")]:
+        k = base + algo
+        r.set(k, "sluice.lua/1 %s - - %s" % (algo, value))
+        got = call(conn, "EVALSHA", sha, 1, k, "TAKE", "0", *map(str, group(algo, 5, MIN, 0, 1)))
+        assert isinstance(got, list) and got[:4] == [-1, 1, 5, 4], (algo, value, got)
+    r.set(base + "c", "sluice.lua/1 concurrency - - 2 zz,1,1")
+    got = call(conn, "EVALSHA", sha, 1, base + "c", "ACQUIRE", "00000000000000ab",
+               *map(str, group("concurrency", 2, MIN, 0, 1)))
+    assert got[:4] == [-1, 1, 2, 1], got
+    r.close()

@@ -211,11 +211,13 @@ local function decision(l)
   return {allowed = false, limit = l.burst, remaining = 0, retry = 0, reset = 0, delay = 0}
 end
 
+-- The first n fields as integers, or nil when one is not a decimal integer
+-- (tonumber alone would take "nan", "inf" or "0x10").
 local function numbers(fields, n)
   local out = {}
   for i = 1, n do
+    if not string.match(fields[i] or '', '^%-?%d+$') then return nil end
     out[i] = tonumber(fields[i])
-    if not out[i] then return nil end
   end
   return out
 end
@@ -512,7 +514,8 @@ A.sliding_log = log
 
 function log.fresh() return {runs = {}} end
 function log.decode(f)
-  local s = {cap = tonumber(f[1]), runs = {}}
+  local cap = numbers(f, 1)
+  local s = {cap = cap and cap[1], runs = {}}
   for i = 2, #f do
     local tt, n = string.match(f[i], '^(%d+),(%d+)$')
     if not tt then return log.fresh() end
@@ -600,7 +603,8 @@ A.concurrency = conc
 
 function conc.fresh() return {leases = {}} end
 function conc.decode(f)
-  local s = {cap = tonumber(f[1]), leases = {}}
+  local cap = numbers(f, 1)
+  local s = {cap = cap and cap[1], leases = {}}
   for i = 2, #f do
     local id, e, w = string.match(f[i], '^(%x+),(%d+),(%d+)$')
     if not id then return conc.fresh() end
