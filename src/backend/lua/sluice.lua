@@ -705,6 +705,10 @@ local function above_span(s, v, bound)
   return #digits > #bound or (#digits == #bound and digits > bound)
 end
 
+-- A positive decimal without its leading zeros, as a carried state names
+-- its limit.
+local function canonical(text) return (string.gsub(text, '^0+', '')) end
+
 -- sl_limit_init: a limit of `algo` with limit, period (ns) and burst (0 = the
 -- limit), given as texts and numbers. Returns the limit, or an error key.
 local function new_limit(algo, ls, lim, ps, period, bs, burst)
@@ -724,7 +728,7 @@ local function new_limit(algo, ls, lim, ps, period, bs, burst)
   end
   return {algo = algo, limit = lim, period = period, burst = burst, P = P, D = D,
           tau = burst * P, months = 0, off = 0, phase = 0,
-          tag = {string.format('%.0f', lim), string.format('%.0f', period)}}
+          tag = {canonical(ls), canonical(ps)}} -- the texts: exact beyond 2^53 too
 end
 
 -- sl_limit_init_cell: CL.THROTTLE's max_burst count period_seconds.
