@@ -352,7 +352,14 @@ static int slm_ex_reset(void *ex, const sl_resp_slice *k)
     int rc;
     if (!m->reset_checked) {
         m->reset_checked = true;
-        for (int i = 1; i < m->argc; i++) {
+        /* The keys are the command's last arguments, from the first one
+         * reset (SL.RESET's argv[1], SL.DECIDE RESET's argv[4]): the words
+         * before it are not keys. */
+        int first = 1;
+        while (first < m->argc &&
+               RedisModule_StringPtrLen(m->argv[first], NULL) != (const char *)k->ptr)
+            first++;
+        for (int i = first; i < m->argc; i++) {
             size_t len;
             const char *p = RedisModule_StringPtrLen(m->argv[i], &len);
             rc = slm_open(m, p, len, REDISMODULE_READ, &key);

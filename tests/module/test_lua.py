@@ -598,3 +598,18 @@ def test_a_damaged_state_is_read_as_never_seen(server, conn, sha):
                *map(str, group("concurrency", 2, MIN, 0, 1)))
     assert got[:4] == [-1, 1, 2, 1], got
     r.close()
+
+
+def test_reset_reads_only_its_keys(server, conn, sha):
+    """Keys named like SL.DECIDE's other words ("RESET", "0", "1") holding other
+    values do not make a RESET of other keys WRONGTYPE."""
+    r = server.client()
+    for name in ("RESET", "0", "1"):
+        r.set(name, "not a state")
+    key = "rst:%s" % uuid.uuid4().hex[:8]
+    both(conn, sha, "TAKE", "0", [key], [group("gcra", 5, MIN, 0, 1)])
+    mod, lua = both(conn, sha, "RESET", "0", [key], [])
+    assert mod == lua == 1, (mod, lua)
+    assert r.get("0") == b"not a state"
+    r.delete("RESET", "0", "1")
+    r.close()
