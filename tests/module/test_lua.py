@@ -619,3 +619,36 @@ def test_reset_reads_only_its_keys(server, conn, sha):
     assert r.get("0") == b"not a state"
     r.delete("RESET", "0", "1")
     r.close()
+
+
+def test_a_replica_holds_the_scripts_states(make_server):
+    """Redis replicates a script's effects (SET ... PXAT, DEL), not the script: a
+    replica, whatever its clock, holds the primary's values and expiries."""
+    primary = make_server("primary", module=False)
+    replica = make_server("replica", start=False, module=False)
+    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
+    replica.start()
+    p, rr = primary.client(), replica.client()
+    deadline = time.monotonic() + 20
+    while rr.info("replication").get("master_link_status") != "up":
+        assert time.monotonic() < deadline, "the replica link"
+        time.sleep(0.05)
+    sha = p.script_load(script_text())
+    keys = []
+    for algo in ("gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+                 "sliding_window"):
+        keys.append("rep:" + algo)
+        for _ in range(3):
+            p.evalsha(sha, 1, keys[-1], "TAKE", "0", *map(str, group(algo, 5, 3600 * 10**9, 0, 1)))
+    p.evalsha(sha, 1, "rep:lease", "ACQUIRE", "00000000000000ab",
+              *map(str, group("concurrency", 3, MIN, 0, 1)))
+    keys.append("rep:lease")
+    p.evalsha(sha, 1, "rep:gone", "TAKE", "0", *map(str, group("gcra", 5, MIN, 0, 1)))
+    p.evalsha(sha, 1, "rep:gone", "RESET", "0")
+    assert p.execute_command("WAIT", 1, 10000) == 1
+    for k in keys:
+        assert p.get(k) is not None and p.get(k) == rr.get(k), k
+        assert p.execute_command("PEXPIRETIME", k) == rr.execute_command("PEXPIRETIME", k), k
+    assert rr.exists("rep:gone") == 0
+    p.close()
+    rr.close()
