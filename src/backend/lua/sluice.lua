@@ -15,9 +15,12 @@
 -- microseconds plus the nanoseconds beyond them (a "pair"), and GCRA's
 -- theoretical arrival time also keeps the fraction of a nanosecond that a
 -- rate such as 7 a second leaves, so that no take ever rounds a unit away.
--- Durations, and the products of the limits with them, stay exact while they
--- stay below 2^53 (104 days of nanoseconds); beyond that they are rounded
--- to the nearest double, a few nanoseconds at most.
+-- Durations stay exact while they stay below 2^53 ns (104 days), and so do
+-- the buckets' sums, kept in units of 1/D ns where D = limit / gcd(limit,
+-- period_ns) is the rate's denominator, while burst * period_ns / gcd stays
+-- below 2^53 (any limit that divides its period in nanoseconds, 7 a second,
+-- 1000 a day; not 999 983 a day). Limits and counts are exact below 2^53.
+-- Beyond, numbers round to the nearest double.
 --
 -- A key holds its state as text, "sluice.lua/1 <algorithm> <limit> <period>
 -- <fields...>", where limit and period name the carried limit that wrote it
@@ -432,8 +435,10 @@ fw.wait = wait_by_take(fw)
 -- The sliding window counter (sliding_window.c). State: the current window's
 -- start pair, its units and the previous window's; the previous counts by
 -- the share of it the sliding window still covers, (p - 1 - elapsed) / p.
--- The products below are exact while they stay below 2^53 (a limit of 1000
--- over a month); the comparison of a take with prev = 0 is always exact.
+-- The products below are exact while they stay below 2^53 (over a day, a
+-- previous window of at most 104 units); beyond, a product rounds, which
+-- changes an answer only at a tie to one part in 2^53. A take with prev = 0
+-- is always compared exactly.
 local sw = {}
 A.sliding_window = sw
 
