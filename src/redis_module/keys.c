@@ -326,9 +326,17 @@ static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_de
             *failed = (int)i;
     }
     if (rc == SL_OK && *failed < 0) {
-        for (size_t i = 0; i < n; i++)
-            if (rep[i] == (int)i)
-                slm_write(m, &keys[i], items[i].limit, &cur[i], &old[i]);
+        for (size_t i = 0; i < n; i++) {
+            if (rep[i] != (int)i)
+                continue;
+            /* A repeated key's state is as the last of its items left it:
+             * it expires as that item's limit says. */
+            size_t last = i;
+            for (size_t j = i + 1; j < n; j++)
+                if (rep[j] == (int)i)
+                    last = j;
+            slm_write(m, &keys[i], items[last].limit, &cur[i], &old[i]);
+        }
     }
     for (size_t i = 0; i < opened; i++) {
         if (rep[i] != (int)i)

@@ -592,6 +592,19 @@ function log.take(l, s, cost, commit)
   d.reset = count == 0 and 0 or math.max(p - ago(newest, 0), 0)
   return d
 end
+-- sliding_log.c's resize: another limit's log as this one's, its newest
+-- stamps, as many as this limit holds (a take drops those its period has
+-- left behind).
+function log.resize(l, s)
+  local runs, count = {}, 0
+  for i = #s.runs, 1, -1 do
+    if count >= l.limit then break end
+    local n = math.min(s.runs[i][2], l.limit - count)
+    table.insert(runs, 1, {s.runs[i][1], n})
+    count = count + n
+  end
+  return {cap = l.limit, runs = runs}
+end
 function log.expires(l, s)
   local last = s.runs[#s.runs]
   return last and l.period - ago(last[1], 0) or 0
@@ -681,6 +694,11 @@ function conc.held(s, id)
     if ls[1] == id then return true end
   end
   return false
+end
+-- concurrency.c's resize: the live leases, under this limit (enter() has
+-- checked that they fit).
+function conc.resize(l, s)
+  return {cap = l.limit, leases = (conc_live(s))}
 end
 function conc.expires(l, s)
   local last = s.leases[#s.leases]
@@ -830,7 +848,9 @@ local function store(key, e)
   local l = st.limit
   local exp = A[st.algo].expires(l, st.s)
   if exp <= 0 then
-    if e.exists then redis.call('DEL', key) end
+    -- Only a key of this shape goes; another's state stays until a take that
+    -- changes something replaces it (as the module keeps it).
+    if e.exists and e.own then redis.call('DEL', key) end
     return
   end
   local tag = st.tag and (st.tag[1] .. ' ' .. st.tag[2]) or '- -'
@@ -860,7 +880,7 @@ local function enter(l, e)
   local same = st.algo == l.algo
   if st.tag then
     if l.carried and same and same_tag(st.tag, l.tag) then return st.s, 'own' end
-    if same and l.algo == 'sliding_log' then return st.s, 'adopted' end -- its stamps as they are
+    if same and l.algo == 'sliding_log' then return log.resize(l, st.s), 'adopted' end
     local from = tag_limit(st.algo, st.tag)
     if not from or l.algo == 'concurrency' then return nil, 'wrongtype' end
     local s = carried_over(l, A[st.algo].used(from, st.s))
@@ -868,10 +888,15 @@ local function enter(l, e)
     return s, 'adopted'
   end
   if same then
-    if l.algo == 'concurrency' and st.s.cap ~= l.limit then
+    -- A log or leases of another limit (another size, to the module): the
+    -- newest stamps, the live leases when they fit, written back as this
+    -- limit's with the decision.
+    local resized = (l.algo == 'sliding_log' or l.algo == 'concurrency') and st.s.cap ~= l.limit
+    if resized and l.algo == 'concurrency' then
       local live, in_flight = conc_live(st.s)
       if #live > l.limit or in_flight > l.limit then return nil, 'wrongtype' end
     end
+    if resized then return A[l.algo].resize(l, st.s), 'adopted' end
     return st.s, l.carried and 'adopted' or 'own'
   end
   -- Another algorithm's ad-hoc state: a policy's limit reads it as that
@@ -892,8 +917,11 @@ end
 local function decide(l, e, commit)
   local s, how, from, old = enter(l, e)
   if not s then return nil, how end
+  if e.own == nil then e.own = how ~= 'adopted' end
   local alg = A[l.algo]
-  local d = alg.take(l, s, l.cost, commit)
+  -- A take of 0 peeks, as sl_take's: it leaves the state as it was read (even
+  -- a debt beyond this limit's tolerance, which the decision caps).
+  local d = alg.take(l, s, l.cost, commit and l.cost > 0)
   if how == 'carried' and not d.allowed and d.retry ~= NEVER then
     d.retry = math.max(d.retry, A[l.algo].wait(from, old, l.burst - l.cost))
     d.reset = math.max(A[l.algo].expires(from, old), 0)
@@ -932,19 +960,29 @@ local function op_reset()
   return held
 end
 
+-- sl_state_size of the module's states: a repeated key is one shape when its
+-- items agree on the algorithm and this, as the module checks it.
+local INNER_SIZE = {gcra = 16, leaky_bucket = 16, token_bucket = 16, fixed_window = 16,
+                    sliding_window = 24}
+local function state_size(l)
+  local inner = INNER_SIZE[l.algo] or (l.algo == 'sliding_log' and 16 + 8 * l.limit) or
+                24 + 24 * l.limit
+  return inner + (l.carried and 16 or 0)
+end
+
 local function op_take(limits)
   local entries, ds, failed = {}, {}, -1
   for i, key in ipairs(KEYS) do
     local seen = entries[key]
     if seen then -- a repeated key: its takes add up, under one shape
       local a, b = seen.first, limits[i]
-      if a.algo ~= b.algo or (a.carried or false) ~= (b.carried or false) or
-         (a.algo == 'sliding_log' and a.limit ~= b.limit) then
-        return fail('argument')
-      end
-    else
+      if a.algo ~= b.algo or state_size(a) ~= state_size(b) then return fail('argument') end
+    else -- read in order, so that the first key that cannot be read is the error
       local e, err = load(key)
       if not e then return fail(err) end
+      local s
+      s, err = enter(limits[i], e)
+      if not s then return fail(err) end
       e.first = limits[i]
       entries[key] = e
     end
@@ -985,6 +1023,7 @@ local function op_acquire(l, id)
   if not e then return fail(err) end
   local s, how = enter(l, e)
   if not s then return fail(how) end
+  e.own = how ~= 'adopted'
   if conc.held(s, id) then return fail('argument') end -- ids tell a key's leases apart
   local d = conc.acquire(l, s, l.cost, id, true)
   e.st = {algo = 'concurrency', s = s, limit = l}
@@ -1001,6 +1040,7 @@ local function op_release(l, id)
   if e.st.algo ~= 'concurrency' or e.st.s.cap ~= l.limit then return 0 end -- no lease of this shape
   local released = conc.release(s, id)
   e.st.limit = l
+  e.own = true
   store(KEYS[1], e)
   return released
 end
