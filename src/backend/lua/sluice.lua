@@ -374,7 +374,8 @@ function tb.take(l, s, cost, commit)
   return d
 end
 function tb.expires(l, s)
-  if (s.debt or 0) <= 0 or not s.au then return 0 end
+  -- a debt no take under l leaves is a full bucket to l, as in take
+  if (s.debt or 0) <= 0 or s.debt > l.burst + l.D or not s.au then return 0 end
   return tb_time_for(l, s.debt) - ago(s.au, s.ar)
 end
 function tb.used(l, s)
@@ -770,13 +771,24 @@ local function new_cell(mbs, max_burst, count_s, count, period_s)
   return l
 end
 
--- A carried state's limit (carry.c's sl_carry_limit): its algorithm, limit
--- and period, windows unaligned; the burst only bounds what a take admits,
--- and used() and wait() read a state without it.
+-- The limit a state is read under to carry it over (carry.c's
+-- sl_carry_limit): its algorithm, limit and period, windows unaligned.
+-- used() and wait() read a state without the burst; expires() reads it.
+local function carry_limit(algo, ls, lim, ps, period)
+  local l = new_limit(algo, ls, lim, ps, period, '0', 0)
+  -- the largest burst the rate allows (the windows keep theirs: the limit),
+  -- so that no debt the state holds reads as another limit's bytes
+  if l and (algo == 'gcra' or algo == 'leaky_bucket' or algo == 'token_bucket') then
+    local most = math.floor(SPAN_MAX * l.D / l.P)
+    if most > lim then l.burst, l.tau = most, most * l.P end
+  end
+  return l
+end
+
 local function tag_limit(algo, tag)
   local lim, period = tonumber(tag[1]), tonumber(tag[2])
   if not lim or not period then return nil end
-  return new_limit(algo, tag[1], lim, tag[2], period, '0', 0)
+  return carry_limit(algo, tag[1], lim, tag[2], period)
 end
 
 local ALGORITHMS = {cell = true, gcra = true, token_bucket = true, leaky_bucket = true,
@@ -906,8 +918,7 @@ local function enter(l, e)
     return nil, 'wrongtype'
   end
   local lim = st.algo == 'sliding_log' and st.s.cap or l.limit
-  local from = lim and new_limit(st.algo, string.format('%.0f', lim), lim, l.tag[2], l.period,
-                                 '0', 0)
+  local from = lim and carry_limit(st.algo, string.format('%.0f', lim), lim, l.tag[2], l.period)
   if not from then return nil, 'wrongtype' end
   return carried_over(l, A[st.algo].used(from, st.s)), 'adopted'
 end
