@@ -18,9 +18,9 @@
 -- Durations stay exact while they stay below 2^53 ns (104 days), and so do
 -- the buckets' sums, kept in units of 1/D ns where D = limit / gcd(limit,
 -- period_ns) is the rate's denominator, while burst * period_ns / gcd stays
--- below 2^53 (any limit that divides its period in nanoseconds, 7 a second,
--- 1000 a day; not 999 983 a day). Limits and counts are exact below 2^53.
--- Beyond, numbers round to the nearest double.
+-- below 2^53 (7 a second and 1000 a day do; 999 983 a day does not). Limits
+-- and counts are exact below 2^53. Beyond, numbers round to the nearest
+-- double.
 --
 -- A key holds its state as text, "sluice.lua/1 <algorithm> <limit> <period>
 -- <fields...>", where limit and period name the carried limit that wrote it
@@ -161,8 +161,8 @@ end
 
 -- The calendar-month window of l that holds the time (us, r): start, end.
 local function month_window_at(l, us, r)
-  local days, rem = div_floor(us, US_PER_DAY), 0
-  rem = us - days * US_PER_DAY
+  local days = div_floor(us, US_PER_DAY)
+  local rem = us - days * US_PER_DAY
   local off_days = div_floor(l.off, NS_PER_DAY)
   local tod = rem * 1000 + r + (l.off - off_days * NS_PER_DAY)
   days = days + off_days
