@@ -181,6 +181,12 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
 {
     size_t klen;
     const char *kptr = RedisModule_StringPtrLen(key->name, &klen);
+    /* Same bytes, same expiry: nothing happened. Checked first, because a
+     * carried state that still names another limit (a refusal, a peek
+     * under a policy's new tier) expires as that limit says, not as l
+     * would read it: l could call it "never seen" and drop units in use. */
+    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
+        return;
     int64_t expires = sl_state_expires_at(l, st->p);
     if (expires <= m->now) {
         if (key->compatible && key->exists) {
@@ -190,8 +196,6 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
         }
         return; /* an incompatible old state stays until a take replaces it */
     }
-    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
-        return; /* same bytes, same expiry: nothing happened */
     size_t vlen = SLM_HEADER + st->size;
     if (!key->compatible)
         RedisModule_StringTruncate(key->k, vlen); /* creates or resizes the string */
@@ -230,7 +234,10 @@ static int slm_take_one(slm_call *m, const sl_resp_slice *k, const sl_limit *l, 
         rc = lease_id ? sl_lease_acquire(l, st.p, m->now, cost, lease_id, d)
                       : sl_take(l, st.p, m->now, cost, d);
     }
-    if (rc == SL_OK)
+    /* A refused take, or one of cost 0, leaves a state of another shape as
+     * it was, as the store does: carried over, it might have lost what the
+     * new limit cannot hold at once. */
+    if (rc == SL_OK && (key.compatible || !key.exists || (d->allowed && cost > 0)))
         slm_write(m, &key, l, &st, &old);
     slm_state_free(&st);
     slm_state_free(&old);
@@ -322,9 +329,17 @@ static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_de
             *failed = (int)i;
     }
     if (rc == SL_OK && *failed < 0) {
-        for (size_t i = 0; i < n; i++)
-            if (rep[i] == (int)i)
-                slm_write(m, &keys[i], items[i].limit, &cur[i], &old[i]);
+        for (size_t i = 0; i < n; i++) {
+            if (rep[i] != (int)i)
+                continue;
+            /* A repeated key's state is as the last of its items left it:
+             * it expires as that item's limit says. */
+            size_t last = i;
+            for (size_t j = i + 1; j < n; j++)
+                if (rep[j] == (int)i)
+                    last = j;
+            slm_write(m, &keys[i], items[last].limit, &cur[i], &old[i]);
+        }
     }
     for (size_t i = 0; i < opened; i++) {
         if (rep[i] != (int)i)

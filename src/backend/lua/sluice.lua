@@ -15,9 +15,12 @@
 -- microseconds plus the nanoseconds beyond them (a "pair"), and GCRA's
 -- theoretical arrival time also keeps the fraction of a nanosecond that a
 -- rate such as 7 a second leaves, so that no take ever rounds a unit away.
--- Durations, and the products of the limits with them, stay exact while they
--- stay below 2^53 (104 days of nanoseconds); beyond that they are rounded
--- to the nearest double, a few nanoseconds at most.
+-- Durations stay exact while they stay below 2^53 ns (104 days), and so do
+-- the buckets' sums, kept in units of 1/D ns where D = limit / gcd(limit,
+-- period_ns) is the rate's denominator, while burst * period_ns / gcd stays
+-- below 2^53 (7 a second and 1000 a day do; 999 983 a day does not). Limits
+-- and counts are exact below 2^53. Beyond, numbers round to the nearest
+-- double.
 --
 -- A key holds its state as text, "sluice.lua/1 <algorithm> <limit> <period>
 -- <fields...>", where limit and period name the carried limit that wrote it
@@ -158,8 +161,8 @@ end
 
 -- The calendar-month window of l that holds the time (us, r): start, end.
 local function month_window_at(l, us, r)
-  local days, rem = div_floor(us, US_PER_DAY), 0
-  rem = us - days * US_PER_DAY
+  local days = div_floor(us, US_PER_DAY)
+  local rem = us - days * US_PER_DAY
   local off_days = div_floor(l.off, NS_PER_DAY)
   local tod = rem * 1000 + r + (l.off - off_days * NS_PER_DAY)
   days = days + off_days
@@ -211,11 +214,13 @@ local function decision(l)
   return {allowed = false, limit = l.burst, remaining = 0, retry = 0, reset = 0, delay = 0}
 end
 
+-- The first n fields as integers, or nil when one is not a decimal integer
+-- (tonumber alone would take "nan", "inf" or "0x10").
 local function numbers(fields, n)
   local out = {}
   for i = 1, n do
+    if not string.match(fields[i] or '', '^%-?%d+$') then return nil end
     out[i] = tonumber(fields[i])
-    if not out[i] then return nil end
   end
   return out
 end
@@ -369,7 +374,8 @@ function tb.take(l, s, cost, commit)
   return d
 end
 function tb.expires(l, s)
-  if (s.debt or 0) <= 0 or not s.au then return 0 end
+  -- a debt no take under l leaves is a full bucket to l, as in take
+  if (s.debt or 0) <= 0 or s.debt > l.burst + l.D or not s.au then return 0 end
   return tb_time_for(l, s.debt) - ago(s.au, s.ar)
 end
 function tb.used(l, s)
@@ -430,8 +436,10 @@ fw.wait = wait_by_take(fw)
 -- The sliding window counter (sliding_window.c). State: the current window's
 -- start pair, its units and the previous window's; the previous counts by
 -- the share of it the sliding window still covers, (p - 1 - elapsed) / p.
--- The products below are exact while they stay below 2^53 (a limit of 1000
--- over a month); the comparison of a take with prev = 0 is always exact.
+-- The products below are exact while they stay below 2^53 (over a day, a
+-- previous window of at most 104 units); beyond, a product rounds, which
+-- changes an answer only at a tie to one part in 2^53. A take with prev = 0
+-- is always compared exactly.
 local sw = {}
 A.sliding_window = sw
 
@@ -512,7 +520,8 @@ A.sliding_log = log
 
 function log.fresh() return {runs = {}} end
 function log.decode(f)
-  local s = {cap = tonumber(f[1]), runs = {}}
+  local cap = numbers(f, 1)
+  local s = {cap = cap and cap[1], runs = {}}
   for i = 2, #f do
     local tt, n = string.match(f[i], '^(%d+),(%d+)$')
     if not tt then return log.fresh() end
@@ -584,6 +593,19 @@ function log.take(l, s, cost, commit)
   d.reset = count == 0 and 0 or math.max(p - ago(newest, 0), 0)
   return d
 end
+-- sliding_log.c's resize: another limit's log as this one's, its newest
+-- stamps, as many as this limit holds (a take drops those its period has
+-- left behind).
+function log.resize(l, s)
+  local runs, count = {}, 0
+  for i = #s.runs, 1, -1 do
+    if count >= l.limit then break end
+    local n = math.min(s.runs[i][2], l.limit - count)
+    table.insert(runs, 1, {s.runs[i][1], n})
+    count = count + n
+  end
+  return {cap = l.limit, runs = runs}
+end
 function log.expires(l, s)
   local last = s.runs[#s.runs]
   return last and l.period - ago(last[1], 0) or 0
@@ -600,7 +622,8 @@ A.concurrency = conc
 
 function conc.fresh() return {leases = {}} end
 function conc.decode(f)
-  local s = {cap = tonumber(f[1]), leases = {}}
+  local cap = numbers(f, 1)
+  local s = {cap = cap and cap[1], leases = {}}
   for i = 2, #f do
     local id, e, w = string.match(f[i], '^(%x+),(%d+),(%d+)$')
     if not id then return conc.fresh() end
@@ -673,6 +696,11 @@ function conc.held(s, id)
   end
   return false
 end
+-- concurrency.c's resize: the live leases, under this limit (enter() has
+-- checked that they fit).
+function conc.resize(l, s)
+  return {cap = l.limit, leases = (conc_live(s))}
+end
 function conc.expires(l, s)
   local last = s.leases[#s.leases]
   return last and (last[2] - NOW) * 1000 or 0
@@ -691,13 +719,19 @@ local function int_arg(s)
   return tonumber(s)
 end
 
--- Is the decimal argument s (value v) above SL_SPAN_MAX? The double cannot
--- tell 2^61 - 1 from 2^61, the text can.
-local function above_span(s, v)
-  if v ~= SPAN_MAX then return v > SPAN_MAX end
+-- Is the decimal argument s (value v) above the bound (text, default
+-- SL_SPAN_MAX)? Near 2^61 a double cannot tell neighbours apart, the text can.
+local function above_span(s, v, bound)
+  bound = bound or SPAN_MAX_TEXT
+  local b = tonumber(bound)
+  if v ~= b then return v > b end
   local digits = string.gsub(s, '^0+', '')
-  return #digits > 19 or (#digits == 19 and digits > SPAN_MAX_TEXT)
+  return #digits > #bound or (#digits == #bound and digits > bound)
 end
+
+-- A positive decimal without its leading zeros, as a carried state names
+-- its limit.
+local function canonical(text) return (string.gsub(text, '^0+', '')) end
 
 -- sl_limit_init: a limit of `algo` with limit, period (ns) and burst (0 = the
 -- limit), given as texts and numbers. Returns the limit, or an error key.
@@ -718,12 +752,12 @@ local function new_limit(algo, ls, lim, ps, period, bs, burst)
   end
   return {algo = algo, limit = lim, period = period, burst = burst, P = P, D = D,
           tau = burst * P, months = 0, off = 0, phase = 0,
-          tag = {string.format('%.0f', lim), string.format('%.0f', period)}}
+          tag = {canonical(ls), canonical(ps)}} -- the texts: exact beyond 2^53 too
 end
 
 -- sl_limit_init_cell: CL.THROTTLE's max_burst count period_seconds.
 local function new_cell(mbs, max_burst, count_s, count, period_s)
-  if max_burst < 0 or max_burst >= SPAN_MAX then return nil, 'burst' end
+  if max_burst < 0 or above_span(mbs, max_burst, '2305843009213693950') then return nil, 'burst' end
   if count <= 0 or above_span(count_s, count) then return nil, 'limit' end
   local period = period_s * 1000000000
   if period_s <= 0 or period > SPAN_MAX then return nil, 'period' end
@@ -737,13 +771,24 @@ local function new_cell(mbs, max_burst, count_s, count, period_s)
   return l
 end
 
--- A carried state's limit (carry.c's sl_carry_limit): its algorithm, limit
--- and period, windows unaligned; the burst only bounds what a take admits,
--- and used() and wait() read a state without it.
+-- The limit a state is read under to carry it over (carry.c's
+-- sl_carry_limit): its algorithm, limit and period, windows unaligned.
+-- used() and wait() read a state without the burst; expires() reads it.
+local function carry_limit(algo, ls, lim, ps, period)
+  local l = new_limit(algo, ls, lim, ps, period, '0', 0)
+  -- the largest burst the rate allows (the windows keep theirs: the limit),
+  -- so that no debt the state holds reads as another limit's bytes
+  if l and (algo == 'gcra' or algo == 'leaky_bucket' or algo == 'token_bucket') then
+    local most = math.floor(SPAN_MAX * l.D / l.P)
+    if most > lim then l.burst, l.tau = most, most * l.P end
+  end
+  return l
+end
+
 local function tag_limit(algo, tag)
   local lim, period = tonumber(tag[1]), tonumber(tag[2])
   if not lim or not period then return nil end
-  return new_limit(algo, tag[1], lim, tag[2], period, '0', 0)
+  return carry_limit(algo, tag[1], lim, tag[2], period)
 end
 
 local ALGORITHMS = {cell = true, gcra = true, token_bucket = true, leaky_bucket = true,
@@ -815,7 +860,9 @@ local function store(key, e)
   local l = st.limit
   local exp = A[st.algo].expires(l, st.s)
   if exp <= 0 then
-    if e.exists then redis.call('DEL', key) end
+    -- Only a key of this shape goes; another's state stays until a take that
+    -- changes something replaces it (as the module keeps it).
+    if e.exists and e.own then redis.call('DEL', key) end
     return
   end
   local tag = st.tag and (st.tag[1] .. ' ' .. st.tag[2]) or '- -'
@@ -845,7 +892,7 @@ local function enter(l, e)
   local same = st.algo == l.algo
   if st.tag then
     if l.carried and same and same_tag(st.tag, l.tag) then return st.s, 'own' end
-    if same and l.algo == 'sliding_log' then return st.s, 'adopted' end -- its stamps as they are
+    if same and l.algo == 'sliding_log' then return log.resize(l, st.s), 'adopted' end
     local from = tag_limit(st.algo, st.tag)
     if not from or l.algo == 'concurrency' then return nil, 'wrongtype' end
     local s = carried_over(l, A[st.algo].used(from, st.s))
@@ -853,10 +900,15 @@ local function enter(l, e)
     return s, 'adopted'
   end
   if same then
-    if l.algo == 'concurrency' and st.s.cap ~= l.limit then
+    -- A log or leases of another limit (another size, to the module): the
+    -- newest stamps, the live leases when they fit, written back as this
+    -- limit's with the decision.
+    local resized = (l.algo == 'sliding_log' or l.algo == 'concurrency') and st.s.cap ~= l.limit
+    if resized and l.algo == 'concurrency' then
       local live, in_flight = conc_live(st.s)
       if #live > l.limit or in_flight > l.limit then return nil, 'wrongtype' end
     end
+    if resized then return A[l.algo].resize(l, st.s), 'adopted' end
     return st.s, l.carried and 'adopted' or 'own'
   end
   -- Another algorithm's ad-hoc state: a policy's limit reads it as that
@@ -866,8 +918,7 @@ local function enter(l, e)
     return nil, 'wrongtype'
   end
   local lim = st.algo == 'sliding_log' and st.s.cap or l.limit
-  local from = lim and new_limit(st.algo, string.format('%.0f', lim), lim, l.tag[2], l.period,
-                                 '0', 0)
+  local from = lim and carry_limit(st.algo, string.format('%.0f', lim), lim, l.tag[2], l.period)
   if not from then return nil, 'wrongtype' end
   return carried_over(l, A[st.algo].used(from, st.s)), 'adopted'
 end
@@ -877,13 +928,20 @@ end
 local function decide(l, e, commit)
   local s, how, from, old = enter(l, e)
   if not s then return nil, how end
+  if e.own == nil then e.own = how ~= 'adopted' end
   local alg = A[l.algo]
-  local d = alg.take(l, s, l.cost, commit)
+  -- A take of 0 peeks, as sl_take's: it leaves the state as it was read (even
+  -- a debt beyond this limit's tolerance, which the decision caps).
+  local d = alg.take(l, s, l.cost, commit and l.cost > 0)
   if how == 'carried' and not d.allowed and d.retry ~= NEVER then
     d.retry = math.max(d.retry, A[l.algo].wait(from, old, l.burst - l.cost))
     d.reset = math.max(A[l.algo].expires(from, old), 0)
   end
-  if commit and ((d.allowed and l.cost > 0) or how == 'adopted') then
+  -- An adopted state is written by an admitted take of several keys (the
+  -- store's take_many replaces it), but by a take of one key only when it
+  -- consumed something (the store's take: a take of 0 leaves a state of
+  -- another shape as it was).
+  if commit and ((d.allowed and l.cost > 0) or (how == 'adopted' and #KEYS > 1)) then
     e.st = {algo = l.algo, tag = l.carried and l.tag or nil, s = s, limit = l}
     e.dirty = true
   elseif e.st then
@@ -917,19 +975,29 @@ local function op_reset()
   return held
 end
 
+-- sl_state_size of the module's states: a repeated key is one shape when its
+-- items agree on the algorithm and this, as the module checks it.
+local INNER_SIZE = {gcra = 16, leaky_bucket = 16, token_bucket = 16, fixed_window = 16,
+                    sliding_window = 24}
+local function state_size(l)
+  local inner = INNER_SIZE[l.algo] or (l.algo == 'sliding_log' and 16 + 8 * l.limit) or
+                24 + 24 * l.limit
+  return inner + (l.carried and 16 or 0)
+end
+
 local function op_take(limits)
   local entries, ds, failed = {}, {}, -1
   for i, key in ipairs(KEYS) do
     local seen = entries[key]
     if seen then -- a repeated key: its takes add up, under one shape
       local a, b = seen.first, limits[i]
-      if a.algo ~= b.algo or (a.carried or false) ~= (b.carried or false) or
-         (a.algo == 'sliding_log' and a.limit ~= b.limit) then
-        return fail('argument')
-      end
-    else
+      if a.algo ~= b.algo or state_size(a) ~= state_size(b) then return fail('argument') end
+    else -- read in order, so that the first key that cannot be read is the error
       local e, err = load(key)
       if not e then return fail(err) end
+      local s
+      s, err = enter(limits[i], e)
+      if not s then return fail(err) end
       e.first = limits[i]
       entries[key] = e
     end
@@ -970,10 +1038,15 @@ local function op_acquire(l, id)
   if not e then return fail(err) end
   local s, how = enter(l, e)
   if not s then return fail(how) end
+  e.own = how ~= 'adopted'
   if conc.held(s, id) then return fail('argument') end -- ids tell a key's leases apart
   local d = conc.acquire(l, s, l.cost, id, true)
-  e.st = {algo = 'concurrency', s = s, limit = l}
-  store(KEYS[1], e)
+  -- A refused acquire leaves a state of another shape as it was, as the
+  -- store's does.
+  if d.allowed or how ~= 'adopted' then
+    e.st = {algo = 'concurrency', s = s, limit = l}
+    store(KEYS[1], e)
+  end
   return reply(d.allowed and -1 or 0, {d})
 end
 
@@ -986,6 +1059,7 @@ local function op_release(l, id)
   if e.st.algo ~= 'concurrency' or e.st.s.cap ~= l.limit then return 0 end -- no lease of this shape
   local released = conc.release(s, id)
   e.st.limit = l
+  e.own = true
   store(KEYS[1], e)
   return released
 end
