@@ -527,6 +527,18 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
                      int64_t now, uint64_t lease_id);
 
 /*
+ * Gives back a take of `cost` units from `key` under *l (sl_refund: as if
+ * the take had been refused). A key that is not held, or holds a state of
+ * another algorithm or size than *l's, gets nothing back; a state that is
+ * "never seen" afterwards is reclaimed. Returns the units given back
+ * (0 .. cost), SL_ERR_KEY for a bad key, SL_ERR_COST / SL_ERR_TIME as
+ * sl_take, SL_ERR_ALGORITHM for a concurrency limit (leases are released:
+ * sl_store_release), SL_ERR_ARGUMENT for a NULL pointer.
+ */
+int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                        int64_t now, int64_t cost);
+
+/*
  * Reclaims states that are "never seen" again at `now`, looking at up to
  * max_records stored states in each shard, from where the last sweep
  * stopped (SIZE_MAX: all of them).

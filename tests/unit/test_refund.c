@@ -451,3 +451,131 @@ Test(refund, garbage_states_never_crash)
         sl_state_expires_at(&l, words);
     }
 }
+
+/* ---- the store (sl_store_refund) ---- */
+
+static sl_store *new_store(void)
+{
+    sl_store *s = NULL;
+    cr_assert_eq(sl_store_new(NULL, &s), SL_OK);
+    return s;
+}
+
+/* The same trace through two stores, the refunded take in one only: every
+ * later decision of the key agrees. */
+Test(store_refund, equals_never_taking_in_the_store)
+{
+    for (size_t i = 0; i < NCASES; i++) {
+        const rcase *c = &CASES[i];
+        sl_limit l = limit_of(c);
+        sl_store *x = new_store(), *y = new_store();
+        test_rng r = {i + 100};
+        int64_t now = T0;
+        int refunded = 0;
+        for (int step = 0; step < 200; step++) {
+            now += step_of(&r, &l, now);
+            int64_t cost = cost_of(&r, &l);
+            sl_decision dx, dy;
+            cr_assert_eq(sl_store_take(x, "k", 1, &l, now, cost, &dx), SL_OK);
+            cr_assert_eq(sl_store_take(y, "k", 1, &l, now, cost, &dy), SL_OK);
+            assert_same(&dx, &dy, "store take", c->name, step);
+            cost = cost_of(&r, &l);
+            cr_assert_eq(sl_store_take(x, "k", 1, &l, now, cost, &dx), SL_OK);
+            int64_t later = test_range(&r, 0, 1) ? 0 : step_of(&r, &l, now);
+            int64_t given = sl_store_refund(x, "k", 1, &l, now + later, cost);
+            cr_assert(given >= 0 && given <= cost);
+            if (dx.allowed && later == 0)
+                cr_assert_eq(given, cost, "%s step %d", c->name, step);
+            now += later; /* the store's clock has moved on to the refund's */
+            if (!dx.allowed) { /* nothing taken: make x what y is */
+                cr_assert_geq(sl_store_reset(x, "k", 1), 0);
+                cr_assert_geq(sl_store_reset(y, "k", 1), 0);
+                continue;
+            }
+            refunded++;
+            for (int64_t pc = 0; pc <= 2; pc++) {
+                cr_assert_eq(sl_store_peek(x, "k", 1, &l, now, pc, &dx), SL_OK);
+                cr_assert_eq(sl_store_peek(y, "k", 1, &l, now, pc, &dy), SL_OK);
+                assert_same(&dx, &dy, "store peek", c->name, step);
+            }
+        }
+        cr_assert_gt(refunded, 20, "%s", c->name);
+        sl_store_free(x);
+        sl_store_free(y);
+    }
+}
+
+Test(store_refund, a_state_given_all_back_is_reclaimed)
+{
+    /* The store's clock is a monotonic one: its expiries are kept for times
+     * well below Unix time's nanoseconds. */
+    const int64_t t0 = 1000 * NS_PER_SEC;
+    sl_store *s = new_store();
+    sl_limit l;
+    sl_decision d;
+    sl_key_info info;
+    sl_store_stats st;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, MIN, 0), SL_OK);
+    cr_assert_eq(sl_store_take(s, "k", 1, &l, t0, 3, &d), SL_OK);
+    cr_assert_eq(sl_store_refund(s, "k", 1, &l, t0, 2), 2);
+    cr_assert_eq(sl_store_inspect(s, "k", 1, t0, &info), 1);
+    cr_assert_eq(info.expires_at / NS_PER_SEC, (t0 + 6 * NS_PER_SEC) / NS_PER_SEC,
+                 "the expiry follows the state back");
+    cr_assert_eq(sl_store_refund(s, "k", 1, &l, t0, 5), 1);
+    cr_assert_eq(sl_store_inspect(s, "k", 1, t0, &info), 0, "never seen again: reclaimed");
+    sl_store_get_stats(s, &st);
+    cr_assert_eq(st.keys, 0);
+    cr_assert_eq(st.reclaimed, 1);
+    /* an absent key gets nothing, and is not stored */
+    cr_assert_eq(sl_store_refund(s, "absent", 6, &l, t0, 1), 0);
+    cr_assert_eq(sl_store_inspect(s, "absent", 6, t0, &info), 0);
+    sl_store_free(s);
+}
+
+Test(store_refund, another_shape_gets_nothing)
+{
+    sl_store *s = new_store();
+    sl_limit gcra, tb, log5, log6;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&gcra, SL_GCRA, 10, MIN, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&tb, SL_TOKEN_BUCKET, 10, MIN, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&log5, SL_SLIDING_LOG, 5, MIN, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&log6, SL_SLIDING_LOG, 6, MIN, 0), SL_OK);
+    cr_assert_eq(sl_store_take(s, "g", 1, &gcra, T0, 4, &d), SL_OK);
+    cr_assert_eq(sl_store_refund(s, "g", 1, &tb, T0, 4), 0);
+    cr_assert_eq(sl_store_peek(s, "g", 1, &gcra, T0, 0, &d), SL_OK);
+    cr_assert_eq(d.remaining, 6);
+    cr_assert_eq(sl_store_take(s, "l", 1, &log5, T0, 4, &d), SL_OK);
+    cr_assert_eq(sl_store_refund(s, "l", 1, &log6, T0, 4), 0, "another size");
+    cr_assert_eq(sl_store_peek(s, "l", 1, &log5, T0, 0, &d), SL_OK);
+    cr_assert_eq(d.remaining, 1);
+    sl_store_free(s);
+}
+
+Test(store_refund, refuses_bad_input)
+{
+    sl_store *s = new_store();
+    sl_limit l, c;
+    sl_decision d;
+    cr_assert_eq(sl_limit_init(&l, SL_GCRA, 10, MIN, 0), SL_OK);
+    cr_assert_eq(sl_limit_init(&c, SL_CONCURRENCY, 3, MIN, 0), SL_OK);
+    cr_assert_eq(sl_store_take(s, "k", 1, &l, T0, 3, &d), SL_OK);
+    cr_assert_eq(sl_store_refund(s, "", 0, &l, T0, 1), SL_ERR_KEY);
+    cr_assert_eq(sl_store_refund(s, "k", 1, &l, T0, -1), SL_ERR_COST);
+    cr_assert_eq(sl_store_refund(s, "k", 1, &l, -1, 1), SL_ERR_TIME);
+    cr_assert_eq(sl_store_refund(s, "k", 1, NULL, T0, 1), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_store_refund(NULL, "k", 1, &l, T0, 1), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_store_acquire(s, "c", 1, &c, T0, 1, 77, &d), SL_OK);
+    cr_assert_eq(sl_store_refund(s, "c", 1, &c, T0, 1), SL_ERR_ALGORITHM);
+    cr_assert_eq(sl_store_peek(s, "k", 1, &l, T0, 0, &d), SL_OK);
+    cr_assert_eq(d.remaining, 7, "nothing changed");
+    cr_assert_eq(sl_store_peek(s, "c", 1, &c, T0, 0, &d), SL_OK);
+    cr_assert_eq(d.remaining, 2);
+    /* a `now` older than the store's newest is decided at the newest: a
+     * refund cannot move the key's time back */
+    cr_assert_eq(sl_store_take(s, "k", 1, &l, T0 + 6 * NS_PER_SEC, 1, &d), SL_OK);
+    cr_assert_eq(sl_store_refund(s, "k", 1, &l, T0, 10), 3);
+    cr_assert_eq(sl_store_peek(s, "k", 1, &l, T0 + 6 * NS_PER_SEC, 0, &d), SL_OK);
+    cr_assert_eq(d.remaining, 10);
+    sl_store_free(s);
+}
