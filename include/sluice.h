@@ -332,8 +332,8 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
  * Returns the units given back, 0 .. cost (0 when the take has refilled or
  * its window has passed; for the metering algorithms, the whole units the
  * state's debt shrank by), or SL_ERR_COST / SL_ERR_TIME for invalid input
- * and SL_ERR_ALGORITHM for a concurrency limit, leaving *state untouched.
- * Cost 0 gives back nothing.
+ * and SL_ERR_ALGORITHM for a concurrency limit. *state changes only when
+ * units are given back (an answer above 0). Cost 0 gives back nothing.
  */
 int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
 

@@ -181,7 +181,8 @@ void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns)
  * the debt and cost * T = cost * reduced_period are exact integers (below
  * 2^126). A debt beyond tau, which only another limit leaves, is not capped
  * as a take reads it: capping would forgive that limit's debt. The units
- * given back are the whole intervals the debt a take reads shrank by.
+ * given back are the whole intervals the debt a take reads shrank by; when
+ * none, the state stays as it was.
  */
 int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
 {
@@ -210,7 +211,8 @@ int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost
     }
     int64_t given = sl_intervals_ceil(l, before_ns, before_frac) -
                     sl_intervals_ceil(l, left_ns, left_frac);
-
+    if (given == 0)
+        return 0; /* a debt still beyond tau: nothing this limit reads changes */
     s->tat = now + (int64_t)(left / den);
     s->frac = (int64_t)(left % den);
     return given;

@@ -106,6 +106,8 @@ static int64_t sl_log_refund(const sl_limit *l, void *state, int64_t now, int64_
         count--;
     }
     int64_t given = sl_min64(cost, count);
+    if (given == 0)
+        return 0; /* every stamp has left: the state is as good as "never seen" */
     count -= given;
     s->count = count;
     s->head = count == 0 ? 0 : head;

@@ -441,9 +441,13 @@ Test(refund, garbage_states_never_crash)
         int64_t now = test_range(&r, 0, 3) == 0 ? (int64_t)(test_next(&r) >> 2) : T0;
         int64_t cost = test_range(&r, 0, 3) == 0 ? (int64_t)(test_next(&r) >> 1)
                                                  : test_range(&r, 0, 20);
+        int64_t before[8 + 64];
+        memcpy(before, words, n);
         int64_t given = sl_refund(&l, words, now, cost);
         cr_assert(given >= 0 && given <= cost, "%s: %lld of %lld", c->name, (long long)given,
                   (long long)cost);
+        if (given == 0)
+            cr_assert_eq(memcmp(before, words, n), 0, "%s: nothing given, yet changed", c->name);
         sl_decision d;
         cr_assert_eq(sl_peek(&l, words, now, 1, &d), SL_OK);
         cr_assert(d.remaining >= 0 && d.remaining <= d.limit);
