@@ -302,9 +302,11 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
  * when a later one refuses, the earlier ones are given back this way, so
  * that the request consumes from none.
  *
- * Afterwards the state admits what it would have admitted had that take
- * been refused, in every decision that follows, and never more: a refund
- * never gives a budget the client did not have. Per algorithm:
+ * When no other take of the state came between the take and its refund (a
+ * backend refunds at once), the state then admits exactly what it would
+ * have admitted had that take been refused, in every decision that
+ * follows: a refund never gives a budget the client did not have. Per
+ * algorithm:
  *
  *   gcra, leaky_bucket  TAT -= cost * T, never below now (the queue's level
  *                       goes back by cost); what has refilled since the
@@ -322,12 +324,10 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
  * A carried limit (sl_limit_carry) gives back only to a state that names
  * it: a state written under another limit, or never written, gets nothing.
  *
- * The state does not say when its units were taken, so the guarantee above
- * is exact when no other take of the state came between the take and its
- * refund (a backend refunds at once). When others came between, the state
- * may admit up to `cost` units more than it would have without the refunded
- * take (the time that refilled its units, a window that turned), never more
- * than that.
+ * The state does not say when its units were taken, so when other takes
+ * came between, it may afterwards admit up to `cost` units more than it
+ * would have without the refunded take (the time that refilled its units
+ * while others waited, a window that turned), never more than that.
  *
  * Returns the units given back, 0 .. cost (0 when the take has refilled or
  * its window has passed; for the metering algorithms, the whole units the
