@@ -37,6 +37,8 @@ typedef enum sl_op {
     SL_OP_RESET,   /* n keys (limits ignored): forgets them */
     SL_OP_ACQUIRE, /* one item, cost = weight: a lease of id lease_id */
     SL_OP_RELEASE, /* one item: gives lease lease_id back */
+    SL_OP_REFUND,  /* one item: gives a take of its cost back (sl_refund), so that takes
+                      made key by key (across Redis Cluster slots) stay all or nothing */
 } sl_op;
 
 /* What decided, when not the store: a store-down policy (--on-store-error). */
@@ -68,7 +70,8 @@ typedef struct sl_backend_req {
     const char *errstr; /* a remote store's own words for rc, or NULL; valid until done()
                            returns (the backend's storage) */
     int failed;         /* TAKE, PEEK: the first item refused, -1 when none */
-    int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not */
+    int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not;
+                           REFUND: the units given back */
     sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */
     sl_fallback by;     /* SL_DECIDED_BY_STORE unless a store-down policy decided */
 

@@ -87,6 +87,16 @@ static int mem_submit(sl_backend_worker *w, sl_backend_req *r)
             rc = SL_OK;
         }
         break;
+    case SL_OP_REFUND: {
+        int64_t given = sl_store_refund(w->store, it->key, it->keylen, it->limit, now, it->cost);
+        if (given >= 0) {
+            r->count = given;
+            rc = SL_OK;
+        } else {
+            rc = (int)given;
+        }
+        break;
+    }
     default:
         rc = SL_ERR_ARGUMENT;
     }

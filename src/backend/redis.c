@@ -379,6 +379,16 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
                 r->count = got;
             break;
         }
+        case SL_OP_REFUND: {
+            /* The take given back was the local limiter's too. */
+            int64_t got = sl_store_refund(b->local, items[0].key, items[0].keylen, &limits[0],
+                                          now, items[0].cost);
+            if (got < 0)
+                r->rc = (int)got;
+            else
+                r->count = got;
+            break;
+        }
         case SL_OP_RESET:
             /* The local limiter forgets the keys too, but the store's states
              * are still there: the reset did not happen. */

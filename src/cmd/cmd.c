@@ -403,7 +403,7 @@ void sl_check_submit(sl_cmd_ctx *c, sl_check *k)
 
 static void sl_render_decide(sl_cmd_ctx *c, const sl_check *k)
 {
-    if (k->req.op == SL_OP_RESET || k->req.op == SL_OP_RELEASE) {
+    if (k->req.op == SL_OP_RESET || k->req.op == SL_OP_RELEASE || k->req.op == SL_OP_REFUND) {
         R->integer(c->sink, k->req.count);
         return;
     }
@@ -859,15 +859,15 @@ static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, 
 
 static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
-    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE"};
-    static const sl_op op_of[] = {SL_OP_TAKE, SL_OP_PEEK, SL_OP_RESET, SL_OP_ACQUIRE,
-                                  SL_OP_RELEASE};
+    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE", "REFUND"};
+    static const sl_op op_of[] = {SL_OP_TAKE,    SL_OP_PEEK,    SL_OP_RESET,
+                                  SL_OP_ACQUIRE, SL_OP_RELEASE, SL_OP_REFUND};
     int o = 0;
-    while (o < 5 && !sl_arg_is(&argv[1], ops[o]))
+    while (o < 6 && !sl_arg_is(&argv[1], ops[o]))
         o++;
-    if (o == 5) {
-        sl_reply_errorf(c, "syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE or "
-                           "RELEASE");
+    if (o == 6) {
+        sl_reply_errorf(c, "syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, "
+                           "RELEASE or REFUND");
         return;
     }
     sl_op op = op_of[o];
@@ -882,7 +882,7 @@ static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     int64_t n;
     if (!sl_arg_int(c, &argv[3], &n))
         return;
-    int64_t max = leased ? 1 : SL_TAKE_MANY_MAX;
+    int64_t max = leased || op == SL_OP_REFUND ? 1 : SL_TAKE_MANY_MAX;
     if (n < 1 || n > max) {
         sl_reply_errorf(c, "numkeys must be between 1 and %lld", (long long)max);
         return;

@@ -1,6 +1,6 @@
 /*
  * keys.c: the executor of sluice-redis.so. Every rate limiting command of
- * src/cmd reaches Redis keys through these six functions.
+ * src/cmd reaches Redis keys through these seven functions.
  *
  * A key's value is a plain Redis string (docs/module.md says why):
  *
@@ -421,6 +421,36 @@ static int slm_ex_release(void *ex, const sl_resp_slice *k, const sl_limit *l, u
     return rc;
 }
 
+/* A refund writes only a state of the limit's own shape (the key's value
+ * as a take under it leaves it): an absent key, or one of another shape,
+ * which a take would carry over, gets nothing back. The change is
+ * replicated as every change is, as its effect (SET or DEL). */
+static int64_t slm_ex_refund(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost)
+{
+    slm_call *m = ex;
+    slm_key key;
+    int64_t rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+    if (rc != SL_OK)
+        return rc;
+    slm_state st, old;
+    size_t size = sl_state_size(l);
+    slm_state_init(&st, size);
+    slm_state_init(&old, size);
+    rc = slm_read(m, &key, l, &st);
+    if (rc == SL_ERR_WRONGTYPE || (rc == SL_OK && !key.compatible)) {
+        rc = 0; /* absent, or a state no take under this limit wrote */
+    } else if (rc == SL_OK) {
+        memcpy(old.p, st.p, size);
+        rc = sl_refund(l, st.p, m->now, cost);
+        if (rc > 0)
+            slm_write(m, &key, l, &st, &old);
+    }
+    slm_state_free(&st);
+    slm_state_free(&old);
+    slm_close(m, &key);
+    return rc;
+}
+
 /* The backend interface (src/backend/backend.h) over the functions above:
  * every request is answered in the call, at the command's clock. The
  * worker handle is the command's slm_call. */
@@ -474,6 +504,13 @@ static int slm_submit(sl_backend_worker *w, sl_backend_req *r)
             rc = SL_OK;
         }
         break;
+    case SL_OP_REFUND: {
+        int64_t given = slm_ex_refund(m, &key, it->limit, it->cost);
+        if (given >= 0)
+            r->count = given;
+        rc = given >= 0 ? SL_OK : (int)given;
+        break;
+    }
     default:
         rc = SL_ERR_ARGUMENT;
     }

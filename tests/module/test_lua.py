@@ -697,3 +697,146 @@ def test_random_ops_on_a_few_keys(conn, sha, seed):
                 g[7] = flags.setdefault(k, g[7])
         mod, lua = both(conn, sha, op, lease, keys, groups)
         same(mod, lua, (step, op, lease, keys, groups))
+
+
+# ---- REFUND: a take given back ----
+
+REFUND_LIMITS = [
+    ("gcra", 10, 3600 * 10**9, 0), ("gcra", 7, 3600 * 10**9, 3),
+    ("leaky_bucket", 5, 3600 * 10**9, 0), ("token_bucket", 10, 3600 * 10**9, 0),
+    ("token_bucket", 7, 3600 * 10**9, 3),
+    ("fixed_window", 10, 3600 * 10**9, 0), ("sliding_window", 10, 3600 * 10**9, 0),
+    ("sliding_log", 10, 3600 * 10**9, 0), ("cell", 9, 10, 3600),
+]
+
+
+def _g(spec, cost, carried=0):
+    algo, a, b, c = spec
+    return group(algo, a, b, c, cost, flags=carried)
+
+
+@pytest.mark.parametrize("spec", REFUND_LIMITS, ids=["%s-%s" % (s[0], s[1]) for s in REFUND_LIMITS])
+@pytest.mark.parametrize("carried", [0, 1], ids=["adhoc", "carried"])
+def test_refund_side_by_side(conn, sha, spec, carried):
+    """A take, then another given back: the same units given back in the module and the
+    script, and then both decide as a key that never took the second (a twin)."""
+    if spec[0] == "cell" and carried:
+        pytest.skip("redis-cell's limits are never carried")
+    base = "refund:%s:%s" % (spec[0], uuid.uuid4().hex[:8])
+    key, twin = base + ":k", base + ":twin"
+    same(*both(conn, sha, "TAKE", "0", [key], [_g(spec, 1, carried)]), where="first take")
+    same(*both(conn, sha, "TAKE", "0", [twin], [_g(spec, 1, carried)]), where="twin take")
+    mod, lua = both(conn, sha, "TAKE", "0", [key], [_g(spec, 2, carried)])
+    same(mod, lua, "second take")
+    assert mod[:2] == [-1, 1], mod
+    mod, lua = both(conn, sha, "REFUND", "0", [key], [_g(spec, 2, carried)])
+    assert mod == lua == 2, (mod, lua)
+    for cost in (0, 1, 5):
+        mod, lua = both(conn, sha, "PEEK", "0", [key], [_g(spec, cost, carried)])
+        same(mod, lua, ("peek", cost))
+        tm, tl = both(conn, sha, "PEEK", "0", [twin], [_g(spec, cost, carried)])
+        assert mod[:4] == tm[:4] and lua[:4] == tl[:4], (cost, mod, tm, lua, tl)
+    # more than was taken: never beyond a key that took nothing
+    mod, lua = both(conn, sha, "REFUND", "0", [key], [_g(spec, 100, carried)])
+    assert mod == lua == 1, (mod, lua)
+    mod, lua = both(conn, sha, "PEEK", "0", [key], [_g(spec, 0, carried)])
+    same(mod, lua, "after all given back")
+    limit = spec[1] + 1 if spec[0] == "cell" else spec[3] or spec[1]
+    assert lua[1:4] == [1, limit, limit], lua
+
+
+def test_refund_deletes_a_key_given_all_back_and_moves_its_expiry(server, conn, sha):
+    r = server.client()
+    key = "refund:exp:%s" % uuid.uuid4().hex[:8]
+    g = lambda cost: group("gcra", 10, 3600 * 10**9, 0, cost)  # 6 minutes an interval
+    both(conn, sha, "TAKE", "0", [key], [g(5)])
+    assert r.pttl(key + ":m") > 29 * 60 * 1000 and r.pttl(key + ":l") > 29 * 60 * 1000
+    mod, lua = both(conn, sha, "REFUND", "0", [key], [g(3)])
+    assert mod == lua == 3
+    m, l = r.pttl(key + ":m"), r.pttl(key + ":l")
+    # (the expiry is rounded up to a whole ms: one more than 12 minutes is right too)
+    assert 11 * 60 * 1000 < l <= 12 * 60 * 1000 + 1 and abs(m - l) <= 1000, (m, l)
+    mod, lua = both(conn, sha, "REFUND", "0", [key], [g(2)])
+    assert mod == lua == 2
+    assert r.exists(key + ":m", key + ":l") == 0
+    r.close()
+
+
+def test_refund_gives_nothing_to_what_the_limit_did_not_take(server, conn, sha):
+    """An absent key, another algorithm's state, a carried limit on an ad-hoc state and
+    the other way round, a sliding log of another size: 0, and nothing changes."""
+    r = server.client()
+    base = "refund:none:%s" % uuid.uuid4().hex[:8]
+    hour = 3600 * 10**9
+    mod, lua = both(conn, sha, "REFUND", "0", [base + ":absent"], [group("gcra", 5, hour, 0, 1)])
+    assert mod == lua == 0
+    assert r.exists(base + ":absent:m", base + ":absent:l") == 0
+    cases = [
+        (group("gcra", 5, hour, 0, 2), group("token_bucket", 5, hour, 0, 2)),
+        (group("gcra", 5, hour, 0, 2), group("gcra", 5, hour, 0, 2, flags=1)),
+        (group("gcra", 5, hour, 0, 2, flags=1), group("gcra", 5, hour, 0, 2)),
+        (group("gcra", 5, hour, 0, 2, flags=1), group("gcra", 50, hour, 0, 2, flags=1)),
+        (group("sliding_log", 5, hour, 0, 2), group("sliding_log", 6, hour, 0, 2)),
+    ]
+    for i, (took, back) in enumerate(cases):
+        k = "%s:%d" % (base, i)
+        both(conn, sha, "TAKE", "0", [k], [took])
+        before = r.get(k + ":m"), r.get(k + ":l")
+        mod, lua = both(conn, sha, "REFUND", "0", [k], [back])
+        assert mod == lua == 0, (took, back, mod, lua)
+        assert (r.get(k + ":m"), r.get(k + ":l")) == before
+    r.close()
+
+
+M_REFUND_BAD = [
+    ("REFUND", "0", ["k", "k2"], [group("gcra", 5, M, 0, 1)] * 2),
+    ("REFUND", "0", ["k"], []),
+    ("REFUND", "0", ["k"], [group("concurrency", 5, M, 0, 1)]),
+    ("REFUND", "00000000000000ab", ["k"], [group("gcra", 5, M, 0, 1)]),
+    ("REFUND", "0", ["k"], [group("gcra", 5, M, 0, -1)]),
+    ("REFUND", "0", ["k"], [group("gcra", 0, M, 0, 1)]),
+    ("REFUND", "0", [""], [group("gcra", 5, M, 0, 1)]),
+    ("GIVEBACK", "0", ["k"], [group("gcra", 5, M, 0, 1)]),
+]
+
+
+@pytest.mark.parametrize("op,lease,keys,groups", M_REFUND_BAD, ids=range(len(M_REFUND_BAD)))
+def test_refund_bad_arguments(server, conn, sha, op, lease, keys, groups):
+    base = "refund:bad:%s:" % uuid.uuid4().hex[:8]
+    keys = [base + k if k else "" for k in keys]
+    mod, lua = both(conn, sha, op, lease, keys, groups, suffix=("", "") if "" in keys else (":m", ":l"))
+    assert isinstance(mod, Error), mod
+    same(mod, lua, (op, lease, groups))
+
+
+def test_refund_of_a_foreign_value_is_wrongtype(server, conn, sha):
+    r = server.client()
+    k = "refund:wt:%s" % uuid.uuid4().hex[:8]
+    r.set(k + ":m", "hello")
+    r.set(k + ":l", "hello")
+    mod, lua = both(conn, sha, "REFUND", "0", [k], [group("gcra", 5, M, 0, 1)])
+    same(mod, lua, "foreign")
+    assert lua.message.startswith("WRONGTYPE"), lua
+    assert r.get(k + ":l") == b"hello"
+    r.close()
+
+
+@pytest.mark.parametrize("algo", ["gcra", "token_bucket", "fixed_window", "sliding_window",
+                                  "sliding_log", "leaky_bucket"])
+@pytest.mark.parametrize("carried", [0, 1], ids=["adhoc", "carried"])
+def test_refund_random_trace(conn, sha, algo, carried):
+    """Takes, peeks and refunds at random on a module key and a script key: the same
+    answer each time."""
+    rnd = random.Random("refund-%s-%d" % (algo, carried))
+    key = "refund:trace:%s:%s" % (algo, uuid.uuid4().hex[:8])
+    given = 0
+    for step in range(80):
+        cost = rnd.choice([0, 1, 1, 2, 3, 7, 40])
+        op = rnd.choice(["TAKE", "TAKE", "REFUND", "REFUND", "PEEK"])
+        g = group(algo, 9, 3600 * 10**9, 0, cost, flags=carried)
+        mod, lua = both(conn, sha, op, "0", [key], [g])
+        same(mod, lua, "%s step %d %s %s" % (algo, step, op, g))
+        if op == "REFUND":
+            assert isinstance(lua, int) and 0 <= lua <= cost, lua
+            given += lua
+    assert given > 10, given

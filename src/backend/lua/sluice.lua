@@ -4,9 +4,9 @@
 --   EVALSHA <sha> numkeys key [key ...] op lease [group ...]
 --
 -- with the arguments and the replies of SL.DECIDE (docs/commands.md): op is
--- TAKE, PEEK, RESET, ACQUIRE or RELEASE; lease 16 hex digits for ACQUIRE and
--- RELEASE, else "0"; one group of 8 arguments per key (none for RESET):
--- algorithm a b c cost months utc_offset_ns flags.
+-- TAKE, PEEK, RESET, ACQUIRE, RELEASE or REFUND; lease 16 hex digits for
+-- ACQUIRE and RELEASE, else "0"; one group of 8 arguments per key (none for
+-- RESET): algorithm a b c cost months utc_offset_ns flags.
 --
 -- The arithmetic is src/algo/*.c's, ported: the same decisions, the same
 -- errors. Redis's clock decides (TIME, whole microseconds), and every
@@ -206,7 +206,9 @@ end
 -- reset, delay} (durations in ns from now, retry NEVER when no wait will do),
 -- writing s only when commit and admitted; expires(l, s) the ns from now until
 -- s is "never seen" (<= 0: already); used(l, s) the units s has used now under
--- l (carry.c's "used"), and wait(l, s, u) the ns until it has used at most u.
+-- l (carry.c's "used"), and wait(l, s, u) the ns until it has used at most u;
+-- refund(l, s, cost) gives a take of cost back (sl_refund), writing s, and
+-- answers the units given back.
 
 local A = {}
 
@@ -307,6 +309,18 @@ function gcra.expires(l, s)
   return (s.tat - NOW) * 1000 + div_ceil(s.n, s.D)
 end
 function gcra.used(l, s) return div_ceil(gcra_debt(l, s), l.P) end
+-- The TAT goes back by cost * T, never before now; the units given back are
+-- the whole intervals the debt a take reads (capped at tau) shrank by.
+function gcra.refund(l, s, cost)
+  local debt = gcra_debt(l, s)
+  if debt <= 0 then return 0 end
+  local left = math.max(debt - cost * l.P, 0)
+  local given = div_ceil(math.min(debt, l.tau), l.P) - div_ceil(math.min(left, l.tau), l.P)
+  local unit = 1000 * l.D
+  local q = div_floor(left, unit)
+  s.tat, s.n, s.D = NOW + q, left - q * unit, l.D
+  return given
+end
 function gcra.wait(l, s, u)
   local over = gcra_debt(l, s) - u * l.P
   return over > 0 and div_ceil(over, l.D) or 0
@@ -382,6 +396,21 @@ function tb.used(l, s)
   local _, _, debt, accrued = tb_refill(l, s, false)
   return math.max(debt - accrued, 0)
 end
+-- Tokens go back into the bucket, up to its brim (a full bucket is anchored
+-- at now, as a take leaves it).
+function tb.refund(l, s, cost)
+  local au, ar, debt, accrued = tb_refill(l, s, true)
+  local missing = debt - accrued
+  if missing <= 0 then return 0 end
+  local given = math.min(cost, missing)
+  if given == missing then
+    au, ar, debt = NOW, 0, 0
+  else
+    debt = debt - given
+  end
+  s.au, s.ar, s.debt = au, ar, debt
+  return given
+end
 function tb.wait(l, s, u)
   local au, ar, debt, accrued = tb_refill(l, s, false)
   if debt - accrued <= u then return 0 end
@@ -432,6 +461,18 @@ function fw.expires(l, s)
 end
 fw.used = used_by_take(fw)
 fw.wait = wait_by_take(fw)
+-- The count goes back while now is in the window that counted it.
+function fw.refund(l, s, cost)
+  local count = s.count or 0
+  if count <= 0 or count > l.limit or not s.su or pair_before(NOW, 0, s.su, s.sr) then
+    return 0
+  end
+  local eu, er = window_end(l, s.su, s.sr)
+  if not pair_before(NOW, 0, eu, er) then return 0 end
+  local given = math.min(cost, count)
+  s.count = count - given
+  return given
+end
 
 -- The sliding window counter (sliding_window.c). State: the current window's
 -- start pair, its units and the previous window's; the previous counts by
@@ -510,6 +551,21 @@ function sw.expires(l, s)
 end
 sw.used = used_by_take(sw)
 sw.wait = wait_by_take(sw)
+-- The state's window's count goes back while it still weighs: in its window,
+-- and in the next as the previous window's.
+function sw.refund(l, s, cost)
+  local lim, cur, prev = l.limit, s.cur or 0, s.prev or 0
+  if cur <= 0 or cur > lim or prev < 0 or prev > lim or not s.su or
+     pair_before(NOW, 0, s.su, s.sr) then
+    return 0
+  end
+  local eu, er = window_end(l, s.su, s.sr)
+  local nu, nr = window_end(l, eu, er)
+  if not pair_before(NOW, 0, nu, nr) then return 0 end
+  local given = math.min(cost, cur)
+  s.cur = cur - given
+  return given
+end
 
 -- The sliding log (sliding_log.c), exact. State: the limit it was written
 -- under, then the admitted units as runs {t, n}: n units admitted at Unix
@@ -612,6 +668,20 @@ function log.expires(l, s)
 end
 log.used = used_by_take(log)
 log.wait = wait_by_take(log)
+-- The newest units still in the log go.
+function log.refund(l, s, cost)
+  local live, count = log_live(l, s)
+  local given = math.min(cost, count)
+  local k = given
+  while k > 0 do
+    local last = live[#live]
+    local drop = math.min(last[2], k)
+    last[2], k = last[2] - drop, k - drop
+    if last[2] == 0 then live[#live] = nil end
+  end
+  s.runs, s.cap = live, l.limit
+  return given
+end
 
 -- The concurrency limit (concurrency.c). State: the limit it was written
 -- under, then its leases {id, expiry, weight}, oldest expiry first; an
@@ -1064,7 +1134,28 @@ local function op_release(l, id)
   return released
 end
 
-local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = true}
+-- A take given back (sl_refund), to a state of the limit's own shape only:
+-- an absent key, or a state another limit or algorithm wrote, gets nothing.
+local function op_refund(l)
+  local e, err = load(KEYS[1])
+  if not e then return fail(err) end
+  local st = e.st
+  if not st or st.algo ~= l.algo or (l.carried and not same_tag(st.tag, l.tag)) or
+     (not l.carried and st.tag) or (l.algo == 'sliding_log' and st.s.cap ~= l.limit) or
+     l.cost == 0 then
+    return 0
+  end
+  local given = A[l.algo].refund(l, st.s, l.cost)
+  if given > 0 then
+    st.limit = l
+    e.own = true -- a state of this limit's shape (checked above): store may delete it
+    store(KEYS[1], e)
+  end
+  return given
+end
+
+local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = true,
+             REFUND = true}
 
 local function main()
   -- Redis's own arity check of SL.DECIDE (op lease numkeys key, at least)
@@ -1073,7 +1164,8 @@ local function main()
   end
   local op = string.upper(ARGV[1] or '')
   if not OPS[op] then
-    return fail("ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE or RELEASE")
+    return fail("ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, RELEASE or " ..
+                "REFUND")
   end
   local leased = op == 'ACQUIRE' or op == 'RELEASE'
   local lease = ARGV[2] or ''
@@ -1081,7 +1173,7 @@ local function main()
                      not string.match(lease, '^0+$')) or (not leased and lease ~= '0') then
     return fail('ERR syntax error: the lease is 16 hex digits for ACQUIRE and RELEASE, else 0')
   end
-  local n, max = #KEYS, leased and 1 or 8
+  local n, max = #KEYS, (leased or op == 'REFUND') and 1 or 8
   if n < 1 or n > max then return fail('ERR numkeys must be between 1 and ' .. max) end
   local groups = op == 'RESET' and 0 or n
   if #ARGV ~= 2 + 8 * groups then
@@ -1101,6 +1193,7 @@ local function main()
   if op == 'TAKE' then return op_take(limits) end
   if op == 'PEEK' then return op_peek(limits) end
   if op == 'ACQUIRE' then return op_acquire(limits[1], string.lower(lease)) end
+  if op == 'REFUND' then return op_refund(limits[1]) end
   return op_release(limits[1], string.lower(lease))
 end
 
