@@ -71,6 +71,7 @@ typedef struct rd_op {
     struct sl_backend_worker *w;
     sl_backend_req *r; /* NULL once answered: a reply then only frees the op */
     uint64_t deadline_ms;
+    uint64_t seq;      /* submit order: equal deadlines are answered in it */
     uint64_t sent_ns;
     size_t heap;       /* index in the worker's heap, or SIZE_MAX */
     struct rd_op *next_wait;
@@ -93,7 +94,8 @@ struct sl_backend_worker {
     sl_transport *t;
     rd_mode mode;
     uint64_t mode_epoch; /* the transport's epoch the mode was learnt at */
-    bool was_ready;
+    bool was_ready;      /* connected at the last look */
+    uint64_t seen_epoch; /* the transport's epoch at the last look */
     bool detaching;
     /* The breaker. */
     int fails;
@@ -103,6 +105,7 @@ struct sl_backend_worker {
     /* Requests not answered yet, by deadline. */
     rd_op **heap;
     size_t heap_n, heap_cap;
+    uint64_t seq;
     rd_op *wait_head, *wait_tail;
     size_t inflight;           /* commands in the transport awaiting a reply */
     uint64_t last_progress_ms; /* the last reply, or when inflight became non-zero */
@@ -198,7 +201,23 @@ static void rd_set_err(sl_backend_worker *w, const char *what, const char *text,
              text ? text : "");
 }
 
+/* A command that could not be queued: the connection is being made again.
+ * Why it was lost (a refused AUTH, a protocol error) says more, so it is
+ * kept when the worker has it. */
+static void rd_not_connected(sl_backend_worker *w)
+{
+    if (!w->last_err[0])
+        rd_set_err(w, "not connected", NULL, 0);
+}
+
 /* ---- the heap of deadlines ---- */
+
+/* Earlier deadline first; the earlier submitted on a tie, so that a
+ * local limiter answering timed-out requests sees them in their order. */
+static bool rd_before(const rd_op *a, const rd_op *b)
+{
+    return a->deadline_ms != b->deadline_ms ? a->deadline_ms < b->deadline_ms : a->seq < b->seq;
+}
 
 static void rd_heap_swap(sl_backend_worker *w, size_t i, size_t j)
 {
@@ -211,7 +230,7 @@ static void rd_heap_swap(sl_backend_worker *w, size_t i, size_t j)
 
 static void rd_heap_up(sl_backend_worker *w, size_t i)
 {
-    while (i > 0 && w->heap[(i - 1) / 2]->deadline_ms > w->heap[i]->deadline_ms) {
+    while (i > 0 && rd_before(w->heap[i], w->heap[(i - 1) / 2])) {
         rd_heap_swap(w, i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
@@ -221,9 +240,9 @@ static void rd_heap_down(sl_backend_worker *w, size_t i)
 {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < w->heap_n && w->heap[l]->deadline_ms < w->heap[m]->deadline_ms)
+        if (l < w->heap_n && rd_before(w->heap[l], w->heap[m]))
             m = l;
-        if (r < w->heap_n && w->heap[r]->deadline_ms < w->heap[m]->deadline_ms)
+        if (r < w->heap_n && rd_before(w->heap[r], w->heap[m]))
             m = r;
         if (m == i)
             return;
@@ -420,9 +439,19 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
 
 static void rd_arm(sl_backend_worker *w);
 
+/* Updates the health that stats() reads, and counts connections made and
+ * lost: a transport bumps its epoch at each connection, so a new epoch
+ * since the last look means the connection seen then is gone, even if a
+ * new one came up in between. */
 static void rd_refresh(sl_backend_worker *w)
 {
     bool ready = w->t && w->t->ops->ready(w->t);
+    if (w->t && w->t->epoch != w->seen_epoch) {
+        if (w->was_ready)
+            rd_add(&w->c.disconnects, 1);
+        w->was_ready = false;
+        w->seen_epoch = w->t->epoch;
+    }
     if (ready != w->was_ready) {
         rd_add(ready ? &w->c.connects : &w->c.disconnects, 1);
         w->was_ready = ready;
@@ -567,7 +596,7 @@ static void rd_send(sl_backend_worker *w, rd_op *op)
     }
     int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
     if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
-        rd_set_err(w, "not connected", NULL, 0);
+        rd_not_connected(w);
         rd_answer_fallback(w, op, false);
         rd_free_op(op);
         return;
@@ -639,6 +668,9 @@ static void rd_mode_cb(void *priv, redisReply *reply, const char *err)
         w->mode = RD_MODE_SCRIPT;
     }
     atomic_store_explicit(&w->module, w->mode == RD_MODE_MODULE, memory_order_relaxed);
+    /* A new connection answered: counted now, even if it is lost before
+     * the next health check. */
+    rd_refresh(w);
     if (w->mode == RD_MODE_SCRIPT && rd_script_load(w, -1) != 0)
         w->mode = RD_MODE_UNKNOWN;
     rd_flush_waiting(w);
@@ -818,6 +850,7 @@ static void rd_reconnect(sl_backend_worker *w)
     w->t = t;
     w->mode = RD_MODE_UNKNOWN;
     w->probing = false;
+    w->seen_epoch = 0;
     old->ops->close(old);
     w->inflight = 0;
 }
@@ -959,6 +992,7 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
     }
     int32_t budget = r->timeout_ms > 0 ? r->timeout_ms : w->b->timeout_ms;
     op->deadline_ms = uv_now(w->loop) + (uint64_t)budget;
+    op->seq = w->seq++;
     if (!rd_heap_push(w, op)) {
         rd_free_op(op);
         r->rc = SL_ERR_NOMEM;
@@ -970,7 +1004,7 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
                  (w->mode == RD_MODE_MODULE || w->mode == RD_MODE_SCRIPT);
     bool asking = w->mode == RD_MODE_PROBING && w->mode_epoch == w->t->epoch;
     if (!known && !asking && !rd_probe_mode(w)) {
-        rd_set_err(w, "not connected", NULL, 0);
+        rd_not_connected(w);
         op->r = NULL;
         rd_heap_remove(w, op);
         rd_add(&w->c.errors, 1);
@@ -998,7 +1032,7 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         }
         int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
         if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
-            rd_set_err(w, "not connected", NULL, 0);
+            rd_not_connected(w);
             op->r = NULL;
             rd_heap_remove(w, op);
             rd_add(&w->c.errors, 1);

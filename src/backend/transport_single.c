@@ -1,6 +1,6 @@
 /*
  * transport_single.c: the transport to one Redis server (transport.h), over
- * hiredis's asynchronous API and its libuv adapter, on one worker's loop.
+ * hiredis's asynchronous API, on one worker's libuv loop.
  *
  * A connection is made without blocking (redisAsyncConnect, then the loop
  * finishes it); AUTH and SELECT are queued before any command, so that
@@ -8,6 +8,12 @@
  * which appends it to the context's output buffer and asks the loop for a
  * writable event: everything queued during one loop iteration leaves in one
  * write, which is how many clients' takes become one pipelined round trip.
+ *
+ * The loop watches the socket through a small adapter of its own rather than
+ * <hiredis/adapters/libuv.h>: 0.14's adapter drops the events libuv reports
+ * with an error status (POLLERR: a refused connect, a reset connection), so
+ * hiredis would learn of neither until a timer ran out. Here an error event
+ * makes hiredis read and write, which finds the socket's error itself.
  *
  * When the connection is lost (or never made), hiredis calls every pending
  * callback with no reply, and the transport waits a random time up to a
@@ -18,7 +24,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <hiredis/adapters/libuv.h>
 #include <hiredis/async.h>
 
 #include "backend/redis.h"
@@ -50,8 +55,98 @@ typedef struct sl_single_cmd {
     void *priv;
 } sl_single_cmd;
 
+/* The socket's watch: hiredis's event hooks over one uv_poll_t. */
+typedef struct sl_single_poll {
+    uv_poll_t handle;
+    redisAsyncContext *ac; /* NULL once hiredis cleaned up */
+    int events;
+} sl_single_poll;
+
 static void sl_single_connect(sl_single *t);
 static void sl_single_schedule(sl_single *t);
+
+/* ---- the socket's watch (see the top of the file) ---- */
+
+static void sl_poll_cb(uv_poll_t *h, int status, int events)
+{
+    sl_single_poll *p = h->data;
+    /* libuv stops the handle and reports status < 0 on POLLERR: hiredis
+     * then reads (or writes) and meets the socket's error. */
+    int ev = status < 0 ? p->events : events;
+    if (p->ac && (ev & UV_READABLE))
+        redisAsyncHandleRead(p->ac);
+    if (p->ac && (ev & UV_WRITABLE))
+        redisAsyncHandleWrite(p->ac);
+}
+
+static void sl_poll_update(sl_single_poll *p)
+{
+    if (p->events)
+        uv_poll_start(&p->handle, p->events, sl_poll_cb);
+    else
+        uv_poll_stop(&p->handle);
+}
+
+static void sl_poll_add_read(void *priv)
+{
+    sl_single_poll *p = priv;
+    p->events |= UV_READABLE;
+    sl_poll_update(p);
+}
+
+static void sl_poll_del_read(void *priv)
+{
+    sl_single_poll *p = priv;
+    p->events &= ~UV_READABLE;
+    sl_poll_update(p);
+}
+
+static void sl_poll_add_write(void *priv)
+{
+    sl_single_poll *p = priv;
+    p->events |= UV_WRITABLE;
+    sl_poll_update(p);
+}
+
+static void sl_poll_del_write(void *priv)
+{
+    sl_single_poll *p = priv;
+    p->events &= ~UV_WRITABLE;
+    sl_poll_update(p);
+}
+
+static void sl_poll_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+/* hiredis is freeing the context: the handle goes on the next loop turn. */
+static void sl_poll_cleanup(void *priv)
+{
+    sl_single_poll *p = priv;
+    p->ac = NULL;
+    uv_close((uv_handle_t *)&p->handle, sl_poll_closed);
+}
+
+static int sl_poll_attach(redisAsyncContext *ac, uv_loop_t *loop)
+{
+    sl_single_poll *p = calloc(1, sizeof *p);
+    if (!p)
+        return REDIS_ERR;
+    if (uv_poll_init(loop, &p->handle, ac->c.fd) != 0) {
+        free(p);
+        return REDIS_ERR;
+    }
+    p->handle.data = p;
+    p->ac = ac;
+    ac->ev.data = p;
+    ac->ev.addRead = sl_poll_add_read;
+    ac->ev.delRead = sl_poll_del_read;
+    ac->ev.addWrite = sl_poll_add_write;
+    ac->ev.delWrite = sl_poll_del_write;
+    ac->ev.cleanup = sl_poll_cleanup;
+    return REDIS_OK;
+}
 
 static uint64_t sl_single_random(sl_single *t)
 {
@@ -184,7 +279,7 @@ static void sl_single_connect(sl_single *t)
         return;
     }
     ac->data = t;
-    if (redisLibuvAttach(ac, t->loop) != REDIS_OK) {
+    if (sl_poll_attach(ac, t->loop) != REDIS_OK) {
         snprintf(t->err, sizeof t->err, "connect to %s:%d: cannot watch the socket", t->host,
                  t->port);
         ac->data = NULL;

@@ -1,0 +1,285 @@
+"""The redis backend (src/backend/redis.c) against real redis-server 7: decisions made
+in Redis by the module's SL.DECIDE or by the Lua script's EVALSHA, pipelining, and
+what each store-down policy does when Redis is killed, restarted, slow, or not Redis.
+
+No timing assertions: a test waits for answers, never for a clock.
+"""
+
+import threading
+import time
+
+import pytest
+import redis
+
+GCRA3 = "gcra 3 60000 0 1"  # 3 a minute: no refill within a test
+
+
+def url(server, db=None, query=""):
+    return "redis://127.0.0.1:%d%s%s" % (server.port, "" if db is None else "/%d" % db, query)
+
+
+def decisions(answers):
+    return [(a["by"], a["d"][0]["allowed"], a["d"][0]["remaining"]) for a in answers]
+
+
+def wait_state(drv, state, tries=400):
+    """Asks for stats until the backend's state is `state` (each ask 25 ms apart)."""
+    for _ in range(tries):
+        st = drv.stats()
+        if st["stats"]["state"] == state:
+            return st
+        drv.send("sleep 25")
+    pytest.fail("the backend never became %s: %s" % (state, st))
+
+
+# ---- decisions in Redis ----
+
+def test_module_decides_every_op(make_redis, make_driver):
+    r = make_redis()
+    drv = make_driver(url(r))
+    got = drv.run(*["take a " + GCRA3] * 4)
+    assert decisions(got) == [("store", True, 2), ("store", True, 1), ("store", True, 0),
+                              ("store", False, 0)]
+    assert got[3]["failed"] == 0 and got[3]["d"][0]["retry_after_ns"] > 0
+    assert drv.stats()["stats"]["module"] is True
+
+    # All or nothing: b has room, c has none, so b is not consumed.
+    got = drv.run("take c gcra 1 60000 0 1",
+                  "takemany 2 b gcra 5 60000 0 1 c gcra 1 60000 0 1",
+                  "peek b gcra 5 60000 0 1")
+    assert got[1]["failed"] == 1
+    assert [d["allowed"] for d in got[1]["d"]] == [True, False]
+    assert got[2]["d"][0]["remaining"] == 4  # a peek of cost 1 on an untouched key
+
+    # CL.THROTTLE's limit: limit = max_burst + 1, as redis-cell answers.
+    got = drv.run("cell k 2 10 60 1")
+    assert got[0]["d"][0]["limit"] == 3 and got[0]["d"][0]["remaining"] == 2
+
+    # A lease: granted with the id sent, refused when full, released once.
+    got = drv.run("acquire l 1 60000 1 00000000000000ab",
+                  "acquire l 1 60000 1 00000000000000cd",
+                  "release l 1 60000 00000000000000ab",
+                  "release l 1 60000 00000000000000ab")
+    assert got[0]["d"][0]["allowed"] and got[0]["d"][0]["lease"] == "00000000000000ab"
+    assert not got[1]["d"][0]["allowed"] and got[1]["failed"] == 0
+    assert (got[2]["count"], got[3]["count"]) == (1, 0)
+
+    got = drv.run("reset a b c nothing-here")  # b was never consumed
+    assert got[0]["rc"] == 0 and got[0]["count"] == 2
+    assert drv.run("take a " + GCRA3)[0]["d"][0]["remaining"] == 2
+
+
+def test_state_lives_in_redis(make_redis, make_driver):
+    """Two drivers (two sluiced) share one limit: what one took, the other sees."""
+    r = make_redis()
+    one, two = make_driver(url(r)), make_driver(url(r))
+    assert decisions(one.run("take shared " + GCRA3, "take shared " + GCRA3)) == [
+        ("store", True, 2), ("store", True, 1)]
+    assert decisions(two.run("take shared " + GCRA3, "take shared " + GCRA3)) == [
+        ("store", True, 0), ("store", False, 0)]
+    assert r.client().exists("shared") == 1
+
+
+def test_wrongtype_and_errors_are_answers(make_redis, make_driver):
+    r = make_redis()
+    c = r.client()
+    c.set("plain", "a string")
+    drv = make_driver(url(r))
+    got = drv.run("take plain " + GCRA3)
+    assert got[0]["rc"] == -15 and got[0]["by"] == "store"  # SL_ERR_WRONGTYPE
+    assert "WRONGTYPE" in drv.stats()["last_error"]
+    # The store answered: no failure counted toward the breaker, the next take is Redis's.
+    assert decisions(drv.run("take fine " + GCRA3)) == [("store", True, 2)]
+
+
+def with_password(r, password="s3cret"):
+    # Set once started: the harness's readiness PING has no password.
+    r.client().config_set("requirepass", password)
+    return r
+
+
+def test_database_and_password(make_redis, make_driver):
+    r = with_password(make_redis())
+    drv = make_driver(url(r, db=3, query="?password=s3cret"))
+    assert decisions(drv.run("take indb3 " + GCRA3)) == [("store", True, 2)]
+    c3 = r.client(password="s3cret", db=3)
+    c0 = r.client(password="s3cret", db=0)
+    assert c3.exists("indb3") == 1 and c0.exists("indb3") == 0
+
+    # user:password@ in the URL (Redis's default user).
+    drv = make_driver("redis://default:s3cret@127.0.0.1:%d/3" % r.port)
+    assert decisions(drv.run("take indb3 " + GCRA3)) == [("store", True, 1)]
+
+
+def test_wrong_password_is_a_store_failure(make_redis, make_driver):
+    r = with_password(make_redis())
+    drv = make_driver(url(r, query="?password=wrong"), "--on-error", "fail_closed")
+    got = drv.run("take k " + GCRA3)
+    assert got[0]["by"] == "fail_closed" and not got[0]["d"][0]["allowed"]
+    drv.send("wait", "sleep 50")
+    assert "AUTH refused" in drv.stats()["last_error"]
+
+
+# ---- the script path ----
+
+def test_script_path_without_module(make_redis, make_driver):
+    r = make_redis(module=False)
+    drv = make_driver(url(r))
+    got = drv.run(*["take a " + GCRA3] * 4)
+    assert decisions(got) == [("store", True, 2), ("store", True, 1), ("store", True, 0),
+                              ("store", False, 0)]
+    st = drv.stats()["stats"]
+    assert st["module"] is False and st["requests"] == 4
+
+    # A flushed script cache answers NOSCRIPT: loaded again, resent, same state.
+    r.client().script_flush()
+    got = drv.run("take a " + GCRA3, "take b " + GCRA3)
+    assert decisions(got) == [("store", False, 0), ("store", True, 2)]
+
+
+# ---- pipelining ----
+
+def reads_processed(c):
+    return c.info("stats")["total_reads_processed"]
+
+
+def test_requests_together_leave_in_one_write(make_redis, make_driver):
+    r = make_redis()
+    c = r.client()
+    drv = make_driver(url(r))
+    drv.run("take warm " + GCRA3)  # connected, the server's kind known
+    before = reads_processed(c)
+    n = 100
+    got = drv.run(*["take p gcra 1000 60000 0 1"] * n)
+    after = reads_processed(c)
+    assert [a["id"] for a in got] == list(range(2, 2 + n))
+    # In submit order on one connection: remaining counts down.
+    assert [a["d"][0]["remaining"] for a in got] == list(range(999, 999 - n, -1))
+    # One write of 100 commands takes Redis a few reads (a socket buffer's worth
+    # each), not 100; the INFO calls add one read each.
+    assert after - before < 20, (before, after)
+    print("reads for %d commands: %d" % (n, after - before))
+
+
+# ---- store-down policies ----
+
+def kill(server):
+    server.kill()
+
+
+@pytest.mark.parametrize("policy", ["fail_open", "fail_closed", "local"])
+def test_redis_killed_each_policy(make_redis, make_driver, policy):
+    r = make_redis()
+    drv = make_driver(url(r), "--on-error", policy, "--fleet-nodes", "2",
+                      "--timeout-ms", "200")
+    assert decisions(drv.run("take k gcra 10 60000 0 1")) == [("store", True, 9)]
+    kill(r)
+    got = drv.run(*["take k gcra 10 60000 0 1"] * 8)
+    assert len(got) == 8
+    assert {a["by"] for a in got} == {policy}
+    if policy == "fail_open":
+        assert all(a["d"][0]["allowed"] and a["d"][0]["remaining"] == 10 for a in got)
+    elif policy == "fail_closed":
+        assert all(not a["d"][0]["allowed"] and a["d"][0]["retry_after_ns"] > 0 for a in got)
+    else:
+        # This node's share of the fleet's limit: 10 / 2 = 5, then refused.
+        assert [a["d"][0]["allowed"] for a in got] == [True] * 5 + [False] * 3
+        assert got[0]["d"][0]["limit"] == 5
+    st = drv.stats()["stats"]
+    assert st["state"] in ("down", "breaker_open")
+    assert st["breaker_opens"] == 1 and st["errors"] >= 5
+    # A per-request policy wins over the default.
+    other = "fail_closed" if policy != "fail_closed" else "fail_open"
+    got = drv.run("take k gcra 10 60000 0 1 on_error=" + other)
+    assert got[0]["by"] == other
+
+
+def test_redis_restarted_back_to_the_store(make_redis, make_driver):
+    r = make_redis()
+    drv = make_driver(url(r), "--on-error", "fail_closed")
+    assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
+    kill(r)
+    got = drv.run(*["take k " + GCRA3] * 6)
+    assert {a["by"] for a in got} == {"fail_closed"}
+    r.start(port=r.port)
+    st = wait_state(drv, "up")
+    assert st["stats"]["connects"] >= 2 and st["stats"]["disconnects"] >= 1, st
+    # The breaker closed with a probe; a fresh Redis holds no state for k.
+    got = drv.run("take k " + GCRA3)
+    assert decisions(got) == [("store", True, 2)]
+
+
+@pytest.mark.parametrize("how", ["debug_sleep", "client_pause"])
+def test_slow_redis_timeouts_answered_by_policy(make_redis, make_driver, how):
+    r = make_redis(args=["--enable-debug-command", "yes"])
+    drv = make_driver(url(r), "--on-error", "fail_open", "--timeout-ms", "50")
+    assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
+    other = r.client()
+    if how == "client_pause":
+        # Returns at once; every client's next command waits 500 ms.
+        other.execute_command("CLIENT", "PAUSE", "500")
+        sleeper = None
+    else:
+        # DEBUG SLEEP holds the whole server; it has begun once a PING from a third
+        # connection goes unanswered for a while (only then is the test's premise
+        # true: the driver's takes will find Redis busy).
+        sleeper = threading.Thread(target=lambda: other.execute_command("DEBUG", "SLEEP", "0.5"))
+        sleeper.start()
+        probe = r.client(socket_timeout=0.1)
+        for _ in range(100):
+            try:
+                probe.ping()
+            except redis.exceptions.TimeoutError:
+                break
+        else:
+            pytest.fail("DEBUG SLEEP never held the server")
+    got = drv.run("take k " + GCRA3, "take k " + GCRA3)
+    if sleeper:
+        sleeper.join()
+    assert {a["by"] for a in got} == {"fail_open"}
+    # The late replies come back and are dropped: no request is answered twice, and
+    # the store's answer to the next take shows the late takes did happen in Redis.
+    drv.send("sleep 600")
+    got = drv.run("take k " + GCRA3)
+    assert got[0]["id"] == 4 and got[0]["by"] == "store"
+    assert got[0]["d"][0]["allowed"] is False
+    st = drv.stats()["stats"]
+    assert st["timeouts"] == 2
+    rest = drv.close()
+    assert rest == []  # nothing more was printed: no double answer
+
+
+def test_not_redis_is_a_clear_error(garbage_server, make_driver):
+    drv = make_driver("redis://127.0.0.1:%d" % garbage_server, "--on-error", "fail_closed")
+    got = drv.run(*["take k " + GCRA3] * 3)
+    assert {a["by"] for a in got} == {"fail_closed"}
+    drv.send("wait")
+    err = drv.stats()["last_error"]
+    assert "Protocol error" in err or "connection" in err, err
+
+
+def test_nothing_listening(make_driver):
+    from harness import free_port
+    drv = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local")
+    got = drv.run(*["take k gcra 2 60000 0 1"] * 3)
+    assert [(a["by"], a["d"][0]["allowed"]) for a in got] == [
+        ("local", True), ("local", True), ("local", False)]
+    assert drv.stats()["stats"]["state"] in ("down", "breaker_open")
+
+
+@pytest.mark.parametrize("store,words", [
+    ("redis://127.0.0.1", "has no port"),
+    ("redis://127.0.0.1:99999", "port '99999' is not a number between 1 and 65535"),
+    ("http://127.0.0.1:6379", "scheme is redis:// or redis-cluster://"),
+    ("redis://127.0.0.1:6379/x", "database 'x' is not a number"),
+    ("redis://someone@127.0.0.1:6379", "the user has no password"),
+    ("redis://127.0.0.1:6379?pasword=x", "unknown parameter 'pasword'"),
+    ("redis://a:1,b:2", "redis:// takes one host:port"),
+])
+def test_bad_urls_refused(store, words):
+    import subprocess
+    from conftest import driver_path
+    p = subprocess.run([driver_path(), "--store", store], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=30)
+    assert p.returncode == 2
+    assert words in p.stderr.decode(), p.stderr
