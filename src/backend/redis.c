@@ -119,32 +119,6 @@ struct sl_backend_worker {
 
 /* ---- names ---- */
 
-int sl_on_error_parse(const char *name, size_t len, sl_on_error *out)
-{
-    static const struct {
-        const char *name;
-        sl_on_error v;
-    } names[] = {{"fail_open", SL_ON_ERROR_FAIL_OPEN},
-                 {"fail_closed", SL_ON_ERROR_FAIL_CLOSED},
-                 {"local", SL_ON_ERROR_LOCAL}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0) {
-            *out = names[i].v;
-            return SL_OK;
-        }
-    return SL_ERR_ARGUMENT;
-}
-
-const char *sl_on_error_name(sl_on_error e)
-{
-    switch (e) {
-    case SL_ON_ERROR_FAIL_OPEN: return "fail_open";
-    case SL_ON_ERROR_FAIL_CLOSED: return "fail_closed";
-    case SL_ON_ERROR_LOCAL: return "local";
-    default: return "default";
-    }
-}
-
 const char *sl_fallback_name(sl_fallback by)
 {
     switch (by) {

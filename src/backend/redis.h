@@ -43,16 +43,6 @@ typedef struct sl_redis_config {
  */
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n);
 
-/*
- * Parses a store-down policy's name ("fail_open", "fail_closed", "local";
- * len bytes, exact case) for the flag and the config file. Returns SL_OK with
- * *out set, or SL_ERR_ARGUMENT.
- */
-int sl_on_error_parse(const char *name, size_t len, sl_on_error *out);
-
-/* The name of a store-down policy ("fail_open", ...), "default" for DEFAULT. */
-const char *sl_on_error_name(sl_on_error e);
-
 /* What decided a request, for logs: "store", "fail_open", "fail_closed", "local". */
 const char *sl_fallback_name(sl_fallback by);
 

@@ -33,6 +33,7 @@
 #include <uv.h>
 
 #include "backend/redis.h"
+#include "policy/config.h"
 
 typedef struct job {
     sl_backend_req req;

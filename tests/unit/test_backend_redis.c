@@ -1,7 +1,7 @@
 /*
  * The redis backend's pure parts: Redis Cluster's hash slots (CRC16 with
  * hash tags, against the values the Cluster specification and CLUSTER
- * KEYSLOT give), the --store URL's errors, the store-down policies' names.
+ * KEYSLOT give), the --store URL's errors, the names of what decided.
  * The backend against a real Redis is tests/backend's.
  */
 #include <criterion/criterion.h>
@@ -111,19 +111,9 @@ Test(url, config_ranges)
     cr_assert_eq(sl_backend_redis(&cfg, &b, err, sizeof err), SL_ERR_ARGUMENT);
 }
 
-Test(on_error, names)
+Test(fallback, names)
 {
-    sl_on_error e;
-    cr_assert_eq(sl_on_error_parse("fail_open", 9, &e), SL_OK);
-    cr_assert_eq(e, SL_ON_ERROR_FAIL_OPEN);
-    cr_assert_eq(sl_on_error_parse("fail_closed", 11, &e), SL_OK);
-    cr_assert_eq(e, SL_ON_ERROR_FAIL_CLOSED);
-    cr_assert_eq(sl_on_error_parse("local", 5, &e), SL_OK);
-    cr_assert_eq(e, SL_ON_ERROR_LOCAL);
-    cr_assert_eq(sl_on_error_parse("Local", 5, &e), SL_ERR_ARGUMENT);
-    cr_assert_eq(sl_on_error_parse("fail_opened", 11, &e), SL_ERR_ARGUMENT);
-    cr_assert_eq(sl_on_error_parse("fail", 4, &e), SL_ERR_ARGUMENT);
-    cr_assert_str_eq(sl_on_error_name(SL_ON_ERROR_LOCAL), "local");
     cr_assert_str_eq(sl_fallback_name(SL_DECIDED_FAIL_CLOSED), "fail_closed");
+    cr_assert_str_eq(sl_fallback_name(SL_DECIDED_LOCAL), "local");
     cr_assert_str_eq(sl_fallback_name(SL_DECIDED_BY_STORE), "store");
 }
