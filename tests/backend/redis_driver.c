@@ -17,6 +17,8 @@
  *   stats        the backend's stats and the worker's last error
  *   sleep MS     reads no further line for MS milliseconds (the loop runs)
  *   wait         reads no further line until every request is answered
+ *   quit         detaches now, with requests in flight (each is answered by
+ *                detach), and exits at once
  * OPT: on_error=fail_open|fail_closed|local, timeout=MS, carry (a carried limit).
  *
  * Lines that arrive together are submitted in the same loop iteration
@@ -153,6 +155,20 @@ static void run_line(char *line)
             return bad_line("sleep MS");
         sleeping = true;
         uv_timer_start(&sleeper, on_wake, (uint64_t)ms, 0);
+        return;
+    }
+    if (strcmp(tok[0], "quit") == 0) {
+        eof = true;
+        uv_read_stop((uv_stream_t *)&in);
+        backend->ops->detach(worker);
+        worker = NULL;
+        if (inflight != 0) {
+            printf("{\"error\":\"%zu requests not answered by detach\"}\n", inflight);
+            fflush(stdout);
+        }
+        uv_close((uv_handle_t *)&in, NULL);
+        uv_close((uv_handle_t *)&sleeper, NULL);
+        sleeping = true; /* no further line */
         return;
     }
     if (strcmp(tok[0], "wait") == 0) {
