@@ -15,11 +15,17 @@
  * hiredis would learn of neither until a timer ran out. Here an error event
  * makes hiredis read and write, which finds the socket's error itself.
  *
+ * hiredis resolves a host name with a blocking getaddrinfo(); a name (not an
+ * address literal) is therefore resolved first on libuv's thread pool
+ * (uv_getaddrinfo), at each connection, and hiredis is given the address.
+ *
  * When the connection is lost (or never made), hiredis calls every pending
  * callback with no reply, and the transport waits a random time up to a
  * doubling cap (50 ms to 2 s, "full jitter", so that a fleet does not
  * reconnect in step) before trying again. Each connection bumps the epoch.
  */
+#include <arpa/inet.h>
+#include <netdb.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +46,13 @@ typedef struct sl_single {
     unsigned attempt;      /* connections failed in a row, for the backoff */
     uint64_t rng;          /* xorshift state for the jitter */
     uv_timer_t timer;      /* the reconnect's wait, or the connect's time limit */
+    uv_getaddrinfo_t gai;  /* resolving host, when it is a name */
+    bool resolving;
+    bool numeric;          /* host is an address literal: no resolution */
+    int holds;             /* the timer and a resolution in flight: freed at zero */
+    char addr[INET6_ADDRSTRLEN];
+    size_t turn;           /* which of the name's addresses the next connection takes */
+    struct sl_single_held *held, **held_tail; /* commands sent while resolving */
     char *host;
     int port;
     char *user, *password;
@@ -61,6 +74,16 @@ typedef struct sl_single_poll {
     redisAsyncContext *ac; /* NULL once hiredis cleaned up */
     int events;
 } sl_single_poll;
+
+/* A command sent while the host's name is being resolved: queued on the
+ * connection once there is one, in order. */
+typedef struct sl_single_held {
+    struct sl_single_held *next;
+    sl_transport_cb *cb;
+    void *priv;
+    size_t len;
+    char cmd[];
+} sl_single_held;
 
 static void sl_single_connect(sl_single *t);
 static void sl_single_schedule(sl_single *t);
@@ -262,11 +285,9 @@ static void sl_single_disconnect_cb(const redisAsyncContext *ac, int status)
     sl_single_schedule(t);
 }
 
-static void sl_single_connect(sl_single *t)
+static void sl_single_connect_to(sl_single *t, const char *addr)
 {
-    if (t->closing || t->ac)
-        return;
-    redisAsyncContext *ac = redisAsyncConnect(t->host, t->port);
+    redisAsyncContext *ac = redisAsyncConnect(addr, t->port);
     if (!ac) {
         snprintf(t->err, sizeof t->err, "connect to %s:%d: out of memory", t->host, t->port);
         sl_single_schedule(t);
@@ -303,14 +324,110 @@ static void sl_single_connect(sl_single *t)
         uv_timer_start(&t->timer, sl_single_retry_cb, (uint64_t)t->connect_timeout_ms, 0);
 }
 
+static void sl_single_release(sl_single *t);
+static int sl_single_send(sl_transport *base, int slot, const char *cmd, size_t len,
+                          sl_transport_cb *cb, void *priv);
+
+/* Hands the held commands to the connection, or (with none) calls each
+ * back with the transport's error. */
+static void sl_single_flush_held(sl_single *t)
+{
+    sl_single_held *h = t->held;
+    t->held = NULL;
+    t->held_tail = &t->held;
+    while (h) {
+        sl_single_held *next = h->next;
+        if (!t->ac || sl_single_send(&t->base, -1, h->cmd, h->len, h->cb, h->priv) != 0)
+            h->cb(h->priv, NULL, t->err[0] ? t->err : "not connected");
+        free(h);
+        h = next;
+    }
+}
+
+static void sl_single_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
+{
+    sl_single *t = req->data;
+    t->resolving = false;
+    if (t->closing) {
+        if (res)
+            uv_freeaddrinfo(res);
+        sl_single_flush_held(t);
+        sl_single_release(t);
+        return;
+    }
+    t->holds--;
+    /* A name with several addresses: each connection takes the next one,
+     * so that an address that refuses is not the only one ever tried. */
+    size_t count = 0;
+    for (const struct addrinfo *ai = status == 0 ? res : NULL; ai; ai = ai->ai_next)
+        count += ai->ai_family == AF_INET || ai->ai_family == AF_INET6;
+    const struct addrinfo *pick = NULL;
+    size_t want = count ? t->turn++ % count : 0;
+    for (const struct addrinfo *ai = status == 0 ? res : NULL; ai && !pick; ai = ai->ai_next)
+        if ((ai->ai_family == AF_INET || ai->ai_family == AF_INET6) && want-- == 0)
+            pick = ai;
+    const void *a = NULL;
+    if (pick && pick->ai_family == AF_INET)
+        a = &((const struct sockaddr_in *)(const void *)pick->ai_addr)->sin_addr;
+    else if (pick)
+        a = &((const struct sockaddr_in6 *)(const void *)pick->ai_addr)->sin6_addr;
+    if (!a || !inet_ntop(pick->ai_family, a, t->addr, sizeof t->addr)) {
+        snprintf(t->err, sizeof t->err, "cannot resolve %s: %s", t->host,
+                 status ? uv_strerror(status) : "no address");
+        if (res)
+            uv_freeaddrinfo(res);
+        sl_single_flush_held(t);
+        sl_single_schedule(t);
+        return;
+    }
+    uv_freeaddrinfo(res);
+    sl_single_connect_to(t, t->addr);
+    sl_single_flush_held(t);
+}
+
+static void sl_single_connect(sl_single *t)
+{
+    if (t->closing || t->ac || t->resolving)
+        return;
+    if (t->numeric) {
+        sl_single_connect_to(t, t->host);
+        return;
+    }
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
+    t->gai.data = t;
+    if (uv_getaddrinfo(t->loop, &t->gai, sl_single_resolved, t->host, NULL, &hints) != 0) {
+        snprintf(t->err, sizeof t->err, "cannot resolve %s", t->host);
+        sl_single_schedule(t);
+        return;
+    }
+    t->resolving = true;
+    t->holds++;
+}
+
 static int sl_single_send(sl_transport *base, int slot, const char *cmd, size_t len,
                           sl_transport_cb *cb, void *priv)
 {
     sl_single *t = (sl_single *)base;
     (void)slot;
     /* A connection being made accepts commands (they leave once it is
-     * made); with none at all there is nothing to queue them on. */
-    if (t->closing || !t->ac)
+     * made), and so does a name being resolved; with neither there is
+     * nothing to queue them on. */
+    if (t->closing)
+        return -1;
+    if (!t->ac && t->resolving) {
+        sl_single_held *h = malloc(sizeof *h + len);
+        if (!h)
+            return -1;
+        h->next = NULL;
+        h->cb = cb;
+        h->priv = priv;
+        h->len = len;
+        memcpy(h->cmd, cmd, len);
+        *t->held_tail = h;
+        t->held_tail = &h->next;
+        return 0;
+    }
+    if (!t->ac)
         return -1;
     sl_single_cmd *c = malloc(sizeof *c);
     if (!c)
@@ -329,13 +446,19 @@ static bool sl_single_ready(sl_transport *base)
     return t->connected && t->ac;
 }
 
-static void sl_single_free_cb(uv_handle_t *h)
+static void sl_single_release(sl_single *t)
 {
-    sl_single *t = h->data;
+    if (--t->holds > 0)
+        return;
     free(t->host);
     free(t->user);
     free(t->password);
     free(t);
+}
+
+static void sl_single_free_cb(uv_handle_t *h)
+{
+    sl_single_release(h->data);
 }
 
 static void sl_single_close(sl_transport *base)
@@ -346,6 +469,9 @@ static void sl_single_close(sl_transport *base)
     t->closing = true;
     snprintf(t->err, sizeof t->err, "transport closing");
     uv_timer_stop(&t->timer);
+    if (t->resolving)
+        uv_cancel((uv_req_t *)&t->gai); /* its callback still comes, and lets go */
+    sl_single_flush_held(t); /* with an error: closing refuses them */
     if (t->ac) {
         redisAsyncContext *ac = t->ac;
         t->ac = NULL;
@@ -397,6 +523,10 @@ sl_transport *sl_transport_single(uv_loop_t *loop, const sl_transport_config *cf
         return NULL;
     }
     t->timer.data = t;
+    t->holds = 1;
+    t->held_tail = &t->held;
+    unsigned char probe[sizeof(struct in6_addr)];
+    t->numeric = inet_pton(AF_INET, t->host, probe) == 1 || inet_pton(AF_INET6, t->host, probe) == 1;
     sl_single_connect(t);
     return &t->base;
 }
