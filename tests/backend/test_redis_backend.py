@@ -361,17 +361,46 @@ def comparable(a):
             [(d["allowed"], d["limit"], d["remaining"], d["lease"]) for d in a.get("d", [])])
 
 
-def test_same_decisions_as_the_memory_store(make_redis, make_driver):
+def memory_backend_built():
+    import subprocess
+    from conftest import driver_path
+    p = subprocess.run([driver_path(), "--store", "memory://"], input=b"",
+                       capture_output=True, timeout=30)
+    return p.returncode == 0
+
+
+@pytest.mark.parametrize("reference", ["local", "memory"])
+def test_same_decisions_as_the_memory_store(make_redis, make_driver, reference):
     """The module's decisions for a trace of every algorithm and op are the memory
-    store's: here the local limiter's (an sl_store with the whole limit, fleet_nodes
-    1), which decides when nothing listens at the store's address."""
+    store's: the memory backend's (src/backend/memory.c), and the local limiter's
+    (an sl_store with the whole limit, fleet_nodes 1), which decides when nothing
+    listens at the store's address."""
     from harness import free_port
     r = make_redis()
     remote = [comparable(a) for a in make_driver(url(r)).run(*TRACE)]
-    local_drv = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local")
-    local = local_drv.run(*TRACE)
-    assert {a["by"] for a in local} == {"local"}
-    assert remote == [comparable(a) for a in local]
+    if reference == "memory":
+        if not memory_backend_built():
+            pytest.skip("the memory backend (src/backend/memory.c) is not built in")
+        ref = make_driver("memory://").run(*TRACE)
+        assert {a["by"] for a in ref} == {"store"}
+    else:
+        ref = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local").run(*TRACE)
+        assert {a["by"] for a in ref} == {"local"}
+    assert remote == [comparable(a) for a in ref]
+
+
+def test_answers_complete_out_of_order(make_redis, make_driver):
+    """A request whose budget runs out is answered before an earlier one still
+    waiting for Redis, which is answered by Redis later."""
+    r = make_redis()
+    drv = make_driver(url(r), "--on-error", "fail_closed")
+    assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
+    r.client().execute_command("CLIENT", "PAUSE", "700")
+    drv.send("take k %s timeout=10000" % GCRA3, "take k %s timeout=50" % GCRA3)
+    first, second = drv.answer(), drv.answer()
+    assert (first["id"], first["by"]) == (3, "fail_closed")
+    assert (second["id"], second["by"]) == (2, "store")
+    assert second["d"][0]["remaining"] == 1
 
 
 def test_host_name_resolved_without_blocking(make_redis, make_driver):
