@@ -34,6 +34,7 @@
 #define RD_GROUP 8                   /* SL.DECIDE's arguments per key */
 #define RD_MAX_ARGS (4 + SL_TAKE_MANY_MAX + SL_TAKE_MANY_MAX * RD_GROUP)
 #define RD_NUM 24                    /* room for one formatted integer */
+#define RD_KEY_MAX (1u << 20)        /* longest key: an op's offsets are 32-bit */
 
 typedef enum rd_mode { RD_MODE_UNKNOWN, RD_MODE_PROBING, RD_MODE_MODULE, RD_MODE_SCRIPT } rd_mode;
 
@@ -75,15 +76,13 @@ typedef struct rd_op {
     uint64_t sent_ns;
     size_t heap;       /* index in the worker's heap, or SIZE_MAX */
     struct rd_op *next_wait;
-    bool waiting;      /* in the wait list (not sent yet) */
     bool resent;       /* sent again after NOSCRIPT */
     char *cmd;         /* the command as sent, for a resend */
     size_t cmd_len;
     int argc;
-    size_t arg_off[RD_MAX_ARGS], arg_len[RD_MAX_ARGS]; /* in buf, SL.DECIDE's order without
-                                                           its name */
+    uint32_t arg_off[RD_MAX_ARGS], arg_len[RD_MAX_ARGS]; /* in buf, SL.DECIDE's order without
+                                                             its name */
     rd_item items[SL_TAKE_MANY_MAX];
-    size_t buf_len;
     char buf[];
 } rd_op;
 
@@ -609,7 +608,6 @@ static void rd_flush_waiting(sl_backend_worker *w)
     w->wait_head = w->wait_tail = NULL;
     while (op) {
         rd_op *next = op->next_wait;
-        op->waiting = false;
         op->next_wait = NULL;
         if (!op->r) {
             rd_free_op(op); /* answered while it waited */
@@ -712,6 +710,27 @@ static bool rd_is_noscript(const redisReply *reply)
            memcmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
+static bool rd_prefix(const redisReply *reply, const char *p)
+{
+    size_t n = strlen(p);
+    return reply->len >= n && memcmp(reply->str, p, n) == 0;
+}
+
+/*
+ * Whether an error reply is the store's answer to this request (bad
+ * arguments: "ERR ...", a key of another type: "WRONGTYPE ..."), which the
+ * request is answered with, or says the store cannot serve now (LOADING,
+ * BUSY, READONLY after a failover, OOM, MASTERDOWN, CLUSTERDOWN, NOSCRIPT
+ * after a failed load, an unknown command once the module is gone...),
+ * which its store-down policy answers and the breaker counts.
+ */
+static bool rd_is_answer(const redisReply *reply)
+{
+    if (rd_prefix(reply, "WRONGTYPE"))
+        return true;
+    return rd_prefix(reply, "ERR ") && !rd_prefix(reply, "ERR unknown command");
+}
+
 static void rd_op_cb(void *priv, redisReply *reply, const char *err)
 {
     rd_op *op = priv;
@@ -743,6 +762,14 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
         rd_answer_fallback(w, op, false);
         rd_free_op(op);
         rd_refresh(w);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && !rd_is_answer(reply)) {
+        rd_set_err(w, "", reply->str, reply->len);
+        if (rd_prefix(reply, "ERR unknown command"))
+            w->mode = RD_MODE_UNKNOWN; /* ask again what the server runs */
+        rd_answer_fallback(w, op, false);
+        rd_free_op(op);
         return;
     }
     if (rd_decode(w, r, reply) != SL_OK) {
@@ -834,16 +861,16 @@ static void rd_reconnect(sl_backend_worker *w)
 static void rd_fmt_int(rd_op *op, size_t *used, int64_t v)
 {
     int len = snprintf(op->buf + *used, RD_NUM, "%lld", (long long)v);
-    op->arg_off[op->argc] = *used;
-    op->arg_len[op->argc++] = (size_t)len;
+    op->arg_off[op->argc] = (uint32_t)*used;
+    op->arg_len[op->argc++] = (uint32_t)len;
     *used += (size_t)len;
 }
 
 static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
 {
     memcpy(op->buf + *used, p, len);
-    op->arg_off[op->argc] = *used;
-    op->arg_len[op->argc++] = len;
+    op->arg_off[op->argc] = (uint32_t)*used;
+    op->arg_len[op->argc++] = (uint32_t)len;
     *used += len;
 }
 
@@ -862,11 +889,9 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
     op->r = r;
     op->heap = SIZE_MAX;
     op->next_wait = NULL;
-    op->waiting = false;
     op->resent = false;
     op->cmd = NULL;
     op->argc = 0;
-    op->buf_len = bytes;
     size_t used = 0;
     rd_put(op, &used, ops[r->op], strlen(ops[r->op]));
     if (r->op == SL_OP_ACQUIRE || r->op == SL_OP_RELEASE) {
@@ -938,7 +963,7 @@ static bool rd_valid(const sl_backend_req *r)
                 return false;
     }
     for (size_t k = 0; k < r->n; k++)
-        if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > UINT32_MAX)
+        if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > RD_KEY_MAX)
             return false;
     return r->op <= SL_OP_RELEASE;
 }
@@ -989,7 +1014,6 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         return SL_OK;
     }
     if (w->mode == RD_MODE_PROBING) {
-        op->waiting = true;
         if (w->wait_tail)
             w->wait_tail->next_wait = op;
         else

@@ -422,3 +422,18 @@ def test_unknown_host_name_is_a_clear_error(make_driver):
     got = drv.run(*["take k " + GCRA3] * 6)
     assert {a["by"] for a in got} == {"fail_closed"}
     wait_error(drv, "cannot resolve no-such-host.invalid")
+
+
+def test_a_store_that_cannot_serve_is_a_failure_not_an_answer(make_redis, make_driver):
+    """Redis at its maxmemory refuses writes with OOM: the store-down policy answers
+    (an ERR about the request's arguments would be the request's answer)."""
+    r = make_redis()
+    c = r.client()
+    drv = make_driver(url(r), "--on-error", "fail_closed")
+    assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
+    c.config_set("maxmemory", "1")
+    got = drv.run("take k " + GCRA3)
+    assert got[0]["by"] == "fail_closed" and got[0]["rc"] == 0
+    assert drv.stats()["last_error"].startswith("OOM")
+    c.config_set("maxmemory", "0")
+    assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 1)]
