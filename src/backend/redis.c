@@ -559,25 +559,31 @@ static bool rd_format(sl_backend_worker *w, rd_op *op)
 
 static void rd_op_cb(void *priv, redisReply *reply, const char *err);
 
-/* Sends op (formatted for the mode); on failure answers it by its policy. */
-static void rd_send(sl_backend_worker *w, rd_op *op)
+/* Formats op for the mode and hands it to the transport. Returns 0, or -1
+ * when it cannot even be queued (the caller answers it). */
+static int rd_try_send(sl_backend_worker *w, rd_op *op)
 {
-    if (!rd_format(w, op)) {
-        rd_answer_fallback(w, op, false);
-        rd_free_op(op);
-        return;
-    }
+    if (!rd_format(w, op))
+        return -1;
     int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
     if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
         rd_not_connected(w);
-        rd_answer_fallback(w, op, false);
-        rd_free_op(op);
-        return;
+        return -1;
     }
     if (w->inflight++ == 0)
         w->last_progress_ms = uv_now(w->loop);
     op->sent_ns = uv_hrtime();
     rd_add(&w->c.requests, 1);
+    return 0;
+}
+
+/* Sends op from a callback; on failure answers it by its policy. */
+static void rd_send(sl_backend_worker *w, rd_op *op)
+{
+    if (rd_try_send(w, op) != 0) {
+        rd_answer_fallback(w, op, false);
+        rd_free_op(op);
+    }
 }
 
 static void rd_script_load_cb(void *priv, redisReply *reply, const char *err)
@@ -968,6 +974,20 @@ static bool rd_valid(const sl_backend_req *r)
     return r->op <= SL_OP_RELEASE;
 }
 
+/* Answers r by its policy inside submit (a store that cannot even be
+ * asked); returns submit's SL_OK. */
+static int rd_fail_now(sl_backend_worker *w, sl_backend_req *r, rd_op *op)
+{
+    op->r = NULL;
+    rd_heap_remove(w, op);
+    rd_add(&w->c.errors, 1);
+    rd_fail(w);
+    rd_fallback(w, r, op);
+    rd_free_op(op);
+    rd_arm(w);
+    return SL_OK;
+}
+
 static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
 {
     r->by = SL_DECIDED_BY_STORE;
@@ -997,21 +1017,14 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         r->rc = SL_ERR_NOMEM;
         return SL_OK;
     }
-    /* A failure from here is answered in the call (done() must not run
-     * inside submit). */
+    /* A failure from here is answered in the call: done() must not run
+     * inside submit. */
     bool known = w->mode_epoch == w->t->epoch &&
                  (w->mode == RD_MODE_MODULE || w->mode == RD_MODE_SCRIPT);
     bool asking = w->mode == RD_MODE_PROBING && w->mode_epoch == w->t->epoch;
     if (!known && !asking && !rd_probe_mode(w)) {
         rd_not_connected(w);
-        op->r = NULL;
-        rd_heap_remove(w, op);
-        rd_add(&w->c.errors, 1);
-        rd_fail(w);
-        rd_fallback(w, r, op);
-        rd_free_op(op);
-        rd_arm(w);
-        return SL_OK;
+        return rd_fail_now(w, r, op);
     }
     if (w->mode == RD_MODE_PROBING) {
         if (w->wait_tail)
@@ -1019,31 +1032,8 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         else
             w->wait_head = op;
         w->wait_tail = op;
-    } else {
-        /* Send, answering in the call if it cannot even be queued. */
-        if (!rd_format(w, op)) {
-            op->r = NULL;
-            rd_heap_remove(w, op);
-            rd_free_op(op);
-            r->rc = SL_ERR_NOMEM;
-            return SL_OK;
-        }
-        int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
-        if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
-            rd_not_connected(w);
-            op->r = NULL;
-            rd_heap_remove(w, op);
-            rd_add(&w->c.errors, 1);
-            rd_fail(w);
-            rd_fallback(w, r, op);
-            rd_free_op(op);
-            rd_arm(w);
-            return SL_OK;
-        }
-        if (w->inflight++ == 0)
-            w->last_progress_ms = uv_now(w->loop);
-        op->sent_ns = uv_hrtime();
-        rd_add(&w->c.requests, 1);
+    } else if (rd_try_send(w, op) != 0) {
+        return rd_fail_now(w, r, op);
     }
     if (op->heap == 0)
         rd_arm(w);
