@@ -49,10 +49,14 @@ typedef struct sl_single {
     uv_getaddrinfo_t gai;  /* resolving host, when it is a name */
     bool resolving;
     bool numeric;          /* host is an address literal: no resolution */
-    int holds;             /* the timer and a resolution in flight: freed at zero */
+    int holds;             /* the timers and a resolution in flight: freed at zero */
     char addr[INET6_ADDRSTRLEN];
     size_t turn;           /* which of the name's addresses the next connection takes */
-    struct sl_single_held *held, **held_tail; /* commands sent while resolving */
+    /* Commands sent with no connection to queue them on: while the name is
+     * being resolved (then queued on the connection), or between two
+     * connections (then called back with why, from `report`). */
+    struct sl_single_held *held, **held_tail;
+    uv_timer_t report;
     char *host;
     int port;
     char *user, *password;
@@ -329,19 +333,33 @@ static int sl_single_send(sl_transport *base, int slot, const char *cmd, size_t 
                           sl_transport_cb *cb, void *priv);
 
 /* Hands the held commands to the connection, or (with none) calls each
- * back with the transport's error. */
+ * back saying why there is none. */
 static void sl_single_flush_held(sl_single *t)
 {
     sl_single_held *h = t->held;
     t->held = NULL;
     t->held_tail = &t->held;
+    char why[sizeof t->err + 24];
+    if (t->closing || !t->err[0])
+        snprintf(why, sizeof why, "%s", t->closing ? "transport closing" : "not connected");
+    else
+        snprintf(why, sizeof why, "not connected (%s)", t->err);
     while (h) {
         sl_single_held *next = h->next;
         if (!t->ac || sl_single_send(&t->base, -1, h->cmd, h->len, h->cb, h->priv) != 0)
-            h->cb(h->priv, NULL, t->err[0] ? t->err : "not connected");
+            h->cb(h->priv, NULL, why);
         free(h);
         h = next;
     }
+}
+
+/* The turn after a send with no connection: its callback says why (the
+ * transport interface calls back, never inside send). */
+static void sl_single_report_cb(uv_timer_t *timer)
+{
+    sl_single *t = timer->data;
+    if (!t->resolving)
+        sl_single_flush_held(t);
 }
 
 static void sl_single_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
@@ -410,11 +428,11 @@ static int sl_single_send(sl_transport *base, int slot, const char *cmd, size_t 
     sl_single *t = (sl_single *)base;
     (void)slot;
     /* A connection being made accepts commands (they leave once it is
-     * made), and so does a name being resolved; with neither there is
-     * nothing to queue them on. */
+     * made); without one, a command is held: queued on the connection once
+     * the name is resolved, or called back with why on the next turn. */
     if (t->closing)
         return -1;
-    if (!t->ac && t->resolving) {
+    if (!t->ac) {
         sl_single_held *h = malloc(sizeof *h + len);
         if (!h)
             return -1;
@@ -425,10 +443,10 @@ static int sl_single_send(sl_transport *base, int slot, const char *cmd, size_t 
         memcpy(h->cmd, cmd, len);
         *t->held_tail = h;
         t->held_tail = &h->next;
+        if (!t->resolving)
+            uv_timer_start(&t->report, sl_single_report_cb, 0, 0);
         return 0;
     }
-    if (!t->ac)
-        return -1;
     sl_single_cmd *c = malloc(sizeof *c);
     if (!c)
         return -1;
@@ -469,6 +487,7 @@ static void sl_single_close(sl_transport *base)
     t->closing = true;
     snprintf(t->err, sizeof t->err, "transport closing");
     uv_timer_stop(&t->timer);
+    uv_timer_stop(&t->report);
     if (t->resolving)
         uv_cancel((uv_req_t *)&t->gai); /* its callback still comes, and lets go */
     sl_single_flush_held(t); /* with an error: closing refuses them */
@@ -480,6 +499,7 @@ static void sl_single_close(sl_transport *base)
         redisAsyncFree(ac);
     }
     uv_close((uv_handle_t *)&t->timer, sl_single_free_cb);
+    uv_close((uv_handle_t *)&t->report, sl_single_free_cb);
 }
 
 static const sl_transport_ops sl_single_ops = {
@@ -514,16 +534,19 @@ sl_transport *sl_transport_single(uv_loop_t *loop, const sl_transport_config *cf
     t->user = sl_single_dup(cfg->user);
     t->password = sl_single_dup(cfg->password);
     t->rng = (uv_hrtime() ^ (uintptr_t)t) | 1;
-    if (!t->host || (cfg->user && !t->user) || (cfg->password && !t->password) ||
-        uv_timer_init(loop, &t->timer) != 0) {
+    if (!t->host || (cfg->user && !t->user) || (cfg->password && !t->password)) {
         free(t->host);
         free(t->user);
         free(t->password);
         free(t);
         return NULL;
     }
+    /* libuv's timer init only fills fields: it cannot fail. */
+    uv_timer_init(loop, &t->timer);
+    uv_timer_init(loop, &t->report);
     t->timer.data = t;
-    t->holds = 1;
+    t->report.data = t;
+    t->holds = 2;
     t->held_tail = &t->held;
     unsigned char probe[sizeof(struct in6_addr)];
     t->numeric = inet_pton(AF_INET, t->host, probe) == 1 || inet_pton(AF_INET6, t->host, probe) == 1;
