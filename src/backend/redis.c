@@ -35,6 +35,7 @@
 #define RD_MAX_ARGS (4 + SL_TAKE_MANY_MAX + SL_TAKE_MANY_MAX * RD_GROUP)
 #define RD_NUM 24                    /* room for one formatted integer */
 #define RD_KEY_MAX (1u << 20)        /* longest key: an op's offsets are 32-bit */
+#define RD_INFLIGHT_MAX 65536        /* requests a worker waits on before deciding at once */
 
 typedef enum rd_mode { RD_MODE_UNKNOWN, RD_MODE_PROBING, RD_MODE_MODULE, RD_MODE_SCRIPT } rd_mode;
 
@@ -1002,8 +1003,9 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         r->rc = SL_ERR_NOMEM;
         return SL_OK;
     }
-    if (w->open || w->detaching) {
-        /* The breaker is open: decide now, with no round trip. */
+    if (w->open || w->detaching || w->heap_n >= RD_INFLIGHT_MAX) {
+        /* The breaker is open (or so many wait on a slow store that more
+         * would only hold memory): decide now, with no round trip. */
         op->r = NULL;
         rd_fallback(w, r, op);
         rd_free_op(op);

@@ -53,7 +53,10 @@ def test_module_decides_every_op(make_redis, make_driver):
     assert decisions(got) == [("store", True, 2), ("store", True, 1), ("store", True, 0),
                               ("store", False, 0)]
     assert got[3]["failed"] == 0 and got[3]["d"][0]["retry_after_ns"] > 0
-    assert drv.stats()["stats"]["module"] is True
+    st = drv.stats()["stats"]
+    assert st["module"] is True
+    # Each round trip is in the histogram once.
+    assert st["requests"] == 4 and sum(st["rtt"]) == 4 and st["errors"] == 0
 
     # All or nothing: b has room, c has none, so b is not consumed.
     got = drv.run("take c gcra 1 60000 0 1",
@@ -437,3 +440,23 @@ def test_a_store_that_cannot_serve_is_a_failure_not_an_answer(make_redis, make_d
     assert drv.stats()["last_error"].startswith("OOM")
     c.config_set("maxmemory", "0")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 1)]
+
+
+def test_local_share_of_every_kind_of_limit(make_driver):
+    """The local limiter enforces limit / N of CL.THROTTLE's limits and of leases too."""
+    from harness import free_port
+    drv = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local",
+                      "--fleet-nodes", "2")
+    # cell: max_burst 5 (a burst of 6), 10 per minute: the node's share is a burst of 3.
+    got = drv.run(*["cell c 5 10 60 1"] * 4)
+    assert [a["d"][0]["allowed"] for a in got] == [True, True, True, False]
+    assert got[0]["d"][0]["limit"] == 3
+    # 4 leases in flight across the fleet: 2 on this node.
+    got = drv.run("acquire l 4 60000 1 0000000000000001", "acquire l 4 60000 1 0000000000000002",
+                  "acquire l 4 60000 1 0000000000000003", "release l 4 60000 0000000000000001",
+                  "acquire l 4 60000 1 0000000000000004")
+    assert [a["d"][0]["allowed"] for a in got if a["op"] == "acquire"] == [True, True, False, True]
+    assert got[3]["count"] == 1
+    # RESET needs the store: unavailable, and the node forgets its own state.
+    got = drv.run("reset c", "cell c 5 10 60 1")
+    assert got[0]["rc"] == -16 and got[1]["d"][0]["allowed"]
