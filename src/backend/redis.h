@@ -4,7 +4,7 @@
  * enforces one limit. Decisions are made in Redis, on Redis's clock, by the
  * module's SL.DECIDE when sluice-redis.so is loaded there, else by one Lua
  * script (src/backend/lua/sluice.lua) taking the same arguments
- * (/work/briefs/decide.md, docs/commands.md's SL.DECIDE).
+ * (src/cmd/cmd.c's sl_cmd_decide has the grammar and the reply).
  *
  * When Redis cannot answer within a request's time budget, a store-down
  * policy decides instead (fail_open, fail_closed, or a local limiter); a

@@ -460,3 +460,13 @@ def test_local_share_of_every_kind_of_limit(make_driver):
     # RESET needs the store: unavailable, and the node forgets its own state.
     got = drv.run("reset c", "cell c 5 10 60 1")
     assert got[0]["rc"] == -16 and got[1]["d"][0]["allowed"]
+
+
+def test_database_out_of_range_is_a_clear_error(make_redis, make_driver):
+    r = make_redis()
+    drv = make_driver(url(r, db=999), "--on-error", "fail_open")
+    got = drv.run(*["take k " + GCRA3] * 6)
+    assert {a["by"] for a in got} == {"fail_open"}
+    st = wait_error(drv, "SELECT refused")
+    assert "DB index is out of range" in st["last_error"], st
+    assert r.client().dbsize() == 0
