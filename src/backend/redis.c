@@ -989,11 +989,76 @@ static int rd_fail_now(sl_backend_worker *w, sl_backend_req *r, rd_op *op)
     return SL_OK;
 }
 
+static int rd_submit(sl_backend_worker *w, sl_backend_req *r);
+
+/*
+ * A RESET of more keys than one SL.DECIDE takes: sent as parts of at most
+ * SL_TAKE_MANY_MAX keys, each a request of its own (its own budget and
+ * store-down answer), summed into the caller's when the last is answered.
+ */
+typedef struct rd_reset {
+    sl_backend_req *parent;
+    size_t left; /* parts not answered yet */
+    bool submitting;
+    sl_backend_req parts[];
+} rd_reset;
+
+static void rd_reset_part_done(sl_backend_req *part)
+{
+    rd_reset *rs = part->owner;
+    sl_backend_req *p = rs->parent;
+    if (part->rc != SL_OK && p->rc == SL_OK)
+        p->rc = part->rc;
+    if (part->by != SL_DECIDED_BY_STORE)
+        p->by = part->by;
+    p->count += part->count;
+    if (--rs->left > 0 || rs->submitting)
+        return;
+    free(rs);
+    p->done(p);
+}
+
+static int rd_reset_many(sl_backend_worker *w, sl_backend_req *r)
+{
+    size_t parts = (r->n + SL_TAKE_MANY_MAX - 1) / SL_TAKE_MANY_MAX;
+    rd_reset *rs = calloc(1, sizeof *rs + parts * sizeof rs->parts[0]);
+    if (!rs) {
+        r->rc = SL_ERR_NOMEM;
+        return SL_OK;
+    }
+    rs->parent = r;
+    rs->left = parts;
+    rs->submitting = true;
+    r->rc = SL_OK;
+    for (size_t i = 0; i < parts; i++) {
+        sl_backend_req *q = &rs->parts[i];
+        size_t first = i * SL_TAKE_MANY_MAX;
+        *q = (sl_backend_req){
+            .op = SL_OP_RESET,
+            .n = r->n - first < SL_TAKE_MANY_MAX ? r->n - first : SL_TAKE_MANY_MAX,
+            .items = r->items + first,
+            .on_error = r->on_error,
+            .timeout_ms = r->timeout_ms,
+            .done = rd_reset_part_done,
+            .owner = rs,
+        };
+        if (rd_submit(w, q) != SL_PENDING)
+            rd_reset_part_done(q); /* answered in the call: counted now */
+    }
+    rs->submitting = false;
+    if (rs->left > 0)
+        return SL_PENDING;
+    free(rs);
+    return SL_OK;
+}
+
 static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
 {
     r->by = SL_DECIDED_BY_STORE;
     r->failed = -1;
     r->count = 0;
+    if (r->op == SL_OP_RESET && r->n > SL_TAKE_MANY_MAX && r->items)
+        return rd_reset_many(w, r);
     if (!rd_valid(r)) {
         r->rc = SL_ERR_ARGUMENT;
         return SL_OK;

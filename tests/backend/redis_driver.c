@@ -13,7 +13,7 @@
  *   cell KEY MAX_BURST COUNT PERIOD_S COST [OPT...]     (CL.THROTTLE's limit)
  *   acquire KEY MAX_IN_FLIGHT TTL_MS WEIGHT LEASE_HEX [OPT...]
  *   release KEY MAX_IN_FLIGHT TTL_MS LEASE_HEX [OPT...]
- *   reset KEY [KEY...] [OPT...]
+ *   reset KEY [KEY...] [OPT...]                    (up to 64 keys)
  *   stats        the backend's stats and the worker's last error
  *   sleep MS     reads no further line for MS milliseconds (the loop runs)
  *   wait         reads no further line until every request is answered
@@ -37,12 +37,14 @@
 #include "backend/redis.h"
 #include "policy/config.h"
 
+#define RESET_MAX 64 /* keys of one reset line: more than one SL.DECIDE takes */
+
 typedef struct job {
     sl_backend_req req;
-    sl_take_item items[SL_TAKE_MANY_MAX];
+    sl_take_item items[RESET_MAX];
     sl_limit limits[SL_TAKE_MANY_MAX];
     sl_decision d[SL_TAKE_MANY_MAX];
-    char *keys[SL_TAKE_MANY_MAX];
+    char *keys[RESET_MAX];
     uint64_t id;
     const char *op;
 } job;
@@ -89,7 +91,7 @@ static void print_answer(job *j)
     }
     printf("}\n");
     fflush(stdout);
-    for (size_t k = 0; k < SL_TAKE_MANY_MAX; k++)
+    for (size_t k = 0; k < RESET_MAX; k++)
         free(j->keys[k]);
     free(j);
 }
@@ -271,7 +273,7 @@ static void run_line(char *line)
             j->keys[0] = strdup(tok[1]);
             j->items[0] = (sl_take_item){j->keys[0], strlen(tok[1]), &j->limits[0], weight};
         }
-    } else if (strcmp(tok[0], "reset") == 0 && nt >= 2 && nt <= 1 + SL_TAKE_MANY_MAX) {
+    } else if (strcmp(tok[0], "reset") == 0 && nt >= 2 && nt <= 1 + RESET_MAX) {
         j->op = "reset";
         r->op = SL_OP_RESET;
         r->n = (size_t)nt - 1;
@@ -282,7 +284,7 @@ static void run_line(char *line)
         ok = true;
     }
     if (!ok) {
-        for (size_t k = 0; k < SL_TAKE_MANY_MAX; k++)
+        for (size_t k = 0; k < RESET_MAX; k++)
             free(j->keys[k]);
         free(j);
         return bad_line("bad request line");

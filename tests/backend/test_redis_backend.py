@@ -470,3 +470,13 @@ def test_database_out_of_range_is_a_clear_error(make_redis, make_driver):
     st = wait_error(drv, "SELECT refused")
     assert "DB index is out of range" in st["last_error"], st
     assert r.client().dbsize() == 0
+
+
+def test_reset_of_more_keys_than_one_command_takes(make_redis, make_driver):
+    r = make_redis()
+    drv = make_driver(url(r))
+    keys = ["r%d" % i for i in range(20)]
+    drv.run(*["take %s %s" % (k, GCRA3) for k in keys])
+    got = drv.run("reset " + " ".join(keys + ["never-taken"]))
+    assert got[0]["rc"] == 0 and got[0]["count"] == 20 and got[0]["by"] == "store"
+    assert r.client().dbsize() == 0
