@@ -14,7 +14,7 @@ build_packages=(
   libuv1-dev        # sluiced's event loops
   libyaml-dev       # the config file
   libcjson-dev      # HTTP: the JSON body of POST /v1/check
-  libhiredis-dev    # the central store (--store redis://): hiredis's async API; tests: a hiredis client
+  libhiredis-dev    # sluiced's central store (--store redis://); a client in the tests
 )
 packages=(
   "${build_packages[@]}"

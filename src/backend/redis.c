@@ -114,6 +114,7 @@ struct sl_backend_worker {
     _Atomic bool module;
     rd_counters c;
     char last_err[256];
+    char reply_err[256]; /* the errstr of the request being answered */
     struct sl_backend_worker *next;
 };
 
@@ -674,6 +675,9 @@ static int rd_decode(sl_backend_worker *w, sl_backend_req *r, const redisReply *
 {
     if (reply->type == REDIS_REPLY_ERROR) {
         rd_set_err(w, "", reply->str, reply->len);
+        /* The request's own copy: last_err may change before done() returns. */
+        snprintf(w->reply_err, sizeof w->reply_err, "%s", w->last_err);
+        r->errstr = w->reply_err;
         rd_add(&w->c.errors, 1);
         bool wrongtype = reply->len >= 9 && memcmp(reply->str, "WRONGTYPE", 9) == 0;
         r->rc = wrongtype ? SL_ERR_WRONGTYPE : SL_ERR_ARGUMENT;
@@ -1054,6 +1058,7 @@ static int rd_reset_many(sl_backend_worker *w, sl_backend_req *r)
 
 static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
 {
+    r->errstr = NULL;
     r->by = SL_DECIDED_BY_STORE;
     r->failed = -1;
     r->count = 0;

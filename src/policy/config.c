@@ -220,11 +220,13 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
             if (sl_bool_value(ld, v, where, "shadow", &p->shadow))
                 return -1;
         } else if (sl_key_is(pk, "on_store_error")) {
+            sl_on_error e;
             if (!sl_is_scalar(v) ||
-                sl_on_error_parse(sl_scalar(v), v->data.scalar.length, &p->on_store_error) != SL_OK)
+                sl_on_error_parse(sl_scalar(v), v->data.scalar.length, &e) != SL_OK)
                 return sl_fail(ld, v, "%s: on_store_error must be fail_open, fail_closed or local "
                                       "(got %s)",
                                where, sl_quote(v, q));
+            p->on_store_error = (int)e;
         } else if (sl_key_is(pk, "store_timeout_ms")) {
             int64_t ms;
             if (sl_int_value(ld, v, where, "store_timeout_ms", 1, &ms))
@@ -558,7 +560,8 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
         }
         if (o->on_store_error != n->on_store_error) {
             snprintf(line, sizeof line, "policy '%s': on_store_error %s -> %s", o->name,
-                     sl_on_error_name(o->on_store_error), sl_on_error_name(n->on_store_error));
+                     sl_on_error_name((sl_on_error)o->on_store_error),
+                     sl_on_error_name((sl_on_error)n->on_store_error));
             say(arg, line);
         }
         if (o->store_timeout_ms != n->store_timeout_ms) {

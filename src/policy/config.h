@@ -18,6 +18,9 @@
  *         free: {limit: 100, period: 1m}
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
+ *       on_store_error: local   # a central store (--store redis://) down or slow:
+ *                               #   fail_open, fail_closed or local; default the flag's
+ *       store_timeout_ms: 20    # the store's time budget for this policy, 1..60000
  *
  * A file is loaded whole or not at all: every error names the file, line,
  * column and what was wrong, and the caller keeps what it had.
@@ -51,8 +54,11 @@ typedef struct sl_policy {
     sl_limit global;
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
-    sl_on_error on_store_error; /* DEFAULT: the flag's (--on-store-error) */
-    int32_t store_timeout_ms;   /* 0: the flag's (--store-timeout-ms) */
+    /* When the store cannot answer: an sl_on_error (src/backend/backend.h),
+     * 0 for the server's --on-store-error; and the time budget in ms, 0 for
+     * --store-timeout-ms. */
+    int on_store_error;
+    int32_t store_timeout_ms;
 } sl_policy;
 
 /* One "server:" setting, as written: applied by the server with the same

@@ -69,6 +69,18 @@ static void on_wake(uv_timer_t *t)
     process();
 }
 
+/* A JSON string of text (control bytes dropped: the tests look for words). */
+static void print_text(const char *text)
+{
+    putchar('"');
+    for (const char *e = text; *e; e++)
+        if (*e == '"' || *e == '\\')
+            printf("\\%c", *e);
+        else if ((unsigned char)*e >= 0x20)
+            putchar(*e);
+    putchar('"');
+}
+
 static void print_answer(job *j)
 {
     sl_backend_req *r = &j->req;
@@ -77,6 +89,10 @@ static void print_answer(job *j)
            j->id, j->op, r->rc, sl_fallback_name(r->by), r->failed, r->count);
     if (r->rc != SL_OK)
         printf(",\"error\":\"%s\"", sl_strerror(r->rc));
+    if (r->errstr) {
+        printf(",\"errstr\":");
+        print_text(r->errstr);
+    }
     if (r->rc == SL_OK && r->op != SL_OP_RESET && r->op != SL_OP_RELEASE) {
         printf(",\"d\":[");
         for (size_t k = 0; k < r->n; k++) {
@@ -188,13 +204,9 @@ static void run_line(char *line)
                st.disconnects, st.breaker_opens, st.module ? "true" : "false");
         for (int i = 0; i < SL_RTT_BUCKETS; i++)
             printf("%s%" PRIu64, i ? "," : "", st.rtt[i]);
-        printf("]},\"last_error\":\"");
-        for (const char *e = sl_backend_redis_last_error(worker); *e; e++)
-            if (*e == '"' || *e == '\\')
-                printf("\\%c", *e);
-            else if ((unsigned char)*e >= 0x20)
-                putchar(*e);
-        printf("\"}\n");
+        printf("]},\"last_error\":");
+        print_text(sl_backend_redis_last_error(worker));
+        printf("}\n");
         fflush(stdout);
         return;
     }

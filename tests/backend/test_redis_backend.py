@@ -102,6 +102,7 @@ def test_wrongtype_and_errors_are_answers(make_redis, make_driver):
     drv = make_driver(url(r))
     got = drv.run("take plain " + GCRA3)
     assert got[0]["rc"] == -15 and got[0]["by"] == "store"  # SL_ERR_WRONGTYPE
+    assert got[0]["errstr"].startswith("WRONGTYPE")  # Redis's own words, for the log
     assert "WRONGTYPE" in drv.stats()["last_error"]
     # The store answered: no failure counted toward the breaker, the next take is Redis's.
     assert decisions(drv.run("take fine " + GCRA3)) == [("store", True, 2)]
@@ -480,3 +481,13 @@ def test_reset_of_more_keys_than_one_command_takes(make_redis, make_driver):
     got = drv.run("reset " + " ".join(keys + ["never-taken"]))
     assert got[0]["rc"] == 0 and got[0]["count"] == 20 and got[0]["by"] == "store"
     assert r.client().dbsize() == 0
+
+
+def test_script_decides_as_the_module(make_redis, make_driver):
+    """The Lua script (a Redis without the module) answers the trace as SL.DECIDE does."""
+    with_module = make_redis("module")
+    without = make_redis("script", module=False)
+    a = make_driver(url(with_module)).run(*TRACE)
+    b = make_driver(url(without)).run(*TRACE)
+    assert {x["by"] for x in a + b} == {"store"}
+    assert [comparable(x) for x in a] == [comparable(x) for x in b]
