@@ -100,6 +100,7 @@ struct sl_backend_worker {
     /* The breaker. */
     int fails;
     bool open, probing;
+    uint64_t rng; /* xorshift state for the probes' jitter */
     unsigned probe_attempt;
     uint64_t probe_at_ms;
     /* Requests not answered yet, by deadline. */
@@ -435,10 +436,18 @@ static void rd_refresh(sl_backend_worker *w)
     atomic_store_explicit(&w->state, state, memory_order_relaxed);
 }
 
-static uint64_t rd_probe_delay(unsigned attempt)
+/* The wait before the breaker's next probe: 100 ms doubling to 2 s, the
+ * second half of each jittered, so that a fleet's workers do not all probe
+ * a recovering Redis in the same instant. */
+static uint64_t rd_probe_delay(sl_backend_worker *w, unsigned attempt)
 {
     uint64_t d = (uint64_t)RD_PROBE_MIN_MS << (attempt > 5 ? 5 : attempt);
-    return d > RD_PROBE_MAX_MS ? RD_PROBE_MAX_MS : d;
+    if (d > RD_PROBE_MAX_MS)
+        d = RD_PROBE_MAX_MS;
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    return d / 2 + w->rng % (d / 2 + 1);
 }
 
 static void rd_fail(sl_backend_worker *w)
@@ -448,7 +457,7 @@ static void rd_fail(sl_backend_worker *w)
     if (++w->fails >= RD_BREAKER_FAILURES) {
         w->open = true;
         w->probe_attempt = 0;
-        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(0);
+        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(w, 0);
         rd_add(&w->c.breaker_opens, 1);
         rd_refresh(w);
     }
@@ -474,7 +483,7 @@ static void rd_probe_cb(void *priv, redisReply *reply, const char *err)
             rd_set_err(w, "probe: ", reply->str, reply->len);
         else if (err)
             rd_set_err(w, "probe: ", err, strlen(err));
-        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(++w->probe_attempt);
+        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(w, ++w->probe_attempt);
     }
     rd_refresh(w);
 }
@@ -485,7 +494,7 @@ static void rd_probe(sl_backend_worker *w)
     w->probing = true;
     if (w->t->ops->send(w->t, -1, ping, sizeof ping - 1, rd_probe_cb, w) != 0) {
         w->probing = false;
-        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(++w->probe_attempt);
+        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(w, ++w->probe_attempt);
     }
 }
 
@@ -1143,6 +1152,7 @@ static sl_backend_worker *rd_attach(sl_backend *base, uv_loop_t *loop, const int
     w->loop = loop;
     w->now = now;
     w->mode = RD_MODE_UNKNOWN;
+    w->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)w) | 1;
     if (uv_timer_init(loop, &w->timer) != 0) {
         free(w);
         *err = "cannot create the store's timer";
