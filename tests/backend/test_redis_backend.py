@@ -5,11 +5,15 @@ what each store-down policy does when Redis is killed, restarted, slow, or not R
 No timing assertions: a test waits for answers, never for a clock.
 """
 
+import subprocess
 import threading
-import time
 
 import pytest
 import redis
+
+from redis_harness import (garbage_server, make_redis, make_redis_driver,  # noqa: F401 fixtures
+                           redis_driver_path)
+from harness import free_port  # noqa: E402 (redis_harness puts tests/lib on the path)
 
 GCRA3 = "gcra 3 60000 0 1"  # 3 a minute: no refill within a test
 
@@ -46,9 +50,9 @@ def wait_error(drv, words, tries=400):
 
 # ---- decisions in Redis ----
 
-def test_module_decides_every_op(make_redis, make_driver):
+def test_module_decides_every_op(make_redis, make_redis_driver):
     r = make_redis()
-    drv = make_driver(url(r))
+    drv = make_redis_driver(url(r))
     got = drv.run(*["take a " + GCRA3] * 4)
     assert decisions(got) == [("store", True, 2), ("store", True, 1), ("store", True, 0),
                               ("store", False, 0)]
@@ -84,10 +88,10 @@ def test_module_decides_every_op(make_redis, make_driver):
     assert drv.run("take a " + GCRA3)[0]["d"][0]["remaining"] == 2
 
 
-def test_state_lives_in_redis(make_redis, make_driver):
+def test_state_lives_in_redis(make_redis, make_redis_driver):
     """Two drivers (two sluiced) share one limit: what one took, the other sees."""
     r = make_redis()
-    one, two = make_driver(url(r)), make_driver(url(r))
+    one, two = make_redis_driver(url(r)), make_redis_driver(url(r))
     assert decisions(one.run("take shared " + GCRA3, "take shared " + GCRA3)) == [
         ("store", True, 2), ("store", True, 1)]
     assert decisions(two.run("take shared " + GCRA3, "take shared " + GCRA3)) == [
@@ -95,11 +99,11 @@ def test_state_lives_in_redis(make_redis, make_driver):
     assert r.client().exists("shared") == 1
 
 
-def test_wrongtype_and_errors_are_answers(make_redis, make_driver):
+def test_wrongtype_and_errors_are_answers(make_redis, make_redis_driver):
     r = make_redis()
     c = r.client()
     c.set("plain", "a string")
-    drv = make_driver(url(r))
+    drv = make_redis_driver(url(r))
     got = drv.run("take plain " + GCRA3)
     assert got[0]["rc"] == -15 and got[0]["by"] == "store"  # SL_ERR_WRONGTYPE
     assert got[0]["errstr"].startswith("WRONGTYPE")  # Redis's own words, for the log
@@ -114,22 +118,22 @@ def with_password(r, password="s3cret"):
     return r
 
 
-def test_database_and_password(make_redis, make_driver):
+def test_database_and_password(make_redis, make_redis_driver):
     r = with_password(make_redis())
-    drv = make_driver(url(r, db=3, query="?password=s3cret"))
+    drv = make_redis_driver(url(r, db=3, query="?password=s3cret"))
     assert decisions(drv.run("take indb3 " + GCRA3)) == [("store", True, 2)]
     c3 = r.client(password="s3cret", db=3)
     c0 = r.client(password="s3cret", db=0)
     assert c3.exists("indb3") == 1 and c0.exists("indb3") == 0
 
     # user:password@ in the URL (Redis's default user).
-    drv = make_driver("redis://default:s3cret@127.0.0.1:%d/3" % r.port)
+    drv = make_redis_driver("redis://default:s3cret@127.0.0.1:%d/3" % r.port)
     assert decisions(drv.run("take indb3 " + GCRA3)) == [("store", True, 1)]
 
 
-def test_wrong_password_is_a_store_failure(make_redis, make_driver):
+def test_wrong_password_is_a_store_failure(make_redis, make_redis_driver):
     r = with_password(make_redis())
-    drv = make_driver(url(r, query="?password=wrong"), "--on-error", "fail_closed")
+    drv = make_redis_driver(url(r, query="?password=wrong"), "--on-error", "fail_closed")
     got = drv.run(*["take k " + GCRA3] * 6)
     assert all(a["by"] == "fail_closed" and not a["d"][0]["allowed"] for a in got)
     st = wait_error(drv, "AUTH refused")
@@ -138,9 +142,9 @@ def test_wrong_password_is_a_store_failure(make_redis, make_driver):
 
 # ---- the script path ----
 
-def test_script_path_without_module(make_redis, make_driver):
+def test_script_path_without_module(make_redis, make_redis_driver):
     r = make_redis(module=False)
-    drv = make_driver(url(r))
+    drv = make_redis_driver(url(r))
     got = drv.run(*["take a " + GCRA3] * 4)
     assert decisions(got) == [("store", True, 2), ("store", True, 1), ("store", True, 0),
                               ("store", False, 0)]
@@ -159,10 +163,10 @@ def reads_processed(c):
     return c.info("stats")["total_reads_processed"]
 
 
-def test_requests_together_leave_in_one_write(make_redis, make_driver):
+def test_requests_together_leave_in_one_write(make_redis, make_redis_driver):
     r = make_redis()
     c = r.client()
-    drv = make_driver(url(r))
+    drv = make_redis_driver(url(r))
     drv.run("take warm " + GCRA3)  # connected, the server's kind known
     before = reads_processed(c)
     n = 100
@@ -184,9 +188,9 @@ def kill(server):
 
 
 @pytest.mark.parametrize("policy", ["fail_open", "fail_closed", "local"])
-def test_redis_killed_each_policy(make_redis, make_driver, policy):
+def test_redis_killed_each_policy(make_redis, make_redis_driver, policy):
     r = make_redis()
-    drv = make_driver(url(r), "--on-error", policy, "--fleet-nodes", "2",
+    drv = make_redis_driver(url(r), "--on-error", policy, "--fleet-nodes", "2",
                       "--timeout-ms", "200")
     assert decisions(drv.run("take k gcra 10 60000 0 1")) == [("store", True, 9)]
     kill(r)
@@ -210,9 +214,9 @@ def test_redis_killed_each_policy(make_redis, make_driver, policy):
     assert got[0]["by"] == other
 
 
-def test_redis_restarted_back_to_the_store(make_redis, make_driver):
+def test_redis_restarted_back_to_the_store(make_redis, make_redis_driver):
     r = make_redis()
-    drv = make_driver(url(r), "--on-error", "fail_closed")
+    drv = make_redis_driver(url(r), "--on-error", "fail_closed")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
     kill(r)
     got = drv.run(*["take k " + GCRA3] * 6)
@@ -226,9 +230,9 @@ def test_redis_restarted_back_to_the_store(make_redis, make_driver):
 
 
 @pytest.mark.parametrize("how", ["debug_sleep", "client_pause"])
-def test_slow_redis_timeouts_answered_by_policy(make_redis, make_driver, how):
+def test_slow_redis_timeouts_answered_by_policy(make_redis, make_redis_driver, how):
     r = make_redis(args=["--enable-debug-command", "yes"])
-    drv = make_driver(url(r), "--on-error", "fail_open", "--timeout-ms", "50")
+    drv = make_redis_driver(url(r), "--on-error", "fail_open", "--timeout-ms", "50")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
     other = r.client()
     if how == "client_pause":
@@ -265,17 +269,16 @@ def test_slow_redis_timeouts_answered_by_policy(make_redis, make_driver, how):
     assert rest == []  # nothing more was printed: no double answer
 
 
-def test_not_redis_is_a_clear_error(garbage_server, make_driver):
-    drv = make_driver("redis://127.0.0.1:%d" % garbage_server, "--on-error", "fail_closed")
+def test_not_redis_is_a_clear_error(garbage_server, make_redis_driver):
+    drv = make_redis_driver("redis://127.0.0.1:%d" % garbage_server, "--on-error", "fail_closed")
     got = drv.run(*["take k " + GCRA3] * 6)
     assert {a["by"] for a in got} == {"fail_closed"}
     # hiredis's words for a reply that is not RESP: the 'H' of "HTTP/1.1".
     wait_error(drv, "Protocol error")
 
 
-def test_nothing_listening(make_driver):
-    from harness import free_port
-    drv = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local")
+def test_nothing_listening(make_redis_driver):
+    drv = make_redis_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local")
     got = drv.run(*["take k gcra 2 60000 0 1"] * 3)
     assert [(a["by"], a["d"][0]["allowed"]) for a in got] == [
         ("local", True), ("local", True), ("local", False)]
@@ -292,18 +295,16 @@ def test_nothing_listening(make_driver):
     ("redis://a:1,b:2", "redis:// takes one host:port"),
 ])
 def test_bad_urls_refused(store, words):
-    import subprocess
-    from conftest import driver_path
-    p = subprocess.run([driver_path(), "--store", store], stdin=subprocess.DEVNULL,
+    p = subprocess.run([redis_driver_path(), "--store", store], stdin=subprocess.DEVNULL,
                        capture_output=True, timeout=30)
     assert p.returncode == 2
     assert words in p.stderr.decode(), p.stderr
 
 
-def test_silent_connection_dropped_and_made_again(make_redis, make_driver):
+def test_silent_connection_dropped_and_made_again(make_redis, make_redis_driver):
     """A connection that answers nothing for 10 budgets (at least 1 s) is dropped."""
     r = make_redis()
-    drv = make_driver(url(r), "--on-error", "fail_open", "--timeout-ms", "50")
+    drv = make_redis_driver(url(r), "--on-error", "fail_open", "--timeout-ms", "50")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
     r.client().execute_command("CLIENT", "PAUSE", "2500")
     got = drv.run("take k " + GCRA3)
@@ -317,9 +318,9 @@ def test_silent_connection_dropped_and_made_again(make_redis, make_driver):
     assert drv.run("take k " + GCRA3)[0]["by"] == "store"
 
 
-def test_detach_answers_requests_in_flight(make_redis, make_driver):
+def test_detach_answers_requests_in_flight(make_redis, make_redis_driver):
     r = make_redis()
-    drv = make_driver(url(r), "--on-error", "fail_closed")
+    drv = make_redis_driver(url(r), "--on-error", "fail_closed")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
     r.client().execute_command("CLIENT", "PAUSE", "1000")
     drv.send("take k %s timeout=5000" % GCRA3, "take j %s timeout=5000" % GCRA3, "quit")
@@ -366,38 +367,35 @@ def comparable(a):
 
 
 def memory_backend_built():
-    import subprocess
-    from conftest import driver_path
-    p = subprocess.run([driver_path(), "--store", "memory://"], input=b"",
+    p = subprocess.run([redis_driver_path(), "--store", "memory://"], input=b"",
                        capture_output=True, timeout=30)
     return p.returncode == 0
 
 
 @pytest.mark.parametrize("reference", ["local", "memory"])
-def test_same_decisions_as_the_memory_store(make_redis, make_driver, reference):
+def test_same_decisions_as_the_memory_store(make_redis, make_redis_driver, reference):
     """The module's decisions for a trace of every algorithm and op are the memory
     store's: the memory backend's (src/backend/memory.c), and the local limiter's
     (an sl_store with the whole limit, fleet_nodes 1), which decides when nothing
     listens at the store's address."""
-    from harness import free_port
     r = make_redis()
-    remote = [comparable(a) for a in make_driver(url(r)).run(*TRACE)]
+    remote = [comparable(a) for a in make_redis_driver(url(r)).run(*TRACE)]
     if reference == "memory":
         if not memory_backend_built():
             pytest.skip("the memory backend (src/backend/memory.c) is not built in")
-        ref = make_driver("memory://").run(*TRACE)
+        ref = make_redis_driver("memory://").run(*TRACE)
         assert {a["by"] for a in ref} == {"store"}
     else:
-        ref = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local").run(*TRACE)
+        ref = make_redis_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local").run(*TRACE)
         assert {a["by"] for a in ref} == {"local"}
     assert remote == [comparable(a) for a in ref]
 
 
-def test_answers_complete_out_of_order(make_redis, make_driver):
+def test_answers_complete_out_of_order(make_redis, make_redis_driver):
     """A request whose budget runs out is answered before an earlier one still
     waiting for Redis, which is answered by Redis later."""
     r = make_redis()
-    drv = make_driver(url(r), "--on-error", "fail_closed")
+    drv = make_redis_driver(url(r), "--on-error", "fail_closed")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
     r.client().execute_command("CLIENT", "PAUSE", "700")
     drv.send("take k %s timeout=10000" % GCRA3, "take k %s timeout=50" % GCRA3)
@@ -407,9 +405,9 @@ def test_answers_complete_out_of_order(make_redis, make_driver):
     assert second["d"][0]["remaining"] == 1
 
 
-def test_host_name_resolved_without_blocking(make_redis, make_driver):
+def test_host_name_resolved_without_blocking(make_redis, make_redis_driver):
     r = make_redis()
-    drv = make_driver("redis://localhost:%d" % r.port)
+    drv = make_redis_driver("redis://localhost:%d" % r.port)
     got = drv.run("take n " + GCRA3)
     # localhost may name ::1 first, where this Redis does not listen: the next
     # connection takes the next address.
@@ -421,19 +419,19 @@ def test_host_name_resolved_without_blocking(make_redis, make_driver):
     assert got[0]["by"] == "store"
 
 
-def test_unknown_host_name_is_a_clear_error(make_driver):
-    drv = make_driver("redis://no-such-host.invalid:6379", "--on-error", "fail_closed")
+def test_unknown_host_name_is_a_clear_error(make_redis_driver):
+    drv = make_redis_driver("redis://no-such-host.invalid:6379", "--on-error", "fail_closed")
     got = drv.run(*["take k " + GCRA3] * 6)
     assert {a["by"] for a in got} == {"fail_closed"}
     wait_error(drv, "cannot resolve no-such-host.invalid")
 
 
-def test_a_store_that_cannot_serve_is_a_failure_not_an_answer(make_redis, make_driver):
+def test_a_store_that_cannot_serve_is_a_failure_not_an_answer(make_redis, make_redis_driver):
     """Redis at its maxmemory refuses writes with OOM: the store-down policy answers
     (an ERR about the request's arguments would be the request's answer)."""
     r = make_redis()
     c = r.client()
-    drv = make_driver(url(r), "--on-error", "fail_closed")
+    drv = make_redis_driver(url(r), "--on-error", "fail_closed")
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
     c.config_set("maxmemory", "1")
     got = drv.run("take k " + GCRA3)
@@ -443,10 +441,9 @@ def test_a_store_that_cannot_serve_is_a_failure_not_an_answer(make_redis, make_d
     assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 1)]
 
 
-def test_local_share_of_every_kind_of_limit(make_driver):
+def test_local_share_of_every_kind_of_limit(make_redis_driver):
     """The local limiter enforces limit / N of CL.THROTTLE's limits and of leases too."""
-    from harness import free_port
-    drv = make_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local",
+    drv = make_redis_driver("redis://127.0.0.1:%d" % free_port(), "--on-error", "local",
                       "--fleet-nodes", "2")
     # cell: max_burst 5 (a burst of 6), 10 per minute: the node's share is a burst of 3.
     got = drv.run(*["cell c 5 10 60 1"] * 4)
@@ -463,9 +460,9 @@ def test_local_share_of_every_kind_of_limit(make_driver):
     assert got[0]["rc"] == -16 and got[1]["d"][0]["allowed"]
 
 
-def test_database_out_of_range_is_a_clear_error(make_redis, make_driver):
+def test_database_out_of_range_is_a_clear_error(make_redis, make_redis_driver):
     r = make_redis()
-    drv = make_driver(url(r, db=999), "--on-error", "fail_open")
+    drv = make_redis_driver(url(r, db=999), "--on-error", "fail_open")
     got = drv.run(*["take k " + GCRA3] * 6)
     assert {a["by"] for a in got} == {"fail_open"}
     st = wait_error(drv, "SELECT refused")
@@ -473,9 +470,9 @@ def test_database_out_of_range_is_a_clear_error(make_redis, make_driver):
     assert r.client().dbsize() == 0
 
 
-def test_reset_of_more_keys_than_one_command_takes(make_redis, make_driver):
+def test_reset_of_more_keys_than_one_command_takes(make_redis, make_redis_driver):
     r = make_redis()
-    drv = make_driver(url(r))
+    drv = make_redis_driver(url(r))
     keys = ["r%d" % i for i in range(20)]
     drv.run(*["take %s %s" % (k, GCRA3) for k in keys])
     got = drv.run("reset " + " ".join(keys + ["never-taken"]))
@@ -483,11 +480,11 @@ def test_reset_of_more_keys_than_one_command_takes(make_redis, make_driver):
     assert r.client().dbsize() == 0
 
 
-def test_script_decides_as_the_module(make_redis, make_driver):
+def test_script_decides_as_the_module(make_redis, make_redis_driver):
     """The Lua script (a Redis without the module) answers the trace as SL.DECIDE does."""
     with_module = make_redis("module")
     without = make_redis("script", module=False)
-    a = make_driver(url(with_module)).run(*TRACE)
-    b = make_driver(url(without)).run(*TRACE)
+    a = make_redis_driver(url(with_module)).run(*TRACE)
+    b = make_redis_driver(url(without)).run(*TRACE)
     assert {x["by"] for x in a + b} == {"store"}
     assert [comparable(x) for x in a] == [comparable(x) for x in b]

@@ -22,11 +22,11 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import SANITIZER_MARKS, failed, free_port, pytest_runtest_makereport  # noqa: E402,F401
+from harness import SANITIZER_MARKS, free_port  # noqa: E402,F401
 
 # tests/module's RedisServer, loaded under a name of its own (both files are "conftest").
 _spec = importlib.util.spec_from_file_location(
-    "sluice_module_conftest", os.path.join(ROOT, "tests", "module", "conftest.py"))
+    "sluice_module_conftest_for_redis", os.path.join(ROOT, "tests", "module", "conftest.py"))
 _module_conftest = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_module_conftest)
 RedisServer = _module_conftest.RedisServer
@@ -34,7 +34,7 @@ RedisServer = _module_conftest.RedisServer
 ANSWER_TIMEOUT = 20.0
 
 
-def driver_path():
+def redis_driver_path():
     p = os.environ.get("REDIS_DRIVER")
     if p:
         return p if os.path.isabs(p) else os.path.join(ROOT, p)
@@ -46,11 +46,11 @@ def driver_path():
                 "--target redis_driver)")
 
 
-class Driver:
+class RedisDriver:
     """One redis_driver process: send() lines, answers() the JSON lines they print."""
 
     def __init__(self, store, *flags):
-        self.argv = [driver_path(), "--store", store] + [str(f) for f in flags]
+        self.argv = [redis_driver_path(), "--store", store] + [str(f) for f in flags]
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
                    UBSAN_OPTIONS="print_stacktrace=1")
         self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
@@ -128,10 +128,17 @@ class Driver:
         return [json.loads(l) for l in rest]
 
 
+def _failing(request, failed_before):
+    """Did the test fail? (No conftest here to keep each phase's report: the session's
+    count of failures has grown by the time a fixture's teardown runs.)"""
+    return request.session.testsfailed > failed_before
+
+
 @pytest.fixture
 def make_redis(request, tmp_path):
     """make_redis(module=True, args=[...]) -> a started RedisServer, stopped at the end."""
     started = []
+    failed_before = request.session.testsfailed
 
     def make(name="redis", module=True, args=(), start=True):
         s = RedisServer(str(tmp_path / name), args=args, module=module)
@@ -139,7 +146,7 @@ def make_redis(request, tmp_path):
         return s.start() if start else s
 
     yield make
-    if failed(request.node):
+    if _failing(request, failed_before):
         for s in started:
             sys.stderr.write("---- redis-server %s log ----\n%s\n" % (s.workdir, s.log()))
     for s in started:
@@ -147,18 +154,19 @@ def make_redis(request, tmp_path):
 
 
 @pytest.fixture
-def make_driver(request):
-    """make_driver(url, *flags) -> a Driver, closed (and checked) at the end."""
+def make_redis_driver(request):
+    """make_redis_driver(url, *flags) -> a RedisDriver, closed (and checked) at the end."""
     started = []
+    failed_before = request.session.testsfailed
 
     def make(store, *flags):
-        d = Driver(store, *flags)
+        d = RedisDriver(store, *flags)
         started.append(d)
         return d
 
     yield make
     for d in started:
-        if failed(request.node):
+        if _failing(request, failed_before):
             sys.stderr.write("---- redis_driver stderr ----\n%s\n" % "".join(d.stderr))
         if not d.closed:
             d.close()
