@@ -577,13 +577,16 @@ static int rd_try_send(sl_backend_worker *w, rd_op *op)
     if (!rd_format(w, op))
         return -1;
     int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
-    if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
-        rd_not_connected(w);
-        return -1;
-    }
+    /* Counted before the send, so that nothing touches op after it: a
+     * transport may answer it (and free it) before send returns. */
     if (w->inflight++ == 0)
         w->last_progress_ms = uv_now(w->loop);
     op->sent_ns = uv_hrtime();
+    if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
+        w->inflight--;
+        rd_not_connected(w);
+        return -1;
+    }
     rd_add(&w->c.requests, 1);
     return 0;
 }
@@ -1098,6 +1101,7 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         r->rc = SL_ERR_NOMEM;
         return SL_OK;
     }
+    bool earliest = op->heap == 0; /* read now: op may be answered once it is sent */
     /* A failure from here is answered in the call: done() must not run
      * inside submit. */
     bool known = w->mode_epoch == w->t->epoch &&
@@ -1116,7 +1120,7 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
     } else if (rd_try_send(w, op) != 0) {
         return rd_fail_now(w, r, op);
     }
-    if (op->heap == 0)
+    if (earliest)
         rd_arm(w);
     return SL_PENDING;
 }
