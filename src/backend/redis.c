@@ -769,11 +769,11 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
          * order, on the same connection. */
         op->resent = true;
         int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
+        w->inflight++;
         if (rd_script_load(w, slot) == 0 &&
-            w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) == 0) {
-            w->inflight++;
+            w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) == 0)
             return;
-        }
+        w->inflight--;
     }
     sl_backend_req *r = op->r;
     if (!r) {
