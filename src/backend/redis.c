@@ -110,6 +110,7 @@ struct sl_backend_worker {
     rd_op *wait_head, *wait_tail;
     size_t inflight;           /* commands in the transport awaiting a reply */
     uint64_t last_progress_ms; /* the last reply, or when inflight became non-zero */
+    uint64_t longest_budget_ms; /* the longest time budget a request has had */
     uv_timer_t timer;
     _Atomic int state;
     _Atomic bool module;
@@ -811,10 +812,16 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
 
 /* ---- the timer ---- */
 
-static uint64_t rd_stall_ms(const rd_backend *b)
+/* How long a connection with commands out may answer nothing before it is
+ * dropped: ten default budgets, at least a second, and at least the
+ * longest budget a request has had (a policy that waits 5 s is not cut at
+ * 1 s by the watchdog). */
+static uint64_t rd_stall_ms(const sl_backend_worker *w)
 {
-    uint64_t s = (uint64_t)b->timeout_ms * 10;
-    return s < RD_STALL_MIN_MS ? RD_STALL_MIN_MS : s;
+    uint64_t s = (uint64_t)w->b->timeout_ms * 10;
+    if (s < RD_STALL_MIN_MS)
+        s = RD_STALL_MIN_MS;
+    return s < w->longest_budget_ms ? w->longest_budget_ms : s;
 }
 
 static void rd_reconnect(sl_backend_worker *w);
@@ -830,7 +837,7 @@ static void rd_tick(uv_timer_t *timer)
          * op->r NULL and is dropped. */
         rd_answer_fallback(w, op, true);
     }
-    if (w->inflight > 0 && now - w->last_progress_ms >= rd_stall_ms(w->b)) {
+    if (w->inflight > 0 && now - w->last_progress_ms >= rd_stall_ms(w)) {
         rd_set_err(w, "no reply for too long: reconnecting", NULL, 0);
         rd_reconnect(w);
     }
@@ -1095,6 +1102,8 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
     }
     int32_t budget = r->timeout_ms > 0 ? r->timeout_ms : w->b->timeout_ms;
     op->deadline_ms = uv_now(w->loop) + (uint64_t)budget;
+    if ((uint64_t)budget > w->longest_budget_ms)
+        w->longest_budget_ms = (uint64_t)budget;
     op->seq = w->seq++;
     if (!rd_heap_push(w, op)) {
         rd_free_op(op);

@@ -488,3 +488,15 @@ def test_script_decides_as_the_module(make_redis, make_redis_driver):
     b = make_redis_driver(url(without)).run(*TRACE)
     assert {x["by"] for x in a + b} == {"store"}
     assert [comparable(x) for x in a] == [comparable(x) for x in b]
+
+
+def test_a_long_budget_is_not_cut_by_the_watchdog(make_redis, make_redis_driver):
+    """A policy that waits 3 s for Redis gets its answer from a Redis paused for 1.5 s:
+    the silent-connection watchdog (1 s at the default budget) waits for it too."""
+    r = make_redis()
+    drv = make_redis_driver(url(r), "--on-error", "fail_open", "--timeout-ms", "50")
+    assert decisions(drv.run("take k " + GCRA3)) == [("store", True, 2)]
+    r.client().execute_command("CLIENT", "PAUSE", "1500")
+    got = drv.run("take k %s timeout=3000" % GCRA3)
+    assert decisions(got) == [("store", True, 1)]
+    assert drv.stats()["stats"]["disconnects"] == 0
