@@ -33,7 +33,7 @@ run: build
 
 # Every test, under AddressSanitizer + UndefinedBehaviorSanitizer; the
 # concurrent ones (label mt) again under ThreadSanitizer.
-test: deps build test-asan test-tsan test-integration test-module test-cli test-install fuzz
+test: deps build test-asan test-tsan test-integration test-module test-backend test-cli test-install fuzz
 
 test-asan:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
@@ -98,6 +98,16 @@ test-integration:
 .PHONY: test-module
 test-module: build
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/module
+
+# The redis backend's tests (tests/backend/): tests/backend/redis_driver, the
+# backend on a uv loop under ASan+UBSan, against Debian's redis-server 7 on free
+# 127.0.0.1 ports, with build/lib/sluice-redis.so (the release build) loaded and
+# without (the Lua script); Redis killed, restarted, paused, or not Redis at all.
+.PHONY: test-backend
+test-backend: build
+	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
+	@cmake --build build/asan -j $(JOBS) --target redis_driver
+	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend
 
 # The CLI's tests (tests/cli/): pytest runs the ASan+UBSan build of `sluice` on
 # simulated traffic and checks the algorithms' guarantees on its output, and runs

@@ -34,6 +34,8 @@
 #define RD_GROUP 8                   /* SL.DECIDE's arguments per key */
 #define RD_MAX_ARGS (4 + SL_TAKE_MANY_MAX + SL_TAKE_MANY_MAX * RD_GROUP)
 #define RD_NUM 24                    /* room for one formatted integer */
+#define RD_KEY_MAX (1u << 20)        /* longest key: an op's offsets are 32-bit */
+#define RD_INFLIGHT_MAX 65536        /* requests a worker waits on before deciding at once */
 
 typedef enum rd_mode { RD_MODE_UNKNOWN, RD_MODE_PROBING, RD_MODE_MODULE, RD_MODE_SCRIPT } rd_mode;
 
@@ -71,18 +73,17 @@ typedef struct rd_op {
     struct sl_backend_worker *w;
     sl_backend_req *r; /* NULL once answered: a reply then only frees the op */
     uint64_t deadline_ms;
+    uint64_t seq;      /* submit order: equal deadlines are answered in it */
     uint64_t sent_ns;
     size_t heap;       /* index in the worker's heap, or SIZE_MAX */
     struct rd_op *next_wait;
-    bool waiting;      /* in the wait list (not sent yet) */
     bool resent;       /* sent again after NOSCRIPT */
     char *cmd;         /* the command as sent, for a resend */
     size_t cmd_len;
     int argc;
-    size_t arg_off[RD_MAX_ARGS], arg_len[RD_MAX_ARGS]; /* in buf, SL.DECIDE's order without
-                                                           its name */
+    uint32_t arg_off[RD_MAX_ARGS], arg_len[RD_MAX_ARGS]; /* in buf, SL.DECIDE's order without
+                                                             its name */
     rd_item items[SL_TAKE_MANY_MAX];
-    size_t buf_len;
     char buf[];
 } rd_op;
 
@@ -93,54 +94,33 @@ struct sl_backend_worker {
     sl_transport *t;
     rd_mode mode;
     uint64_t mode_epoch; /* the transport's epoch the mode was learnt at */
-    bool was_ready;
+    bool was_ready;      /* connected at the last look */
+    uint64_t seen_epoch; /* the transport's epoch at the last look */
     bool detaching;
     /* The breaker. */
     int fails;
     bool open, probing;
+    uint64_t rng; /* xorshift state for the probes' jitter */
     unsigned probe_attempt;
     uint64_t probe_at_ms;
     /* Requests not answered yet, by deadline. */
     rd_op **heap;
     size_t heap_n, heap_cap;
+    uint64_t seq;
     rd_op *wait_head, *wait_tail;
     size_t inflight;           /* commands in the transport awaiting a reply */
     uint64_t last_progress_ms; /* the last reply, or when inflight became non-zero */
+    uint64_t longest_budget_ms; /* the longest time budget a request has had */
     uv_timer_t timer;
     _Atomic int state;
     _Atomic bool module;
     rd_counters c;
     char last_err[256];
+    char reply_err[256]; /* the errstr of the request being answered */
     struct sl_backend_worker *next;
 };
 
 /* ---- names ---- */
-
-int sl_on_error_parse(const char *name, size_t len, sl_on_error *out)
-{
-    static const struct {
-        const char *name;
-        sl_on_error v;
-    } names[] = {{"fail_open", SL_ON_ERROR_FAIL_OPEN},
-                 {"fail_closed", SL_ON_ERROR_FAIL_CLOSED},
-                 {"local", SL_ON_ERROR_LOCAL}};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0) {
-            *out = names[i].v;
-            return SL_OK;
-        }
-    return SL_ERR_ARGUMENT;
-}
-
-const char *sl_on_error_name(sl_on_error e)
-{
-    switch (e) {
-    case SL_ON_ERROR_FAIL_OPEN: return "fail_open";
-    case SL_ON_ERROR_FAIL_CLOSED: return "fail_closed";
-    case SL_ON_ERROR_LOCAL: return "local";
-    default: return "default";
-    }
-}
 
 const char *sl_fallback_name(sl_fallback by)
 {
@@ -198,7 +178,23 @@ static void rd_set_err(sl_backend_worker *w, const char *what, const char *text,
              text ? text : "");
 }
 
+/* A command that could not be queued: the connection is being made again.
+ * Why it was lost (a refused AUTH, a protocol error) says more, so it is
+ * kept when the worker has it. */
+static void rd_not_connected(sl_backend_worker *w)
+{
+    if (!w->last_err[0])
+        rd_set_err(w, "not connected", NULL, 0);
+}
+
 /* ---- the heap of deadlines ---- */
+
+/* Earlier deadline first; the earlier submitted on a tie, so that a
+ * local limiter answering timed-out requests sees them in their order. */
+static bool rd_before(const rd_op *a, const rd_op *b)
+{
+    return a->deadline_ms != b->deadline_ms ? a->deadline_ms < b->deadline_ms : a->seq < b->seq;
+}
 
 static void rd_heap_swap(sl_backend_worker *w, size_t i, size_t j)
 {
@@ -211,7 +207,7 @@ static void rd_heap_swap(sl_backend_worker *w, size_t i, size_t j)
 
 static void rd_heap_up(sl_backend_worker *w, size_t i)
 {
-    while (i > 0 && w->heap[(i - 1) / 2]->deadline_ms > w->heap[i]->deadline_ms) {
+    while (i > 0 && rd_before(w->heap[i], w->heap[(i - 1) / 2])) {
         rd_heap_swap(w, i, (i - 1) / 2);
         i = (i - 1) / 2;
     }
@@ -221,9 +217,9 @@ static void rd_heap_down(sl_backend_worker *w, size_t i)
 {
     for (;;) {
         size_t l = 2 * i + 1, r = l + 1, m = i;
-        if (l < w->heap_n && w->heap[l]->deadline_ms < w->heap[m]->deadline_ms)
+        if (l < w->heap_n && rd_before(w->heap[l], w->heap[m]))
             m = l;
-        if (r < w->heap_n && w->heap[r]->deadline_ms < w->heap[m]->deadline_ms)
+        if (r < w->heap_n && rd_before(w->heap[r], w->heap[m]))
             m = r;
         if (m == i)
             return;
@@ -430,9 +426,19 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
 
 static void rd_arm(sl_backend_worker *w);
 
+/* Updates the health that stats() reads, and counts connections made and
+ * lost: a transport bumps its epoch at each connection, so a new epoch
+ * since the last look means the connection seen then is gone, even if a
+ * new one came up in between. */
 static void rd_refresh(sl_backend_worker *w)
 {
     bool ready = w->t && w->t->ops->ready(w->t);
+    if (w->t && w->t->epoch != w->seen_epoch) {
+        if (w->was_ready)
+            rd_add(&w->c.disconnects, 1);
+        w->was_ready = false;
+        w->seen_epoch = w->t->epoch;
+    }
     if (ready != w->was_ready) {
         rd_add(ready ? &w->c.connects : &w->c.disconnects, 1);
         w->was_ready = ready;
@@ -441,10 +447,18 @@ static void rd_refresh(sl_backend_worker *w)
     atomic_store_explicit(&w->state, state, memory_order_relaxed);
 }
 
-static uint64_t rd_probe_delay(unsigned attempt)
+/* The wait before the breaker's next probe: 100 ms doubling to 2 s, the
+ * second half of each jittered, so that a fleet's workers do not all probe
+ * a recovering Redis in the same instant. */
+static uint64_t rd_probe_delay(sl_backend_worker *w, unsigned attempt)
 {
     uint64_t d = (uint64_t)RD_PROBE_MIN_MS << (attempt > 5 ? 5 : attempt);
-    return d > RD_PROBE_MAX_MS ? RD_PROBE_MAX_MS : d;
+    if (d > RD_PROBE_MAX_MS)
+        d = RD_PROBE_MAX_MS;
+    w->rng ^= w->rng << 13;
+    w->rng ^= w->rng >> 7;
+    w->rng ^= w->rng << 17;
+    return d / 2 + w->rng % (d / 2 + 1);
 }
 
 static void rd_fail(sl_backend_worker *w)
@@ -454,7 +468,7 @@ static void rd_fail(sl_backend_worker *w)
     if (++w->fails >= RD_BREAKER_FAILURES) {
         w->open = true;
         w->probe_attempt = 0;
-        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(0);
+        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(w, 0);
         rd_add(&w->c.breaker_opens, 1);
         rd_refresh(w);
     }
@@ -480,7 +494,7 @@ static void rd_probe_cb(void *priv, redisReply *reply, const char *err)
             rd_set_err(w, "probe: ", reply->str, reply->len);
         else if (err)
             rd_set_err(w, "probe: ", err, strlen(err));
-        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(++w->probe_attempt);
+        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(w, ++w->probe_attempt);
     }
     rd_refresh(w);
 }
@@ -491,7 +505,7 @@ static void rd_probe(sl_backend_worker *w)
     w->probing = true;
     if (w->t->ops->send(w->t, -1, ping, sizeof ping - 1, rd_probe_cb, w) != 0) {
         w->probing = false;
-        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(++w->probe_attempt);
+        w->probe_at_ms = uv_now(w->loop) + rd_probe_delay(w, ++w->probe_attempt);
     }
 }
 
@@ -567,25 +581,34 @@ static bool rd_format(sl_backend_worker *w, rd_op *op)
 
 static void rd_op_cb(void *priv, redisReply *reply, const char *err);
 
-/* Sends op (formatted for the mode); on failure answers it by its policy. */
-static void rd_send(sl_backend_worker *w, rd_op *op)
+/* Formats op for the mode and hands it to the transport. Returns 0, or -1
+ * when it cannot even be queued (the caller answers it). */
+static int rd_try_send(sl_backend_worker *w, rd_op *op)
 {
-    if (!rd_format(w, op)) {
-        rd_answer_fallback(w, op, false);
-        rd_free_op(op);
-        return;
-    }
+    if (!rd_format(w, op))
+        return -1;
     int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
-    if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
-        rd_set_err(w, "not connected", NULL, 0);
-        rd_answer_fallback(w, op, false);
-        rd_free_op(op);
-        return;
-    }
+    /* Counted before the send, so that nothing touches op after it: a
+     * transport may answer it (and free it) before send returns. */
     if (w->inflight++ == 0)
         w->last_progress_ms = uv_now(w->loop);
     op->sent_ns = uv_hrtime();
+    if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
+        w->inflight--;
+        rd_not_connected(w);
+        return -1;
+    }
     rd_add(&w->c.requests, 1);
+    return 0;
+}
+
+/* Sends op from a callback; on failure answers it by its policy. */
+static void rd_send(sl_backend_worker *w, rd_op *op)
+{
+    if (rd_try_send(w, op) != 0) {
+        rd_answer_fallback(w, op, false);
+        rd_free_op(op);
+    }
 }
 
 static void rd_script_load_cb(void *priv, redisReply *reply, const char *err)
@@ -616,7 +639,6 @@ static void rd_flush_waiting(sl_backend_worker *w)
     w->wait_head = w->wait_tail = NULL;
     while (op) {
         rd_op *next = op->next_wait;
-        op->waiting = false;
         op->next_wait = NULL;
         if (!op->r) {
             rd_free_op(op); /* answered while it waited */
@@ -649,6 +671,9 @@ static void rd_mode_cb(void *priv, redisReply *reply, const char *err)
         w->mode = RD_MODE_SCRIPT;
     }
     atomic_store_explicit(&w->module, w->mode == RD_MODE_MODULE, memory_order_relaxed);
+    /* A new connection answered: counted now, even if it is lost before
+     * the next health check. */
+    rd_refresh(w);
     if (w->mode == RD_MODE_SCRIPT && rd_script_load(w, -1) != 0)
         w->mode = RD_MODE_UNKNOWN;
     rd_flush_waiting(w);
@@ -673,6 +698,9 @@ static int rd_decode(sl_backend_worker *w, sl_backend_req *r, const redisReply *
 {
     if (reply->type == REDIS_REPLY_ERROR) {
         rd_set_err(w, "", reply->str, reply->len);
+        /* The request's own copy: last_err may change before done() returns. */
+        snprintf(w->reply_err, sizeof w->reply_err, "%s", w->last_err);
+        r->errstr = w->reply_err;
         rd_add(&w->c.errors, 1);
         bool wrongtype = reply->len >= 9 && memcmp(reply->str, "WRONGTYPE", 9) == 0;
         r->rc = wrongtype ? SL_ERR_WRONGTYPE : SL_ERR_ARGUMENT;
@@ -716,6 +744,27 @@ static bool rd_is_noscript(const redisReply *reply)
            memcmp(reply->str, "NOSCRIPT", 8) == 0;
 }
 
+static bool rd_prefix(const redisReply *reply, const char *p)
+{
+    size_t n = strlen(p);
+    return reply->len >= n && memcmp(reply->str, p, n) == 0;
+}
+
+/*
+ * Whether an error reply is the store's answer to this request (bad
+ * arguments: "ERR ...", a key of another type: "WRONGTYPE ..."), which the
+ * request is answered with, or says the store cannot serve now (LOADING,
+ * BUSY, READONLY after a failover, OOM, MASTERDOWN, CLUSTERDOWN, NOSCRIPT
+ * after a failed load, an unknown command once the module is gone...),
+ * which its store-down policy answers and the breaker counts.
+ */
+static bool rd_is_answer(const redisReply *reply)
+{
+    if (rd_prefix(reply, "WRONGTYPE"))
+        return true;
+    return rd_prefix(reply, "ERR ") && !rd_prefix(reply, "ERR unknown command");
+}
+
 static void rd_op_cb(void *priv, redisReply *reply, const char *err)
 {
     rd_op *op = priv;
@@ -731,11 +780,11 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
          * order, on the same connection. */
         op->resent = true;
         int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
+        w->inflight++;
         if (rd_script_load(w, slot) == 0 &&
-            w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) == 0) {
-            w->inflight++;
+            w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) == 0)
             return;
-        }
+        w->inflight--;
     }
     sl_backend_req *r = op->r;
     if (!r) {
@@ -747,6 +796,14 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
         rd_answer_fallback(w, op, false);
         rd_free_op(op);
         rd_refresh(w);
+        return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && !rd_is_answer(reply)) {
+        rd_set_err(w, "", reply->str, reply->len);
+        if (rd_prefix(reply, "ERR unknown command"))
+            w->mode = RD_MODE_UNKNOWN; /* ask again what the server runs */
+        rd_answer_fallback(w, op, false);
+        rd_free_op(op);
         return;
     }
     if (rd_decode(w, r, reply) != SL_OK) {
@@ -765,10 +822,16 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
 
 /* ---- the timer ---- */
 
-static uint64_t rd_stall_ms(const rd_backend *b)
+/* How long a connection with commands out may answer nothing before it is
+ * dropped: ten default budgets, at least a second, and at least the
+ * longest budget a request has had (a policy that waits 5 s is not cut at
+ * 1 s by the watchdog). */
+static uint64_t rd_stall_ms(const sl_backend_worker *w)
 {
-    uint64_t s = (uint64_t)b->timeout_ms * 10;
-    return s < RD_STALL_MIN_MS ? RD_STALL_MIN_MS : s;
+    uint64_t s = (uint64_t)w->b->timeout_ms * 10;
+    if (s < RD_STALL_MIN_MS)
+        s = RD_STALL_MIN_MS;
+    return s < w->longest_budget_ms ? w->longest_budget_ms : s;
 }
 
 static void rd_reconnect(sl_backend_worker *w);
@@ -784,7 +847,7 @@ static void rd_tick(uv_timer_t *timer)
          * op->r NULL and is dropped. */
         rd_answer_fallback(w, op, true);
     }
-    if (w->inflight > 0 && now - w->last_progress_ms >= rd_stall_ms(w->b)) {
+    if (w->inflight > 0 && now - w->last_progress_ms >= rd_stall_ms(w)) {
         rd_set_err(w, "no reply for too long: reconnecting", NULL, 0);
         rd_reconnect(w);
     }
@@ -828,6 +891,7 @@ static void rd_reconnect(sl_backend_worker *w)
     w->t = t;
     w->mode = RD_MODE_UNKNOWN;
     w->probing = false;
+    w->seen_epoch = 0;
     old->ops->close(old);
     w->inflight = 0;
 }
@@ -837,16 +901,16 @@ static void rd_reconnect(sl_backend_worker *w)
 static void rd_fmt_int(rd_op *op, size_t *used, int64_t v)
 {
     int len = snprintf(op->buf + *used, RD_NUM, "%lld", (long long)v);
-    op->arg_off[op->argc] = *used;
-    op->arg_len[op->argc++] = (size_t)len;
+    op->arg_off[op->argc] = (uint32_t)*used;
+    op->arg_len[op->argc++] = (uint32_t)len;
     *used += (size_t)len;
 }
 
 static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
 {
     memcpy(op->buf + *used, p, len);
-    op->arg_off[op->argc] = *used;
-    op->arg_len[op->argc++] = len;
+    op->arg_off[op->argc] = (uint32_t)*used;
+    op->arg_len[op->argc++] = (uint32_t)len;
     *used += len;
 }
 
@@ -865,11 +929,9 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
     op->r = r;
     op->heap = SIZE_MAX;
     op->next_wait = NULL;
-    op->waiting = false;
     op->resent = false;
     op->cmd = NULL;
     op->argc = 0;
-    op->buf_len = bytes;
     size_t used = 0;
     rd_put(op, &used, ops[r->op], strlen(ops[r->op]));
     if (r->op == SL_OP_ACQUIRE || r->op == SL_OP_RELEASE) {
@@ -941,16 +1003,96 @@ static bool rd_valid(const sl_backend_req *r)
                 return false;
     }
     for (size_t k = 0; k < r->n; k++)
-        if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > UINT32_MAX)
+        if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > RD_KEY_MAX)
             return false;
     return r->op <= SL_OP_RELEASE;
 }
 
+/* Answers r by its policy inside submit (a store that cannot even be
+ * asked); returns submit's SL_OK. */
+static int rd_fail_now(sl_backend_worker *w, sl_backend_req *r, rd_op *op)
+{
+    op->r = NULL;
+    rd_heap_remove(w, op);
+    rd_add(&w->c.errors, 1);
+    rd_fail(w);
+    rd_fallback(w, r, op);
+    rd_free_op(op);
+    rd_arm(w);
+    return SL_OK;
+}
+
+static int rd_submit(sl_backend_worker *w, sl_backend_req *r);
+
+/*
+ * A RESET of more keys than one SL.DECIDE takes: sent as parts of at most
+ * SL_TAKE_MANY_MAX keys, each a request of its own (its own budget and
+ * store-down answer), summed into the caller's when the last is answered.
+ */
+typedef struct rd_reset {
+    sl_backend_req *parent;
+    size_t left; /* parts not answered yet */
+    bool submitting;
+    sl_backend_req parts[];
+} rd_reset;
+
+static void rd_reset_part_done(sl_backend_req *part)
+{
+    rd_reset *rs = part->owner;
+    sl_backend_req *p = rs->parent;
+    if (part->rc != SL_OK && p->rc == SL_OK)
+        p->rc = part->rc;
+    if (part->by != SL_DECIDED_BY_STORE)
+        p->by = part->by;
+    p->count += part->count;
+    if (--rs->left > 0 || rs->submitting)
+        return;
+    free(rs);
+    p->done(p);
+}
+
+static int rd_reset_many(sl_backend_worker *w, sl_backend_req *r)
+{
+    size_t parts = (r->n + SL_TAKE_MANY_MAX - 1) / SL_TAKE_MANY_MAX;
+    rd_reset *rs = calloc(1, sizeof *rs + parts * sizeof rs->parts[0]);
+    if (!rs) {
+        r->rc = SL_ERR_NOMEM;
+        return SL_OK;
+    }
+    rs->parent = r;
+    rs->left = parts;
+    rs->submitting = true;
+    r->rc = SL_OK;
+    for (size_t i = 0; i < parts; i++) {
+        sl_backend_req *q = &rs->parts[i];
+        size_t first = i * SL_TAKE_MANY_MAX;
+        *q = (sl_backend_req){
+            .op = SL_OP_RESET,
+            .n = r->n - first < SL_TAKE_MANY_MAX ? r->n - first : SL_TAKE_MANY_MAX,
+            .items = r->items + first,
+            .on_error = r->on_error,
+            .timeout_ms = r->timeout_ms,
+            .done = rd_reset_part_done,
+            .owner = rs,
+        };
+        if (rd_submit(w, q) != SL_PENDING)
+            rd_reset_part_done(q); /* answered in the call: counted now */
+    }
+    rs->submitting = false;
+    if (rs->left > 0)
+        return SL_PENDING;
+    free(rs);
+    return SL_OK;
+}
+
 static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
 {
+    r->errstr = NULL;
     r->by = SL_DECIDED_BY_STORE;
     r->failed = -1;
     r->count = 0;
+    if (r->op == SL_OP_RESET && r->n > SL_TAKE_MANY_MAX && r->items)
+        return rd_reset_many(w, r);
     if (!rd_valid(r)) {
         r->rc = SL_ERR_ARGUMENT;
         return SL_OK;
@@ -960,8 +1102,9 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
         r->rc = SL_ERR_NOMEM;
         return SL_OK;
     }
-    if (w->open || w->detaching) {
-        /* The breaker is open: decide now, with no round trip. */
+    if (w->open || w->detaching || w->heap_n >= RD_INFLIGHT_MAX) {
+        /* The breaker is open (or so many wait on a slow store that more
+         * would only hold memory): decide now, with no round trip. */
         op->r = NULL;
         rd_fallback(w, r, op);
         rd_free_op(op);
@@ -969,61 +1112,34 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
     }
     int32_t budget = r->timeout_ms > 0 ? r->timeout_ms : w->b->timeout_ms;
     op->deadline_ms = uv_now(w->loop) + (uint64_t)budget;
+    if ((uint64_t)budget > w->longest_budget_ms)
+        w->longest_budget_ms = (uint64_t)budget;
+    op->seq = w->seq++;
     if (!rd_heap_push(w, op)) {
         rd_free_op(op);
         r->rc = SL_ERR_NOMEM;
         return SL_OK;
     }
-    /* A failure from here is answered in the call (done() must not run
-     * inside submit). */
+    bool earliest = op->heap == 0; /* read now: op may be answered once it is sent */
+    /* A failure from here is answered in the call: done() must not run
+     * inside submit. */
     bool known = w->mode_epoch == w->t->epoch &&
                  (w->mode == RD_MODE_MODULE || w->mode == RD_MODE_SCRIPT);
     bool asking = w->mode == RD_MODE_PROBING && w->mode_epoch == w->t->epoch;
     if (!known && !asking && !rd_probe_mode(w)) {
-        rd_set_err(w, "not connected", NULL, 0);
-        op->r = NULL;
-        rd_heap_remove(w, op);
-        rd_add(&w->c.errors, 1);
-        rd_fail(w);
-        rd_fallback(w, r, op);
-        rd_free_op(op);
-        rd_arm(w);
-        return SL_OK;
+        rd_not_connected(w);
+        return rd_fail_now(w, r, op);
     }
     if (w->mode == RD_MODE_PROBING) {
-        op->waiting = true;
         if (w->wait_tail)
             w->wait_tail->next_wait = op;
         else
             w->wait_head = op;
         w->wait_tail = op;
-    } else {
-        /* Send, answering in the call if it cannot even be queued. */
-        if (!rd_format(w, op)) {
-            op->r = NULL;
-            rd_heap_remove(w, op);
-            rd_free_op(op);
-            r->rc = SL_ERR_NOMEM;
-            return SL_OK;
-        }
-        int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
-        if (w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) != 0) {
-            rd_set_err(w, "not connected", NULL, 0);
-            op->r = NULL;
-            rd_heap_remove(w, op);
-            rd_add(&w->c.errors, 1);
-            rd_fail(w);
-            rd_fallback(w, r, op);
-            rd_free_op(op);
-            rd_arm(w);
-            return SL_OK;
-        }
-        if (w->inflight++ == 0)
-            w->last_progress_ms = uv_now(w->loop);
-        op->sent_ns = uv_hrtime();
-        rd_add(&w->c.requests, 1);
+    } else if (rd_try_send(w, op) != 0) {
+        return rd_fail_now(w, r, op);
     }
-    if (op->heap == 0)
+    if (earliest)
         rd_arm(w);
     return SL_PENDING;
 }
@@ -1059,6 +1175,7 @@ static sl_backend_worker *rd_attach(sl_backend *base, uv_loop_t *loop, const int
     w->loop = loop;
     w->now = now;
     w->mode = RD_MODE_UNKNOWN;
+    w->rng = (uv_hrtime() ^ (uint64_t)(uintptr_t)w) | 1;
     if (uv_timer_init(loop, &w->timer) != 0) {
         free(w);
         *err = "cannot create the store's timer";

@@ -4,7 +4,7 @@
  * enforces one limit. Decisions are made in Redis, on Redis's clock, by the
  * module's SL.DECIDE when sluice-redis.so is loaded there, else by one Lua
  * script (src/backend/lua/sluice.lua) taking the same arguments
- * (/work/briefs/decide.md, docs/commands.md's SL.DECIDE).
+ * (src/cmd/cmd.c's sl_cmd_decide has the grammar and the reply).
  *
  * When Redis cannot answer within a request's time budget, a store-down
  * policy decides instead (fail_open, fail_closed, or a local limiter); a
@@ -42,16 +42,6 @@ typedef struct sl_redis_config {
  * what is wrong written into err (n bytes).
  */
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n);
-
-/*
- * Parses a store-down policy's name ("fail_open", "fail_closed", "local";
- * len bytes, exact case) for the flag and the config file. Returns SL_OK with
- * *out set, or SL_ERR_ARGUMENT.
- */
-int sl_on_error_parse(const char *name, size_t len, sl_on_error *out);
-
-/* The name of a store-down policy ("fail_open", ...), "default" for DEFAULT. */
-const char *sl_on_error_name(sl_on_error e);
 
 /* What decided a request, for logs: "store", "fail_open", "fail_closed", "local". */
 const char *sl_fallback_name(sl_fallback by);

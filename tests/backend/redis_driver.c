@@ -13,10 +13,12 @@
  *   cell KEY MAX_BURST COUNT PERIOD_S COST [OPT...]     (CL.THROTTLE's limit)
  *   acquire KEY MAX_IN_FLIGHT TTL_MS WEIGHT LEASE_HEX [OPT...]
  *   release KEY MAX_IN_FLIGHT TTL_MS LEASE_HEX [OPT...]
- *   reset KEY [KEY...] [OPT...]
+ *   reset KEY [KEY...] [OPT...]                    (up to 64 keys)
  *   stats        the backend's stats and the worker's last error
  *   sleep MS     reads no further line for MS milliseconds (the loop runs)
  *   wait         reads no further line until every request is answered
+ *   quit         detaches now, with requests in flight (each is answered by
+ *                detach), and exits at once
  * OPT: on_error=fail_open|fail_closed|local, timeout=MS, carry (a carried limit).
  *
  * Lines that arrive together are submitted in the same loop iteration
@@ -33,13 +35,16 @@
 #include <uv.h>
 
 #include "backend/redis.h"
+#include "policy/config.h"
+
+#define RESET_MAX 64 /* keys of one reset line: more than one SL.DECIDE takes */
 
 typedef struct job {
     sl_backend_req req;
-    sl_take_item items[SL_TAKE_MANY_MAX];
+    sl_take_item items[RESET_MAX];
     sl_limit limits[SL_TAKE_MANY_MAX];
     sl_decision d[SL_TAKE_MANY_MAX];
-    char *keys[SL_TAKE_MANY_MAX];
+    char *keys[RESET_MAX];
     uint64_t id;
     const char *op;
 } job;
@@ -64,6 +69,18 @@ static void on_wake(uv_timer_t *t)
     process();
 }
 
+/* A JSON string of text (control bytes dropped: the tests look for words). */
+static void print_text(const char *text)
+{
+    putchar('"');
+    for (const char *e = text; *e; e++)
+        if (*e == '"' || *e == '\\')
+            printf("\\%c", *e);
+        else if ((unsigned char)*e >= 0x20)
+            putchar(*e);
+    putchar('"');
+}
+
 static void print_answer(job *j)
 {
     sl_backend_req *r = &j->req;
@@ -72,6 +89,10 @@ static void print_answer(job *j)
            j->id, j->op, r->rc, sl_fallback_name(r->by), r->failed, r->count);
     if (r->rc != SL_OK)
         printf(",\"error\":\"%s\"", sl_strerror(r->rc));
+    if (r->errstr) {
+        printf(",\"errstr\":");
+        print_text(r->errstr);
+    }
     if (r->rc == SL_OK && r->op != SL_OP_RESET && r->op != SL_OP_RELEASE) {
         printf(",\"d\":[");
         for (size_t k = 0; k < r->n; k++) {
@@ -86,7 +107,7 @@ static void print_answer(job *j)
     }
     printf("}\n");
     fflush(stdout);
-    for (size_t k = 0; k < SL_TAKE_MANY_MAX; k++)
+    for (size_t k = 0; k < RESET_MAX; k++)
         free(j->keys[k]);
     free(j);
 }
@@ -154,6 +175,20 @@ static void run_line(char *line)
         uv_timer_start(&sleeper, on_wake, (uint64_t)ms, 0);
         return;
     }
+    if (strcmp(tok[0], "quit") == 0) {
+        eof = true;
+        uv_read_stop((uv_stream_t *)&in);
+        backend->ops->detach(worker);
+        worker = NULL;
+        if (inflight != 0) {
+            printf("{\"error\":\"%zu requests not answered by detach\"}\n", inflight);
+            fflush(stdout);
+        }
+        uv_close((uv_handle_t *)&in, NULL);
+        uv_close((uv_handle_t *)&sleeper, NULL);
+        sleeping = true; /* no further line */
+        return;
+    }
     if (strcmp(tok[0], "wait") == 0) {
         waiting = inflight > 0;
         return;
@@ -169,13 +204,9 @@ static void run_line(char *line)
                st.disconnects, st.breaker_opens, st.module ? "true" : "false");
         for (int i = 0; i < SL_RTT_BUCKETS; i++)
             printf("%s%" PRIu64, i ? "," : "", st.rtt[i]);
-        printf("]},\"last_error\":\"");
-        for (const char *e = sl_backend_redis_last_error(worker); *e; e++)
-            if (*e == '"' || *e == '\\')
-                printf("\\%c", *e);
-            else if ((unsigned char)*e >= 0x20)
-                putchar(*e);
-        printf("\"}\n");
+        printf("]},\"last_error\":");
+        print_text(sl_backend_redis_last_error(worker));
+        printf("}\n");
         fflush(stdout);
         return;
     }
@@ -254,7 +285,7 @@ static void run_line(char *line)
             j->keys[0] = strdup(tok[1]);
             j->items[0] = (sl_take_item){j->keys[0], strlen(tok[1]), &j->limits[0], weight};
         }
-    } else if (strcmp(tok[0], "reset") == 0 && nt >= 2 && nt <= 1 + SL_TAKE_MANY_MAX) {
+    } else if (strcmp(tok[0], "reset") == 0 && nt >= 2 && nt <= 1 + RESET_MAX) {
         j->op = "reset";
         r->op = SL_OP_RESET;
         r->n = (size_t)nt - 1;
@@ -265,7 +296,7 @@ static void run_line(char *line)
         ok = true;
     }
     if (!ok) {
-        for (size_t k = 0; k < SL_TAKE_MANY_MAX; k++)
+        for (size_t k = 0; k < RESET_MAX; k++)
             free(j->keys[k]);
         free(j);
         return bad_line("bad request line");
