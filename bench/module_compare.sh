@@ -17,7 +17,9 @@
 #
 # Environment: MODULE (default build/lib/sluice-redis.so), REDIS_SERVER (redis-server),
 # SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (300000),
-# REQUESTS_P16 (2000000), KEYS (1000000).
+# REQUESTS_P16 (2000000), KEYS (1000000), ROWS (which measurements to make, by name:
+# default "cell lua celllua incr ping mem", all of the above; e.g. ROWS="cell incr ping"
+# for CL.THROTTLE against INCR and PING only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -30,6 +32,7 @@ KEYSPACE=${KEYSPACE:-100000}
 REQUESTS_P1=${REQUESTS_P1:-300000}
 REQUESTS_P16=${REQUESTS_P16:-2000000}
 KEYS=${KEYS:-1000000}
+ROWS=" ${ROWS:-cell lua celllua incr ping mem} "
 # Every request checks 100 an hour, burst 100, so that no key is full again (and
 # expired) during the run; for the memory figure a day, as loading takes a while.
 CELL_ARGS=(99 100 3600)          # CL.THROTTLE key max_burst count period_s
@@ -107,6 +110,9 @@ PY
   grep -q 'errors: 0,' "$work/pipe.$1.log" || { echo "module_compare: error replies loading $1" >&2; exit 1; }
 }
 
+# Whether measurement $1 is among ROWS.
+want() { [[ $ROWS == *" $1 "* ]]; }
+
 declare -A R
 echo "module_compare: $(nproc) cores; redis-server on CPU $SERVER_CPU, redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
 echo "module_compare: $("$REDIS_SERVER" --version | head -c 60); module $MODULE" >&2
@@ -118,17 +124,19 @@ for pipe in 1 16; do
   n=$REQUESTS_P1
   ((pipe == 16)) && n=$REQUESTS_P16
   echo "module_compare: pipeline $pipe, $n requests per run" >&2
-  R[cell_$pipe]=$(bench "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
-  R[lua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_TB" 1 "lua:__rand_int__" "${LUA_ARGS[@]}")
-  R[celllua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_CELL" 1 "cl:__rand_int__" "${CELL_ARGS[@]}")
-  R[incr_$pipe]=$(bench "$pipe" "$n" INCR "incr:__rand_int__")
-  R[ping_$pipe]=$(bench "$pipe" "$n" PING)
+  if want cell; then R[cell_$pipe]=$(bench "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}"); fi
+  if want lua; then R[lua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_TB" 1 "lua:__rand_int__" "${LUA_ARGS[@]}"); fi
+  if want celllua; then R[celllua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_CELL" 1 "cl:__rand_int__" "${CELL_ARGS[@]}"); fi
+  if want incr; then R[incr_$pipe]=$(bench "$pipe" "$n" INCR "incr:__rand_int__"); fi
+  if want ping; then R[ping_$pipe]=$(bench "$pipe" "$n" PING); fi
 done
 echo "module_compare: keys after the throughput runs: $(redis-cli -p "$PORT" DBSIZE)" >&2
 stop "$PID"
 
 declare -A M
-for kind in module lua; do
+mem_kinds=()
+if want mem; then mem_kinds=(module lua); fi
+for kind in "${mem_kinds[@]}"; do
   start_redis
   before=$(used_memory)
   load_keys "$kind"
@@ -138,8 +146,12 @@ for kind in module lua; do
   stop "$PID"
 done
 
-row() { read -r rps p50 p99 <<<"${R[$3]}"; printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99"; }
-first() { echo "${R[$1]}" | awk '{print $1}'; }
+row() {
+  [[ -n ${R[$3]:-} ]] || return 0
+  read -r rps p50 p99 <<<"${R[$3]}"
+  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99"
+}
+first() { echo "${R[$1]:-0}" | awk '{print $1}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 echo
@@ -155,13 +167,19 @@ done
 echo
 echo "| ratio | pipeline 1 | pipeline 16 |"
 echo "|---|---:|---:|"
-echo "| CL.THROTTLE / EVALSHA token bucket | $(ratio "$(first cell_1)" "$(first lua_1)")× | $(ratio "$(first cell_16)" "$(first lua_16)")× |"
-echo "| CL.THROTTLE / EVALSHA cell.lua | $(ratio "$(first cell_1)" "$(first celllua_1)")× | $(ratio "$(first cell_16)" "$(first celllua_16)")× |"
-echo "| CL.THROTTLE / INCR | $(ratio "$(first cell_1)" "$(first incr_1)")× | $(ratio "$(first cell_16)" "$(first incr_16)")× |"
+ratio_row() { # label numerator denominator (row names without the pipeline)
+  [[ -n ${R[$2_1]:-} && -n ${R[$3_1]:-} ]] || return 0
+  echo "| $1 | $(ratio "$(first "$2_1")" "$(first "$3_1")")× | $(ratio "$(first "$2_16")" "$(first "$3_16")")× |"
+}
+ratio_row "CL.THROTTLE / EVALSHA token bucket" cell lua
+ratio_row "CL.THROTTLE / EVALSHA cell.lua" cell celllua
+ratio_row "CL.THROTTLE / INCR" cell incr
+if want mem; then
 echo
 echo "| memory after $KEYS keys (INFO used_memory) | keys | before | after | bytes per key |"
 echo "|---|---:|---:|---:|---:|"
-for kind in module lua; do
+fi
+for kind in "${mem_kinds[@]}"; do
   read -r keys before after <<<"${M[$kind]}"
   label="CL.THROTTLE (module: 20-byte string value + expiry)"
   [[ $kind == lua ]] && label="Lua token bucket (hash of 2 fields + expiry)"
