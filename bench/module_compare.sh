@@ -11,7 +11,9 @@
 #   - sluice's own Lua fallback for CL.THROTTLE (src/redis_module/lua/cell.lua)
 #   - INCR (a fixed window done the cheap way: no expiry, no answer but a count)
 #   - PING (Redis doing nothing)
-# then memory per key: fresh servers, INFO memory used_memory before and after $KEYS
+# Each run also gives the server's CPU time per request (/proc/PID/stat), which a busy
+# machine disturbs much less than the wall-clock figures.
+# Then memory per key: fresh servers, INFO memory used_memory before and after $KEYS
 # distinct keys loaded through one pipe (redis-cli --pipe), for the module's
 # CL.THROTTLE and the Lua token bucket.
 #
@@ -64,14 +66,19 @@ start_redis() {
 
 used_memory() { redis-cli -p "$PORT" INFO memory | tr -d '\r' | awk -F: '$1 == "used_memory" {print $2}'; }
 
-# One redis-benchmark run; prints "rps p50 p99" (ms).
+# One redis-benchmark run; prints "rps p50 p99 cpu" (latencies in ms; cpu: the server's
+# CPU time per request in microseconds, which a busy machine disturbs far less than the
+# wall-clock figures).
 bench() { # pipeline requests command...
-  local pipe=$1 n=$2 out
+  local pipe=$1 n=$2 out t0 t1
   shift 2
+  t0=$(cpu_ticks "$PID")
   out=$(taskset -c "$CLIENT_CPU" redis-benchmark -h 127.0.0.1 -p "$PORT" -c "$CLIENTS" -n "$n" \
     -P "$pipe" -r "$KEYSPACE" --csv "$@" 2>/dev/null | tail -n 1)
+  t1=$(cpu_ticks "$PID")
   echo "$out" >>"$work/raw.csv"
-  echo "$out" | awk '{gsub(/"/, "", $0); split($0, f, ","); printf "%s %s %s\n", f[2], f[5], f[7]}'
+  echo "$out" | awk -v ticks=$((t1 - t0)) -v hz="$CLK_TCK" -v n="$n" \
+    '{gsub(/"/, "", $0); split($0, f, ","); printf "%s %s %s %.2f\n", f[2], f[5], f[7], ticks * 1e6 / hz / n}'
 }
 
 # The commands answer what they should before they are timed (redis-benchmark does not look).
@@ -148,15 +155,16 @@ done
 
 row() {
   [[ -n ${R[$3]:-} ]] || return 0
-  read -r rps p50 p99 <<<"${R[$3]}"
-  printf '| %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99"
+  read -r rps p50 p99 cpu <<<"${R[$3]}"
+  printf '| %s | %s | %s | %s | %s | %s |\n' "$1" "$2" "$rps" "$p50" "$p99" "$cpu"
 }
 first() { echo "${R[$1]:-0}" | awk '{print $1}'; }
+cpu() { echo "${R[$1]:-0 0 0 0}" | awk '{print $4}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "n/a" }'; }
 
 echo
-echo "| command (one redis-server, module loaded) | pipeline | requests/s | p50 ms | p99 ms |"
-echo "|---|---:|---:|---:|---:|"
+echo "| command (one redis-server, module loaded) | pipeline | requests/s | p50 ms | p99 ms | server CPU µs/request |"
+echo "|---|---:|---:|---:|---:|---:|"
 for pipe in 1 16; do
   row "CL.THROTTLE (sluice-redis.so)" "$pipe" "cell_$pipe"
   row "EVALSHA token bucket (bench/lua/token_bucket.lua)" "$pipe" "lua_$pipe"
@@ -174,6 +182,9 @@ ratio_row() { # label numerator denominator (row names without the pipeline)
 ratio_row "CL.THROTTLE / EVALSHA token bucket" cell lua
 ratio_row "CL.THROTTLE / EVALSHA cell.lua" cell celllua
 ratio_row "CL.THROTTLE / INCR" cell incr
+if [[ -n ${R[cell_1]:-} && -n ${R[incr_1]:-} ]]; then
+  echo "| server CPU per request: INCR / CL.THROTTLE | $(ratio "$(cpu incr_1)" "$(cpu cell_1)")× | $(ratio "$(cpu incr_16)" "$(cpu cell_16)")× |"
+fi
 if want mem; then
 echo
 echo "| memory after $KEYS keys (INFO used_memory) | keys | before | after | bytes per key |"
