@@ -152,3 +152,57 @@ def test_dump_restore_moves_a_limit(make_server):
     assert rb.execute_command("CL.THROTTLE", "moving", 2, 1, 3600)[0] == 1
     ra.close()
     rb.close()
+
+
+def _aof_commands(workdir):
+    """Every command of the incremental AOF files, as lists of bytes, in order, without
+    the SELECT, MULTI and EXEC that Redis adds around them."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(workdir, "appendonlydir", "*.incr.aof"))):
+        with open(f, "rb") as fh:
+            data = fh.read()
+        i = 0
+        while i < len(data):
+            assert data[i:i + 1] == b"*", data[i:i + 40]
+            j = data.index(b"\r\n", i)
+            argc, i = int(data[i + 1:j]), j + 2
+            cmd = []
+            for _ in range(argc):
+                assert data[i:i + 1] == b"$", data[i:i + 40]
+                j = data.index(b"\r\n", i)
+                n, i = int(data[i + 1:j]), j + 2
+                cmd.append(data[i:i + n])
+                assert data[i + n:i + n + 2] == b"\r\n"
+                i += n + 2
+            if cmd[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
+                out.append(cmd)
+    return out
+
+
+def test_aof_holds_each_effect_exactly(make_server):
+    s = make_server("effects", args=["--appendonly", "yes", "--appendfsync", "always"])
+    r = s.client()
+    odd = b"odd key \r\n\x00\xff"  # any bytes: the name is replicated as the client sent it
+    want = []
+
+    def effect(key):
+        want.append([b"SET", key, r.get(key), b"PXAT",
+                     str(r.execute_command("PEXPIRETIME", key)).encode()])
+
+    for _ in range(3):
+        assert r.execute_command("CL.THROTTLE", odd, 2, 1, 3600)[0] == 0
+        effect(odd)
+    assert r.execute_command("CL.THROTTLE", odd, 2, 1, 3600)[0] == 1  # no effect: nothing sent
+    r.execute_command("SL.TAKE", "window", 2, 3600, "ALGORITHM", "fixed_window")
+    effect(b"window")
+    r.execute_command("SL.TAKEMANY", 2, "{m}a", "{m}b", "LIMIT", 3, 60, "LIMIT", 10, 60)
+    effect(b"{m}a")
+    effect(b"{m}b")
+    assert r.execute_command("SL.RESET", "window") == 1
+    want.append([b"DEL", b"window"])
+    got = _aof_commands(s.workdir)
+    assert got == want
+    for cmd in got:
+        if cmd[0] == b"SET":  # an expiry in Unix ms, as Redis writes its own
+            assert cmd[4].isdigit() and not cmd[4].startswith(b"0")
+    r.close()
