@@ -10,6 +10,8 @@
 #   - a token bucket in Lua through EVALSHA (bench/lua/token_bucket.lua: the usual way)
 #   - sluice's own Lua fallback for CL.THROTTLE (src/redis_module/lua/cell.lua)
 #   - INCR (a fixed window done the cheap way: no expiry, no answer but a count)
+#   - SET key <20 bytes> PXAT <a day from the start> (what the module writes for each take,
+#     done by Redis itself, with no decision: the cost of the write and its expiry)
 #   - PING (Redis doing nothing)
 # Each run also gives the server's CPU time per request (/proc/PID/stat), which a busy
 # machine disturbs much less than the wall-clock figures.
@@ -20,7 +22,7 @@
 # Environment: MODULE (default build/lib/sluice-redis.so), REDIS_SERVER (redis-server),
 # SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (300000),
 # REQUESTS_P16 (2000000), KEYS (1000000), ROWS (which measurements to make, by name:
-# default "cell lua celllua incr ping mem", all of the above; e.g. ROWS="cell incr ping"
+# default "cell lua celllua incr setpx ping mem", all of the above; e.g. ROWS="cell incr ping"
 # for CL.THROTTLE against INCR and PING only).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,12 +36,15 @@ KEYSPACE=${KEYSPACE:-100000}
 REQUESTS_P1=${REQUESTS_P1:-300000}
 REQUESTS_P16=${REQUESTS_P16:-2000000}
 KEYS=${KEYS:-1000000}
-ROWS=" ${ROWS:-cell lua celllua incr ping mem} "
+ROWS=" ${ROWS:-cell lua celllua incr setpx ping mem} "
 # Every request checks 100 an hour, burst 100, so that no key is full again (and
 # expired) during the run; for the memory figure a day, as loading takes a while.
 CELL_ARGS=(99 100 3600)          # CL.THROTTLE key max_burst count period_s
 LUA_ARGS=(100 100 3600000 1)     # capacity, tokens per period, period_ms, cost
 CELL_ARGS_MEM=(99 100 86400)
+# The SET row's value has the module's 20 bytes; its expiry is a day away.
+SET_VALUE=01234567890123456789
+SET_PXAT=$(($(date +%s) * 1000 + 86400000))
 LUA_ARGS_MEM=(100 100 86400000 1)
 
 BENCH_NAME=module_compare
@@ -135,6 +140,7 @@ for pipe in 1 16; do
   if want lua; then R[lua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_TB" 1 "lua:__rand_int__" "${LUA_ARGS[@]}"); fi
   if want celllua; then R[celllua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_CELL" 1 "cl:__rand_int__" "${CELL_ARGS[@]}"); fi
   if want incr; then R[incr_$pipe]=$(bench "$pipe" "$n" INCR "incr:__rand_int__"); fi
+  if want setpx; then R[setpx_$pipe]=$(bench "$pipe" "$n" SET "setpx:__rand_int__" "$SET_VALUE" PXAT "$SET_PXAT"); fi
   if want ping; then R[ping_$pipe]=$(bench "$pipe" "$n" PING); fi
 done
 echo "module_compare: keys after the throughput runs: $(redis-cli -p "$PORT" DBSIZE)" >&2
@@ -170,6 +176,7 @@ for pipe in 1 16; do
   row "EVALSHA token bucket (bench/lua/token_bucket.lua)" "$pipe" "lua_$pipe"
   row "EVALSHA CL.THROTTLE in Lua (src/redis_module/lua/cell.lua)" "$pipe" "celllua_$pipe"
   row "INCR" "$pipe" "incr_$pipe"
+  row "SET key <20 bytes> PXAT <ms>" "$pipe" "setpx_$pipe"
   row "PING" "$pipe" "ping_$pipe"
 done
 echo
@@ -182,9 +189,13 @@ ratio_row() { # label numerator denominator (row names without the pipeline)
 ratio_row "CL.THROTTLE / EVALSHA token bucket" cell lua
 ratio_row "CL.THROTTLE / EVALSHA cell.lua" cell celllua
 ratio_row "CL.THROTTLE / INCR" cell incr
-if [[ -n ${R[cell_1]:-} && -n ${R[incr_1]:-} ]]; then
-  echo "| server CPU per request: INCR / CL.THROTTLE | $(ratio "$(cpu incr_1)" "$(cpu cell_1)")× | $(ratio "$(cpu incr_16)" "$(cpu cell_16)")× |"
-fi
+ratio_row "CL.THROTTLE / SET ... PXAT" cell setpx
+cpu_row() { # label command row (server CPU per request: its / CL.THROTTLE's)
+  [[ -n ${R[cell_1]:-} && -n ${R[$2_1]:-} ]] || return 0
+  echo "| server CPU per request: $1 / CL.THROTTLE | $(ratio "$(cpu "$2_1")" "$(cpu cell_1)")× | $(ratio "$(cpu "$2_16")" "$(cpu cell_16)")× |"
+}
+cpu_row INCR incr
+cpu_row "SET ... PXAT" setpx
 if want mem; then
 echo
 echo "| memory after $KEYS keys (INFO used_memory) | keys | before | after | bytes per key |"
@@ -198,5 +209,5 @@ for kind in "${mem_kinds[@]}"; do
 done
 echo
 echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "raw redis-benchmark CSV (CL.THROTTLE, Lua token bucket, cell.lua, INCR, PING; P1 then P16):" >&2
+echo "raw redis-benchmark CSV (the rows run, in the tables' order; P1 then P16):" >&2
 cat "$work/raw.csv" >&2
