@@ -74,6 +74,38 @@ def test_replica_holds_the_primarys_bytes(make_server):
     rr.close()
 
 
+def test_replica_holds_the_primarys_bytes_after_multi_and_scripts(make_server):
+    # In MULTI/EXEC and in a script, the effects of several commands wait until the end
+    # to be sent, holding the key names they were given (the commands' own arguments).
+    primary = make_server("primary")
+    replica = make_server("replica", start=False)
+    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
+    replica.start()
+    p, rr = primary.client(), replica.client()
+    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    pipe = p.pipeline(transaction=True)
+    for _ in range(3):
+        pipe.execute_command("CL.THROTTLE", "tx:cell", 5, 1, 60)
+    pipe.execute_command("SL.TAKE", "tx:window", 5, 3600, "ALGORITHM", "fixed_window")
+    pipe.execute_command("SL.TAKE", "tx:gone", 5, 3600)
+    pipe.execute_command("SL.RESET", "tx:gone")
+    replies = pipe.execute()
+    assert [x[2] for x in replies[:3]] == [5, 4, 3] and replies[-1] == 1
+    script = ("redis.call('CL.THROTTLE', KEYS[1], 5, 1, 60) "
+              "redis.call('CL.THROTTLE', KEYS[1], 5, 1, 60) "
+              "return redis.call('CL.THROTTLE', KEYS[2], 5, 1, 60)")
+    assert p.eval(script, 2, "lua:a", "lua:b")[2] == 5
+    assert p.execute_command("WAIT", 1, 10000) == 1
+    for k in ("tx:cell", "tx:window", "lua:a", "lua:b"):
+        dp = p.dump(k)
+        assert dp is not None and dp == rr.dump(k), k
+        assert p.execute_command("PEXPIRETIME", k) == rr.execute_command("PEXPIRETIME", k), k
+    assert p.exists("tx:gone") == 0 and rr.exists("tx:gone") == 0
+    assert p.execute_command("CL.THROTTLE", "lua:a", 5, 1, 60)[2] == 3
+    p.close()
+    rr.close()
+
+
 def _drain(r, key):
     for _ in range(3):
         assert r.execute_command("CL.THROTTLE", key, 2, 1, 3600)[0] == 0
