@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "backend/redis.h"
+#include "common/decimal.h"
 
 #define RD_BREAKER_FAILURES 5        /* consecutive failures that open the breaker */
 #define RD_PROBE_MIN_MS 100          /* the first probe after it opens ... */
@@ -36,6 +37,8 @@
 #define RD_NUM 24                    /* room for one formatted integer */
 #define RD_KEY_MAX (1u << 20)        /* longest key: an op's offsets are 32-bit */
 #define RD_INFLIGHT_MAX 65536        /* requests a worker waits on before deciding at once */
+#define RD_OP_CACHED 64              /* ops a worker keeps for reuse */
+#define RD_OP_BUF 2048               /* the buf of a reused op: arguments and the command */
 
 typedef enum rd_mode { RD_MODE_UNKNOWN, RD_MODE_PROBING, RD_MODE_MODULE, RD_MODE_SCRIPT } rd_mode;
 
@@ -78,8 +81,10 @@ typedef struct rd_op {
     size_t heap;       /* index in the worker's heap, or SIZE_MAX */
     struct rd_op *next_wait;
     bool resent;       /* sent again after NOSCRIPT */
-    char *cmd;         /* the command as sent, for a resend */
+    char *cmd;         /* the command as sent, for a resend: in buf after the arguments, or
+                          malloc'ed when it does not fit there */
     size_t cmd_len;
+    size_t buf_cap, args_used; /* buf's bytes, and those the arguments take */
     int argc;
     uint32_t arg_off[RD_MAX_ARGS], arg_len[RD_MAX_ARGS]; /* in buf, SL.DECIDE's order without
                                                              its name */
@@ -116,6 +121,10 @@ struct sl_backend_worker {
     _Atomic bool module;
     rd_counters c;
     char last_err[256];
+    /* Ops of the common size, kept for the next requests: an op is larger
+     * than malloc's per-thread cache serves, and a request costs one. */
+    rd_op *op_cache[RD_OP_CACHED];
+    size_t op_cached;
     char reply_err[256]; /* the errstr of the request being answered */
     struct sl_backend_worker *next;
 };
@@ -511,11 +520,20 @@ static void rd_probe(sl_backend_worker *w)
 
 /* ---- sending ---- */
 
+static bool rd_cmd_inline(const rd_op *op)
+{
+    return op->cmd >= op->buf && op->cmd < op->buf + op->buf_cap;
+}
+
 static void rd_free_op(rd_op *op)
 {
-    if (op->cmd)
-        redisFreeCommand(op->cmd);
-    free(op);
+    sl_backend_worker *w = op->w;
+    if (op->cmd && !rd_cmd_inline(op))
+        free(op->cmd);
+    if (op->buf_cap == RD_OP_BUF && w->op_cached < RD_OP_CACHED)
+        w->op_cache[w->op_cached++] = op;
+    else
+        free(op);
 }
 
 /* Answers op's request by its store-down policy (a failure of the store). */
@@ -532,54 +550,78 @@ static void rd_answer_fallback(sl_backend_worker *w, rd_op *op, bool timeout)
     r->done(r);
 }
 
-/* Formats op for the server's kind into op->cmd. */
+/* The RESP of one argument: "$len\r\n", the bytes, "\r\n". */
+static char *rd_put_bulk(char *o, const char *p, size_t len)
+{
+    *o++ = '$';
+    char digits[20], *d = sl_dec_put(digits + sizeof digits, len);
+    memcpy(o, d, (size_t)(digits + sizeof digits - d));
+    o += digits + sizeof digits - d;
+    *o++ = '\r';
+    *o++ = '\n';
+    memcpy(o, p, len);
+    o += len;
+    *o++ = '\r';
+    *o++ = '\n';
+    return o;
+}
+
+/*
+ * Formats op for the server's kind into op->cmd, as RESP: SL.DECIDE and
+ * its arguments, or EVALSHA, which puts the keys before the op and the
+ * lease. Written here in one pass (a command holds some forty numbers, and
+ * hiredis's formatter prints each length with sprintf).
+ */
 static bool rd_format(sl_backend_worker *w, rd_op *op)
 {
-    const char *argv[RD_MAX_ARGS + 2];
-    size_t lens[RD_MAX_ARGS + 2];
-    int argc = 0;
-    if (op->cmd) {
-        redisFreeCommand(op->cmd);
-        op->cmd = NULL;
-    }
-    /* op->arg_*: op lease numkeys key... group...; EVALSHA puts the keys
-     * before the op and the lease, as EVALSHA's grammar has them. */
+    if (op->cmd && !rd_cmd_inline(op))
+        free(op->cmd);
+    op->cmd = NULL;
+    bool module = w->mode == RD_MODE_MODULE;
     int nkeys = op->r->op == SL_OP_RESET ? op->argc - 3 : (int)op->r->n;
-    if (w->mode == RD_MODE_MODULE) {
-        argv[argc] = "SL.DECIDE";
-        lens[argc++] = 9;
-        for (int i = 0; i < op->argc; i++) {
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-    } else {
-        argv[argc] = "EVALSHA";
-        lens[argc++] = 7;
-        argv[argc] = sl_redis_script_sha;
-        lens[argc++] = strlen(sl_redis_script_sha);
-        for (int i = 2; i < 3 + nkeys; i++) { /* numkeys, the keys */
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-        for (int i = 0; i < 2; i++) { /* op, lease */
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-        for (int i = 3 + nkeys; i < op->argc; i++) {
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-    }
-    int len = redisFormatCommandArgv(&op->cmd, argc, argv, lens);
-    if (len < 0) {
-        op->cmd = NULL;
+    size_t sha_len = strlen(sl_redis_script_sha);
+    int argc = op->argc + (module ? 1 : 2);
+    size_t bytes = 16 + (module ? 9 + 16 : 7 + 16 + sha_len + 16);
+    for (int i = 0; i < op->argc; i++)
+        bytes += op->arg_len[i] + 16; /* "$" digits "\r\n" ... "\r\n" */
+    char *o = op->cmd = bytes <= op->buf_cap - op->args_used ? op->buf + op->args_used
+                                                              : malloc(bytes);
+    if (!o)
         return false;
+    *o++ = '*';
+    char digits[20], *d = sl_dec_put(digits + sizeof digits, (uint64_t)argc);
+    memcpy(o, d, (size_t)(digits + sizeof digits - d));
+    o += digits + sizeof digits - d;
+    *o++ = '\r';
+    *o++ = '\n';
+#define RD_ARG(i) op->buf + op->arg_off[i], op->arg_len[i]
+    if (module) {
+        o = rd_put_bulk(o, "SL.DECIDE", 9);
+        for (int i = 0; i < op->argc; i++)
+            o = rd_put_bulk(o, RD_ARG(i));
+    } else {
+        o = rd_put_bulk(o, "EVALSHA", 7);
+        o = rd_put_bulk(o, sl_redis_script_sha, sha_len);
+        for (int i = 2; i < 3 + nkeys; i++) /* numkeys, the keys */
+            o = rd_put_bulk(o, RD_ARG(i));
+        for (int i = 0; i < 2; i++) /* op, lease */
+            o = rd_put_bulk(o, RD_ARG(i));
+        for (int i = 3 + nkeys; i < op->argc; i++)
+            o = rd_put_bulk(o, RD_ARG(i));
     }
-    op->cmd_len = (size_t)len;
+#undef RD_ARG
+    op->cmd_len = (size_t)(o - op->cmd);
     return true;
 }
 
 static void rd_op_cb(void *priv, redisReply *reply, const char *err);
+
+/* The hash slot op goes to: its first key's in a cluster (the keys of one
+ * command share a slot); -1 for one server, which holds every slot. */
+static int rd_slot(const sl_backend_worker *w, const rd_op *op)
+{
+    return w->b->cluster ? sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len) : -1;
+}
 
 /* Formats op for the mode and hands it to the transport. Returns 0, or -1
  * when it cannot even be queued (the caller answers it). */
@@ -587,7 +629,7 @@ static int rd_try_send(sl_backend_worker *w, rd_op *op)
 {
     if (!rd_format(w, op))
         return -1;
-    int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
+    int slot = rd_slot(w, op);
     /* Counted before the send, so that nothing touches op after it: a
      * transport may answer it (and free it) before send returns. */
     if (w->inflight++ == 0)
@@ -779,7 +821,7 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
          * kept the connection's epoch): load it again and resend, in
          * order, on the same connection. */
         op->resent = true;
-        int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
+        int slot = rd_slot(w, op);
         w->inflight++;
         if (rd_script_load(w, slot) == 0 &&
             w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) == 0)
@@ -900,10 +942,15 @@ static void rd_reconnect(sl_backend_worker *w)
 
 static void rd_fmt_int(rd_op *op, size_t *used, int64_t v)
 {
-    int len = snprintf(op->buf + *used, RD_NUM, "%lld", (long long)v);
+    char digits[21], *end = digits + sizeof digits;
+    char *d = sl_dec_put(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0)
+        *--d = '-';
+    size_t len = (size_t)(end - d);
+    memcpy(op->buf + *used, d, len);
     op->arg_off[op->argc] = (uint32_t)*used;
     op->arg_len[op->argc++] = (uint32_t)len;
-    *used += (size_t)len;
+    *used += len;
 }
 
 static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
@@ -922,9 +969,16 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
     size_t bytes = 3 * RD_NUM + 16;
     for (size_t k = 0; k < r->n; k++)
         bytes += r->items[k].keylen + RD_GROUP * RD_NUM + 16;
-    rd_op *op = malloc(sizeof *op + bytes);
-    if (!op)
-        return NULL;
+    rd_op *op;
+    if (bytes <= RD_OP_BUF / 2 && w->op_cached > 0) {
+        op = w->op_cache[--w->op_cached];
+    } else {
+        size_t cap = bytes <= RD_OP_BUF / 2 ? RD_OP_BUF : bytes;
+        op = malloc(sizeof *op + cap);
+        if (!op)
+            return NULL;
+        op->buf_cap = cap;
+    }
     op->w = w;
     op->r = r;
     op->heap = SIZE_MAX;
@@ -962,8 +1016,10 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         it->utc_offset_ns = l->utc_offset_ns;
         it->cost = r->op == SL_OP_RELEASE ? 0 : in->cost;
     }
-    if (r->op == SL_OP_RESET)
+    if (r->op == SL_OP_RESET) {
+        op->args_used = used;
         return op;
+    }
     for (size_t k = 0; k < r->n; k++) {
         const rd_item *it = &op->items[k];
         if (it->flags & SL_LIMIT_CELL) {
@@ -986,6 +1042,7 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         rd_fmt_int(op, &used, cell ? 0 : it->utc_offset_ns);
         rd_fmt_int(op, &used, (it->flags & SL_LIMIT_CARRY) ? 1 : 0);
     }
+    op->args_used = used;
     return op;
 }
 
@@ -1146,7 +1203,10 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
 
 static void rd_timer_closed(uv_handle_t *h)
 {
-    free(h->data);
+    sl_backend_worker *w = h->data;
+    while (w->op_cached > 0)
+        free(w->op_cache[--w->op_cached]);
+    free(w);
 }
 
 static void rd_merge(rd_counters *to, rd_counters *from)
