@@ -33,7 +33,7 @@ run: build
 
 # Every test, under AddressSanitizer + UndefinedBehaviorSanitizer; the
 # concurrent ones (label mt) again under ThreadSanitizer.
-test: deps build test-asan test-tsan test-integration test-module test-cli test-install fuzz
+test: deps build test-asan test-tsan test-integration test-module test-backend test-cli test-install fuzz
 
 test-asan:
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
@@ -98,6 +98,18 @@ test-integration:
 .PHONY: test-module
 test-module: build
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/module
+
+# The backends' transports (tests/backend/): tests/backend/cluster_driver, built
+# under ASan+UBSan, runs the Redis Cluster transport against a six-node cluster
+# of Debian's redis-server 7 on free 127.0.0.1 ports (three primaries, a
+# replica each): slots, ASK and MOVED during a migration, a primary killed and
+# its replica promoted, seeds that are down, AUTH. The module is loaded into
+# the nodes when build/lib/sluice-redis.so is built.
+.PHONY: test-backend
+test-backend:
+	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
+	@cmake --build build/asan -j $(JOBS) --target cluster_driver
+	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend
 
 # The CLI's tests (tests/cli/): pytest runs the ASan+UBSan build of `sluice` on
 # simulated traffic and checks the algorithms' guarantees on its output, and runs
