@@ -610,17 +610,31 @@ static void cl_flush(cl_cluster *cl)
 /* Why a command could not be routed before its deadline, into cl->err. */
 static const char *cl_why_unrouted(cl_cluster *cl, const cl_cmd *c)
 {
-    cl_node *n = cl_route(cl, c);
-    if (n)
+    const cl_node *n = cl_route(cl, c);
+    if (n) {
         snprintf(cl->err, sizeof cl->err, "no connection to %s:%d, the primary of slot %d (%s)",
                  n->host, n->port, c->slot, n->err[0] ? n->err : "connecting");
-    else if (!cl->have_map)
-        snprintf(cl->err, sizeof cl->err, "no slot map from the cluster yet (%s)",
-                 cl->map_err[0] ? cl->map_err : "no node answered");
-    else
+        return cl->err;
+    }
+    if (cl->have_map) {
         snprintf(cl->err, sizeof cl->err, "slot %d is not served by any node of the cluster",
                  c->slot);
-    return cl->err;
+        return cl->err;
+    }
+    if (cl->map_err[0]) {
+        snprintf(cl->err, sizeof cl->err, "no slot map from the cluster yet (%s)", cl->map_err);
+        return cl->err;
+    }
+    /* Why the seeds did not answer: the first one's reason stands for all. */
+    for (size_t i = 0; i < cl->n_nodes; i++) {
+        n = cl->nodes[i];
+        if (n->err[0]) {
+            snprintf(cl->err, sizeof cl->err, "no slot map from the cluster yet (%s:%d: %s)",
+                     n->host, n->port, n->err);
+            return cl->err;
+        }
+    }
+    return "no slot map from the cluster yet (no node answered)";
 }
 
 /* "MOVED 3999 127.0.0.1:6381" or "ASK ...": true with the slot and node. */

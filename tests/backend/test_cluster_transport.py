@@ -86,3 +86,191 @@ def test_bad_seed_lists_are_refused(make_driver):
                   "bad host:7000", "127.0.0.1:7000,", ":7000", "a/b:7000"):
         out = subprocess.run([driver_path(), seeds], input=b"", capture_output=True, timeout=20)
         assert out.returncode == 2 and b"bad seeds" in out.stderr, (seeds, out)
+
+
+def errors(cluster, i, name):
+    """How many replies node i has answered with the error NAME (INFO errorstats)."""
+    v = cluster.info(i, "errorstats").get("errorstat_" + name, "count=0")
+    # redis-py leaves a lone "count=N" as text
+    return v["count"] if isinstance(v, dict) else int(v.split("=")[1])
+
+
+def slots_reads(cluster):
+    """CLUSTER SLOTS calls over every live node (INFO commandstats)."""
+    return sum(cluster.info(i, "commandstats").get("cmdstat_cluster|slots", {}).get("calls", 0)
+               for i in cluster.alive())
+
+
+def wait_until(cond, what, timeout=20):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.05)
+    pytest.fail("never: " + what)
+
+
+def test_a_migrating_slot_is_followed_by_ask_then_moved(cluster, make_driver):
+    d = make_driver(cluster.seeds())
+    key, stays, new = "mig:a", "{mig:a}:stays", "{mig:a}:new"
+    s = slot_of(key)
+    assert slot_of(stays) == s == slot_of(new)
+    owners = cluster.slots()
+    src = cluster.index_of(owners[s][0])
+    dst = cluster.index_of(next(p for p, _ in owners.values() if p != owners[s][0]))
+    A, B = cluster.clients[src], cluster.clients[dst]
+    a_id, b_id = cluster.node_id(src), cluster.node_id(dst)
+    assert d.value("SET %s 1" % key) == "OK"
+    assert d.value("SET %s 2" % stays) == "OK"
+
+    B.execute_command("CLUSTER", "SETSLOT", s, "IMPORTING", a_id)
+    A.execute_command("CLUSTER", "SETSLOT", s, "MIGRATING", b_id)
+    assert A.execute_command("MIGRATE", "127.0.0.1", cluster.nodes[dst].port, key, 0, 5000) \
+        == b"OK"
+    asks, moved_b = errors(cluster, src, "ASK"), errors(cluster, dst, "MOVED")
+    assert d.value("GET %s" % key) == "1"        # A: ASK, then ASKING + GET on B
+    assert d.value("SET %s 3" % new) == "OK"     # not on A: ASK, created on B
+    assert d.value("GET %s" % stays) == "2"      # still A's: the map was not changed
+    assert errors(cluster, src, "ASK") == asks + 2
+    assert errors(cluster, dst, "MOVED") == moved_b
+    c = cluster.nodes[dst].conn()
+    try:
+        c.call("ASKING")
+        assert c.call("GET", new) == b"3"
+    finally:
+        c.close()
+
+    # Keys of one slot split between the two nodes: TRYAGAIN, retried until the
+    # transport's deadline, then that reply is the answer.
+    tries = errors(cluster, src, "TRYAGAIN")
+    a = d.call("MGET %s %s" % (key, stays))
+    assert a["type"] == "error" and a["value"].startswith("TRYAGAIN"), a
+    assert errors(cluster, src, "TRYAGAIN") >= tries + 3
+
+    # The move completes: every key goes, the slot is B's on every primary.
+    assert A.execute_command("MIGRATE", "127.0.0.1", cluster.nodes[dst].port, "", 0, 5000,
+                             "KEYS", stays) == b"OK"
+    for i in [dst, src] + [i for i in range(6) if i not in (src, dst)]:
+        if cluster.info(i, "replication")["role"] == "master":
+            cluster.clients[i].execute_command("CLUSTER", "SETSLOT", s, "NODE", b_id)
+    reads = slots_reads(cluster)
+    moved_a = errors(cluster, src, "MOVED")
+    ids = d.send_many(["GET %s" % stays] * 20 + ["MGET %s %s" % (key, stays)])
+    assert [d.answer(i)["value"] for i in ids] == ["2"] * 20 + [["1", "2"]]
+    assert errors(cluster, src, "MOVED") >= moved_a + 1
+    # Twenty MOVED replies, one read of the map.
+    wait_until(lambda: slots_reads(cluster) > reads, "the map read again after MOVED")
+    assert d.state()["ready"] is True
+    time.sleep(0.3)  # room for any further read, which would be one too many
+    assert slots_reads(cluster) == reads + 1
+    # From now on the slot goes straight to B.
+    moved_a = errors(cluster, src, "MOVED")
+    for _ in range(3):
+        assert d.value("GET %s" % key) == "1"
+    assert errors(cluster, src, "MOVED") == moved_a
+    d.stop()
+
+
+BUSY = ('EVAL "local t0 = redis.call(\'TIME\') while true do local t = redis.call(\'TIME\') '
+        'if (t[1] - t0[1]) * 1000000 + (t[2] - t0[2]) > %d then return 1 end end" 1 %s')
+
+
+def keys_by_primary(owners, count=1):
+    """primary port -> count keys it serves."""
+    out = {}
+    i = 0
+    while any(len(v) < count for v in out.values()) or len(out) < 3:
+        k = "p:%d" % i
+        ks = out.setdefault(owners[slot_of(k)][0], [])
+        if len(ks) < count:
+            ks.append(k)
+        i += 1
+    return out
+
+
+def test_a_killed_primary_fails_what_was_in_flight_and_its_replica_takes_over(
+        cluster, make_driver):
+    d = make_driver(cluster.seeds())
+    owners = cluster.slots()
+    key = "fo:key"
+    primary = owners[slot_of(key)][0]
+    victim = cluster.index_of(primary)
+    heir = next(i for i in range(6) if cluster.info(i, "replication").get("master_port") == primary)
+    assert d.value("SET %s before" % key) == "OK"
+    assert cluster.clients[victim].execute_command("WAIT", 1, 5000) == 1
+    others = [ks[0] for p, ks in keys_by_primary(owners).items() if p != primary]
+    epoch = d.state()["epoch"]
+
+    # In flight on the victim's connection at the kill: a script that holds the node,
+    # and reads queued behind it. The other primaries' commands are not affected.
+    doomed = d.send_many([BUSY % (5000000, key)] + ["GET %s" % key] * 5)
+    fine = d.send_many(["SET %s x" % k for k in others])
+    assert [d.answer(i)["value"] for i in fine] == ["OK"] * len(others)
+    time.sleep(0.5)
+    assert all(i not in d.answers for i in doomed)
+    os.kill(cluster.nodes[victim].proc.pid, signal.SIGKILL)
+    cluster.nodes[victim].proc.wait(timeout=10)
+    for i in doomed:
+        a = d.answer(i)
+        assert "err" in a and "lost" in a["err"], a
+
+    cluster.wait_ok(check=lambda: cluster.info(heir, "replication")["role"] == "master")
+    # The same driver, not restarted, serves the slot from the promoted replica (commands
+    # sent while the map still names the dead primary may fail, and are not retried).
+    deadline = time.monotonic() + 30
+    while True:
+        a = d.call("GET %s" % key)
+        if a.get("value") == "before":
+            break
+        assert "err" in a, a
+        assert time.monotonic() < deadline, a
+        time.sleep(0.1)
+    assert cluster.slots()[slot_of(key)][0] == cluster.nodes[heir].port
+    ids = d.send_many(["SET %s after" % k for k in one_key_per_slot()[::64]])
+    assert all(d.answer(i).get("value") == "OK" for i in ids)
+    st = d.state()
+    assert st["ready"] is True and st["epoch"] > epoch
+    d.stop()
+
+
+def test_close_answers_everything_pending(cluster, make_driver):
+    # Before the map is known: every command waits, and close() answers them.
+    d = make_driver(cluster.seeds())
+    d.write(["INCR early:%d" % i for i in range(50)] + ["#close"])
+    d.next_id = 50
+    d.stop()
+    assert sorted(d.answers) == list(range(1, 51))
+    assert [a for a in d.answers.values()
+            if a.get("err") != "transport closing" and a.get("value") != 1] == []
+
+    # Connected, with a script holding one primary: what is in flight is answered too.
+    d = make_driver(cluster.seeds())
+    assert d.value("SET close:k 1") == "OK"
+    ids = d.send_many([BUSY % (1000000, "close:k")] +
+                      ["INCR close:%d" % i for i in range(200)])
+    time.sleep(0.2)
+    d.stop(close_first=True)
+    assert sorted(d.answers) == list(range(1, 203))
+    assert d.answers[ids[0]] == {"id": ids[0], "err": "transport closing"}
+    assert [d.answers[i] for i in ids[1:]
+            if d.answers[i].get("err") != "transport closing"
+            and d.answers[i].get("value") != 1] == []
+
+
+def test_auth_comes_first(make_server, make_driver):
+    cluster = make_cluster(make_server, primaries=3, replicas=0, auth="s3cret pass")
+    d = make_driver(cluster.seeds(), ["--password", "s3cret pass"])
+    ids = d.send_many(["SET auth:%d %d" % (i, i) for i in range(100)])
+    assert all(d.answer(i)["value"] == "OK" for i in ids)
+    d.stop()
+    d = make_driver(cluster.seeds(), ["--user", "default", "--password", "s3cret pass"])
+    assert d.value("GET auth:7") == "7"
+    d.stop()
+    d = make_driver(cluster.seeds(), ["--password", "wrong"])
+    a = d.call("GET auth:7")
+    assert "err" in a and "AUTH" in a["err"] and "WRONGPASS" in a["err"], a
+    d.stop()
+    d = make_driver(cluster.seeds())
+    a = d.call("GET auth:7")
+    assert "err" in a or a["value"].startswith("NOAUTH"), a
+    d.stop()
