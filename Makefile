@@ -106,7 +106,7 @@ test-module: build
 # its replica promoted, seeds that are down, AUTH. The module is loaded into
 # the nodes when build/lib/sluice-redis.so is built.
 .PHONY: test-backend
-test-backend:
+test-backend: build
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
 	@cmake --build build/asan -j $(JOBS) --target cluster_driver
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend

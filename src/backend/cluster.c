@@ -68,6 +68,11 @@ typedef enum cl_state {
 
 typedef struct cl_cluster cl_cluster;
 
+/* A link of a circular list whose head is a bare link. */
+typedef struct cl_link {
+    struct cl_link *prev, *next;
+} cl_link;
+
 typedef struct cl_node {
     cl_cluster *cl;
     char host[CL_HOST_MAX + 1];
@@ -79,11 +84,12 @@ typedef struct cl_node {
     unsigned attempts;         /* connections failed in a row, for the backoff */
     uint64_t retry_at;         /* no new connection before (loop ms) */
     uint64_t connect_deadline; /* CONNECTING, AUTHING: given up at (loop ms) */
+    cl_link inflight;          /* commands written here, oldest first */
     char err[160];             /* why the last connection failed or ended */
 } cl_node;
 
 typedef struct cl_cmd {
-    struct cl_cmd *prev, *next; /* the parked list, while parked */
+    cl_link link; /* first: in the parked list, or in its node's in-flight list */
     cl_cluster *cl;
     sl_transport_cb *cb;
     void *priv;
@@ -93,6 +99,7 @@ typedef struct cl_cmd {
     cl_node *ask;       /* ASK's node: ASKING first, there, on the next write */
     uint64_t not_before; /* a retry's delay (loop ms) */
     uint64_t deadline;   /* answered with an error when still parked then */
+    uint64_t sent_at;    /* written to its node (loop ms) */
     size_t len;
     char buf[];         /* the command in RESP */
 } cl_cmd;
@@ -112,11 +119,13 @@ struct cl_cluster {
 
     bool refresh_wanted;  /* read the map again as soon as CL_REFRESH_MS allow */
     cl_node *refreshing;  /* where CLUSTER SLOTS is in flight, NULL when nowhere */
+    uintptr_t refresh_seq; /* the read in flight: an older one's reply is ignored */
+    uint64_t refresh_deadline; /* given up, and asked elsewhere, at (loop ms) */
     uint64_t refresh_at;  /* no read of the map before (loop ms) */
     size_t refresh_next;  /* where the next read looks first, round robin */
     char map_err[448];    /* why the last read of the map failed */
 
-    cl_cmd parked; /* a circular list's head */
+    cl_link parked; /* commands waiting for a route or a retry */
     size_t n_parked;
 
     bool closing;
@@ -131,6 +140,26 @@ static const sl_transport_ops cl_ops;
 static uint64_t cl_now(const cl_cluster *cl)
 {
     return uv_now(cl->loop);
+}
+
+static void cl_list_init(cl_link *head)
+{
+    head->prev = head->next = head;
+}
+
+static void cl_list_append(cl_link *head, cl_link *l)
+{
+    l->prev = head->prev;
+    l->next = head;
+    head->prev->next = l;
+    head->prev = l;
+}
+
+static void cl_list_remove(cl_link *l)
+{
+    l->prev->next = l->next;
+    l->next->prev = l->prev;
+    l->prev = l->next = NULL;
 }
 
 /* xorshift64*: jitter only, nothing that needs to be unpredictable. */
@@ -209,6 +238,7 @@ static cl_node *cl_node_get(cl_cluster *cl, const char *host, size_t hlen, int p
     n->host[hlen] = '\0';
     n->port = port;
     n->state = CL_DOWN;
+    cl_list_init(&n->inflight);
     cl->nodes[cl->n_nodes++] = n;
     return n;
 }
@@ -224,19 +254,14 @@ static void cl_answer(cl_cmd *c, redisReply *reply, const char *err)
 
 static void cl_park(cl_cluster *cl, cl_cmd *c)
 {
-    c->prev = cl->parked.prev;
-    c->next = &cl->parked;
-    cl->parked.prev->next = c;
-    cl->parked.prev = c;
+    cl_list_append(&cl->parked, &c->link);
     cl->n_parked++;
     cl_wake(cl);
 }
 
 static void cl_unpark(cl_cluster *cl, cl_cmd *c)
 {
-    c->prev->next = c->next;
-    c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    cl_list_remove(&c->link);
     cl->n_parked--;
 }
 
@@ -346,6 +371,8 @@ static void cl_on_disconnect(const redisAsyncContext *ac, int status)
 static void cl_connect(cl_node *n)
 {
     cl_cluster *cl = n->cl;
+    if (cl->closing)
+        return;
     redisAsyncContext *ac = redisAsyncConnect(n->host, n->port);
     if (!ac) {
         cl_node_lost(n, "out of memory");
@@ -408,12 +435,15 @@ static void cl_refresh(cl_cluster *cl)
         cl_node *n = cl->nodes[(cl->refresh_next + k) % cl->n_nodes];
         if (n->state != CL_READY)
             continue;
-        if (redisAsyncCommand(n->ac, cl_on_slots, cl, "CLUSTER SLOTS") != REDIS_OK)
+        uintptr_t seq = cl->refresh_seq + 1;
+        if (redisAsyncCommand(n->ac, cl_on_slots, (void *)seq, "CLUSTER SLOTS") != REDIS_OK)
             continue;
+        cl->refresh_seq = seq;
         cl->refresh_next = (cl->refresh_next + k + 1) % cl->n_nodes;
         cl->refreshing = n;
         cl->refresh_wanted = false;
         cl->refresh_at = cl_now(cl) + CL_REFRESH_MS;
+        cl->refresh_deadline = cl_now(cl) + (uint64_t)cl->connect_timeout_ms;
         return;
     }
     for (size_t k = 0; k < cl->n_nodes; k++)
@@ -457,8 +487,14 @@ static const char *cl_parse_slots(cl_cluster *cl, const redisReply *r, const cl_
             return "CLUSTER SLOTS: a range is not [start, end, primary, ...]";
         const redisReply *p = e->element[2];
         if (p->type != REDIS_REPLY_ARRAY || p->elements < 2 ||
-            p->element[0]->type != REDIS_REPLY_STRING || !cl_int_in(p->element[1], 1, 65535, &port))
+            (p->element[0]->type != REDIS_REPLY_STRING && p->element[0]->type != REDIS_REPLY_NIL) ||
+            !cl_int_in(p->element[1], 0, 65535, &port))
             return "CLUSTER SLOTS: a primary is not [host, port, ...]";
+        /* A primary whose address the cluster does not know ("?", a null, port 0):
+         * its slots stay without an owner until a later read. */
+        if (p->element[0]->type == REDIS_REPLY_NIL || port == 0 ||
+            (p->element[0]->len == 1 && p->element[0]->str[0] == '?'))
+            continue;
         const char *host = p->element[0]->str;
         size_t hlen = p->element[0]->len;
         if (hlen == 0) {
@@ -485,8 +521,8 @@ static void cl_prune(cl_cluster *cl)
     for (size_t i = 0; i < cl->n_nodes; i++) {
         cl_node *n = cl->nodes[i];
         bool keep = n->seed || n->in_map || n->ac;
-        for (cl_cmd *c = cl->parked.next; !keep && c != &cl->parked; c = c->next)
-            keep = c->ask == n;
+        for (cl_link *l = cl->parked.next; !keep && l != &cl->parked; l = l->next)
+            keep = ((cl_cmd *)l)->ask == n;
         if (keep)
             cl->nodes[kept++] = n;
         else
@@ -499,12 +535,12 @@ static void cl_prune(cl_cluster *cl)
 
 static void cl_on_slots(redisAsyncContext *ac, void *r, void *priv)
 {
-    cl_cluster *cl = priv;
     cl_node *from = ac->data;
-    if (cl->refreshing == from)
-        cl->refreshing = NULL;
-    if (cl->closing)
+    cl_cluster *cl = from->cl;
+    /* A read given up on (or the transport closing): its answer comes too late. */
+    if (cl->closing || !cl->refreshing || (uintptr_t)priv != cl->refresh_seq)
         return;
+    cl->refreshing = NULL;
     const char *bad = r ? NULL : "CLUSTER SLOTS: the connection was lost";
     cl_node **fresh = NULL;
     if (!bad) {
@@ -578,7 +614,9 @@ static bool cl_dispatch(cl_cluster *cl, cl_cmd *c)
 {
     cl_node *n = cl_route(cl, c);
     if (!n) {
-        cl->refresh_wanted = true;
+        /* Without a map, its read is under way already. */
+        if (cl->have_map)
+            cl->refresh_wanted = true;
         return false;
     }
     if (n->state != CL_READY) {
@@ -589,6 +627,9 @@ static bool cl_dispatch(cl_cluster *cl, cl_cmd *c)
         return false;
     if (redisAsyncFormattedCommand(n->ac, cl_on_reply, c, c->buf, c->len) != REDIS_OK)
         return false;
+    c->sent_at = cl_now(cl);
+    cl_list_append(&n->inflight, &c->link);
+    cl_wake(cl);
     return true;
 }
 
@@ -596,14 +637,21 @@ static bool cl_dispatch(cl_cluster *cl, cl_cmd *c)
 static void cl_flush(cl_cluster *cl)
 {
     uint64_t now = cl_now(cl);
-    cl_cmd *c = cl->parked.next;
-    while (c != &cl->parked) {
-        cl_cmd *next = c->next;
-        /* Unparked only once written, so that a command that still waits
-         * keeps its place (and this walk ends). */
-        if (now >= c->not_before && cl_dispatch(cl, c))
+    cl_link *l = cl->parked.next;
+    while (l != &cl->parked) {
+        cl_link *next = l->next;
+        cl_cmd *c = (cl_cmd *)l;
+        /* Unparked before the write (which puts it in its node's list), and
+         * parked again at its place when it still waits, so that this walk
+         * ends. */
+        if (now >= c->not_before) {
             cl_unpark(cl, c);
-        c = next;
+            if (!cl_dispatch(cl, c)) {
+                cl_list_append(next, l); /* before next: where it was */
+                cl->n_parked++;
+            }
+        }
+        l = next;
     }
 }
 
@@ -670,18 +718,20 @@ static void cl_on_reply(redisAsyncContext *ac, void *r, void *priv)
     cl_cluster *cl = c->cl;
     cl_node *from = ac->data;
     redisReply *reply = r;
+    cl_list_remove(&c->link);
     c->ask = NULL;
     if (!reply) {
         if (cl->closing) {
             cl_answer(c, NULL, "transport closing");
         } else {
+            /* hiredis's error when it ended the connection, else ours. */
             snprintf(cl->err, sizeof cl->err, "connection to %s:%d lost (%s)", from->host,
-                     from->port, ac->err ? ac->errstr : "closed");
+                     from->port, ac->err ? ac->errstr : from->err[0] ? from->err : "closed");
             cl_answer(c, NULL, cl->err);
         }
         return;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
+    if (reply->type == REDIS_REPLY_ERROR && !cl->closing) {
         bool moved = cl_prefix(reply, "MOVED "), ask = cl_prefix(reply, "ASK ");
         if (moved || ask) {
             int slot;
@@ -739,28 +789,53 @@ static void cl_on_tick(uv_timer_t *h)
         cl_node *n = cl->nodes[i];
         if ((n->state == CL_CONNECTING || n->state == CL_AUTHING) && now >= n->connect_deadline)
             cl_node_drop(n, n->state == CL_CONNECTING ? "connect timed out" : "AUTH timed out");
+        cl_link *oldest = n->inflight.next;
+        if (n->ac && oldest != &n->inflight &&
+            now - ((cl_cmd *)oldest)->sent_at >= SL_CLUSTER_REPLY_MS) {
+            char why[64];
+            snprintf(why, sizeof why, "no reply within %d ms", SL_CLUSTER_REPLY_MS);
+            cl_node_drop(n, why);
+        }
         if (n->in_map)
             cl_want(n);
-        if (n->state == CL_CONNECTING || n->state == CL_AUTHING || (n->in_map && !n->ac))
+        /* In flight: its reply is watched for. */
+        if (n->state == CL_CONNECTING || n->state == CL_AUTHING || (n->in_map && !n->ac) ||
+            (n->ac && n->inflight.next != &n->inflight))
             waiting = true;
+    }
+    if (cl->refreshing && now >= cl->refresh_deadline) {
+        /* The map is asked of the next node when one takes longer than a
+         * connection may. A node outside the map (a seed) that does not
+         * answer is of no use, and its connection ends; a primary's serves
+         * its commands, which have their own bound (SL_CLUSTER_REPLY_MS). */
+        cl_node *n = cl->refreshing;
+        cl->refreshing = NULL;
+        cl->refresh_seq++;
+        cl->refresh_wanted = true;
+        snprintf(cl->map_err, sizeof cl->map_err, "%s:%d: CLUSTER SLOTS: no answer within %d ms",
+                 n->host, n->port, cl->connect_timeout_ms);
+        if (!n->in_map)
+            cl_node_drop(n, "CLUSTER SLOTS: no answer in time");
     }
     if (!cl->refreshing && now >= cl->refresh_at &&
         (cl->refresh_wanted || !cl->have_map || waiting))
         cl_refresh(cl);
     cl_flush(cl);
     /* Commands out of time: answered last, since a cb may send again. */
-    cl_cmd *c = cl->parked.next;
-    while (c != &cl->parked) {
-        cl_cmd *next = c->next;
+    cl_link *l = cl->parked.next;
+    while (l != &cl->parked) {
+        cl_link *next = l->next;
+        cl_cmd *c = (cl_cmd *)l;
         if (now >= c->deadline) {
             cl_unpark(cl, c);
-            cl_answer(c, NULL, cl_why_unrouted(cl, c));
+            const char *why = cl_why_unrouted(cl, c);
+            cl_answer(c, NULL, why);
             if (cl->closing)
                 return;
         }
-        c = next;
+        l = next;
     }
-    if (!waiting && !cl->refresh_wanted && cl->have_map && cl->n_parked == 0)
+    if (!waiting && !cl->refresh_wanted && !cl->refreshing && cl->have_map && cl->n_parked == 0)
         uv_timer_stop(&cl->tick);
 }
 
@@ -784,8 +859,13 @@ static int cl_send(sl_transport *t, int slot, const char *cmd, size_t len, sl_tr
     c->deadline = cl_now(cl) + SL_CLUSTER_WAIT_MS;
     c->len = len;
     memcpy(c->buf, cmd, len);
-    if (!cl_dispatch(cl, c))
+    if (!cl_dispatch(cl, c)) {
+        if (cl->n_parked >= SL_CLUSTER_MAX_WAITING) {
+            sl_free(c);
+            return -1;
+        }
         cl_park(cl, c);
+    }
     return 0;
 }
 
@@ -826,7 +906,7 @@ static void cl_close(sl_transport *t)
         return;
     cl->closing = true;
     while (cl->parked.next != &cl->parked) {
-        cl_cmd *c = cl->parked.next;
+        cl_cmd *c = (cl_cmd *)cl->parked.next;
         cl_unpark(cl, c);
         cl_answer(c, NULL, "transport closing");
     }
@@ -882,7 +962,7 @@ sl_transport *sl_transport_cluster(uv_loop_t *loop, const sl_transport_config *c
         return NULL;
     cl->t.ops = &cl_ops;
     cl->loop = loop;
-    cl->parked.next = cl->parked.prev = &cl->parked;
+    cl_list_init(&cl->parked);
     cl->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : CL_CONNECT_MS;
     cl->rng = uv_hrtime() ^ (uint64_t)(uintptr_t)cl;
     if (cl->rng == 0)

@@ -19,6 +19,14 @@
  * command from waiting forever. */
 #define SL_CLUSTER_WAIT_MS 2000
 
+/* How long, in milliseconds, a command written to a node may wait for its
+ * reply: then that connection ends, every command in flight on it gets an
+ * error (each may have run), and a new one is made. */
+#define SL_CLUSTER_REPLY_MS 2000
+
+/* The most commands waiting for a route at once: send() refuses more. */
+#define SL_CLUSTER_MAX_WAITING 65536
+
 /* A transport on `loop` that reaches the cluster through the seeds in
  * cfg->hosts ("host:port,host:port", tried in order). The configuration is
  * copied. It starts connecting at once; commands sent before the slot map is

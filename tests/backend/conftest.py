@@ -126,11 +126,14 @@ class Cluster:
         pytest.fail("the cluster did not reach cluster_state:ok")
 
 
-def make_cluster(make_server, primaries=3, replicas=0, args=(), auth=None):
+def make_cluster(make_server, primaries=3, replicas=0, args=(), auth=None,
+                 node_timeout_ms=NODE_TIMEOUT_MS):
+    """A cluster of primaries * (1 + replicas) nodes, cluster_state:ok on every node and
+    every replica linked to its primary; the module loaded when it is built."""
     n = primaries * (1 + replicas)
     nodes = []
     extra = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-             "--cluster-node-timeout", str(NODE_TIMEOUT_MS)] + list(args)
+             "--cluster-node-timeout", str(node_timeout_ms)] + list(args)
     if auth:
         extra += ["--requirepass", auth, "--masterauth", auth]
     with_module = os.path.exists(module_path())

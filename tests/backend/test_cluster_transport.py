@@ -274,3 +274,60 @@ def test_auth_comes_first(make_server, make_driver):
     a = d.call("GET auth:7")
     assert "err" in a or a["value"].startswith("NOAUTH"), a
     d.stop()
+
+
+def test_module_commands_and_scripts_go_to_their_keys_primary(cluster, make_driver):
+    from conftest import module_path
+    assert os.path.exists(module_path()), "the module is not built: run make"
+    d = make_driver(cluster.seeds())
+    owners = cluster.slots()
+    keys = [ks[0] for ks in keys_by_primary(owners).values()]
+    for k in keys:
+        take = "SL.DECIDE TAKE 0 1 %s cell 1 1 60 1 0 0 0" % k
+        got = [d.value(take) for _ in range(3)]
+        assert [g[0] for g in got] == [-1, -1, 0]   # max_burst 1: two allowed, then refused
+        assert [g[1] for g in got] == [1, 1, 0]
+        owner = cluster.index_of(owners[slot_of(k)][0])
+        assert cluster.clients[owner].exists(k) == 1
+        script = ('EVAL "return redis.call(\'INCRBY\', KEYS[1], ARGV[1])" 1 %s:n 5'
+                  % ("{%s}" % k))
+        assert d.value(script) == 5
+        assert cluster.clients[owner].get("{%s}:n" % k) == b"5"
+    # Several keys of one slot in one decision, all or nothing.
+    got = d.value("SL.DECIDE TAKE 0 2 {u}:a {u}:b cell 1 1 60 1 0 0 0 "
+                  "gcra 10 60000000000 10 1 0 0 0")
+    assert got[0] == -1 and got[1] == 1 and got[7] == 1
+    d.stop()
+
+
+def test_a_seed_that_never_answers_is_given_up(cluster, make_driver):
+    import socket
+    with socket.socket() as hung:
+        hung.bind(("127.0.0.1", 0))
+        hung.listen(16)  # connections complete in the kernel; nothing is ever read
+        seeds = "127.0.0.1:%d,%s" % (hung.getsockname()[1], cluster.seeds())
+        d = make_driver(seeds, ["--connect-timeout-ms", "300"])
+        assert d.value("SET hung:k 1") == "OK"
+        assert d.state()["ready"] is True
+        d.stop()
+
+
+def test_a_primary_that_stops_answering_loses_its_connection(make_server, make_driver):
+    # A long node timeout: a node busy with a script for 3 s is not failed over.
+    cluster = make_cluster(make_server, primaries=3, replicas=0, node_timeout_ms=15000)
+    d = make_driver(cluster.seeds())
+    owners = cluster.slots()
+    key = "slow:k"
+    assert d.value("SET %s 1" % key) == "OK"
+    others = [ks[0] for p, ks in keys_by_primary(owners).items()
+              if p != owners[slot_of(key)][0]]
+    epoch = d.state()["epoch"]
+    stuck = d.send_many([BUSY % (3000000, key), "GET %s" % key])
+    for i in stuck:
+        a = d.answer(i)
+        assert "err" in a and "no reply within 2000 ms" in a["err"], a
+    assert [d.value("GET %s" % k) for k in others] == [None] * len(others)
+    # A new connection, answered once the script is over.
+    assert d.value("GET %s" % key) == "1"
+    assert d.state()["epoch"] > epoch
+    d.stop()
