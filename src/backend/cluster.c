@@ -803,6 +803,8 @@ static void cl_on_tick(uv_timer_t *h)
             (n->ac && n->inflight.next != &n->inflight))
             waiting = true;
     }
+    if (cl->closing)
+        return; /* a cb answered above closed the transport */
     if (cl->refreshing && now >= cl->refresh_deadline) {
         /* The map is asked of the next node when one takes longer than a
          * connection may. A node outside the map (a seed) that does not

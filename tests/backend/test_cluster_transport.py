@@ -331,3 +331,40 @@ def test_a_primary_that_stops_answering_loses_its_connection(make_server, make_d
     assert d.value("GET %s" % key) == "1"
     assert d.state()["epoch"] > epoch
     d.stop()
+
+
+def test_a_cluster_down_is_retried_then_answered_and_a_restarted_primary_serves_again(
+        make_server, make_driver):
+    cluster = make_cluster(make_server, primaries=3, replicas=0)
+    d = make_driver(cluster.seeds())
+    owners = cluster.slots()
+    by_primary = keys_by_primary(owners)
+    victim_port = owners[slot_of("down:k")][0]
+    victim = cluster.index_of(victim_port)
+    alive_key = next(ks[0] for p, ks in by_primary.items() if p != victim_port)
+    alive = cluster.index_of(owners[slot_of(alive_key)][0])
+    assert d.value("SET %s 1" % alive_key) == "OK"
+    os.kill(cluster.nodes[victim].proc.pid, signal.SIGKILL)
+    cluster.nodes[victim].proc.wait(timeout=10)
+    # Without a replica to promote, the cluster fails once the node is seen down, and its
+    # other primaries answer CLUSTERDOWN: retried until the deadline, then the answer.
+    wait_until(lambda: "cluster_state:fail" in cluster.clients[alive].execute_command(
+        "CLUSTER", "INFO").decode(), "cluster_state:fail", timeout=30)
+    downs = errors(cluster, alive, "CLUSTERDOWN")
+    a = d.call("GET %s" % alive_key)
+    assert a["type"] == "error" and a["value"].startswith("CLUSTERDOWN"), a
+    assert errors(cluster, alive, "CLUSTERDOWN") >= downs + 3
+    # The node comes back on its port with its nodes.conf; the same driver serves its
+    # slots again over a new connection.
+    cluster.nodes[victim].start(port=victim_port)
+    cluster.wait_ok()
+    deadline = time.monotonic() + 30
+    while True:
+        a = d.call("SET down:k 2")
+        if a.get("value") == "OK":
+            break
+        assert time.monotonic() < deadline, a
+        time.sleep(0.1)
+    assert cluster.clients[victim].get("down:k") == b"2"
+    assert d.value("GET %s" % alive_key) == "1"
+    d.stop()
