@@ -14,6 +14,7 @@ build_packages=(
   libuv1-dev        # sluiced's event loops
   libyaml-dev       # the config file
   libcjson-dev      # HTTP: the JSON body of POST /v1/check
+  libhiredis-dev    # the Redis and Redis Cluster stores (hiredis's async API); a test client
 )
 packages=(
   "${build_packages[@]}"
@@ -23,7 +24,6 @@ packages=(
   python3-pytest    # integration tests (tests/integration, run with /usr/bin/python3)
   python3-redis     # integration tests: redis-py as a real client
   redis-tools       # integration tests: redis-cli; bench: redis-benchmark
-  libhiredis-dev    # integration tests: a hiredis client
   redis-server      # module tests and bench: a real Redis 7 to load sluice-redis.so into
   nginx             # HTTP tests: a real nginx with auth_request in front of sluiced; bench: limit_req
   curl              # HTTP tests: a real HTTP client

@@ -368,3 +368,35 @@ def test_a_cluster_down_is_retried_then_answered_and_a_restarted_primary_serves_
     assert cluster.clients[victim].get("down:k") == b"2"
     assert d.value("GET %s" % alive_key) == "1"
     d.stop()
+
+
+def test_redirections_are_bounded(cluster, make_driver):
+    d = make_driver(cluster.seeds())
+    key = "loop:k"
+    s = slot_of(key)
+    owners = cluster.slots()
+    a = cluster.index_of(owners[s][0])
+    b = cluster.index_of(next(p for p, _ in owners.values() if p != owners[s][0]))
+    assert d.value("GET %s" % key) is None
+    # A gives the (empty) slot to B, and B still believes it A's: each sends the other.
+    cluster.clients[a].execute_command("CLUSTER", "SETSLOT", s, "NODE", cluster.node_id(b))
+    moved = errors(cluster, a, "MOVED") + errors(cluster, b, "MOVED")
+    got = d.call("GET %s" % key)
+    assert got.get("err", "").startswith("too many cluster redirections (more than 5), the last: "
+                                         "MOVED %d 127.0.0.1:" % s), got
+    assert errors(cluster, a, "MOVED") + errors(cluster, b, "MOVED") == moved + 6
+    d.stop()
+
+
+def test_commands_waiting_for_a_route_are_bounded(make_driver):
+    from conftest import free_port
+    # Nothing answers: every command waits for a map, up to SL_CLUSTER_MAX_WAITING of them.
+    d = make_driver("127.0.0.1:%d" % free_port())
+    cap, extra = 65536, 1000
+    ids = d.send_many(["GET w:%d" % i for i in range(cap + extra)])
+    refused = [i for i in ids if d.answer(i).get("err") == "send refused"]
+    # All sent within the 2 s the first ones wait: the extra ones are refused.
+    assert refused == ids[cap:]
+    assert all(d.answers[i]["err"].startswith("no slot map from the cluster yet (127.0.0.1:")
+               for i in ids[:cap])
+    d.stop()
