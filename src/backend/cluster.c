@@ -23,8 +23,11 @@
  *   TRYAGAIN,          retried after a short, growing delay, until its
  *   CLUSTERDOWN        deadline (then that reply is its answer)
  *
- * A command lost with its connection may or may not have run: its cb gets
- * an error and it is never sent again (retrying a take could take twice).
+ * A command follows at most SL_CLUSTER_MAX_REDIRECTS redirections. A command
+ * lost with its connection may or may not have run: its cb gets an error
+ * and it is never sent again (retrying a take could take twice). A node that
+ * leaves a command without a reply for SL_CLUSTER_REPLY_MS loses its
+ * connection, and so everything in flight there.
  *
  * Connections: AUTH first when a password is set; a connection that fails
  * or is lost is made again after a jittered exponential backoff, and the map
@@ -34,8 +37,12 @@
  * ready bumps the transport's epoch.
  *
  * Time is the loop's (uv_now, milliseconds). A single timer ticks every
- * CL_TICK_MS while anything waits for time (a parked command, a connection
- * being made, a backoff, a map to read) and stops when nothing does.
+ * CL_TICK_MS while anything waits for time (a parked command, one in
+ * flight, a connection being made, a backoff, a map to read) and stops when
+ * nothing does.
+ *
+ * Host names are resolved by hiredis (getaddrinfo, which blocks the loop):
+ * clusters name their nodes by address, and seeds should too.
  */
 #include "backend/cluster.h"
 
@@ -660,29 +667,28 @@ static const char *cl_why_unrouted(cl_cluster *cl, const cl_cmd *c)
 {
     const cl_node *n = cl_route(cl, c);
     if (n) {
-        snprintf(cl->err, sizeof cl->err, "no connection to %s:%d, the primary of slot %d (%s)",
-                 n->host, n->port, c->slot, n->err[0] ? n->err : "connecting");
+        snprintf(cl->err, sizeof cl->err, "no connection to %s:%d within %d ms (%s)", n->host,
+                 n->port, SL_CLUSTER_WAIT_MS, n->err[0] ? n->err : "connecting");
         return cl->err;
     }
     if (cl->have_map) {
-        snprintf(cl->err, sizeof cl->err, "slot %d is not served by any node of the cluster",
-                 c->slot);
+        snprintf(cl->err, sizeof cl->err, "slot %d not served by any node within %d ms",
+                 c->slot, SL_CLUSTER_WAIT_MS);
         return cl->err;
     }
-    if (cl->map_err[0]) {
-        snprintf(cl->err, sizeof cl->err, "no slot map from the cluster yet (%s)", cl->map_err);
-        return cl->err;
-    }
-    /* Why the seeds did not answer: the first one's reason stands for all. */
-    for (size_t i = 0; i < cl->n_nodes; i++) {
+    const char *why = cl->map_err[0] ? cl->map_err : NULL;
+    char seed[CL_HOST_MAX + sizeof ((cl_node *)0)->err + 16];
+    /* Else why the seeds did not answer: the first one's reason stands for all. */
+    for (size_t i = 0; i < cl->n_nodes && !why; i++) {
         n = cl->nodes[i];
         if (n->err[0]) {
-            snprintf(cl->err, sizeof cl->err, "no slot map from the cluster yet (%s:%d: %s)",
-                     n->host, n->port, n->err);
-            return cl->err;
+            snprintf(seed, sizeof seed, "%s:%d: %s", n->host, n->port, n->err);
+            why = seed;
         }
     }
-    return "no slot map from the cluster yet (no node answered)";
+    snprintf(cl->err, sizeof cl->err, "no slot map from the cluster within %d ms (%s)",
+             SL_CLUSTER_WAIT_MS, why ? why : "no node answered");
+    return cl->err;
 }
 
 /* "MOVED 3999 127.0.0.1:6381" or "ASK ...": true with the slot and node. */
