@@ -33,7 +33,9 @@
  * known wait for it. Returns NULL when cfg is malformed (no seed, a seed
  * that is not host:port) or memory runs out. The transport is the caller's,
  * freed by its ops->close(), which must not be called from within a cb;
- * the loop must then run until the transport's handles have closed. */
+ * the loop must then run until the transport's handles have closed. The
+ * process must ignore SIGPIPE (sluiced does): a write to a node that died
+ * is then an error of that connection. */
 sl_transport *sl_transport_cluster(uv_loop_t *loop, const sl_transport_config *cfg);
 
 #endif /* SL_BACKEND_CLUSTER_H */

@@ -68,8 +68,20 @@ def test_every_slot_goes_to_its_primary(cluster, make_driver):
     assert all(d.answer(cid)["value"] == "OK" for cid in ids)
     got = d.value("MGET {user:7}:minute {user:7}:day")
     assert got == ["7", "7"]
+    # A command without a key goes to any primary.
+    assert d.value("PING") == "PONG"
     st = d.state()
     assert st["ready"] is True and st["epoch"] >= 3
+    d.stop()
+
+
+def test_a_server_outside_cluster_mode_is_named(make_server, make_driver):
+    s = make_server("standalone", module=False)
+    d = make_driver("127.0.0.1:%d" % s.port)
+    a = d.call("GET k")
+    assert a.get("err") == ("no slot map from the cluster within 2000 ms (127.0.0.1:%d: ERR This "
+                            "instance has cluster support disabled)" % s.port), a
+    assert d.state()["ready"] is False
     d.stop()
 
 
