@@ -475,49 +475,81 @@ static bool cl_int_in(const redisReply *r, long long lo, long long hi, long long
     return true;
 }
 
-/* Builds the map a CLUSTER SLOTS reply describes into fresh[] (NULL for a
- * slot with no primary). from: the node that answered, whose host stands
- * for an empty one. Returns NULL, or what is wrong with the reply. */
-static const char *cl_parse_slots(cl_cluster *cl, const redisReply *r, const cl_node *from,
-                                  cl_node **fresh)
+int sl_cluster_parse_slots(const redisReply *r, sl_cluster_range *out, const char **err)
 {
-    if (r->type != REDIS_REPLY_ARRAY)
-        return r->type == REDIS_REPLY_ERROR ? r->str : "CLUSTER SLOTS: not an array";
-    if (r->elements > CL_SLOTS)
-        return "CLUSTER SLOTS: more ranges than slots";
+    if (r->type != REDIS_REPLY_ARRAY) {
+        *err = r->type == REDIS_REPLY_ERROR ? r->str : "CLUSTER SLOTS: not an array";
+        return -1;
+    }
+    if (r->elements > CL_SLOTS) {
+        *err = "CLUSTER SLOTS: more ranges than slots";
+        return -1;
+    }
+    uint64_t seen[CL_SLOTS / 64] = {0};
+    int n = 0;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *e = r->element[i];
         long long lo, hi, port;
         if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
             !cl_int_in(e->element[0], 0, CL_SLOTS - 1, &lo) ||
-            !cl_int_in(e->element[1], lo, CL_SLOTS - 1, &hi))
-            return "CLUSTER SLOTS: a range is not [start, end, primary, ...]";
+            !cl_int_in(e->element[1], lo, CL_SLOTS - 1, &hi)) {
+            *err = "CLUSTER SLOTS: a range is not [start, end, primary, ...]";
+            return -1;
+        }
         const redisReply *p = e->element[2];
         if (p->type != REDIS_REPLY_ARRAY || p->elements < 2 ||
             (p->element[0]->type != REDIS_REPLY_STRING && p->element[0]->type != REDIS_REPLY_NIL) ||
-            !cl_int_in(p->element[1], 0, 65535, &port))
-            return "CLUSTER SLOTS: a primary is not [host, port, ...]";
+            !cl_int_in(p->element[1], 0, 65535, &port)) {
+            *err = "CLUSTER SLOTS: a primary is not [host, port, ...]";
+            return -1;
+        }
+        for (long long s = lo; s <= hi; s++) {
+            if (seen[s / 64] & (UINT64_C(1) << (s % 64))) {
+                *err = "CLUSTER SLOTS: ranges overlap";
+                return -1;
+            }
+            seen[s / 64] |= UINT64_C(1) << (s % 64);
+        }
         /* A primary whose address the cluster does not know ("?", a null, port 0):
          * its slots stay without an owner until a later read. */
-        if (p->element[0]->type == REDIS_REPLY_NIL || port == 0 ||
-            (p->element[0]->len == 1 && p->element[0]->str[0] == '?'))
+        const redisReply *h = p->element[0];
+        if (h->type == REDIS_REPLY_NIL || port == 0 || (h->len == 1 && h->str[0] == '?'))
             continue;
-        const char *host = p->element[0]->str;
-        size_t hlen = p->element[0]->len;
-        if (hlen == 0) {
-            host = from->host;
-            hlen = strlen(from->host);
+        if (h->len > 0 && !cl_host_ok(h->str, h->len)) {
+            *err = "CLUSTER SLOTS: a primary's host is not a host name or address";
+            return -1;
         }
-        cl_node *n = cl_node_get(cl, host, hlen, (int)port);
-        if (!n)
-            return "CLUSTER SLOTS: a primary's address is invalid, or too many nodes";
-        for (long long s = lo; s <= hi; s++) {
-            if (fresh[s])
-                return "CLUSTER SLOTS: ranges overlap";
-            fresh[s] = n;
-        }
+        out[n++] = (sl_cluster_range){(int)lo, (int)hi, h->len ? h->str : NULL, h->len,
+                                      (int)port};
     }
-    return NULL;
+    return n;
+}
+
+/* Builds the map a CLUSTER SLOTS reply describes into fresh[] (NULL for a
+ * slot with no primary). from: the node that answered, whose address stands
+ * for an empty host. Returns NULL, or what is wrong with the reply. */
+static const char *cl_read_slots(cl_cluster *cl, const redisReply *r, const cl_node *from,
+                                 cl_node **fresh)
+{
+    const char *err = NULL;
+    sl_cluster_range *ranges = NULL;
+    if (r->type == REDIS_REPLY_ARRAY && r->elements > 0 && r->elements <= CL_SLOTS) {
+        ranges = sl_malloc(r->elements * sizeof *ranges);
+        if (!ranges)
+            return "out of memory";
+    }
+    int n = sl_cluster_parse_slots(r, ranges, &err);
+    for (int i = 0; i < n && !err; i++) {
+        const sl_cluster_range *g = &ranges[i];
+        cl_node *node = g->host ? cl_node_get(cl, g->host, g->hlen, g->port)
+                                : cl_node_get(cl, from->host, strlen(from->host), g->port);
+        if (!node)
+            err = "CLUSTER SLOTS: more nodes than a transport keeps, or out of memory";
+        for (int s = g->lo; s <= g->hi && node; s++)
+            fresh[s] = node;
+    }
+    sl_free(ranges);
+    return err;
 }
 
 /* Forgets the nodes that are neither seeds nor primaries, have no
@@ -552,7 +584,7 @@ static void cl_on_slots(redisAsyncContext *ac, void *r, void *priv)
     cl_node **fresh = NULL;
     if (!bad) {
         fresh = sl_calloc(CL_SLOTS, sizeof *fresh);
-        bad = fresh ? cl_parse_slots(cl, r, from, fresh) : "out of memory";
+        bad = fresh ? cl_read_slots(cl, r, from, fresh) : "out of memory";
     }
     if (bad) {
         snprintf(cl->map_err, sizeof cl->map_err, "%s:%d: %s", from->host, from->port, bad);
@@ -691,24 +723,32 @@ static const char *cl_why_unrouted(cl_cluster *cl, const cl_cmd *c)
     return cl->err;
 }
 
-/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": true with the slot and node. */
-static bool cl_parse_redirect(cl_cluster *cl, const redisReply *r, size_t skip, int *slot,
-                              cl_node **to)
+bool sl_cluster_parse_redirect(const char *s, size_t len, int *slot, size_t *hlen, int *port)
 {
-    const char *p = r->str + skip, *end = r->str + r->len;
-    long s = 0;
-    const char *digits = p;
-    while (p < end && *p >= '0' && *p <= '9' && p - digits < 6)
-        s = s * 10 + (*p++ - '0');
-    if (p == digits || p == end || *p != ' ' || s >= CL_SLOTS)
+    size_t i = 0;
+    long v = 0;
+    while (i < len && i < 5 && s[i] >= '0' && s[i] <= '9')
+        v = v * 10 + (s[i++] - '0');
+    if (i == 0 || i == len || s[i] != ' ' || v >= CL_SLOTS)
         return false;
-    p++;
+    i++;
+    if (!cl_parse_addr(s + i, len - i, hlen, port))
+        return false;
+    *slot = (int)v;
+    return true;
+}
+
+/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": true with the slot and node. */
+static bool cl_redirect_target(cl_cluster *cl, const redisReply *r, size_t skip, int *slot,
+                               cl_node **to)
+{
     size_t hlen;
     int port;
-    if (!cl_parse_addr(p, (size_t)(end - p), &hlen, &port))
+    if (!sl_cluster_parse_redirect(r->str + skip, r->len - skip, slot, &hlen, &port))
         return false;
-    *slot = (int)s;
-    *to = cl_node_get(cl, p, hlen, port);
+    /* The host starts after the slot and its blank. */
+    const char *host = (const char *)memchr(r->str + skip, ' ', r->len - skip) + 1;
+    *to = cl_node_get(cl, host, hlen, port);
     return *to != NULL;
 }
 
@@ -742,7 +782,7 @@ static void cl_on_reply(redisAsyncContext *ac, void *r, void *priv)
         if (moved || ask) {
             int slot;
             cl_node *to;
-            if (!cl_parse_redirect(cl, reply, moved ? 6 : 4, &slot, &to)) {
+            if (!cl_redirect_target(cl, reply, moved ? 6 : 4, &slot, &to)) {
                 cl_answer(c, reply, NULL);
                 return;
             }

@@ -38,4 +38,27 @@
  * is then an error of that connection. */
 sl_transport *sl_transport_cluster(uv_loop_t *loop, const sl_transport_config *cfg);
 
+/* The parsers of what nodes say, pure (for cluster.c and its tests). */
+
+/* One range of a CLUSTER SLOTS reply: slots lo..hi, served by host:port. */
+typedef struct sl_cluster_range {
+    int lo, hi;
+    const char *host; /* into the reply, not terminated; NULL: the answering node's */
+    size_t hlen;
+    int port;
+} sl_cluster_range;
+
+/* Reads a CLUSTER SLOTS reply into out[] (room for r->elements ranges): the
+ * ranges whose primary has a known address ("?", a null host or port 0 are
+ * unknown: their slots have no owner). Returns their count, or -1 with *err
+ * saying what is wrong: an error reply (its text), not an array, more
+ * ranges than slots, a range or a primary malformed, slots out of 0..16383
+ * or backwards, ranges that overlap, a host that is not a name or address. */
+int sl_cluster_parse_slots(const redisReply *r, sl_cluster_range *out, const char **err);
+
+/* The slot and address after a redirection's word ("3999 127.0.0.1:6381"
+ * of "MOVED 3999 127.0.0.1:6381"): true with *slot, *port and the host's
+ * length (the host starts after the first blank), false when malformed. */
+bool sl_cluster_parse_redirect(const char *s, size_t len, int *slot, size_t *hlen, int *port);
+
 #endif /* SL_BACKEND_CLUSTER_H */
