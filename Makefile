@@ -57,8 +57,10 @@ FUZZ_SECONDS ?= 30
 FUZZ_MAX_LEN ?= 4096
 FUZZ_CC ?= clang
 # Every target links the parsers and what they stand on (the proto layer,
-# the YAML config loader, the algorithms it validates limits with).
+# the YAML config loader, the algorithms it validates limits with);
+# fuzz_cluster also the cluster transport's parsers, with hiredis and libuv.
 FUZZ_SOURCES = src/proto/*.c src/policy/*.c src/common/*.c src/algo/*.c
+FUZZ_CLUSTER = src/backend/cluster.c src/backend/slot.c -lhiredis -luv
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
   -Iinclude -Isrc
@@ -67,7 +69,8 @@ fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for src in tests/fuzz/fuzz_*.c; do \
 	  name=$$(basename $$src .c); t=$${name#fuzz_}; \
-	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) -o build/fuzz/$$name -lm -lyaml -lcjson; \
+	  extra=; if [ $$t = cluster ]; then extra="$(FUZZ_CLUSTER)"; fi; \
+	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) $$extra -o build/fuzz/$$name -lm -lyaml -lcjson; \
 	  mkdir -p build/fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
 	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
 	  if ! build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \

@@ -478,7 +478,8 @@ static bool cl_int_in(const redisReply *r, long long lo, long long hi, long long
 int sl_cluster_parse_slots(const redisReply *r, sl_cluster_range *out, const char **err)
 {
     if (r->type != REDIS_REPLY_ARRAY) {
-        *err = r->type == REDIS_REPLY_ERROR ? r->str : "CLUSTER SLOTS: not an array";
+        /* An error reply's text says it best, unless it says nothing. */
+        *err = r->type == REDIS_REPLY_ERROR && r->str[0] ? r->str : "CLUSTER SLOTS: not an array";
         return -1;
     }
     if (r->elements > CL_SLOTS) {

@@ -91,6 +91,7 @@ Test(cluster_parse, malformed_replies)
         {"-ERR This instance has cluster support disabled\r\n",
          "ERR This instance has cluster support disabled"},
         {"+OK\r\n", "CLUSTER SLOTS: not an array"},
+        {"-\r\n", "CLUSTER SLOTS: not an array"},
         {"*1\r\n:5\r\n", "CLUSTER SLOTS: a range is not [start, end, primary, ...]"},
         {"*1\r\n*2\r\n:0\r\n:5\r\n", "CLUSTER SLOTS: a range is not [start, end, primary, ...]"},
         {"*1\r\n*3\r\n:5\r\n:4\r\n*2\r\n$1\r\na\r\n:1\r\n",
