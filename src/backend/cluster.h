@@ -32,8 +32,10 @@
  * copied. It starts connecting at once; commands sent before the slot map is
  * known wait for it. Returns NULL when cfg is malformed (no seed, a seed
  * that is not host:port) or memory runs out. The transport is the caller's,
- * freed by its ops->close(), which must not be called from within a cb;
- * the loop must then run until the transport's handles have closed. The
+ * freed by its ops->close() (which may be called from within a cb: what is
+ * still pending is answered then or, for a connection whose reply is being
+ * handed over, as soon as that cb returns); the loop must then run until
+ * the transport's handles have closed. The
  * process must ignore SIGPIPE (sluiced does): a write to a node that died
  * is then an error of that connection. */
 sl_transport *sl_transport_cluster(uv_loop_t *loop, const sl_transport_config *cfg);

@@ -17,7 +17,8 @@
  *
  * Directives: "#stats" prints {"epoch":N,"ready":true|false}; "#close"
  * closes the transport at once (every pending command is answered) and
- * stops reading. At the end of stdin the driver waits for every answer,
+ * stops reading; "#close-on N" does the same from within the cb that
+ * answers command N. At the end of stdin the driver waits for every answer,
  * closes the transport, and exits 0; it aborts when a command is answered
  * twice, and exits 3 when one never was.
  */
@@ -41,6 +42,16 @@ static bool line_too_long;
 static unsigned char *answered; /* per command id: how many answers */
 static size_t n_cmds, cap_cmds, outstanding;
 static bool eof, closed;
+static size_t close_on; /* the command whose answer closes the transport; 0: none */
+
+/* Stops reading stdin for good. */
+static void close_input(void)
+{
+    if (!uv_is_closing((uv_handle_t *)&in)) {
+        uv_read_stop((uv_stream_t *)&in);
+        uv_close((uv_handle_t *)&in, NULL);
+    }
+}
 
 static void json_string(const char *s, size_t len)
 {
@@ -114,6 +125,12 @@ static void on_answer(void *priv, redisReply *reply, const char *err)
         printf("}\n");
     }
     fflush(stdout);
+    if (id == close_on && !closed) {
+        closed = true;
+        close_input();
+        tr->ops->close(tr);
+        return;
+    }
     finish_if_done();
 }
 
@@ -183,8 +200,12 @@ static void do_line(char *s)
     }
     if (strcmp(s, "#close") == 0) {
         closed = true;
-        uv_read_stop((uv_stream_t *)&in);
+        close_input();
         tr->ops->close(tr);
+        return;
+    }
+    if (strncmp(s, "#close-on ", 10) == 0) {
+        close_on = (size_t)strtoull(s + 10, NULL, 10);
         return;
     }
     char *argv[ARGS_MAX];
@@ -236,7 +257,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
 {
     if (nread < 0) {
         eof = true;
-        uv_close((uv_handle_t *)&in, NULL);
+        close_input();
         finish_if_done();
         return;
     }
@@ -258,8 +279,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             line_too_long = true;
         }
     }
-    if (closed && !uv_is_closing((uv_handle_t *)&in))
-        uv_close((uv_handle_t *)&in, NULL);
 }
 
 int main(int argc, char **argv)

@@ -272,6 +272,21 @@ def test_close_answers_everything_pending(cluster, make_driver):
             and d.answers[i].get("value") != 1] == []
 
 
+def test_close_from_within_a_cb(cluster, make_driver):
+    # The first answer closes the transport: the rest, in flight on its connection and
+    # on the others, are answered once each, as they come or as "transport closing".
+    d = make_driver(cluster.seeds())
+    assert d.value("SET cb:k 1") == "OK"
+    d.write(["#close-on 2"])
+    ids = d.send_many(["INCR cb:%d" % i for i in range(300)])
+    d.stop()
+    assert sorted(d.answers) == [1] + ids
+    closing = [i for i in ids if d.answers[i].get("err") == "transport closing"]
+    assert [d.answers[i] for i in ids if i not in closing and d.answers[i].get("value") != 1] \
+        == []
+    assert closing, "nothing was pending at the close"
+
+
 def test_auth_comes_first(make_server, make_driver):
     cluster = make_cluster(make_server, primaries=3, replicas=0, auth="s3cret pass")
     d = make_driver(cluster.seeds(), ["--password", "s3cret pass"])
