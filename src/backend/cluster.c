@@ -203,8 +203,8 @@ static bool cl_host_ok(const char *h, size_t len)
 }
 
 /* "host:port" (the last colon splits, for IPv6): true with *hlen and *port
- * set when both parts are valid. */
-static bool cl_parse_addr(const char *s, size_t len, size_t *hlen, int *port)
+ * set when both parts are valid; an empty host too when empty_host. */
+static bool cl_parse_addr(const char *s, size_t len, bool empty_host, size_t *hlen, int *port)
 {
     size_t colon = len;
     while (colon > 0 && s[colon - 1] != ':')
@@ -217,7 +217,7 @@ static bool cl_parse_addr(const char *s, size_t len, size_t *hlen, int *port)
             return false;
         p = p * 10 + (s[i] - '0');
     }
-    if (p < 1 || p > 65535 || !cl_host_ok(s, colon - 1))
+    if (p < 1 || p > 65535 || !(cl_host_ok(s, colon - 1) || (empty_host && colon == 1)))
         return false;
     *hlen = colon - 1;
     *port = (int)p;
@@ -511,11 +511,17 @@ int sl_cluster_parse_slots(const redisReply *r, sl_cluster_range *out, const cha
             }
             seen[s / 64] |= UINT64_C(1) << (s % 64);
         }
-        /* A primary whose address the cluster does not know ("?", a null, port 0):
-         * its slots stay without an owner until a later read. */
+        /* A primary whose address the cluster does not know ("?": no host name
+         * announced; port 0): its slots stay without an owner until a later
+         * read. A null (cluster-preferred-endpoint-type unknown-endpoint) or
+         * empty host is the answering node's. */
         const redisReply *h = p->element[0];
-        if (h->type == REDIS_REPLY_NIL || port == 0 || (h->len == 1 && h->str[0] == '?'))
+        if (port == 0 || (h->type == REDIS_REPLY_STRING && h->len == 1 && h->str[0] == '?'))
             continue;
+        if (h->type == REDIS_REPLY_NIL) {
+            out[n++] = (sl_cluster_range){(int)lo, (int)hi, NULL, 0, (int)port};
+            continue;
+        }
         if (h->len > 0 && !cl_host_ok(h->str, h->len)) {
             *err = "CLUSTER SLOTS: a primary's host is not a host name or address";
             return -1;
@@ -733,15 +739,16 @@ bool sl_cluster_parse_redirect(const char *s, size_t len, int *slot, size_t *hle
     if (i == 0 || i == len || s[i] != ' ' || v >= CL_SLOTS)
         return false;
     i++;
-    if (!cl_parse_addr(s + i, len - i, hlen, port))
+    if (!cl_parse_addr(s + i, len - i, true, hlen, port))
         return false;
     *slot = (int)v;
     return true;
 }
 
-/* "MOVED 3999 127.0.0.1:6381" or "ASK ...": true with the slot and node. */
-static bool cl_redirect_target(cl_cluster *cl, const redisReply *r, size_t skip, int *slot,
-                               cl_node **to)
+/* "MOVED 3999 127.0.0.1:6381" or "ASK ...", from node `from`: true with the
+ * slot and the node named (an empty host, "MOVED 3999 :6381", is from's). */
+static bool cl_redirect_target(cl_cluster *cl, const redisReply *r, size_t skip,
+                               const cl_node *from, int *slot, cl_node **to)
 {
     size_t hlen;
     int port;
@@ -749,6 +756,10 @@ static bool cl_redirect_target(cl_cluster *cl, const redisReply *r, size_t skip,
         return false;
     /* The host starts after the slot and its blank. */
     const char *host = (const char *)memchr(r->str + skip, ' ', r->len - skip) + 1;
+    if (hlen == 0) {
+        host = from->host;
+        hlen = strlen(from->host);
+    }
     *to = cl_node_get(cl, host, hlen, port);
     return *to != NULL;
 }
@@ -783,7 +794,7 @@ static void cl_on_reply(redisAsyncContext *ac, void *r, void *priv)
         if (moved || ask) {
             int slot;
             cl_node *to;
-            if (!cl_redirect_target(cl, reply, moved ? 6 : 4, &slot, &to)) {
+            if (!cl_redirect_target(cl, reply, moved ? 6 : 4, from, &slot, &to)) {
                 cl_answer(c, reply, NULL);
                 return;
             }
@@ -989,7 +1000,7 @@ static bool cl_add_seeds(cl_cluster *cl, const char *hosts)
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         size_t hlen;
         int port;
-        if (!cl_parse_addr(p, len, &hlen, &port))
+        if (!cl_parse_addr(p, len, false, &hlen, &port))
             return false;
         cl_node *n = cl_node_get(cl, p, hlen, port);
         if (!n)

@@ -51,8 +51,8 @@ typedef struct sl_cluster_range {
 } sl_cluster_range;
 
 /* Reads a CLUSTER SLOTS reply into out[] (room for r->elements ranges): the
- * ranges whose primary has a known address ("?", a null host or port 0 are
- * unknown: their slots have no owner). Returns their count, or -1 with *err
+ * ranges whose primary has a known address ("?" or port 0 are unknown:
+ * their slots have no owner; a null or empty host is the answering node's). Returns their count, or -1 with *err
  * saying what is wrong: an error reply (its text), not an array, more
  * ranges than slots, a range or a primary malformed, slots out of 0..16383
  * or backwards, ranges that overlap, a host that is not a name or address. */
@@ -60,7 +60,8 @@ int sl_cluster_parse_slots(const redisReply *r, sl_cluster_range *out, const cha
 
 /* The slot and address after a redirection's word ("3999 127.0.0.1:6381"
  * of "MOVED 3999 127.0.0.1:6381"): true with *slot, *port and the host's
- * length (the host starts after the first blank), false when malformed. */
+ * length (the host starts after the first blank; 0: the host is the one
+ * that sent the redirection, as in "3999 :6381"), false when malformed. */
 bool sl_cluster_parse_redirect(const char *s, size_t len, int *slot, size_t *hlen, int *port);
 
 #endif /* SL_BACKEND_CLUSTER_H */

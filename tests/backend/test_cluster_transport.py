@@ -430,3 +430,32 @@ def test_commands_waiting_for_a_route_are_bounded(make_driver):
     assert all(d.answers[i]["err"].startswith("no slot map from the cluster within 2000 ms (127.0.0.1:")
                for i in ids[:cap])
     d.stop()
+
+
+def test_nodes_of_unknown_endpoint_are_reached_where_the_map_was_read(make_server, make_driver):
+    # cluster-preferred-endpoint-type unknown-endpoint: CLUSTER SLOTS names no host (a
+    # null) and MOVED says ":PORT": both mean the host the transport asked.
+    cluster = make_cluster(make_server, primaries=3, replicas=0,
+                           args=["--cluster-preferred-endpoint-type", "unknown-endpoint"])
+    c = cluster.nodes[0].conn()
+    try:
+        assert all(r[2][0] is None for r in c.call("CLUSTER", "SLOTS"))
+    finally:
+        c.close()
+    d = make_driver(cluster.seeds())
+    ids = d.send_many(["SET u:%d %d" % (i, i) for i in range(200)])
+    assert all(d.answer(i).get("value") == "OK" for i in ids)
+    # An empty slot moved from A to B: A answers "MOVED s :PORT_B".
+    key = "u:moving"
+    s = slot_of(key)
+    owners = cluster.slots()
+    a = cluster.index_of(owners[s][0])
+    b = cluster.index_of(next(p for p, _ in owners.values() if p != owners[s][0]))
+    assert cluster.clients[a].execute_command("CLUSTER", "COUNTKEYSINSLOT", s) == 0
+    for i in (b, a) + tuple(i for i in range(3) if i not in (a, b)):
+        cluster.clients[i].execute_command("CLUSTER", "SETSLOT", s, "NODE", cluster.node_id(b))
+    moved = errors(cluster, a, "MOVED")
+    assert d.value("SET %s 1" % key) == "OK"
+    assert errors(cluster, a, "MOVED") == moved + 1
+    assert cluster.clients[b].get(key) == b"1"
+    d.stop()

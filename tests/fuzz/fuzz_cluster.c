@@ -86,7 +86,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (sl_cluster_parse_redirect(text, size - 1, &slot, &hlen, &port)) {
             CHECK(slot >= 0 && slot < 16384);
             CHECK(port >= 1 && port <= 65535);
-            CHECK(hlen >= 1 && hlen <= 255 && hlen < size - 1);
+            CHECK(hlen <= 255 && hlen < size - 1);
             const char *blank = memchr(text, ' ', size - 1);
             CHECK(blank && (size_t)(blank - text) + 1 + hlen < size - 1);
         }

@@ -68,17 +68,20 @@ Test(cluster_parse, unknown_and_empty_endpoints)
 {
     sl_cluster_range out[4];
     const char *err;
-    /* "?" and a null host, and port 0: no owner; "" : the answering node. */
+    /* "?" and port 0: no owner; a null and "": the answering node. */
     int n = parse("*4\r\n"
                   "*3\r\n:0\r\n:9\r\n*2\r\n$1\r\n?\r\n:7000\r\n"
-                  "*3\r\n:10\r\n:19\r\n*2\r\n$-1\r\n:7000\r\n"
+                  "*3\r\n:10\r\n:19\r\n*2\r\n$-1\r\n:7004\r\n"
                   "*3\r\n:20\r\n:29\r\n*2\r\n$9\r\n127.0.0.1\r\n:0\r\n"
                   "*3\r\n:30\r\n:39\r\n*2\r\n$0\r\n\r\n:7005\r\n",
                   out, &err);
-    cr_assert_eq(n, 1, "%s", err ? err : "");
-    cr_assert_eq(out[0].lo, 30);
+    cr_assert_eq(n, 2, "%s", err ? err : "");
+    cr_assert_eq(out[0].lo, 10);
     cr_assert_null(out[0].host);
-    cr_assert_eq(out[0].port, 7005);
+    cr_assert_eq(out[0].port, 7004);
+    cr_assert_eq(out[1].lo, 30);
+    cr_assert_null(out[1].host);
+    cr_assert_eq(out[1].port, 7005);
     /* No ranges at all: a cluster with no slots assigned yet. */
     cr_assert_eq(parse("*0\r\n", out, &err), 0);
 }
@@ -175,10 +178,14 @@ Test(cluster_parse, redirections)
     cr_assert_eq(port, 7000);
     cr_assert(redirect("16383 node-1.example:65535", &slot, &hlen, &port));
     cr_assert_eq(slot, 16383);
+    /* cluster-preferred-endpoint-type unknown-endpoint: the sender's host. */
+    cr_assert(redirect("12 :6380", &slot, &hlen, &port));
+    cr_assert_eq(hlen, 0);
+    cr_assert_eq(port, 6380);
     static const char *const bad[] = {
         "",           "3999",          "3999 ",        " 127.0.0.1:1",   "16384 a:1",
         "99999 a:1",  "123456 a:1",    "-1 a:1",       "3999 127.0.0.1", "3999 a:0",
-        "3999 a:65536", "3999 :7000",  "3999 a:",      "3999 a b:1",     "3999 a/b:1",
+        "3999 a:65536", "3999 ::",     "3999 a:",      "3999 a b:1",     "3999 a/b:1",
         "3999 a:12x", "3999 a:123456", "x 127.0.0.1:1",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
