@@ -14,9 +14,9 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF -D
     && DESTDIR=/stage cmake --install /build --prefix /usr/local
 
 FROM debian:12-slim
-# What sluiced and sluice link: libuv, libyaml, cJSON (and libc).
+# What sluiced and sluice link: libuv, libyaml, cJSON, hiredis (and libc).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends libuv1 libyaml-0-2 libcjson1 \
+    && apt-get install -y --no-install-recommends libuv1 libyaml-0-2 libcjson1 libhiredis0.14 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home-dir /var/lib/sluice --shell /usr/sbin/nologin sluice \
     && install -d -o sluice -g sluice -m 0700 /var/lib/sluice

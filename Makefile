@@ -102,16 +102,18 @@ test-integration:
 test-module: build
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/module
 
-# The backends' transports (tests/backend/): tests/backend/cluster_driver, built
-# under ASan+UBSan, runs the Redis Cluster transport against a six-node cluster
-# of Debian's redis-server 7 on free 127.0.0.1 ports (three primaries, a
-# replica each): slots, ASK and MOVED during a migration, a primary killed and
-# its replica promoted, seeds that are down, AUTH. The module is loaded into
-# the nodes when build/lib/sluice-redis.so is built.
+# The backends' tests (tests/backend/): tests/backend/redis_driver, the redis
+# backend on a uv loop under ASan+UBSan, against Debian's redis-server 7 on free
+# 127.0.0.1 ports, with build/lib/sluice-redis.so (the release build) loaded and
+# without (the Lua script); Redis killed, restarted, paused, or not Redis at all.
+# tests/backend/cluster_driver, the Redis Cluster transport, against clusters of
+# redis-server 7 (three primaries, a replica each where a failover is tested):
+# every slot, ASK and MOVED during a migration, a primary killed and its replica
+# promoted, seeds that are down or silent, AUTH.
 .PHONY: test-backend
 test-backend: build
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
-	@cmake --build build/asan -j $(JOBS) --target cluster_driver
+	@cmake --build build/asan -j $(JOBS) --target redis_driver cluster_driver
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend
 
 # The CLI's tests (tests/cli/): pytest runs the ASan+UBSan build of `sluice` on

@@ -8,7 +8,8 @@
 # $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys, pipelining 1 and 16:
 #   - CL.THROTTLE (the module)
 #   - a token bucket in Lua through EVALSHA (bench/lua/token_bucket.lua: the usual way)
-#   - sluice's own Lua fallback for CL.THROTTLE (src/redis_module/lua/cell.lua)
+#   - sluice's own Lua fallback for CL.THROTTLE: EVALSHA of src/backend/lua/sluice.lua (the
+#     central store's script, SL.DECIDE's arguments) with a cell group
 #   - INCR (a fixed window done the cheap way: no expiry, no answer but a count)
 #   - PING (Redis doing nothing)
 # then memory per key: fresh servers, INFO memory used_memory before and after $KEYS
@@ -34,6 +35,7 @@ KEYS=${KEYS:-1000000}
 # expired) during the run; for the memory figure a day, as loading takes a while.
 CELL_ARGS=(99 100 3600)          # CL.THROTTLE key max_burst count period_s
 LUA_ARGS=(100 100 3600000 1)     # capacity, tokens per period, period_ms, cost
+CELL_DECIDE=(cell "${CELL_ARGS[@]}" 1 0 0 0) # the same as sluice.lua's group (cost 1)
 CELL_ARGS_MEM=(99 100 86400)
 LUA_ARGS_MEM=(100 100 86400000 1)
 
@@ -54,7 +56,7 @@ start_redis() {
   pids+=("$PID")
   wait_ping "$PORT" "$PID" "$work/redis.log"
   SHA_TB=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat bench/lua/token_bucket.lua)")
-  SHA_CELL=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat src/redis_module/lua/cell.lua)")
+  SHA_CELL=$(redis-cli -p "$PORT" SCRIPT LOAD "$(cat src/backend/lua/sluice.lua)")
   [[ $SHA_TB =~ ^[0-9a-f]{40}$ && $SHA_CELL =~ ^[0-9a-f]{40}$ ]] ||
     { echo "module_compare: SCRIPT LOAD failed" >&2; exit 1; }
 }
@@ -73,13 +75,14 @@ bench() { # pipeline requests command...
 
 # The commands answer what they should before they are timed (redis-benchmark does not look).
 probe() {
-  local a b c
+  local a b c d
   a=$(redis-cli -p "$PORT" CL.THROTTLE probe:m "${CELL_ARGS[@]}" | tr '\n' ' ')
   b=$(redis-cli -p "$PORT" EVALSHA "$SHA_TB" 1 probe:t "${LUA_ARGS[@]}" | tr '\n' ' ')
-  c=$(redis-cli -p "$PORT" EVALSHA "$SHA_CELL" 1 probe:c "${CELL_ARGS[@]}" | tr '\n' ' ')
+  c=$(redis-cli -p "$PORT" EVALSHA "$SHA_CELL" 1 probe:c TAKE 0 "${CELL_DECIDE[@]}" | tr '\n' ' ')
+  d=$(redis-cli -p "$PORT" SL.DECIDE TAKE 0 1 probe:d "${CELL_DECIDE[@]}" | tr '\n' ' ')
   [[ $a == "0 100 99 -1 36 " ]] || { echo "module_compare: CL.THROTTLE answered: $a" >&2; exit 1; }
   [[ $b == "1 99 0 " ]] || { echo "module_compare: Lua token bucket answered: $b" >&2; exit 1; }
-  [[ $c == "$a" ]] || { echo "module_compare: cell.lua answered: $c, the module $a" >&2; exit 1; }
+  [[ $c == "$d" ]] || { echo "module_compare: sluice.lua answered: $c, the module $d" >&2; exit 1; }
 }
 
 # Loads KEYS distinct keys through one pipe; kind: module or lua.
@@ -120,7 +123,7 @@ for pipe in 1 16; do
   echo "module_compare: pipeline $pipe, $n requests per run" >&2
   R[cell_$pipe]=$(bench "$pipe" "$n" CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}")
   R[lua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_TB" 1 "lua:__rand_int__" "${LUA_ARGS[@]}")
-  R[celllua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_CELL" 1 "cl:__rand_int__" "${CELL_ARGS[@]}")
+  R[celllua_$pipe]=$(bench "$pipe" "$n" EVALSHA "$SHA_CELL" 1 "cl:__rand_int__" TAKE 0 "${CELL_DECIDE[@]}")
   R[incr_$pipe]=$(bench "$pipe" "$n" INCR "incr:__rand_int__")
   R[ping_$pipe]=$(bench "$pipe" "$n" PING)
 done
@@ -148,7 +151,7 @@ echo "|---|---:|---:|---:|---:|"
 for pipe in 1 16; do
   row "CL.THROTTLE (sluice-redis.so)" "$pipe" "cell_$pipe"
   row "EVALSHA token bucket (bench/lua/token_bucket.lua)" "$pipe" "lua_$pipe"
-  row "EVALSHA CL.THROTTLE in Lua (src/redis_module/lua/cell.lua)" "$pipe" "celllua_$pipe"
+  row "EVALSHA CL.THROTTLE in Lua (src/backend/lua/sluice.lua, a cell group)" "$pipe" "celllua_$pipe"
   row "INCR" "$pipe" "incr_$pipe"
   row "PING" "$pipe" "ping_$pipe"
 done
@@ -156,7 +159,7 @@ echo
 echo "| ratio | pipeline 1 | pipeline 16 |"
 echo "|---|---:|---:|"
 echo "| CL.THROTTLE / EVALSHA token bucket | $(ratio "$(first cell_1)" "$(first lua_1)")× | $(ratio "$(first cell_16)" "$(first lua_16)")× |"
-echo "| CL.THROTTLE / EVALSHA cell.lua | $(ratio "$(first cell_1)" "$(first celllua_1)")× | $(ratio "$(first cell_16)" "$(first celllua_16)")× |"
+echo "| CL.THROTTLE / EVALSHA sluice.lua | $(ratio "$(first cell_1)" "$(first celllua_1)")× | $(ratio "$(first cell_16)" "$(first celllua_16)")× |"
 echo "| CL.THROTTLE / INCR | $(ratio "$(first cell_1)" "$(first incr_1)")× | $(ratio "$(first cell_16)" "$(first incr_16)")× |"
 echo
 echo "| memory after $KEYS keys (INFO used_memory) | keys | before | after | bytes per key |"
@@ -169,5 +172,5 @@ for kind in module lua; do
 done
 echo
 echo "Machine: $(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')); load average at start $load_start, at end $(cut -d' ' -f1-3 /proc/loadavg)."
-echo "raw redis-benchmark CSV (CL.THROTTLE, Lua token bucket, cell.lua, INCR, PING; P1 then P16):" >&2
+echo "raw redis-benchmark CSV (CL.THROTTLE, Lua token bucket, sluice.lua, INCR, PING; P1 then P16):" >&2
 cat "$work/raw.csv" >&2

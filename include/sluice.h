@@ -295,6 +295,49 @@ int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decisi
 int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d);
 
 /*
+ * Gives back a take: undoes, as far as *state still can at `now`, a take of
+ * `cost` units that *l admitted on this state at a time <= now. A request
+ * checked against several limits whose states cannot be taken from at once
+ * (keys in different Redis Cluster slots) is taken from them in order, and
+ * when a later one refuses, the earlier ones are given back this way, so
+ * that the request consumes from none.
+ *
+ * When no other take of the state came between the take and its refund (a
+ * backend refunds at once), the state then admits exactly what it would
+ * have admitted had that take been refused, in every decision that
+ * follows: a refund never gives a budget the client did not have. Per
+ * algorithm:
+ *
+ *   gcra, leaky_bucket  TAT -= cost * T, never below now (the queue's level
+ *                       goes back by cost); what has refilled since the
+ *                       take is not given again
+ *   token_bucket        tokens += cost, at most burst
+ *   fixed_window        the window's count -= cost, only while `now` is
+ *                       still in the window the state counts in; once that
+ *                       window has ended, nothing (its count limits no more)
+ *   sliding_window      the same, while the count still weighs: in its
+ *                       window, and in the next as the previous window's
+ *   sliding_log         the `cost` newest timestamps still in the log go
+ *   concurrency         SL_ERR_ALGORITHM: a lease is released, not refunded
+ *                       (sl_lease_release)
+ *
+ * A carried limit (sl_limit_carry) gives back only to a state that names
+ * it: a state written under another limit, or never written, gets nothing.
+ *
+ * The state does not say when its units were taken, so when other takes
+ * came between, it may afterwards admit up to `cost` units more than it
+ * would have without the refunded take (the time that refilled its units
+ * while others waited, a window that turned), never more than that.
+ *
+ * Returns the units given back, 0 .. cost (0 when the take has refilled or
+ * its window has passed; for the metering algorithms, the whole units the
+ * state's debt shrank by), or SL_ERR_COST / SL_ERR_TIME for invalid input
+ * and SL_ERR_ALGORITHM for a concurrency limit. *state changes only when
+ * units are given back (an answer above 0). Cost 0 gives back nothing.
+ */
+int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
+
+/*
  * The time from which *state is equivalent to "never seen" (a full bucket, a
  * past window, no lease held) if nothing else is taken; 0 when it already is.
  * A store reclaims the state then; Redis expires the key then.
@@ -482,6 +525,18 @@ int sl_store_reset(sl_store *s, const void *key, size_t keylen);
  */
 int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
                      int64_t now, uint64_t lease_id);
+
+/*
+ * Gives back a take of `cost` units from `key` under *l (sl_refund: as if
+ * the take had been refused). A key that is not held, or holds a state of
+ * another algorithm or size than *l's, gets nothing back; a state that is
+ * "never seen" afterwards is reclaimed. Returns the units given back
+ * (0 .. cost), SL_ERR_KEY for a bad key, SL_ERR_COST / SL_ERR_TIME as
+ * sl_take, SL_ERR_ALGORITHM for a concurrency limit (leases are released:
+ * sl_store_release), SL_ERR_ARGUMENT for a NULL pointer.
+ */
+int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                        int64_t now, int64_t cost);
 
 /*
  * Reclaims states that are "never seen" again at `now`, looking at up to

@@ -191,6 +191,29 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
     return SL_OK;
 }
 
+/* A carried state gets back only what a take under the limit it names took:
+ * a state named by another limit has not taken these units under this one
+ * (whatever it reads as, carried over), and one never written holds none. */
+int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    int rc = sl_check_input(l, now, cost);
+    if (rc != SL_OK)
+        return rc;
+    const sl_algo_ops *ops = sl_algos[l->algorithm];
+    if (!ops->refund)
+        return SL_ERR_ALGORITHM;
+    if (cost == 0)
+        return 0;
+    if (l->flags & SL_LIMIT_CARRY) {
+        int64_t tag[2];
+        memcpy(tag, state, sizeof tag);
+        if (tag[0] != l->limit || tag[1] != l->period_ns)
+            return 0;
+        state = (unsigned char *)state + SL_CARRY_BYTES;
+    }
+    return ops->refund(l, state, now, cost);
+}
+
 int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
                      int64_t *expires_at)
 {

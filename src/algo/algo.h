@@ -32,6 +32,11 @@ typedef struct sl_algo_ops {
      * (old_size bytes) holds at `now`, timestamps as they are. Returns SL_OK,
      * or SL_ERR_WRONGTYPE when it does not fit. */
     int (*resize)(const void *old, size_t old_size, void *out, size_t out_size, int64_t now);
+    /* Gives back `cost` (> 0) units of a take at `now` (sl_refund's
+     * contract, on the algorithm's state: no limit's name in front); the
+     * inputs are checked. Returns the units given back, 0 .. cost. NULL for
+     * an algorithm that cannot refund (the concurrency limit). */
+    int64_t (*refund)(const sl_limit *l, void *state, int64_t now, int64_t cost);
 } sl_algo_ops;
 
 extern const sl_algo_ops sl_gcra_ops;
@@ -48,6 +53,7 @@ void sl_leaky_bucket_take(const sl_limit *l, void *state, int64_t now, int64_t c
                           sl_decision *d);
 int64_t sl_gcra_expires_at(const sl_limit *l, const void *state);
 void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
+int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
 
 /* What sl_take checks of its inputs: SL_OK, or the error it would return. */
 int sl_take_check(const sl_limit *l, int64_t now, int64_t cost);

@@ -40,7 +40,10 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     sl_fixed_window_state *s = state;
     int64_t start = s->start, count = s->count, end = 0;
 
-    if (count <= 0 || count > l->limit || now < start || now >= (end = sl_window_end(l, start))) {
+    /* A start before -SL_TIME_MAX is no take's (a module's key can be SET to
+     * anything), and the calendar's arithmetic would overflow on it. */
+    if (count <= 0 || count > l->limit || now < start || start < -SL_TIME_MAX ||
+        now >= (end = sl_window_end(l, start))) {
         sl_window_at(l, now, &start, &end);
         count = 0;
     }
@@ -60,6 +63,23 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     }
     d->remaining = l->limit - count;
     d->reset_after_ns = count == 0 ? 0 : end - now;
+}
+
+/* Units come back to the window that counted them, while it lasts: once
+ * `now` has left it, the count no longer limits anyone, and a later
+ * window's count holds none of those units. */
+static int64_t sl_fw_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_fixed_window_state *s = state;
+    int64_t count = s->count;
+    if (count <= 0 || count > l->limit || now < s->start || s->start < -SL_TIME_MAX ||
+        now >= sl_window_end(l, s->start))
+        return 0;
+    int64_t given = sl_min64(cost, count);
+    s->count = count - given;
+    if (s->count == 0)
+        s->start = 0; /* "never seen" again */
+    return given;
 }
 
 static int64_t sl_fw_expires_at(const sl_limit *l, const void *state)
@@ -82,4 +102,5 @@ const sl_algo_ops sl_fixed_window_ops = {
     .take = sl_fw_take,
     .expires_at = sl_fw_expires_at,
     .rebase = sl_fw_rebase,
+    .refund = sl_fw_refund,
 };

@@ -174,6 +174,50 @@ void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns)
         s->tat = sl_time_rebase(s->tat, delta_ns);
 }
 
+/*
+ * A refund moves the TAT back by cost * T, but never before now: the debt a
+ * take added has been paid off by the time passed since, as far as it has,
+ * and only what is still owed comes back. Worked in units of 1/den ns, where
+ * the debt and cost * T = cost * reduced_period are exact integers (below
+ * 2^126). A debt beyond tau, which only another limit leaves, is not capped
+ * as a take reads it: capping would forgive that limit's debt. The units
+ * given back are the whole intervals the debt a take reads shrank by; when
+ * none, the state stays as it was.
+ */
+int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_gcra_state *s = state;
+    int64_t t = s->tat, f = s->frac;
+    if (f < 0 || f >= l->den) /* a state written under another rate */
+        f = 0;
+    if (t < now || (t == now && f == 0))
+        return 0; /* no debt left: the take has refilled */
+    uint64_t den = (uint64_t)l->den;
+    sl_u128 debt = (sl_u128)(uint64_t)(t - now) * den + (uint64_t)f;
+    sl_u128 back = (sl_u128)(uint64_t)cost * (uint64_t)l->reduced_period;
+    sl_u128 left = back >= debt ? 0 : debt - back;
+    int64_t left_ns = (int64_t)(left / den), left_frac = (int64_t)(left % den);
+
+    /* Whole intervals of the debt as a take reads it (capped at tau). */
+    int64_t tau_ns = l->tolerance_ns, tau_frac = l->tolerance_frac;
+    int64_t before_ns = t - now, before_frac = f;
+    if (before_ns > tau_ns || (before_ns == tau_ns && before_frac > tau_frac)) {
+        before_ns = tau_ns;
+        before_frac = tau_frac;
+    }
+    if (left_ns > tau_ns || (left_ns == tau_ns && left_frac > tau_frac)) {
+        left_ns = tau_ns;
+        left_frac = tau_frac;
+    }
+    int64_t given = sl_intervals_ceil(l, before_ns, before_frac) -
+                    sl_intervals_ceil(l, left_ns, left_frac);
+    if (given == 0)
+        return 0; /* a debt still beyond tau: nothing this limit reads changes */
+    s->tat = now + (int64_t)(left / den);
+    s->frac = (int64_t)(left % den);
+    return given;
+}
+
 const sl_algo_ops sl_gcra_ops = {
     .name = "gcra",
     .init = sl_gcra_init,
@@ -181,6 +225,7 @@ const sl_algo_ops sl_gcra_ops = {
     .take = sl_gcra_take,
     .expires_at = sl_gcra_expires_at,
     .rebase = sl_gcra_rebase,
+    .refund = sl_gcra_refund,
 };
 
 /*

@@ -27,4 +27,5 @@ const sl_algo_ops sl_leaky_bucket_ops = {
     .take = sl_leaky_bucket_take,
     .expires_at = sl_gcra_expires_at,
     .rebase = sl_gcra_rebase,
+    .refund = sl_gcra_refund, /* the queue's level goes back by cost */
 };

@@ -90,6 +90,30 @@ static void sl_log_take(const sl_limit *l, void *state, int64_t now, int64_t cos
     d->reset_after_ns = count == 0 ? 0 : sl_max64(newest + p - now, 0);
 }
 
+/* The newest timestamps go: a take writes its `cost` stamps after every
+ * other (never older than the newest), so while no take came after it they
+ * are its own. Those the period has left behind are dropped first, as a
+ * take drops them: a take whose stamps have left gets nothing back. */
+static int64_t sl_log_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_sliding_log_state *s = state;
+    int64_t cap = l->limit, p = l->period_ns;
+    int64_t count = s->count, head = s->head;
+    if (count <= 0 || count > cap || head < 0 || head >= cap)
+        return 0; /* never seen, or not a state of this limit */
+    while (count > 0 && sl_log_at(s, head) <= now - p) {
+        head = head + 1 == cap ? 0 : head + 1;
+        count--;
+    }
+    int64_t given = sl_min64(cost, count);
+    if (given == 0)
+        return 0; /* every stamp has left: the state is as good as "never seen" */
+    count -= given;
+    s->count = count;
+    s->head = count == 0 ? 0 : head;
+    return given;
+}
+
 static int64_t sl_log_expires_at(const sl_limit *l, const void *state)
 {
     const sl_sliding_log_state *s = state;
@@ -141,4 +165,5 @@ const sl_algo_ops sl_sliding_log_ops = {
     .expires_at = sl_log_expires_at,
     .rebase = sl_log_rebase,
     .resize = sl_log_resize,
+    .refund = sl_log_refund,
 };

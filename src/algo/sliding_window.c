@@ -59,8 +59,8 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     int64_t lim = l->limit;
     int64_t start = s->start, cur = s->cur, prev = s->prev, end = 0;
 
-    if (cur < 0 || cur > lim || prev < 0 || prev > lim || now < start) {
-        cur = prev = 0; /* never seen, or not a state of this limit */
+    if (cur < 0 || cur > lim || prev < 0 || prev > lim || now < start || start < -SL_TIME_MAX) {
+        cur = prev = 0; /* never seen, or not a state of this limit (or of no take's) */
     } else if (now >= (end = sl_window_end(l, start))) {
         if (now < sl_window_end(l, end)) { /* the next window: cur becomes prev */
             start = end;
@@ -111,6 +111,25 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     d->reset_after_ns = cur > 0 ? sl_window_end(l, end) - now : prev > 0 ? end - now : 0;
 }
 
+/* Units come back to the count of the window the state counts in, while
+ * that count still weighs: in its window, and in the next one, where it is
+ * the previous window's share. A take writes the state's window, so while
+ * no take came after it the units are there; once the count weighs no more,
+ * nothing is given back (there is nothing to give). */
+static int64_t sl_sw_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_sliding_window_state *s = state;
+    int64_t lim = l->limit, cur = s->cur, prev = s->prev;
+    if (cur <= 0 || cur > lim || prev < 0 || prev > lim || now < s->start ||
+        s->start < -SL_TIME_MAX || now >= sl_window_end(l, sl_window_end(l, s->start)))
+        return 0;
+    int64_t given = sl_min64(cost, cur);
+    s->cur = cur - given;
+    if (s->cur == 0 && prev == 0)
+        s->start = 0; /* "never seen" again */
+    return given;
+}
+
 static int64_t sl_sw_expires_at(const sl_limit *l, const void *state)
 {
     const sl_sliding_window_state *s = state;
@@ -135,4 +154,5 @@ const sl_algo_ops sl_sliding_window_ops = {
     .take = sl_sw_take,
     .expires_at = sl_sw_expires_at,
     .rebase = sl_sw_rebase,
+    .refund = sl_sw_refund,
 };

@@ -53,11 +53,14 @@ static int64_t sl_tb_accrued(const sl_limit *l, int64_t elapsed)
     return sl_muldiv_floor(elapsed, l->den, l->reduced_period);
 }
 
-static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
-                       sl_decision *d)
+/* The bucket at `now`: refills *a (the anchor) and *debt as a take reads
+ * them, and returns the tokens accrued since the anchor that do not yet
+ * make a whole reduced period (0 when den is 1). A state that is not one of
+ * this limit starts full. */
+static inline __attribute__((always_inline)) int64_t sl_tb_refill(const sl_limit *l, int64_t now,
+                                                                  int64_t *anchor, int64_t *debt_io)
 {
-    sl_token_bucket_state *s = state;
-    int64_t a = s->anchor, debt = s->debt;
+    int64_t a = *anchor, debt = *debt_io;
     int64_t cap = l->burst;
 
     /* Not a state of this limit (or bytes no take wrote: a module's key can
@@ -98,6 +101,18 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
             accrued -= periods * l->den;
         }
     }
+    *anchor = a;
+    *debt_io = debt;
+    return accrued;
+}
+
+static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost, bool commit,
+                       sl_decision *d)
+{
+    sl_token_bucket_state *s = state;
+    int64_t a = s->anchor, debt = s->debt;
+    int64_t cap = l->burst;
+    int64_t accrued = sl_tb_refill(l, now, &a, &debt);
     /* Negative only after the clock stepped back past a take. */
     int64_t tokens = sl_max64(cap - debt + accrued, 0);
 
@@ -119,6 +134,29 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     }
     d->remaining = tokens;
     d->reset_after_ns = debt == 0 ? 0 : a + sl_tb_time_for(l, debt) - now;
+}
+
+/* Tokens come back into the bucket, up to its brim: the debt shrinks by
+ * cost, but not below what has accrued since the anchor (a full bucket is
+ * anchored at now, as a take leaves it). */
+static int64_t sl_tb_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_token_bucket_state *s = state;
+    int64_t a = s->anchor, debt = s->debt;
+    int64_t accrued = sl_tb_refill(l, now, &a, &debt);
+    int64_t missing = debt - accrued; /* tokens below the brim; > 0 unless full */
+    if (missing <= 0)
+        return 0;
+    int64_t given = sl_min64(cost, missing);
+    if (given == missing) {
+        a = now;
+        debt = 0;
+    } else {
+        debt -= given;
+    }
+    s->anchor = a;
+    s->debt = debt;
+    return given;
 }
 
 static int64_t sl_tb_expires_at(const sl_limit *l, const void *state)
@@ -143,4 +181,5 @@ const sl_algo_ops sl_token_bucket_ops = {
     .take = sl_tb_take,
     .expires_at = sl_tb_expires_at,
     .rebase = sl_tb_rebase,
+    .refund = sl_tb_refund,
 };

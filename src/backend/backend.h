@@ -13,8 +13,8 @@
  * keys may point into a read buffer that moves on. The answer fields and
  * the request itself must stay valid until done().
  *
- * Each worker thread attaches once (attach on that thread, with its loop)
- * and submits through its own handle: a backend keeps per-worker state (a
+ * Each worker attaches once, with its loop, and submits through its own
+ * handle, on its own thread: a backend keeps per-worker state (a
  * connection) without locks.
  */
 #ifndef SL_BACKEND_H
@@ -37,6 +37,8 @@ typedef enum sl_op {
     SL_OP_RESET,   /* n keys (limits ignored): forgets them */
     SL_OP_ACQUIRE, /* one item, cost = weight: a lease of id lease_id */
     SL_OP_RELEASE, /* one item: gives lease lease_id back */
+    SL_OP_REFUND,  /* one item: gives a take of its cost back (sl_refund), so that takes
+                      made key by key (across Redis Cluster slots) stay all or nothing */
 } sl_op;
 
 /* What decided, when not the store: a store-down policy (--on-store-error). */
@@ -65,8 +67,11 @@ typedef struct sl_backend_req {
 
     /* The answer. */
     int rc;             /* SL_OK, or an SL_ERR_* for the whole request */
+    const char *errstr; /* a remote store's own words for rc, or NULL; valid until done()
+                           returns (the backend's storage) */
     int failed;         /* TAKE, PEEK: the first item refused, -1 when none */
-    int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not */
+    int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not;
+                           REFUND: the units given back */
     sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */
     sl_fallback by;     /* SL_DECIDED_BY_STORE unless a store-down policy decided */
 
@@ -103,7 +108,8 @@ typedef sl_key_info sl_backend_key_info;
 
 typedef struct sl_backend_ops {
     const char *name; /* "memory", "redis", "redis-cluster" */
-    /* On a worker's thread, before its loop runs: its handle, or NULL with
+    /* Before a worker's loop runs (on any thread, the loop not yet
+     * running): its handle, or NULL with
      * *err set (a static message). `now` is the worker's clock, read once
      * per batch (the memory store decides at it; remote stores use their
      * own clock). */
@@ -115,7 +121,7 @@ typedef struct sl_backend_ops {
     /* SL_OK (answered), SL_PENDING (done() later). */
     int (*submit)(sl_backend_worker *w, sl_backend_req *r);
     /* Optional (NULL): starts loading the keys a batch will take from. */
-    void (*prefetch)(sl_backend_worker *w, const void **keys, const size_t *lens, size_t n);
+    void (*prefetch)(sl_backend_worker *w, const void *const *keys, const size_t *lens, size_t n);
     /* Optional (NULL: SL_ERR_UNSUPPORTED): what the store holds for a key,
      * in the call. */
     int (*inspect)(sl_backend_worker *w, const void *key, size_t len, sl_backend_key_info *info);

@@ -1,15 +1,17 @@
 /*
- * slot.c: Redis Cluster's hash slot of a key, as the cluster specification
- * defines it: CRC16 (the XMODEM variant: polynomial 0x1021, initial value 0,
- * no reflection, no final xor) of the key, modulo 16384. When the key holds
- * a hash tag, a '{' followed later by a '}' with at least one byte between
- * them, only the bytes between the first '{' and the first '}' after it are
- * hashed, so that keys sharing a tag share a slot.
+ * slot.c: Redis Cluster's hash slot of a key, as its specification defines
+ * it: CRC16 (the XMODEM variant: polynomial 0x1021, initial value 0, no
+ * reflection) of the key modulo 16384, where a key holding a hash tag (the
+ * bytes between its first '{' and the first '}' after it, when there is at
+ * least one) hashes by the tag alone, so that keys sharing a tag share a
+ * slot and a multi-key command on them stays on one node.
  */
 #include "backend/transport.h"
 
-/* CRC16-XMODEM a bit at a time: keys are short, and a 512-byte table would
- * buy little next to the round trip that follows. */
+#define SL_CLUSTER_SLOTS 16384
+
+/* CRC16/XMODEM one bit at a time: keys are short, and a table would be 512
+ * bytes of constants for a few nanoseconds per key. */
 static uint16_t sl_crc16(const unsigned char *p, size_t len)
 {
     uint16_t crc = 0;
@@ -33,7 +35,7 @@ int sl_slot_of(const char *key, size_t len)
             close++;
         /* An empty tag ("{}") or an unclosed one hashes the whole key. */
         if (close < len && close > open + 1)
-            return sl_crc16(k + open + 1, close - open - 1) & 16383;
+            return sl_crc16(k + open + 1, close - open - 1) & (SL_CLUSTER_SLOTS - 1);
     }
-    return sl_crc16(k, len) & 16383;
+    return sl_crc16(k, len) & (SL_CLUSTER_SLOTS - 1);
 }

@@ -54,8 +54,9 @@ static const char bench_usage[] =
     "                           CL.THROTTLE key N-1 N P-in-seconds C\n"
     "  --http                   GET /v1/check over HTTP/1.1 keep-alive\n"
     "  --lua FILE               with --command cl.throttle: load FILE into Redis\n"
-    "                           (SCRIPT LOAD) and send EVALSHA sha 1 key N-1 N P C\n"
-    "                           instead (e.g. src/redis_module/lua/cell.lua)\n"
+    "                           (SCRIPT LOAD) and send EVALSHA sha 1 key TAKE 0\n"
+    "                           cell N-1 N P C 0 0 0 instead: SL.DECIDE's arguments,\n"
+    "                           as src/backend/lua/sluice.lua takes them\n"
     "  --seed S                 seed of the key choice (default 1)\n"
     "\n"
     "Exit status: 0 done, 1 when a connection failed or no request completed,\n"
@@ -65,7 +66,7 @@ static const char bench_usage[] =
     "  sluice bench --server 127.0.0.1:7379 --connections 8 --pipeline 16 --duration 10\n"
     "  sluice bench --server 127.0.0.1:7379 --command cl.throttle --keys 100000 --zipf 0.99\n"
     "  sluice bench --server 127.0.0.1:7380 --http --connections 16\n"
-    "  sluice bench --server 127.0.0.1:6379 --command cl.throttle --lua src/redis_module/lua/cell.lua\n";
+    "  sluice bench --server 127.0.0.1:6379 --command cl.throttle --lua src/backend/lua/sluice.lua\n";
 
 #define BENCH_MAX_CONNS 1024
 #define BENCH_MAX_PIPELINE 1024
@@ -210,11 +211,13 @@ static void add_request(bench_thread *t, bench_conn *cn)
         snprintf(a, sizeof a, "%lld", (long long)(c->limit - 1));
         snprintf(b, sizeof b, "%lld", (long long)c->limit);
         snprintf(p, sizeof p, "%lld", (long long)(c->period_ns / 1000000000));
-        if (c->lua) {
-            sl_resp_slice av[] = {{"EVALSHA", 7},  {c->sha, 40},   {"1", 1},
-                                  {key, (size_t)kl}, {a, strlen(a)}, {b, strlen(b)},
-                                  {p, strlen(p)},    {cost, strlen(cost)}};
-            sl_resp_add_command(&cn->out, av, 8);
+        if (c->lua) { /* SL.DECIDE's TAKE of a cell group, as sluice.lua takes it */
+            sl_resp_slice av[] = {{"EVALSHA", 7},     {c->sha, 40},   {"1", 1},
+                                  {key, (size_t)kl},  {"TAKE", 4},    {"0", 1},
+                                  {"cell", 4},        {a, strlen(a)}, {b, strlen(b)},
+                                  {p, strlen(p)},     {cost, strlen(cost)},
+                                  {"0", 1},           {"0", 1},       {"0", 1}};
+            sl_resp_add_command(&cn->out, av, 14);
             return;
         }
         sl_resp_slice av[] = {{"CL.THROTTLE", 11}, {key, (size_t)kl}, {a, strlen(a)},
@@ -351,6 +354,14 @@ static int take_replies(bench_thread *t, bench_conn *cn, int64_t now)
                 if (r->type == SL_RESP_ERR || r->type == SL_RESP_BLOBERR) {
                     t->errors++;
                     errs_add(&t->errs, r->str, r->len, 1, now);
+                } else if (c->lua) {
+                    /* SL.DECIDE's answer: failed, then the key's allowed. */
+                    if (r->type == SL_RESP_ARRAY && rep.count >= 3 && nodes[2].type == SL_RESP_INT) {
+                        (*(nodes[2].integer ? &t->allowed : &t->limited))++;
+                    } else {
+                        t->errors++;
+                        errs_add(&t->errs, odd, sizeof odd - 1, 1, now);
+                    }
                 } else if (c->throttle) {
                     if (r->type == SL_RESP_ARRAY && rep.count >= 2 && nodes[1].type == SL_RESP_INT) {
                         (*(nodes[1].integer == 0 ? &t->allowed : &t->limited))++;
@@ -583,7 +594,7 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
     }
     if (fl[B_LUA].seen) {
         if (!c->throttle || c->http) {
-            cli_usage_error("bench", "--lua: the script is called with CL.THROTTLE's arguments: "
+            cli_usage_error("bench", "--lua: the script is called with a cell limit's arguments: "
                                      "use it with --command cl.throttle (RESP)");
             return CLI_EXIT_USAGE;
         }

@@ -10,6 +10,7 @@
 #include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/duration.h"
@@ -30,12 +31,6 @@ void sl_reply_errorf(sl_cmd_ctx *c, const char *fmt, ...)
     vsnprintf(msg + 4, sizeof msg - 4, fmt, ap);
     va_end(ap);
     R->error(c->sink, msg);
-}
-
-static void sl_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
-{
-    if (c->decided)
-        c->decided(c, policy, allowed, shadow);
 }
 
 /* A result code's message; a key's names the longest key the face takes,
@@ -351,6 +346,169 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
     return true;
 }
 
+#define SL_LEASE_TEXT 24 /* a lease id's text: see sl_lease_new_id */
+
+/* ---- the check runner: submit, count, render ---- */
+
+void sl_check_own(sl_check *k)
+{
+    for (size_t i = 0; i < k->n; i++)
+        if (k->lim[i] != &k->own[i]) {
+            k->own[i] = *k->lim[i];
+            k->lim[i] = &k->own[i];
+        }
+    if (k->name && k->name != k->name_buf) {
+        snprintf(k->name_buf, sizeof k->name_buf, "%s", k->name);
+        k->name = k->name_buf;
+    }
+}
+
+/* A check's fields that every command sets, the rest left as they are:
+ * the struct is large, and the common path must not clear it. */
+static void sl_check_begin(sl_check *k, sl_op op, sl_render render, size_t n,
+                           const sl_take_item *items)
+{
+    k->req.op = op;
+    k->req.n = n;
+    k->req.items = items;
+    k->req.lease_id = 0;
+    k->req.on_error = SL_ON_ERROR_DEFAULT;
+    k->req.timeout_ms = 0;
+    k->req.d = k->d;
+    k->req.errstr = NULL;
+    k->render = render;
+    k->counted = op == SL_OP_TAKE || op == SL_OP_ACQUIRE;
+    k->shadow = false;
+    k->policy = -1;
+    k->name = NULL;
+    k->n = op == SL_OP_RESET ? 0 : n;
+}
+
+void sl_check_submit(sl_cmd_ctx *c, sl_check *k)
+{
+    if (c->defer && c->be->defers) {
+        sl_check *h = c->defer(c, k);
+        if (!h) {
+            sl_reply_status(c, SL_ERR_NOMEM);
+            return;
+        }
+        h->req.d = h->d;
+        if (sl_backend_submit(c->be, c->bw, &h->req) != SL_PENDING)
+            h->req.done(&h->req); /* answered in the call: the face renders it in its place */
+        return;
+    }
+    sl_backend_submit(c->be, c->bw, &k->req);
+    sl_check_finish(c, k);
+}
+
+static void sl_render_decide(sl_cmd_ctx *c, const sl_check *k)
+{
+    if (k->req.op == SL_OP_RESET || k->req.op == SL_OP_RELEASE || k->req.op == SL_OP_REFUND) {
+        R->integer(c->sink, k->req.count);
+        return;
+    }
+    int64_t out[1 + 6 * SL_TAKE_MANY_MAX];
+    out[0] = k->req.failed;
+    for (size_t i = 0; i < k->n; i++) {
+        const sl_decision *d = &k->d[i];
+        int64_t *o = &out[1 + 6 * i];
+        o[0] = d->allowed;
+        o[1] = d->limit;
+        o[2] = d->remaining;
+        o[3] = d->allowed ? 0 : d->retry_after_ns == SL_NEVER ? -1 : d->retry_after_ns;
+        o[4] = d->reset_after_ns;
+        o[5] = d->delay_ns;
+    }
+    R->integers(c->sink, out, 1 + 6 * k->n);
+}
+
+void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
+{
+    bool allowed = k->req.failed < 0;
+    if (k->req.rc == SL_OK && k->counted && c->decided)
+        c->decided(c, k, allowed || k->shadow, k->shadow && !allowed);
+    if (k->render == SL_RENDER_FACE) {
+        c->render(c, k);
+        return;
+    }
+    if (k->req.rc != SL_OK) {
+        if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
+            sl_reply_errorf(c, "store: %s",
+                            k->req.errstr + (strncmp(k->req.errstr, "ERR ", 4) == 0 ? 4 : 0));
+        else
+            sl_reply_status(c, k->req.rc);
+        return;
+    }
+    switch (k->render) {
+    case SL_RENDER_CELL: {
+        int64_t out[5];
+        sl_cell_reply(&k->d[0], out);
+        R->integers(c->sink, out, 5);
+        break;
+    }
+    case SL_RENDER_DECISION:
+        sl_reply_decision(c, k->lim[0], &k->d[0]);
+        break;
+    case SL_RENDER_MANY:
+        R->map(c->sink, 3);
+        sl_kv_int(c, "allowed", allowed);
+        sl_kv_int(c, "rejected_by", k->req.failed);
+        R->bulk(c->sink, "results", 7);
+        R->array(c->sink, k->n);
+        for (size_t i = 0; i < k->n; i++)
+            sl_reply_decision(c, k->lim[i], &k->d[i]);
+        break;
+    case SL_RENDER_POLICY: {
+        /* The numbers shown are those of the limit that binds (the global
+         * one when its remaining is the smaller, or its wait the longer),
+         * as HTTP's headers show them: a key with room left under a spent
+         * global limit has, in truth, no room. */
+        const sl_decision *dp[2] = {&k->d[0], &k->d[1]};
+        size_t b = sl_http_binding(dp, k->n, k->req.failed);
+        sl_policy_answer pa = {k->req.failed, b == 1, k->shadow};
+        sl_reply_decision_as(c, k->lim[b], &k->d[b], &pa);
+        break;
+    }
+    case SL_RENDER_COUNT:
+        R->integer(c->sink, k->req.count);
+        break;
+    case SL_RENDER_LEASE: {
+        if (!k->d[0].allowed) {
+            R->null(c->sink);
+            break;
+        }
+        char text[SL_LEASE_TEXT + 1];
+        snprintf(text, sizeof text, "%016llx%08x", (unsigned long long)k->req.lease_id,
+                 (unsigned)k->lease_max);
+        R->bulk(c->sink, text, SL_LEASE_TEXT);
+        break;
+    }
+    case SL_RENDER_DECIDE:
+        sl_render_decide(c, k);
+        break;
+    default:
+        break;
+    }
+}
+
+int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const char *tier,
+                    size_t tier_len, const char *key, size_t key_len, int64_t cost, char *kbuf,
+                    size_t kcap, char *gbuf, size_t gcap, sl_take_item *items)
+{
+    int n = sl_policy_items(p, tier, tier_len, key, key_len, cost, kbuf, kcap, gbuf, gcap, items);
+    if (n <= 0)
+        return n;
+    sl_check_begin(k, SL_OP_TAKE, SL_RENDER_POLICY, (size_t)n, items);
+    for (int i = 0; i < n; i++)
+        k->lim[i] = items[i].limit;
+    k->policy = (int)(p - cfg->policies);
+    k->name = p->name;
+    k->shadow = p->shadow;
+    k->req.on_error = (sl_on_error)p->on_store_error;
+    k->req.timeout_ms = p->store_timeout_ms;
+    return n;
+}
+
 /* ---- commands ---- */
 
 /* CL.THROTTLE key max_burst count_per_period period [quantity] */
@@ -385,17 +543,15 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                         (long long)(SL_SPAN_MAX - 1));
         return;
     }
-    sl_decision d;
-    if (rc == SL_OK)
-        rc = c->exec->take(c->ex, &argv[1], l, quantity, &d);
     if (rc != SL_OK) {
         sl_reply_status(c, rc);
         return;
     }
-    sl_decided(c, -1, d.allowed, false);
-    int64_t out[5];
-    sl_cell_reply(&d, out);
-    R->integers(c->sink, out, 5);
+    sl_check k;
+    sl_take_item item = {argv[1].ptr, argv[1].len, l, quantity};
+    sl_check_begin(&k, SL_OP_TAKE, SL_RENDER_CELL, 1, &item);
+    k.lim[0] = l;
+    sl_check_submit(c, &k);
 }
 
 /* SL.TAKE / SL.PEEK key limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o] */
@@ -410,15 +566,11 @@ static void sl_cmd_take_or_peek(sl_cmd_ctx *c, int argc, const sl_resp_slice *ar
         sl_reply_errorf(c, "syntax error: LIMIT is for SL.TAKEMANY");
         return;
     }
-    sl_decision d;
-    int rc = (peek ? c->exec->peek : c->exec->take)(c->ex, &argv[1], l, cost, &d);
-    if (rc != SL_OK) {
-        sl_reply_status(c, rc);
-        return;
-    }
-    if (!peek)
-        sl_decided(c, -1, d.allowed, false);
-    sl_reply_decision(c, l, &d);
+    sl_check k;
+    sl_take_item item = {argv[1].ptr, argv[1].len, l, cost};
+    sl_check_begin(&k, peek ? SL_OP_PEEK : SL_OP_TAKE, SL_RENDER_DECISION, 1, &item);
+    k.lim[0] = l;
+    sl_check_submit(c, &k);
 }
 
 static void sl_cmd_take(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
@@ -446,57 +598,49 @@ static void sl_cmd_takemany(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         return;
     }
     /* Limits live in the cache, which a later get may overwrite: copy them. */
-    sl_limit limits[SL_TAKE_MANY_MAX];
+    sl_check k;
     sl_take_item items[SL_TAKE_MANY_MAX];
     int i = 2 + (int)n;
-    for (int k = 0; k < n; k++) {
+    for (int j = 0; j < n; j++) {
         if (i >= argc || !sl_arg_is(&argv[i], "LIMIT")) {
-            sl_reply_errorf(c, "syntax error: expected LIMIT for key %d of %d", k + 1, (int)n);
+            sl_reply_errorf(c, "syntax error: expected LIMIT for key %d of %d", j + 1, (int)n);
             return;
         }
         i++;
         const sl_limit *l;
-        if (!sl_arg_limit(c, argc, argv, &i, &l, &items[k].cost))
+        if (!sl_arg_limit(c, argc, argv, &i, &l, &items[j].cost))
             return;
-        limits[k] = *l;
-        items[k].key = argv[2 + k].ptr;
-        items[k].keylen = argv[2 + k].len;
-        items[k].limit = &limits[k];
+        k.own[j] = *l;
+        k.lim[j] = &k.own[j];
+        items[j].key = argv[2 + j].ptr;
+        items[j].keylen = argv[2 + j].len;
+        items[j].limit = &k.own[j];
     }
     if (i < argc) {
         sl_reply_errorf(c, "syntax error: more LIMIT groups than keys");
         return;
     }
-    sl_decision out[SL_TAKE_MANY_MAX];
-    int failed = -1;
-    int rc = c->exec->take_many(c->ex, items, (size_t)n, out, &failed);
-    if (rc != SL_OK) {
-        sl_reply_status(c, rc);
-        return;
-    }
-    sl_decided(c, -1, failed < 0, false);
-    R->map(c->sink, 3);
-    sl_kv_int(c, "allowed", failed < 0);
-    sl_kv_int(c, "rejected_by", failed);
-    R->bulk(c->sink, "results", 7);
-    R->array(c->sink, (size_t)n);
-    for (int k = 0; k < n; k++)
-        sl_reply_decision(c, &limits[k], &out[k]);
+    sl_check_begin(&k, SL_OP_TAKE, SL_RENDER_MANY, (size_t)n, items);
+    sl_check_submit(c, &k);
 }
 
-/* SL.RESET key [key ...] */
+/* SL.RESET key [key ...]: every key in one request, so that its reply
+ * counts them all whenever it completes. */
 static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
-    int64_t held = 0;
-    for (int i = 1; i < argc; i++) {
-        int rc = c->exec->reset(c->ex, &argv[i]);
-        if (rc < 0) {
-            sl_reply_status(c, rc);
-            return;
-        }
-        held += rc;
+    sl_take_item few[16], *items = few;
+    size_t n = (size_t)argc - 1;
+    if (n > sizeof few / sizeof few[0] && !(items = malloc(n * sizeof *items))) {
+        sl_reply_status(c, SL_ERR_NOMEM);
+        return;
     }
-    R->integer(c->sink, held);
+    for (size_t i = 0; i < n; i++)
+        items[i] = (sl_take_item){argv[1 + i].ptr, argv[1 + i].len, NULL, 0};
+    sl_check k;
+    sl_check_begin(&k, SL_OP_RESET, SL_RENDER_COUNT, n, items);
+    sl_check_submit(c, &k);
+    if (items != few)
+        free(items);
 }
 
 /*
@@ -506,7 +650,6 @@ static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
  * counter under the face's random key: unguessable, and never the id of an
  * earlier lease (a 64-bit collision aside), even across restarts.
  */
-#define SL_LEASE_TEXT 24
 
 static uint64_t sl_lease_new_id(const sl_cmd_ctx *c)
 {
@@ -569,22 +712,18 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         return;
     }
     const sl_limit *l;
-    sl_decision d;
     int rc = sl_limit_get(c, SL_CONCURRENCY, max, ttl, 0, &l);
-    if (rc == SL_OK)
-        rc = c->exec->acquire(c->ex, &argv[1], l, weight, sl_lease_new_id(c), &d);
     if (rc != SL_OK) {
         sl_reply_status(c, rc);
         return;
     }
-    sl_decided(c, -1, d.allowed, false);
-    if (!d.allowed) {
-        R->null(c->sink);
-        return;
-    }
-    char text[SL_LEASE_TEXT + 1];
-    snprintf(text, sizeof text, "%016llx%08x", (unsigned long long)d.lease_id, (unsigned)max);
-    R->bulk(c->sink, text, SL_LEASE_TEXT);
+    sl_check k;
+    sl_take_item item = {argv[1].ptr, argv[1].len, l, weight};
+    sl_check_begin(&k, SL_OP_ACQUIRE, SL_RENDER_LEASE, 1, &item);
+    k.lim[0] = l;
+    k.req.lease_id = sl_lease_new_id(c);
+    k.lease_max = max;
+    sl_check_submit(c, &k);
 }
 
 /* SL.RELEASE key lease_id */
@@ -600,12 +739,16 @@ static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     /* The TTL does not matter to a release; any valid one builds the shape. */
     const sl_limit *l;
     int rc = sl_limit_get(c, SL_CONCURRENCY, (int64_t)max, 1, 0, &l);
-    if (rc == SL_OK)
-        rc = c->exec->release(c->ex, &argv[1], l, id);
-    if (rc < 0)
+    if (rc != SL_OK) {
         sl_reply_status(c, rc);
-    else
-        R->integer(c->sink, rc);
+        return;
+    }
+    sl_check k;
+    sl_take_item item = {argv[1].ptr, argv[1].len, l, 0};
+    sl_check_begin(&k, SL_OP_RELEASE, SL_RENDER_COUNT, 1, &item);
+    k.lim[0] = l;
+    k.req.lease_id = id;
+    sl_check_submit(c, &k);
 }
 
 /* SL.POLICY policy key [COST cost] [TIER tier] */
@@ -648,8 +791,10 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
     char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
     sl_take_item items[2];
-    int n = sl_policy_items(p, tier ? tier->ptr : NULL, tier ? tier->len : 0, argv[2].ptr,
-                            argv[2].len, cost, key, sizeof key, gkey, sizeof gkey, items);
+    sl_check k;
+    int n = sl_check_policy(&k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
+                            argv[2].ptr, argv[2].len, cost, key, sizeof key, gkey, sizeof gkey,
+                            items);
     if (n < 0) {
         sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
                         (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
@@ -659,38 +804,15 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_status(c, SL_ERR_KEY);
         return;
     }
-    sl_decision d[2];
-    int rc, failed = -1;
-    if (n == 1) {
-        rc = c->exec->take(c->ex, &(sl_resp_slice){items[0].key, items[0].keylen}, items[0].limit,
-                           cost, &d[0]);
-        if (rc == SL_OK && !d[0].allowed)
-            failed = 0;
-    } else {
-        rc = c->exec->take_many(c->ex, items, 2, d, &failed);
-    }
-    if (rc != SL_OK) {
-        sl_reply_status(c, rc);
-        return;
-    }
-    /* The numbers shown are those of the limit that binds (the global one
-     * when its remaining is the smaller, or its wait the longer), as HTTP's
-     * headers show them: a key with room left under a spent global limit
-     * has, in truth, no room. */
-    const sl_decision *dp[2] = {&d[0], &d[1]};
-    size_t b = sl_http_binding(dp, (size_t)n, failed);
-    bool allowed = failed < 0;
-    sl_decided(c, (int)(p - c->config->policies), allowed || p->shadow, p->shadow && !allowed);
-    sl_policy_answer pa = {failed, b == 1, p->shadow};
-    sl_reply_decision_as(c, items[b].limit, &d[b], &pa);
+    sl_check_submit(c, &k);
 }
 
 /*
- * SL.DECIDE op lease numkeys key [key ...] [group ...]: the decisions of the
- * memory store's interface (src/backend/backend.h) as one command, for
- * sluiced's central store (--store redis://): limits given as the library
- * builds them, answers in nanoseconds, so that a decision made in Redis
- * reads exactly as one made in memory. docs/commands.md has the grammar.
+ * SL.DECIDE op lease numkeys key [key ...] [group ...]: the backend's
+ * interface (src/backend/backend.h) as one command, for sluiced's central
+ * store (--store redis://): limits given as the library builds them,
+ * answers in nanoseconds, so that a decision made in Redis reads exactly as
+ * one made in memory. docs/commands.md has the grammar.
  */
 #define SL_DECIDE_GROUP 8 /* algorithm a b c cost months utc_offset_ns flags */
 
@@ -721,8 +843,7 @@ static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, 
         return false;
     }
     const sl_limit *built;
-    int rc = sl_limit_cached(c->limit_cache, kind, v[0], v[1], v[2], kind < 0 ? 0 : v[4],
-                             kind < 0 ? 0 : v[5], &built);
+    int rc = sl_limit_cached(c->limit_cache, kind, v[0], v[1], v[2], v[4], v[5], &built);
     if (rc == SL_OK) {
         *l = *built;
         if (v[6] & 1)
@@ -738,15 +859,18 @@ static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, 
 
 static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
-    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE"};
-    int op = 0;
-    while (op < 5 && !sl_arg_is(&argv[1], ops[op]))
-        op++;
-    if (op == 5) {
-        sl_reply_errorf(c, "syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE or "
-                           "RELEASE");
+    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE", "REFUND"};
+    static const sl_op op_of[] = {SL_OP_TAKE,    SL_OP_PEEK,    SL_OP_RESET,
+                                  SL_OP_ACQUIRE, SL_OP_RELEASE, SL_OP_REFUND};
+    int o = 0;
+    while (o < 6 && !sl_arg_is(&argv[1], ops[o]))
+        o++;
+    if (o == 6) {
+        sl_reply_errorf(c, "syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, "
+                           "RELEASE or REFUND");
         return;
     }
+    sl_op op = op_of[o];
     uint64_t lease = 0;
     bool leased = op == SL_OP_ACQUIRE || op == SL_OP_RELEASE;
     if (leased ? argv[2].len != 16 || !sl_hex(argv[2].ptr, 16, &lease) || lease == 0
@@ -758,7 +882,7 @@ static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     int64_t n;
     if (!sl_arg_int(c, &argv[3], &n))
         return;
-    int64_t max = leased ? 1 : SL_TAKE_MANY_MAX;
+    int64_t max = leased || op == SL_OP_REFUND ? 1 : SL_TAKE_MANY_MAX;
     if (n < 1 || n > max) {
         sl_reply_errorf(c, "numkeys must be between 1 and %lld", (long long)max);
         return;
@@ -768,69 +892,29 @@ static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_errorf(c, "wrong number of arguments for 'sl.decide' command");
         return;
     }
-    if (op == SL_OP_RESET) {
-        sl_cmd_reset(c, 1 + (int)n, argv + 3);
-        return;
-    }
-    sl_limit limits[SL_TAKE_MANY_MAX];
+    sl_check k;
     sl_take_item items[SL_TAKE_MANY_MAX];
-    for (int k = 0; k < n; k++) {
-        const sl_resp_slice *g = &argv[4 + n + k * SL_DECIDE_GROUP];
-        if (!sl_decide_limit(c, g, &limits[k], &items[k].cost))
+    for (int j = 0; j < n; j++) {
+        items[j] = (sl_take_item){argv[4 + j].ptr, argv[4 + j].len, NULL, 0};
+        if (op == SL_OP_RESET)
+            continue;
+        const sl_resp_slice *g = &argv[4 + n + j * SL_DECIDE_GROUP];
+        if (!sl_decide_limit(c, g, &k.own[j], &items[j].cost))
             return;
-        if ((limits[k].algorithm == SL_CONCURRENCY) != leased) {
+        if ((k.own[j].algorithm == SL_CONCURRENCY) != leased) {
             sl_reply_errorf(c, "syntax error: ACQUIRE and RELEASE take a concurrency limit, "
                                "the other ops any other");
             return;
         }
-        items[k] = (sl_take_item){argv[4 + k].ptr, argv[4 + k].len, &limits[k], items[k].cost};
-    }
-    sl_decision d[SL_TAKE_MANY_MAX];
-    int rc = SL_OK, failed = -1;
-    sl_resp_slice key = {items[0].key, items[0].keylen};
-    if (op == SL_OP_RELEASE) {
-        rc = c->exec->release(c->ex, &key, &limits[0], lease);
-        if (rc < 0)
-            sl_reply_status(c, rc);
-        else
-            R->integer(c->sink, rc);
-        return;
-    }
-    if (op == SL_OP_TAKE) {
-        rc = c->exec->take_many(c->ex, items, (size_t)n, d, &failed);
-    } else if (op == SL_OP_ACQUIRE) {
-        if (items[0].cost < 1 || items[0].cost > limits[0].limit) {
+        if (op == SL_OP_ACQUIRE && (items[j].cost < 1 || items[j].cost > k.own[j].limit)) {
             sl_reply_errorf(c, "weight must be between 1 and max_in_flight");
             return;
         }
-        rc = c->exec->acquire(c->ex, &key, &limits[0], items[0].cost, lease, &d[0]);
-        failed = rc == SL_OK && !d[0].allowed ? 0 : -1;
-    } else {
-        for (int k = 0; k < n && rc == SL_OK; k++) {
-            sl_resp_slice kk = {items[k].key, items[k].keylen};
-            rc = c->exec->peek(c->ex, &kk, &limits[k], items[k].cost, &d[k]);
-            if (rc == SL_OK && !d[k].allowed && failed < 0)
-                failed = k;
-        }
+        items[j].limit = k.lim[j] = &k.own[j];
     }
-    if (rc != SL_OK) {
-        sl_reply_status(c, rc);
-        return;
-    }
-    if (op != SL_OP_PEEK)
-        sl_decided(c, -1, failed < 0, false);
-    int64_t out[1 + 6 * SL_TAKE_MANY_MAX];
-    out[0] = failed;
-    for (int k = 0; k < n; k++) {
-        int64_t *o = &out[1 + 6 * k];
-        o[0] = d[k].allowed;
-        o[1] = d[k].limit;
-        o[2] = d[k].remaining;
-        o[3] = d[k].allowed ? 0 : d[k].retry_after_ns == SL_NEVER ? -1 : d[k].retry_after_ns;
-        o[4] = d[k].reset_after_ns;
-        o[5] = d[k].delay_ns;
-    }
-    R->integers(c->sink, out, 1 + 6 * (size_t)n);
+    sl_check_begin(&k, op, SL_RENDER_DECIDE, (size_t)n, items);
+    k.req.lease_id = lease;
+    sl_check_submit(c, &k);
 }
 
 const sl_command sl_rate_commands[] = {
@@ -856,7 +940,7 @@ const sl_command sl_rate_commands[] = {
      "Acquires a concurrency lease", "key max_in_flight ttl_ms [WEIGHT weight]", 0},
     {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
      "Releases a concurrency lease", "key lease_id", 0},
-    {"sl.decide", -6, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_decide,
+    {"sl.decide", -5, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_decide,
      "Decides for sluiced's central store: limits as built, answers in nanoseconds",
      "op lease numkeys key [key ...] [algorithm a b c cost months utc_offset_ns flags ...]", 3},
     {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},

@@ -19,6 +19,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
+#include "policy/config.h"
 #include "proto/resp.h"
 #include "sluice.h"
 
@@ -39,26 +41,6 @@ typedef struct sl_reply_ops {
 
 /* The sink that writes RESP into an sl_resp_buf (the sink pointer). */
 extern const sl_reply_ops sl_resp_reply_sink;
-
-/* Where states live. `now` is the executor's own clock: the server's
- * monotonic clock read once per batch, or the Redis server's clock. Each
- * returns SL_OK or an SL_ERR_* (reported to the client as "ERR <message>"). */
-typedef struct sl_exec_ops {
-    int (*take)(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
-                sl_decision *d);
-    int (*peek)(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
-                sl_decision *d);
-    /* All or nothing; *failed_index is -1 when all were admitted. */
-    int (*take_many)(void *ex, const sl_take_item *items, size_t n, sl_decision *out,
-                     int *failed_index);
-    /* Returns 1 when the key was held, 0 when not, or SL_ERR_*. */
-    int (*reset)(void *ex, const sl_resp_slice *key);
-    /* Acquires a lease of `weight` carrying lease_id (random, non-zero). */
-    int (*acquire)(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t weight,
-                   uint64_t lease_id, sl_decision *d);
-    /* Returns 1 released, 0 unknown or expired, or SL_ERR_*. */
-    int (*release)(void *ex, const sl_resp_slice *key, const sl_limit *l, uint64_t lease_id);
-} sl_exec_ops;
 
 /* A small per-thread cache of prepared limits: sl_limit_init costs several
  * takes, and ad-hoc commands repeat the same few limits. Direct-mapped.
@@ -92,22 +74,97 @@ typedef struct sl_limit_cache {
 int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
                     int64_t months, int64_t utc_offset_ns, const sl_limit **out);
 
+/* How a rate command's reply is written from its decision (sl_check_finish). */
+typedef enum sl_render {
+    SL_RENDER_CELL,     /* CL.THROTTLE's five integers */
+    SL_RENDER_DECISION, /* SL.TAKE, SL.PEEK: one decision's map */
+    SL_RENDER_MANY,     /* SL.TAKEMANY */
+    SL_RENDER_POLICY,   /* SL.POLICY: the binding limit's decision, its scope */
+    SL_RENDER_COUNT,    /* SL.RESET, SL.RELEASE: an integer */
+    SL_RENDER_LEASE,    /* SL.ACQUIRE: the lease id, or a null */
+    SL_RENDER_DECIDE,   /* SL.DECIDE: integers in nanoseconds */
+    SL_RENDER_FACE,     /* the face's own (HTTP's response): sl_cmd_ctx.render */
+} sl_render;
+
+/*
+ * A rate command between its three steps: parsed (the backend request and
+ * what its reply needs), decided (the backend's answer, now or later), and
+ * rendered. Whatever renders reads only this: once sl_check_own() has run,
+ * nothing points outside it, so that a decision that completes after the
+ * read buffer, the limit cache or the config have moved on renders alone.
+ * On the common path (a backend that answers in the call) it lives on the
+ * stack and points at the cache and the config, copying nothing.
+ */
+typedef struct sl_check {
+    sl_backend_req req;
+    sl_render render;
+    bool counted;              /* a decision for the metrics (not a peek, reset, release) */
+    bool shadow;               /* a dry-run policy */
+    int policy;                /* the config's policy index, -1 ad hoc */
+    const char *name;          /* the policy's name, or NULL */
+    int64_t lease_max;         /* SL.ACQUIRE: the max_in_flight the lease id carries */
+    size_t n;                  /* the limits below (req.n but for RESET) */
+    const sl_limit *lim[SL_TAKE_MANY_MAX];
+    sl_decision d[SL_TAKE_MANY_MAX];
+    /* The face's own, for SL_RENDER_FACE (HTTP: keep-alive, HEAD, ...). */
+    uint32_t face_flags;
+    int face_status;
+    /* What sl_check_own() copies the limits and the name into. */
+    sl_limit own[SL_TAKE_MANY_MAX];
+    char name_buf[SL_POLICY_NAME_MAX + 8];
+} sl_check;
+
+/* Makes k self-contained: its limits and name copied into it. */
+void sl_check_own(sl_check *k);
+
 typedef struct sl_cmd_ctx {
     const sl_reply_ops *reply;
     void *sink;
-    const sl_exec_ops *exec;
-    void *ex;
+    const sl_backend *be;
+    sl_backend_worker *bw;
     const uint64_t *lease_key;   /* 2 random words: the key of the lease id generator */
     sl_limit_cache *limit_cache; /* may be NULL */
     const struct sl_config *config; /* the policies, for SL.POLICY; may be NULL */
     size_t max_key_bytes;        /* the longest key the store takes, for errors; 0: no limit */
     void *face;                  /* the face's own context (a connection, say) */
     /* Called once per decision a command makes (not for peeks), for the
-     * face's metrics: policy is the index of the config's policy, or -1 for
-     * an ad-hoc limit; shadow is set when a shadow policy let through a
-     * request it would have refused. May be NULL. */
-    void (*decided)(struct sl_cmd_ctx *c, int policy, bool allowed, bool shadow);
+     * face's metrics: k->policy is the index of the config's policy, or -1
+     * for an ad-hoc limit; shadow is set when a shadow policy let through a
+     * request it would have refused; k->req.by says what decided. May be
+     * NULL. */
+    void (*decided)(struct sl_cmd_ctx *c, const sl_check *k, bool allowed, bool shadow);
+    /* For a backend that may answer later (be->defers): a copy of k that
+     * outlives the call, owned (sl_check_own) and with req.done and
+     * req.owner set, in the place of the face's replies where this
+     * command's reply goes; the face moves c->sink past it. NULL when out
+     * of memory. */
+    sl_check *(*defer)(struct sl_cmd_ctx *c, const sl_check *k);
+    /* SL_RENDER_FACE's renderer (errors too). */
+    void (*render)(struct sl_cmd_ctx *c, sl_check *k);
 } sl_cmd_ctx;
+
+/*
+ * Asks the backend for k's decision (k->req's op and items; k->lim and the
+ * rest for the reply), then counts and renders it, now or, through the
+ * face's defer(), when the backend answers.
+ */
+void sl_check_submit(sl_cmd_ctx *c, sl_check *k);
+
+/* The last two steps: counts k's decision for the metrics and renders it
+ * (or its error) into c's sink. For a face's done(). */
+void sl_check_finish(sl_cmd_ctx *c, sl_check *k);
+
+/*
+ * A policy's items for `key` under `tier` (NULL: the policy's own limit)
+ * at `cost`, with its global limit when it has one: fills items[0..n) and
+ * k->lim, k->policy, k->name, k->shadow; key and gkey are the room for the
+ * store keys. Returns n (1 or 2), 0 for a key too long, -1 for an unknown
+ * tier. The runner SL.POLICY and HTTP's checks share.
+ */
+int sl_check_policy(sl_check *k, const struct sl_config *cfg, const struct sl_policy *p,
+                    const char *tier, size_t tier_len, const char *key, size_t key_len,
+                    int64_t cost, char *kbuf, size_t kcap, char *gbuf, size_t gcap,
+                    sl_take_item *items);
 
 /* Command flags, as Redis names them. */
 #define SL_CMD_WRITE 0x01u    /* may change state */

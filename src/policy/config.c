@@ -197,7 +197,9 @@ static int sl_name_value(sl_loader *ld, const yaml_node_t *k, const char *what, 
 static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *m,
                            sl_policy *p)
 {
-    static const char *const policy_keys[] = {"key", "shadow", "tiers", "global", NULL};
+    static const char *const policy_keys[] = {"key",    "shadow",         "tiers",
+                                              "global", "on_store_error", "store_timeout_ms",
+                                              NULL};
     char where[96], q[48];
     if (sl_name_value(ld, k, "policy", p->name))
         return -1;
@@ -217,6 +219,22 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
         } else if (sl_key_is(pk, "shadow")) {
             if (sl_bool_value(ld, v, where, "shadow", &p->shadow))
                 return -1;
+        } else if (sl_key_is(pk, "on_store_error")) {
+            sl_on_error e;
+            if (!sl_is_scalar(v) ||
+                sl_on_error_parse(sl_scalar(v), v->data.scalar.length, &e) != SL_OK)
+                return sl_fail(ld, v, "%s: on_store_error must be fail_open, fail_closed or local "
+                                      "(got %s)",
+                               where, sl_quote(v, q));
+            p->on_store_error = (int)e;
+        } else if (sl_key_is(pk, "store_timeout_ms")) {
+            int64_t ms;
+            if (sl_int_value(ld, v, where, "store_timeout_ms", 1, &ms))
+                return -1;
+            if (ms > SL_POLICY_STORE_TIMEOUT_MAX)
+                return sl_fail(ld, v, "%s: store_timeout_ms must be at most %d (got %s)", where,
+                               SL_POLICY_STORE_TIMEOUT_MAX, sl_quote(v, q));
+            p->store_timeout_ms = (int32_t)ms;
         } else if (sl_key_is(pk, "global")) {
             char gwhere[128];
             snprintf(gwhere, sizeof gwhere, "%s global", where);
@@ -540,6 +558,18 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                      n->shadow ? "on (decides and counts, never refuses)" : "off (refuses again)");
             say(arg, line);
         }
+        if (o->on_store_error != n->on_store_error) {
+            snprintf(line, sizeof line, "policy '%s': on_store_error %s -> %s", o->name,
+                     sl_on_error_name((sl_on_error)o->on_store_error),
+                     sl_on_error_name((sl_on_error)n->on_store_error));
+            say(arg, line);
+        }
+        if (o->store_timeout_ms != n->store_timeout_ms) {
+            snprintf(line, sizeof line, "policy '%s': store_timeout_ms %d -> %d%s", o->name,
+                     (int)o->store_timeout_ms, (int)n->store_timeout_ms,
+                     n->store_timeout_ms ? "" : " (the flag's)");
+            say(arg, line);
+        }
     }
 }
 
@@ -610,4 +640,30 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
         return 0;
     items[1] = (sl_take_item){gkeybuf, glen, &p->global, cost};
     return 2;
+}
+
+int sl_on_error_parse(const char *name, size_t len, sl_on_error *out)
+{
+    static const struct {
+        const char *name;
+        sl_on_error v;
+    } names[] = {{"fail_open", SL_ON_ERROR_FAIL_OPEN},
+                 {"fail_closed", SL_ON_ERROR_FAIL_CLOSED},
+                 {"local", SL_ON_ERROR_LOCAL}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strlen(names[i].name) == len && memcmp(names[i].name, name, len) == 0) {
+            *out = names[i].v;
+            return SL_OK;
+        }
+    return SL_ERR_ARGUMENT;
+}
+
+const char *sl_on_error_name(sl_on_error e)
+{
+    switch (e) {
+    case SL_ON_ERROR_FAIL_OPEN: return "fail_open";
+    case SL_ON_ERROR_FAIL_CLOSED: return "fail_closed";
+    case SL_ON_ERROR_LOCAL: return "local";
+    default: return "default";
+    }
 }

@@ -18,6 +18,9 @@
  *         free: {limit: 100, period: 1m}
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
+ *       on_store_error: local   # a central store (--store redis://) down or slow:
+ *                               #   fail_open, fail_closed or local; default the flag's
+ *       store_timeout_ms: 20    # the store's time budget for this policy, 1..60000
  *
  * A file is loaded whole or not at all: every error names the file, line,
  * column and what was wrong, and the caller keeps what it had.
@@ -28,12 +31,14 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "backend/backend.h" /* sl_on_error: the store-down policies' names */
 #include "sluice.h"
 
 #define SL_CONFIG_MAX_BYTES (1 << 20)   /* a bigger file is refused */
 #define SL_POLICY_MAX_TIERS 16
 #define SL_POLICY_NAME_MAX 64
 #define SL_POLICY_KEY_MAX 128           /* the key template */
+#define SL_POLICY_STORE_TIMEOUT_MAX 60000 /* store_timeout_ms's most */
 
 typedef struct sl_policy_tier {
     char name[SL_POLICY_NAME_MAX + 1];
@@ -49,6 +54,11 @@ typedef struct sl_policy {
     sl_limit global;
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
+    /* When the store cannot answer: an sl_on_error (src/backend/backend.h),
+     * 0 for the server's --on-store-error; and the time budget in ms, 0 for
+     * --store-timeout-ms. */
+    int on_store_error;
+    int32_t store_timeout_ms;
 } sl_policy;
 
 /* One "server:" setting, as written: applied by the server with the same
@@ -105,6 +115,16 @@ const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t l
 /* The policy's limit for `tier` (NULL or len 0: the default); NULL when the
  * tier is unknown. */
 const sl_limit *sl_policy_limit(const sl_policy *p, const char *tier, size_t len);
+
+/*
+ * A store-down policy by its name ("fail_open", "fail_closed", "local"; len
+ * bytes, exact case), as --on-store-error and on_store_error: write it.
+ * Returns SL_OK with *out set, or SL_ERR_ARGUMENT for any other name.
+ */
+int sl_on_error_parse(const char *name, size_t len, sl_on_error *out);
+
+/* A store-down policy's name; "default" for SL_ON_ERROR_DEFAULT. Static. */
+const char *sl_on_error_name(sl_on_error e);
 
 /*
  * Writes the store key for `key` under policy p into out (cap bytes): the

@@ -1,6 +1,6 @@
 /*
  * keys.c: the executor of sluice-redis.so. Every rate limiting command of
- * src/cmd reaches Redis keys through these six functions.
+ * src/cmd reaches Redis keys through these seven functions.
  *
  * A key's value is a plain Redis string (docs/module.md says why):
  *
@@ -146,7 +146,8 @@ static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
     int rc = slm_check(m, key, &v, &n);
     if (rc != SL_OK)
         return rc;
-    if (v[2] == (unsigned)l->algorithm && v[3] == 0 && n - SLM_HEADER == st->size) {
+    unsigned carried = (l->flags & SL_LIMIT_CARRY) ? 1 : 0;
+    if (v[2] == (unsigned)l->algorithm && v[3] == carried && n - SLM_HEADER == st->size) {
         memcpy(st->p, v + SLM_HEADER, st->size);
         key->compatible = true;
         return SL_OK;
@@ -180,6 +181,12 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
 {
     size_t klen;
     const char *kptr = RedisModule_StringPtrLen(key->name, &klen);
+    /* Same bytes, same expiry: nothing happened. Checked first, because a
+     * carried state that still names another limit (a refusal, a peek
+     * under a policy's new tier) expires as that limit says, not as l
+     * would read it: l could call it "never seen" and drop units in use. */
+    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
+        return;
     int64_t expires = sl_state_expires_at(l, st->p);
     if (expires <= m->now) {
         if (key->compatible && key->exists) {
@@ -189,8 +196,6 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
         }
         return; /* an incompatible old state stays until a take replaces it */
     }
-    if (key->compatible && old && memcmp(old->p, st->p, st->size) == 0)
-        return; /* same bytes, same expiry: nothing happened */
     size_t vlen = SLM_HEADER + st->size;
     if (!key->compatible)
         RedisModule_StringTruncate(key->k, vlen); /* creates or resizes the string */
@@ -201,7 +206,7 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
     v[0] = SLM_MAGIC;
     v[1] = SLM_VERSION;
     v[2] = (unsigned char)l->algorithm;
-    v[3] = 0;
+    v[3] = (l->flags & SL_LIMIT_CARRY) ? 1 : 0; /* the limit's name leads the state */
     memcpy(v + SLM_HEADER, st->p, st->size);
     long long at = slm_expiry_ms(expires);
     RedisModule_SetAbsExpire(key->k, at);
@@ -229,7 +234,10 @@ static int slm_take_one(slm_call *m, const sl_resp_slice *k, const sl_limit *l, 
         rc = lease_id ? sl_lease_acquire(l, st.p, m->now, cost, lease_id, d)
                       : sl_take(l, st.p, m->now, cost, d);
     }
-    if (rc == SL_OK)
+    /* A refused take, or one of cost 0, leaves a state of another shape as
+     * it was, as the store does: carried over, it might have lost what the
+     * new limit cannot hold at once. */
+    if (rc == SL_OK && (key.compatible || !key.exists || (d->allowed && cost > 0)))
         slm_write(m, &key, l, &st, &old);
     slm_state_free(&st);
     slm_state_free(&old);
@@ -321,9 +329,17 @@ static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_de
             *failed = (int)i;
     }
     if (rc == SL_OK && *failed < 0) {
-        for (size_t i = 0; i < n; i++)
-            if (rep[i] == (int)i)
-                slm_write(m, &keys[i], items[i].limit, &cur[i], &old[i]);
+        for (size_t i = 0; i < n; i++) {
+            if (rep[i] != (int)i)
+                continue;
+            /* A repeated key's state is as the last of its items left it:
+             * it expires as that item's limit says. */
+            size_t last = i;
+            for (size_t j = i + 1; j < n; j++)
+                if (rep[j] == (int)i)
+                    last = j;
+            slm_write(m, &keys[i], items[last].limit, &cur[i], &old[i]);
+        }
     }
     for (size_t i = 0; i < opened; i++) {
         if (rep[i] != (int)i)
@@ -340,24 +356,27 @@ static int slm_ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_de
  * first key is deleted, every key of the command is checked, so that a
  * WRONGTYPE among them deletes none.
  */
+/* Every key of a reset is a sluice state or absent: checked before any is
+ * deleted, so that a reset that refuses one deletes none. */
+static int slm_reset_check(slm_call *m, const sl_take_item *items, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        slm_key key;
+        int rc = slm_open(m, items[i].key, items[i].keylen, REDISMODULE_READ, &key);
+        if (rc == SL_OK && key.exists)
+            rc = slm_check(m, &key, NULL, NULL);
+        slm_close(m, &key);
+        if (rc != SL_OK)
+            return rc;
+    }
+    return SL_OK;
+}
+
 static int slm_ex_reset(void *ex, const sl_resp_slice *k)
 {
     slm_call *m = ex;
     slm_key key;
     int rc;
-    if (!m->reset_checked) {
-        m->reset_checked = true;
-        for (int i = 1; i < m->argc; i++) {
-            size_t len;
-            const char *p = RedisModule_StringPtrLen(m->argv[i], &len);
-            rc = slm_open(m, p, len, REDISMODULE_READ, &key);
-            if (rc == SL_OK && key.exists)
-                rc = slm_check(m, &key, NULL, NULL);
-            slm_close(m, &key);
-            if (rc != SL_OK)
-                return rc;
-        }
-    }
     rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
     if (rc != SL_OK)
         return rc;
@@ -402,5 +421,102 @@ static int slm_ex_release(void *ex, const sl_resp_slice *k, const sl_limit *l, u
     return rc;
 }
 
-const sl_exec_ops slm_key_exec = {slm_ex_take,  slm_ex_peek,    slm_ex_take_many,
-                                  slm_ex_reset, slm_ex_acquire, slm_ex_release};
+/* A refund writes only a state of the limit's own shape (the key's value
+ * as a take under it leaves it): an absent key, or one of another shape,
+ * which a take would carry over, gets nothing back. The change is
+ * replicated as every change is, as its effect (SET or DEL). */
+static int64_t slm_ex_refund(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost)
+{
+    slm_call *m = ex;
+    slm_key key;
+    int64_t rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+    if (rc != SL_OK)
+        return rc;
+    slm_state st, old;
+    size_t size = sl_state_size(l);
+    slm_state_init(&st, size);
+    slm_state_init(&old, size);
+    rc = slm_read(m, &key, l, &st);
+    if (rc == SL_ERR_WRONGTYPE || (rc == SL_OK && !key.compatible)) {
+        rc = 0; /* absent, or a state no take under this limit wrote */
+    } else if (rc == SL_OK) {
+        memcpy(old.p, st.p, size);
+        rc = sl_refund(l, st.p, m->now, cost);
+        if (rc > 0)
+            slm_write(m, &key, l, &st, &old);
+    }
+    slm_state_free(&st);
+    slm_state_free(&old);
+    slm_close(m, &key);
+    return rc;
+}
+
+/* The backend interface (src/backend/backend.h) over the functions above:
+ * every request is answered in the call, at the command's clock. The
+ * worker handle is the command's slm_call. */
+static int slm_submit(sl_backend_worker *w, sl_backend_req *r)
+{
+    slm_call *m = (slm_call *)w;
+    const sl_take_item *it = r->items;
+    sl_resp_slice key = {it->key, it->keylen};
+    int rc = SL_OK;
+    r->failed = -1;
+    r->by = SL_DECIDED_BY_STORE;
+    switch (r->op) {
+    case SL_OP_TAKE:
+        if (r->n == 1) {
+            rc = slm_ex_take(m, &key, it->limit, it->cost, r->d);
+            if (rc == SL_OK && !r->d->allowed)
+                r->failed = 0;
+        } else {
+            rc = slm_ex_take_many(m, it, r->n, r->d, &r->failed);
+        }
+        break;
+    case SL_OP_PEEK:
+        for (size_t i = 0; i < r->n && rc == SL_OK; i++) {
+            sl_resp_slice k = {it[i].key, it[i].keylen};
+            rc = slm_ex_peek(m, &k, it[i].limit, it[i].cost, &r->d[i]);
+            if (rc == SL_OK && !r->d[i].allowed && r->failed < 0)
+                r->failed = (int)i;
+        }
+        break;
+    case SL_OP_RESET:
+        r->count = 0;
+        rc = slm_reset_check(m, it, r->n);
+        for (size_t i = 0; i < r->n && rc == SL_OK; i++) {
+            sl_resp_slice k = {it[i].key, it[i].keylen};
+            int held = slm_ex_reset(m, &k);
+            if (held < 0)
+                rc = held;
+            else
+                r->count += held;
+        }
+        break;
+    case SL_OP_ACQUIRE:
+        rc = slm_ex_acquire(m, &key, it->limit, it->cost, r->lease_id, r->d);
+        if (rc == SL_OK && !r->d->allowed)
+            r->failed = 0;
+        break;
+    case SL_OP_RELEASE:
+        rc = slm_ex_release(m, &key, it->limit, r->lease_id);
+        if (rc >= 0) {
+            r->count = rc;
+            rc = SL_OK;
+        }
+        break;
+    case SL_OP_REFUND: {
+        int64_t given = slm_ex_refund(m, &key, it->limit, it->cost);
+        if (given >= 0)
+            r->count = given;
+        rc = given >= 0 ? SL_OK : (int)given;
+        break;
+    }
+    default:
+        rc = SL_ERR_ARGUMENT;
+    }
+    r->rc = rc;
+    return SL_OK;
+}
+
+static const sl_backend_ops slm_backend_ops = {.name = "redis-module", .submit = slm_submit};
+const sl_backend slm_backend = {.ops = &slm_backend_ops};

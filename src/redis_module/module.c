@@ -143,8 +143,8 @@ static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleStrin
     sl_cmd_ctx c = {
         .reply = &slm_sink,
         .sink = &m,
-        .exec = &slm_key_exec,
-        .ex = &m,
+        .be = &slm_backend,
+        .bw = (sl_backend_worker *)&m,
         .lease_key = slm_lease_key,
         .limit_cache = &slm_limits,
         .config = slm_config, /* NULL without CONFIG: SL.POLICY answers unknown policy */

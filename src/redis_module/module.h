@@ -25,11 +25,11 @@ typedef struct slm_call {
      * the errors the shared error table has no words for (WRONGTYPE); the
      * sink's error() sends it. NULL when none. */
     const char *error_override;
-    bool reset_checked;       /* SL.RESET: every key's type was checked first */
 } slm_call;
 
-/* The executor over Redis keys (keys.c). */
-extern const sl_exec_ops slm_key_exec;
+/* The backend over Redis keys (keys.c): its worker handle is the
+ * command's slm_call. */
+extern const sl_backend slm_backend;
 
 /* The value layout (docs/module.md): a 4-byte header, then the state. */
 #define SLM_MAGIC 0xF1u   /* not ASCII: no text or integer value starts so */

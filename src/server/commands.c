@@ -21,66 +21,83 @@
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
 
-/* ---- the executor: the store, at the batch's clock ---- */
+/* ---- the backend: decisions now, or in reply slots ---- */
 
-/* Store errors (out of memory at the cap) are counted for /metrics. */
-static int sl_counted(sl_worker *w, int rc)
+static void sl_on_decided(sl_cmd_ctx *c, const sl_check *k, bool allowed, bool shadow)
 {
-    if (rc == SL_ERR_NOMEM)
+    sl_worker *w = CONN(c)->w;
+    if (k->req.rc == SL_ERR_NOMEM)
         sl_counter_add(&w->metrics.store_errors, 1);
-    return rc;
+    sl_metrics_decided(&w->metrics, k->policy, allowed, shadow);
+    if (shadow && k->name)
+        sl_metrics_shadow_refused(k->policy, k->name);
+    if (k->req.by != SL_DECIDED_BY_STORE)
+        sl_metrics_fallback(&w->metrics, k->policy, k->name, k->req.by);
 }
 
-static void sl_on_decided(sl_cmd_ctx *c, int policy, bool allowed, bool shadow)
+/* A slot's decision came: rendered in its place, then the connection's
+ * replies that are now in order go out. */
+static void sl_slot_done(sl_backend_req *r)
 {
-    sl_metrics_decided(&CONN(c)->w->metrics, policy, allowed, shadow);
-    if (shadow && c->config && policy >= 0 && (size_t)policy < c->config->npolicies)
-        sl_metrics_shadow_refused(policy, c->config->policies[policy].name);
+    sl_slot *s = r->owner;
+    sl_conn *conn = s->conn;
+    if (!conn) { /* closed meanwhile: nobody to answer */
+        sl_resp_buf_free(&s->reply);
+        sl_resp_buf_free(&s->after);
+        free(s);
+        return;
+    }
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(conn, &ctx);
+    ctx.sink = &s->reply;
+    sl_check_finish(&ctx, &s->check);
+    s->done = true;
+    conn->inflight--;
+    sl_conn_slots_drain(conn);
 }
 
-static int ex_take(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
-                   sl_decision *d)
+static sl_check *sl_conn_defer(sl_cmd_ctx *c, const sl_check *k)
 {
-    sl_worker *w = ex;
-    return sl_counted(w, sl_store_take(w->srv->store, key->ptr, key->len, l, w->now, cost, d));
+    sl_conn *conn = CONN(c);
+    sl_slot *s = malloc(sizeof *s);
+    if (!s)
+        return NULL;
+    s->next = NULL;
+    s->conn = conn;
+    s->done = false;
+    sl_resp_buf_init(&s->reply, conn->out.proto, conn->w->srv->cfg.output_hard);
+    sl_resp_buf_init(&s->after, conn->out.proto, conn->w->srv->cfg.output_hard);
+    memcpy(&s->check, k, sizeof *k);
+    sl_check_own(&s->check);
+    s->check.req.done = sl_slot_done;
+    s->check.req.owner = s;
+    if (conn->slots_tail)
+        conn->slots_tail->next = s;
+    else
+        conn->slots = s;
+    conn->slots_tail = s;
+    conn->inflight++;
+    return &s->check;
 }
 
-static int ex_peek(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
-                   sl_decision *d)
+void sl_conn_cmd_ctx(sl_conn *conn, sl_cmd_ctx *ctx)
 {
-    sl_worker *w = ex;
-    return sl_store_peek(w->srv->store, key->ptr, key->len, l, w->now, cost, d);
+    sl_server *srv = conn->w->srv;
+    *ctx = (sl_cmd_ctx){
+        .reply = &sl_resp_reply_sink,
+        .sink = sl_conn_out(conn),
+        .be = srv->backend,
+        .bw = conn->w->bw,
+        .lease_key = srv->lease_key,
+        .limit_cache = &conn->w->limits,
+        .config = atomic_load_explicit(&srv->config, memory_order_acquire),
+        .max_key_bytes = srv->cfg.max_key_bytes,
+        .face = conn,
+        .decided = sl_on_decided,
+        .defer = sl_conn_defer,
+        .render = conn->proto == SL_PROTO_HTTP ? sl_http_render : NULL,
+    };
 }
-
-static int ex_take_many(void *ex, const sl_take_item *items, size_t n, sl_decision *out,
-                        int *failed)
-{
-    sl_worker *w = ex;
-    return sl_counted(w, sl_store_take_many(w->srv->store, items, n, w->now, out, failed));
-}
-
-static int ex_reset(void *ex, const sl_resp_slice *key)
-{
-    sl_worker *w = ex;
-    return sl_store_reset(w->srv->store, key->ptr, key->len);
-}
-
-static int ex_acquire(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t weight,
-                      uint64_t id, sl_decision *d)
-{
-    sl_worker *w = ex;
-    return sl_counted(w, sl_store_acquire(w->srv->store, key->ptr, key->len, l, w->now, weight,
-                                          id, d));
-}
-
-static int ex_release(void *ex, const sl_resp_slice *key, const sl_limit *l, uint64_t id)
-{
-    sl_worker *w = ex;
-    return sl_store_release(w->srv->store, key->ptr, key->len, l, w->now, id);
-}
-
-const sl_exec_ops sl_worker_exec = {ex_take,  ex_peek,    ex_take_many,
-                                    ex_reset, ex_acquire, ex_release};
 
 /* ---- connection commands ---- */
 
@@ -356,8 +373,10 @@ static void sl_cmd_exec(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     c->reply->array(c->sink, m.n);
     if (m.n > 0) {
         sl_workers_pause(conn->w);
-        for (size_t i = 0; i < m.n; i++)
+        for (size_t i = 0; i < m.n; i++) {
+            c->sink = sl_conn_out(conn); /* past the replies in flight */
             sl_command_call(m.queue[i]->cmd, c, m.queue[i]->argc, m.queue[i]->argv);
+        }
         sl_workers_resume(conn->w);
     }
     sl_multi_reset(&m);
@@ -585,8 +604,10 @@ static int64_t sl_ms_up(int64_t ns)
 static void sl_cmd_inspect(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     sl_worker *w = CONN(c)->w;
+    const sl_backend *be = w->srv->backend;
     sl_key_info info;
-    int rc = sl_store_inspect(w->srv->store, argv[1].ptr, argv[1].len, w->now, &info);
+    int rc = be->ops->inspect ? be->ops->inspect(w->bw, argv[1].ptr, argv[1].len, &info)
+                              : SL_ERR_UNSUPPORTED;
     if (rc < 0) {
         sl_reply_errorf(c, "%s", sl_strerror(rc));
         return;
@@ -674,9 +695,14 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     uint64_t allowed = sl_metrics_sum_decisions(srv, SL_OUT_ALLOWED);
     uint64_t rejected = sl_metrics_sum_decisions(srv, SL_OUT_REJECTED);
     uint64_t shadow_rejected = sl_metrics_sum_decisions(srv, SL_OUT_SHADOW);
-    sl_store_stats st;
-    sl_store_get_stats(srv->store, &st);
-    char text[2048];
+    sl_store_stats st = {0};
+    if (srv->store)
+        sl_store_get_stats(srv->store, &st);
+    sl_backend_stats bs = {0};
+    if (srv->backend->ops->stats)
+        srv->backend->ops->stats(srv->backend, &bs);
+    static const char *const states[] = {"up", "down", "breaker_open"};
+    char text[3072];
     size_t len = 0;
     int64_t up = (sl_now_mono() - srv->started_mono) / 1000000000;
     sl_info_section(text, sizeof text, &len, argc, argv, "server",
@@ -716,6 +742,26 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                     (unsigned long long)snap.failures);
     sl_info_section(text, sizeof text, &len, argc, argv, "keyspace", "keys:%llu\r\n",
                     (unsigned long long)st.keys);
+    if (srv->backend->ops->stats) {
+        uint64_t fallbacks[4];
+        sl_metrics_sum_fallbacks(srv, fallbacks);
+        sl_info_section(text, sizeof text, &len, argc, argv, "store",
+                        "store:%s\r\nstore_state:%s\r\nstore_engine:%s\r\n"
+                        "store_requests:%llu\r\nstore_errors:%llu\r\nstore_timeouts:%llu\r\n"
+                        "store_connects:%llu\r\nstore_disconnects:%llu\r\n"
+                        "store_breaker_opens:%llu\r\nstore_rtt_avg_us:%llu\r\n"
+                        "decisions_fail_open:%llu\r\ndecisions_fail_closed:%llu\r\n"
+                        "decisions_local:%llu\r\n",
+                        srv->backend->ops->name, states[bs.state],
+                        bs.module ? "module" : "lua", (unsigned long long)bs.requests,
+                        (unsigned long long)bs.errors, (unsigned long long)bs.timeouts,
+                        (unsigned long long)bs.connects, (unsigned long long)bs.disconnects,
+                        (unsigned long long)bs.breaker_opens,
+                        (unsigned long long)(bs.requests ? bs.rtt_sum_ns / 1000 / bs.requests : 0),
+                        (unsigned long long)fallbacks[SL_DECIDED_FAIL_OPEN],
+                        (unsigned long long)fallbacks[SL_DECIDED_FAIL_CLOSED],
+                        (unsigned long long)fallbacks[SL_DECIDED_LOCAL]);
+    }
     c->reply->bulk(c->sink, text, len < sizeof text ? len : sizeof text - 1);
 }
 
@@ -777,28 +823,17 @@ __attribute__((noinline)) static void sl_dispatch_rare(sl_cmd_ctx *c, const sl_c
         sl_command_call(cmd, c, argc, argv);
 }
 
-void sl_server_dispatch(sl_conn *conn, const sl_command *cmd, int argc, const sl_resp_slice *argv)
+void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl_resp_slice *argv)
 {
-    sl_server *srv = conn->w->srv;
-    sl_cmd_ctx ctx = {
-        .reply = &sl_resp_reply_sink,
-        .sink = &conn->out,
-        .exec = &sl_worker_exec,
-        .ex = conn->w,
-        .lease_key = srv->lease_key,
-        .limit_cache = &conn->w->limits,
-        .config = atomic_load_explicit(&srv->config, memory_order_acquire),
-        .max_key_bytes = srv->cfg.max_key_bytes,
-        .face = conn,
-        .decided = sl_on_decided,
-    };
+    sl_conn *conn = CONN(c);
+    c->sink = sl_conn_out(conn); /* past the replies in flight */
     sl_counter_add(&conn->w->metrics.commands, 1);
     if (!conn->authed && !(cmd && (cmd->flags & SL_CMD_NOAUTH))) {
-        ctx.reply->error(ctx.sink, "NOAUTH Authentication required.");
+        c->reply->error(c->sink, "NOAUTH Authentication required.");
         return;
     }
     if (__builtin_expect(conn->multi.active || !cmd || cmd->fn == sl_cmd_exec, 0))
-        sl_dispatch_rare(&ctx, cmd, argc, argv);
+        sl_dispatch_rare(c, cmd, argc, argv);
     else
-        sl_command_call(cmd, &ctx, argc, argv);
+        sl_command_call(cmd, c, argc, argv);
 }

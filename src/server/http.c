@@ -42,19 +42,6 @@ typedef struct sl_http_conn {
     bool continue_sent; /* "100 Continue" already sent for the request at hand */
 } sl_http_conn;
 
-/* The outcome of running a check, for the response and the metrics. */
-typedef struct sl_http_run {
-    sl_http_limit_report items[SL_TAKE_MANY_MAX];
-    sl_decision decisions[SL_TAKE_MANY_MAX];
-    const sl_limit *limits[SL_TAKE_MANY_MAX];
-    size_t n;
-    int rejected_by;
-    bool allowed;
-    int policy; /* index in the config, -1 ad hoc */
-    bool shadow;
-    char global_name[SL_POLICY_NAME_MAX + 8];
-} sl_http_run;
-
 static bool sl_path_is(sl_http_slice path, const char *lit)
 {
     size_t n = strlen(lit);
@@ -66,94 +53,114 @@ static bool sl_method_is(const sl_http_request *r, const char *m)
     return sl_path_is(r->method, m);
 }
 
-/* Runs a decoded check against the store (and the policies); on an error
- * writes the error response itself and returns false. */
-static bool sl_http_run_check(sl_conn *c, sl_http_check *chk, sl_http_run *run, bool keep,
+/* What an HTTP check's response needs beside its decision (sl_check's
+ * face_flags; face_status the status of a denial, 0 for 429). */
+#define SL_HTTP_KEEP 0x01u    /* keep-alive */
+#define SL_HTTP_HEAD 0x02u    /* a HEAD: the same head, no body */
+#define SL_HTTP_MULTI 0x04u   /* the request listed several limits */
+#define SL_HTTP_RESET 0x08u   /* DELETE /v1/keys/{key}: {"reset": bool} */
+
+/* Writes a check's response (SL_RENDER_FACE), now or when it is decided. */
+void sl_http_render(sl_cmd_ctx *c, sl_check *k)
+{
+    sl_resp_buf *out = c->sink;
+    bool keep = k->face_flags & SL_HTTP_KEEP, head = k->face_flags & SL_HTTP_HEAD;
+    if (k->req.rc != SL_OK) {
+        sl_http_write_error(out, sl_http_status(k->req.rc), keep, sl_strerror(k->req.rc),
+                            k->face_flags & SL_HTTP_RESET ? "key" : NULL);
+        return;
+    }
+    if (k->face_flags & SL_HTTP_RESET) {
+        char body[32];
+        int n = snprintf(body, sizeof body, "{\"reset\":%s}\n", k->req.count > 0 ? "true" : "false");
+        sl_http_write_response(out, 200, keep, "application/json", NULL, body, (size_t)n, head);
+        return;
+    }
+    /* The policy's global limit is named "api.global". */
+    char global[SL_POLICY_NAME_MAX + 8];
+    sl_http_limit_report items[SL_TAKE_MANY_MAX];
+    for (size_t i = 0; i < k->n; i++)
+        items[i] = (sl_http_limit_report){k->name, k->lim[i], &k->d[i]};
+    if (k->name && k->n == 2) {
+        snprintf(global, sizeof global, "%s.global", k->name);
+        items[1].name = global;
+    }
+    bool allowed = k->req.failed < 0;
+    sl_http_decision_opts o = {
+        .status = !allowed && !k->shadow ? k->face_status : 0,
+        .keep_alive = keep,
+        .shadow = k->shadow,
+        .head = head,
+        .multi = k->face_flags & SL_HTTP_MULTI,
+        .scoped = k->policy >= 0,
+        .rejected_by = k->req.failed,
+    };
+    sl_http_write_decision(out, &o, items, k->n);
+}
+
+
+/*
+ * Runs a decoded check (and the policies) through the check runner; an
+ * error found before the store is asked is written here.
+ */
+static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, int deny_status,
                               bool peek)
 {
-    sl_worker *w = c->w;
-    sl_server *srv = w->srv;
-    const sl_config *cfg = atomic_load_explicit(&srv->config, memory_order_acquire);
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(c, &ctx);
+    bool keep = flags & SL_HTTP_KEEP;
     sl_take_item items[SL_TAKE_MANY_MAX];
     char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
-    const char *name = NULL;
-    int rc;
+    sl_check k;
 
-    run->policy = -1;
-    run->shadow = false;
-    run->rejected_by = -1;
     if (chk->policy) {
-        const sl_policy *p = sl_config_policy(cfg, chk->policy, chk->policy_len);
+        const sl_policy *p = sl_config_policy(ctx.config, chk->policy, chk->policy_len);
         if (!p) {
             char msg[128];
             snprintf(msg, sizeof msg, "unknown policy '%.*s'", (int)chk->policy_len, chk->policy);
-            sl_http_write_error(&c->out, 400, keep, msg, "policy");
-            return false;
+            sl_http_write_error(sl_conn_out(c), 400, keep, msg, "policy");
+            return;
         }
-        int n = sl_policy_items(p, chk->tier, chk->tier ? chk->tier_len : 0, chk->items[0].key,
-                                chk->items[0].keylen, chk->items[0].cost, key, sizeof key, gkey,
-                                sizeof gkey, items);
+        int n = sl_check_policy(&k, ctx.config, p, chk->tier, chk->tier ? chk->tier_len : 0,
+                                chk->items[0].key, chk->items[0].keylen, chk->items[0].cost, key,
+                                sizeof key, gkey, sizeof gkey, items);
         if (n < 0) {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown tier '%.*s' for policy '%s'", (int)chk->tier_len,
                      chk->tier, p->name);
-            sl_http_write_error(&c->out, 400, keep, msg, "tier");
-            return false;
+            sl_http_write_error(sl_conn_out(c), 400, keep, msg, "tier");
+            return;
         }
         if (n == 0) {
-            sl_http_write_error(&c->out, 400, keep, sl_strerror(SL_ERR_KEY), "key");
-            return false;
+            sl_http_write_error(sl_conn_out(c), 400, keep, sl_strerror(SL_ERR_KEY), "key");
+            return;
         }
-        run->n = (size_t)n;
-        for (size_t i = 0; i < run->n; i++)
-            run->limits[i] = items[i].limit;
-        run->policy = (int)(p - cfg->policies);
-        run->shadow = p->shadow;
-        name = p->name;
-        snprintf(run->global_name, sizeof run->global_name, "%s.global", p->name);
     } else {
         for (size_t i = 0; i < chk->n; i++) {
             items[i] = (sl_take_item){chk->items[i].key, chk->items[i].keylen,
                                       &chk->items[i].limit, chk->items[i].cost};
-            run->limits[i] = &chk->items[i].limit;
+            k.lim[i] = &chk->items[i].limit;
         }
-        run->n = chk->n;
+        k.req.n = chk->n;
+        k.n = chk->n;
+        k.policy = -1;
+        k.name = NULL;
+        k.shadow = false;
+        k.req.on_error = SL_ON_ERROR_DEFAULT;
+        k.req.timeout_ms = 0;
     }
-
-    const sl_exec_ops *ex = &sl_worker_exec;
-    if (peek) {
-        /* HEAD is safe (RFC 9110): it says what GET would answer, and
-         * consumes nothing. Each limit is asked on its own. */
-        rc = SL_OK;
-        for (size_t i = 0; i < run->n && rc == SL_OK; i++) {
-            sl_resp_slice k = {items[i].key, items[i].keylen};
-            rc = ex->peek(w, &k, items[i].limit, items[i].cost, &run->decisions[i]);
-            if (rc == SL_OK && !run->decisions[i].allowed && run->rejected_by < 0)
-                run->rejected_by = (int)i;
-        }
-    } else if (run->n == 1) {
-        sl_resp_slice k = {items[0].key, items[0].keylen};
-        rc = ex->take(w, &k, items[0].limit, items[0].cost, &run->decisions[0]);
-        run->rejected_by = rc == SL_OK && !run->decisions[0].allowed ? 0 : -1;
-    } else {
-        rc = ex->take_many(w, items, run->n, run->decisions, &run->rejected_by);
-    }
-    if (rc != SL_OK) {
-        sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), NULL);
-        return false;
-    }
-    run->allowed = run->rejected_by < 0;
-    for (size_t i = 0; i < run->n; i++)
-        run->items[i] = (sl_http_limit_report){name, run->limits[i], &run->decisions[i]};
-    if (name && run->n == 2) /* the policy's global limit: "api.global" */
-        run->items[1].name = run->global_name;
-    if (!peek) {
-        sl_metrics_decided(&w->metrics, run->policy, run->allowed || run->shadow,
-                           run->shadow && !run->allowed);
-        if (run->shadow && !run->allowed)
-            sl_metrics_shadow_refused(run->policy, name);
-    }
-    return true;
+    /* HEAD is safe (RFC 9110): it says what GET would answer, and
+     * consumes nothing. Each limit is asked on its own. */
+    k.req.op = peek ? SL_OP_PEEK : SL_OP_TAKE;
+    k.req.items = items;
+    k.req.lease_id = 0;
+    k.req.d = k.d;
+    k.req.errstr = NULL;
+    k.counted = !peek;
+    k.render = SL_RENDER_FACE;
+    k.face_flags = flags;
+    k.face_status = deny_status;
+    sl_check_submit(&ctx, &k);
 }
 
 /* The check decoder's limits, through the worker's cache of prepared limits
@@ -192,7 +199,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
     sl_worker *w = c->w;
     if (!w->check) {
         if (!(w->check = calloc(1, sizeof *w->check))) {
-            sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+            sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
             return;
         }
         w->check->make_limit = sl_http_cached_limit;
@@ -214,7 +221,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         bool envoy = sl_auth_policy_segment(r->path, &seg);
         long plen = sl_http_path_decode(seg.ptr, seg.len, policy, sizeof policy);
         if (plen <= 0) {
-            sl_http_write_error(&c->out, 400, keep,
+            sl_http_write_error(sl_conn_out(c), 400, keep,
                                 plen == 0 ? "the path names no policy"
                                           : "the policy in the path is not a valid name",
                                 "policy");
@@ -233,7 +240,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         rc = sl_http_check_from_query(chk, r->query.ptr, r->query.len);
     }
     if (rc != 0) {
-        sl_http_write_error(&c->out, chk->status, keep, chk->errstr, chk->field);
+        sl_http_write_error(sl_conn_out(c), chk->status, keep, chk->errstr, chk->field);
         return;
     }
     /* HEAD on /v1/check asks without consuming (a safe method). On
@@ -241,19 +248,10 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
      * authorized (Envoy keeps it), and a HEAD to the application is a
      * request like any other: it takes. */
     bool head = sl_method_is(r, "HEAD");
-    sl_http_run run;
-    if (!sl_http_run_check(c, chk, &run, keep, head && !forward_auth))
-        return;
-    sl_http_decision_opts o = {
-        .status = forward_auth && !run.allowed && !run.shadow ? w->srv->cfg.http_deny_status : 0,
-        .keep_alive = keep,
-        .shadow = run.shadow,
-        .head = head,
-        .multi = chk->multi,
-        .scoped = run.policy >= 0,
-        .rejected_by = run.rejected_by,
-    };
-    sl_http_write_decision(&c->out, &o, run.items, run.n);
+    uint32_t flags = (keep ? SL_HTTP_KEEP : 0) | (head ? SL_HTTP_HEAD : 0) |
+                     (chk->multi ? SL_HTTP_MULTI : 0);
+    sl_http_run_check(c, chk, flags, forward_auth ? w->srv->cfg.http_deny_status : 0,
+                      head && !forward_auth);
 }
 
 /* ---- for operators: /v1/keys/{key}, /v1/policies ---- */
@@ -265,12 +263,12 @@ static void sl_http_write_json(sl_conn *c, int status, bool keep, cJSON *obj, bo
     char *text = obj ? cJSON_PrintUnformatted(obj) : NULL;
     cJSON_Delete(obj);
     if (!text) {
-        sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+        sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
         return;
     }
     size_t n = strlen(text);
     text[n] = '\n'; /* cJSON's terminator becomes the body's line end */
-    sl_http_write_response(&c->out, status, keep, "application/json", NULL, text, n + 1, head);
+    sl_http_write_response(sl_conn_out(c), status, keep, "application/json", NULL, text, n + 1, head);
     cJSON_free(text);
 }
 
@@ -288,31 +286,33 @@ static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path
 {
     char key[4096];
     long klen = sl_http_path_decode(path.ptr + 9, path.len - 9, key, sizeof key);
-    sl_store *store = c->w->srv->store;
+    const sl_backend *be = c->w->srv->backend;
     if (klen <= 0) {
-        sl_http_write_error(&c->out, 400, keep, "the key (after /v1/keys/) is empty or malformed",
+        sl_http_write_error(sl_conn_out(c), 400, keep, "the key (after /v1/keys/) is empty or malformed",
                             "key");
         return;
     }
     if (sl_method_is(r, "DELETE")) {
-        int rc = sl_store_reset(store, key, (size_t)klen);
-        if (rc < 0) {
-            sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), "key");
-            return;
-        }
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddBoolToObject(o, "reset", rc == 1);
-        sl_http_write_json(c, 200, keep, o, head);
+        sl_cmd_ctx ctx;
+        sl_conn_cmd_ctx(c, &ctx);
+        sl_take_item item = {key, (size_t)klen, NULL, 0};
+        sl_check k = {.req = {.op = SL_OP_RESET, .n = 1, .items = &item},
+                      .render = SL_RENDER_FACE,
+                      .policy = -1,
+                      .face_flags = SL_HTTP_RESET | (keep ? SL_HTTP_KEEP : 0) |
+                                    (head ? SL_HTTP_HEAD : 0)};
+        sl_check_submit(&ctx, &k);
         return;
     }
     sl_key_info info;
-    int rc = sl_store_inspect(store, key, (size_t)klen, c->w->now, &info);
+    int rc = be->ops->inspect ? be->ops->inspect(c->w->bw, key, (size_t)klen, &info)
+                              : SL_ERR_UNSUPPORTED;
     if (rc < 0) {
-        sl_http_write_error(&c->out, sl_http_status(rc), keep, sl_strerror(rc), "key");
+        sl_http_write_error(sl_conn_out(c), sl_http_status(rc), keep, sl_strerror(rc), "key");
         return;
     }
     if (rc == 0) {
-        sl_http_write_error(&c->out, 404, keep, "the store holds no state for this key", "key");
+        sl_http_write_error(sl_conn_out(c), 404, keep, "the store holds no state for this key", "key");
         return;
     }
     cJSON *o = cJSON_CreateObject();
@@ -413,7 +413,7 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         static const char body401[] =
             "{\"error\":\"authentication required: send Authorization: Bearer <token> "
             "(--http-token, or --requirepass)\",\"field\":\"authorization\"}\n";
-        sl_http_write_response(&c->out, 401, keep, "application/json",
+        sl_http_write_response(sl_conn_out(c), 401, keep, "application/json",
                                "WWW-Authenticate: Bearer realm=\"sluice\"\r\n", body401,
                                sizeof body401 - 1, head);
         if (!keep)
@@ -425,7 +425,7 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         if (get || sl_method_is(r, "POST"))
             sl_http_check_request(c, r, body, keep, false);
         else
-            sl_http_write_response(&c->out, 405, keep, "application/json",
+            sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
                                    "Allow: GET, HEAD, POST\r\n",
                                    "{\"error\":\"method not allowed\"}\n", 31, head);
     } else if (path.len > 9 && memcmp(path.ptr, "/v1/auth/", 9) == 0) {
@@ -436,30 +436,30 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         if (get || sl_method_is(r, "DELETE"))
             sl_http_key(c, r, path, keep, head);
         else
-            sl_http_write_response(&c->out, 405, keep, "application/json",
+            sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
                                    "Allow: GET, HEAD, DELETE\r\n",
                                    "{\"error\":\"method not allowed\"}\n", 31, head);
     } else if (sl_path_is(path, "/v1/policies") && get) {
         sl_http_policies(c, keep, head);
     } else if (sl_path_is(path, "/healthz") && get) {
-        sl_http_write_response(&c->out, 200, keep, "application/json", NULL,
+        sl_http_write_response(sl_conn_out(c), 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
     } else if (sl_path_is(path, "/metrics") && get) {
         sl_resp_buf text;
         sl_resp_buf_init(&text, 2, 0);
         sl_metrics_render(c->w->srv, &text);
         if (text.failed)
-            sl_http_write_error(&c->out, 503, keep, "out of memory", NULL);
+            sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
         else
-            sl_http_write_response(&c->out, 200, keep, "text/plain; version=0.0.4; charset=utf-8",
+            sl_http_write_response(sl_conn_out(c), 200, keep, "text/plain; version=0.0.4; charset=utf-8",
                                    NULL, text.data, text.len, head);
         sl_resp_buf_free(&text);
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics") ||
                sl_path_is(path, "/v1/policies")) {
-        sl_http_write_response(&c->out, 405, keep, "application/json", "Allow: GET, HEAD\r\n",
+        sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                                "{\"error\":\"method not allowed\"}\n", 31, head);
     } else {
-        sl_http_write_error(&c->out, 404, keep, "not found", "path");
+        sl_http_write_error(sl_conn_out(c), 404, keep, "not found", "path");
     }
     if (!keep)
         c->closing = true;
@@ -480,12 +480,12 @@ size_t sl_http_serve(sl_conn *c)
     sl_http_limits_default(&lim);
     lim.max_body = c->w->srv->cfg.max_request_bytes;
     size_t off = 0;
-    while (!c->closing && off < c->rlen) {
+    while (!c->closing && off < c->rlen && c->inflight < SL_CONN_MAX_INFLIGHT) {
         int n = sl_http_parse_request(c->rbuf + off, c->rlen - off, &h->req, &lim);
         if (n == SL_HTTP_INCOMPLETE)
             break;
         if (n == SL_HTTP_ERROR) {
-            sl_http_write_error(&c->out, h->req.status, false, h->req.errstr, h->req.field);
+            sl_http_write_error(sl_conn_out(c), h->req.status, false, h->req.errstr, h->req.field);
             sl_log(SL_LOG_INFO, "http client %llu: %d %s; closing", (unsigned long long)c->id,
                    h->req.status, h->req.errstr);
             c->closing = true;
@@ -496,7 +496,7 @@ size_t sl_http_serve(sl_conn *c)
             char msg[96];
             snprintf(msg, sizeof msg, "request body larger than --max-request-bytes (%zu)",
                      lim.max_body);
-            sl_http_write_error(&c->out, 413, false, msg, "content-length");
+            sl_http_write_error(sl_conn_out(c), 413, false, msg, "content-length");
             c->closing = true;
             break;
         }
@@ -505,7 +505,7 @@ size_t sl_http_serve(sl_conn *c)
             /* The body is still coming. The head is parsed again when it is
              * complete (a few hundred bytes: cheap). */
             if (r->expect_continue && !h->continue_sent) {
-                sl_resp_add_raw(&c->out, SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
+                sl_resp_add_raw(sl_conn_out(c), SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
                 h->continue_sent = true;
             }
             sl_http_request_reset(&h->req);

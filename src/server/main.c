@@ -29,6 +29,7 @@
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
+#include "backend/redis.h"
 #include "server/server.h"
 
 /* With --snapshot and no --snapshot-interval: a crash loses at most this
@@ -125,11 +126,11 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
-    F_LOGLEVEL, F_STORE, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_SPLIT, F_PEERS, F_SELF, F_ONERR, F_STORE_TIMEOUT, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_SPLIT, F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -217,8 +218,26 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_LOGLEVEL] = {"log-level", "LEVEL", "info",
                     "debug, info, warn or error; logs go to stderr, one line per event",
                     "debug, info, warn or error", SL_FLAG_APPLIED},
-    [F_STORE] = {"store", "URL", "memory://", "where state lives: only memory:// in this version",
-                 "memory:// (the only store of this version)", SL_FLAG_APPLIED},
+    [F_STORE] = {"store", "URL", "memory://",
+                 "where state lives: memory:// (in this process), redis://[USER:PASS@]HOST:PORT"
+                 "[/DB] (one central Redis; also ?password=P&user=U) or "
+                 "redis-cluster://HOST:PORT[,HOST:PORT...] (a Redis Cluster), so that every "
+                 "sluiced on the store enforces one limit (docs/deployment.md)",
+                 "memory://, redis://HOST:PORT[/DB] or redis-cluster://HOST:PORT[,...]",
+                 SL_FLAG_APPLIED},
+    [F_ONERR] = {"on-store-error", "MODE", "fail_open",
+                 "what decides when the store does not answer within --store-timeout-ms: "
+                 "fail_open (allow), fail_closed (refuse), local (a limiter in this process, "
+                 "at limit / --fleet-nodes); a policy's on_store_error wins",
+                 "fail_open, fail_closed or local", SL_FLAG_APPLIED},
+    [F_STORE_TIMEOUT] = {"store-timeout-ms", "N", "50",
+                         "a check's time budget with a remote store, after which "
+                         "--on-store-error decides; a policy's store_timeout_ms wins",
+                         "an integer from 1 to 60000", SL_FLAG_APPLIED},
+    [F_FLEET_NODES] = {"fleet-nodes", "N", "1",
+                       "how many sluiced share the store: --on-store-error local enforces "
+                       "limit / N on each while the store is down",
+                       "an integer from 1 to 10000", SL_FLAG_APPLIED},
     [F_AUTH_HEADER] = {"http-auth-header", "NAME", "X-Api-Key",
                        "forward-auth (GET /v1/auth/POLICY): the request header holding the key; "
                        "X-Forwarded-For takes the first address of its list",
@@ -253,8 +272,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_SPLIT] = {"split", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
-    [F_ONERR] = {"on-store-error", "MODE", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
-    [F_STORE_TIMEOUT] = {"store-timeout-ms", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
 };
@@ -488,8 +505,27 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             else goto bad;
             break;
         case F_STORE:
-            if (strcmp(optarg, "memory://") != 0)
+            if (strcmp(optarg, "memory://") != 0 && strncmp(optarg, "redis://", 8) != 0 &&
+                strncmp(optarg, "redis-cluster://", 16) != 0)
                 goto bad;
+            cfg->store_url = optarg;
+            break;
+        case F_ONERR: {
+            sl_on_error e;
+            if (sl_on_error_parse(optarg, strlen(optarg), &e) != SL_OK)
+                goto bad;
+            cfg->on_store_error = (int)e;
+            break;
+        }
+        case F_STORE_TIMEOUT:
+            if (!sl_parse_size(optarg, 60000, &v) || v < 1)
+                goto bad;
+            cfg->store_timeout_ms = (int)v;
+            break;
+        case F_FLEET_NODES:
+            if (!sl_parse_size(optarg, 10000, &v) || v < 1)
+                goto bad;
+            cfg->fleet_nodes = (int)v;
             break;
         case F_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
         case F_HELP: sl_usage(stdout); exit(0);
@@ -592,6 +628,12 @@ static void sl_snapshot_clean_start(const char *path)
                path, n, n == 1 ? "" : "s", (unsigned long long)bytes);
 }
 
+/* Is the store this process's own memory (--store memory://)? */
+static bool sl_store_is_memory(const sl_server_config *cfg)
+{
+    return cfg->store_url == NULL || strcmp(cfg->store_url, "memory://") == 0;
+}
+
 static void sl_on_snapshot_timer(uv_timer_t *t)
 {
     sl_snapshot_write(t->data, "periodic");
@@ -600,7 +642,8 @@ static void sl_on_snapshot_timer(uv_timer_t *t)
 static void sl_on_sweep_timer(uv_timer_t *t)
 {
     sl_server *srv = t->data;
-    sl_store_sweep(srv->store, sl_now_mono(), 4096);
+    if (srv->store)
+        sl_store_sweep(srv->store, sl_now_mono(), 4096);
 }
 
 static void sl_on_stop_signal(uv_signal_t *s, int signum)
@@ -906,25 +949,50 @@ int main(int argc, char **argv)
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
         seed = (uint64_t)sl_now_wall();
-    sl_store_config scfg = {.max_memory = srv->cfg.max_memory,
-                            .max_key_len = srv->cfg.max_key_bytes,
-                            .seed = seed};
-    rc = sl_store_new(&scfg, &srv->store);
-    if (rc != SL_OK) {
-        sl_log(SL_LOG_ERROR, "cannot create the store: %s", sl_strerror(rc));
-        return 1;
-    }
-    if (srv->cfg.snapshot && access(srv->cfg.snapshot, F_OK) != 0) {
-        sl_log(SL_LOG_INFO, "no snapshot at %s yet: starting empty", srv->cfg.snapshot);
-    } else if (srv->cfg.snapshot) {
-        size_t loaded = 0;
-        rc = sl_store_snapshot_load(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall(),
-                                    &loaded);
+    if (sl_store_is_memory(&srv->cfg)) {
+        sl_store_config scfg = {.max_memory = srv->cfg.max_memory,
+                                .max_key_len = srv->cfg.max_key_bytes,
+                                .seed = seed};
+        rc = sl_store_new(&scfg, &srv->store);
         if (rc != SL_OK) {
-            sl_log(SL_LOG_ERROR, "snapshot %s refused: %s", srv->cfg.snapshot, sl_strerror(rc));
+            sl_log(SL_LOG_ERROR, "cannot create the store: %s", sl_strerror(rc));
             return 1;
         }
-        sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
+        if (srv->cfg.snapshot && access(srv->cfg.snapshot, F_OK) != 0) {
+            sl_log(SL_LOG_INFO, "no snapshot at %s yet: starting empty", srv->cfg.snapshot);
+        } else if (srv->cfg.snapshot) {
+            size_t loaded = 0;
+            rc = sl_store_snapshot_load(srv->store, srv->cfg.snapshot, sl_now_mono(), sl_now_wall(),
+                                        &loaded);
+            if (rc != SL_OK) {
+                sl_log(SL_LOG_ERROR, "snapshot %s refused: %s", srv->cfg.snapshot, sl_strerror(rc));
+                return 1;
+            }
+            sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
+        }
+        srv->backend = sl_backend_memory(srv->store);
+        if (!srv->backend) {
+            sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
+            return 1;
+        }
+    } else {
+        /* States live in Redis: snapshots are Redis's business (RDB, AOF). */
+        if (srv->cfg.snapshot) {
+            sl_log(SL_LOG_ERROR, "--snapshot is for the memory store: with a Redis store the "
+                                 "states are Redis's to persist (RDB or AOF)");
+            return 1;
+        }
+        char err[256];
+        sl_redis_config rcfg = {.url = srv->cfg.store_url,
+                                .on_error = (sl_on_error)srv->cfg.on_store_error,
+                                .timeout_ms = srv->cfg.store_timeout_ms,
+                                .fleet_nodes = srv->cfg.fleet_nodes,
+                                .local_memory = srv->cfg.max_memory};
+        if (sl_backend_redis(&rcfg, &srv->backend, err, sizeof err) != SL_OK) {
+            /* Not the URL: it may hold a password. */
+            sl_log(SL_LOG_ERROR, "--store: %s", err);
+            return 1;
+        }
     }
 
     /* Said before the workers run, so that the lines are in the log by the
@@ -938,8 +1006,10 @@ int main(int argc, char **argv)
         snprintf(http, sizeof http, "on %s%s",
                  sl_log_addr(addr, sl_http_bind(&srv->cfg), srv->cfg.http_port),
                  sl_http_token(&srv->cfg) ? " (bearer token)" : "");
-    sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store memory://, %zu policies",
-           SLUICE_VERSION, resp, http, srv->nworkers, conf ? conf->npolicies : 0);
+    /* The store by its kind only: its URL may hold a password. */
+    sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store %s, %zu policies",
+           SLUICE_VERSION, resp, http, srv->nworkers, srv->backend->ops->name,
+           conf ? conf->npolicies : 0);
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
         srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0)
@@ -979,7 +1049,9 @@ int main(int argc, char **argv)
     /* A final snapshot that fails loses the state: the exit status says so,
      * so that a service manager does not see a clean stop. */
     int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;
-    sl_store_free(srv->store);
+    srv->backend->ops->free(srv->backend);
+    if (srv->store)
+        sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
     sl_start_settings_free();

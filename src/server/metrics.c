@@ -102,6 +102,88 @@ void sl_metrics_reset_policies(sl_server *srv)
                                       memory_order_relaxed);
 }
 
+void sl_metrics_fallback(sl_metrics *m, int policy, const char *name, int by)
+{
+    size_t p = policy < 0 || policy >= SL_METRIC_POLICIES ? 0 : (size_t)policy + 1;
+    if (by > 0 && by < 4)
+        atomic_fetch_add_explicit(&m->fallback[p][by], 1, memory_order_relaxed);
+}
+
+void sl_metrics_sum_fallbacks(sl_server *srv, uint64_t out[4])
+{
+    for (int b = 0; b < 4; b++)
+        out[b] = 0;
+    for (int w = 0; w < srv->nworkers; w++)
+        for (int p = 0; p <= SL_METRIC_POLICIES; p++)
+            for (int b = 1; b < 4; b++)
+                out[b] += sl_load(&srv->workers[w].metrics.fallback[p][b]);
+}
+
+static void sl_out(sl_resp_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sl_label(char *dst, size_t cap, const char *name);
+
+/* The store's health (a remote store): its state, its round trips, and the
+ * decisions its store-down policies took. */
+static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_resp_buf *out)
+{
+    static const char *const mode[4] = {"", "fail_open", "fail_closed", "local"};
+    static const double rtt_le_ms[SL_RTT_BUCKETS - 1] = {0.1, 0.25, 0.5, 1,  2.5, 5,
+                                                          10,  25,   50,  100, 250};
+    sl_backend_stats bs = {0};
+    srv->backend->ops->stats(srv->backend, &bs);
+    sl_out(out, "# HELP sluice_store_up Whether the store answers (0: down or breaker open).\n"
+                "# TYPE sluice_store_up gauge\nsluice_store_up{store=\"%s\"} %d\n",
+           srv->backend->ops->name, bs.state == SL_STORE_UP);
+    sl_out(out, "# HELP sluice_store_breaker_open Whether the circuit breaker is open (the "
+                "store is not asked).\n# TYPE sluice_store_breaker_open gauge\n"
+                "sluice_store_breaker_open %d\n", bs.state == SL_STORE_BREAKER_OPEN);
+    sl_out(out, "# HELP sluice_store_requests_total Requests sent to the store, by outcome.\n"
+                "# TYPE sluice_store_requests_total counter\n"
+                "sluice_store_requests_total{outcome=\"sent\"} %llu\n"
+                "sluice_store_requests_total{outcome=\"error\"} %llu\n"
+                "sluice_store_requests_total{outcome=\"timeout\"} %llu\n",
+           (unsigned long long)bs.requests, (unsigned long long)bs.errors,
+           (unsigned long long)bs.timeouts);
+    sl_out(out, "# HELP sluice_store_connects_total Connections made to the store.\n"
+                "# TYPE sluice_store_connects_total counter\nsluice_store_connects_total %llu\n"
+                "# HELP sluice_store_breaker_opens_total Times the circuit breaker opened.\n"
+                "# TYPE sluice_store_breaker_opens_total counter\n"
+                "sluice_store_breaker_opens_total %llu\n",
+           (unsigned long long)bs.connects, (unsigned long long)bs.breaker_opens);
+    sl_out(out, "# HELP sluice_store_rtt_seconds Round trips to the store.\n"
+                "# TYPE sluice_store_rtt_seconds histogram\n");
+    uint64_t cum = 0;
+    for (int b = 0; b < SL_RTT_BUCKETS; b++) {
+        cum += bs.rtt[b];
+        if (b < SL_RTT_BUCKETS - 1)
+            sl_out(out, "sluice_store_rtt_seconds_bucket{le=\"%g\"} %llu\n", rtt_le_ms[b] / 1e3,
+                   (unsigned long long)cum);
+        else
+            sl_out(out, "sluice_store_rtt_seconds_bucket{le=\"+Inf\"} %llu\n",
+                   (unsigned long long)cum);
+    }
+    sl_out(out, "sluice_store_rtt_seconds_sum %.9f\nsluice_store_rtt_seconds_count %llu\n",
+           (double)bs.rtt_sum_ns / 1e9, (unsigned long long)cum);
+    sl_out(out, "# HELP sluice_store_fallback_decisions_total Decisions taken by a store-down "
+                "policy, by policy and mode.\n"
+                "# TYPE sluice_store_fallback_decisions_total counter\n");
+    size_t npol = cfg ? cfg->npolicies : 0;
+    if (npol > SL_METRIC_POLICIES)
+        npol = SL_METRIC_POLICIES;
+    for (size_t p = 0; p <= npol; p++) {
+        char label[2 * SL_POLICY_NAME_MAX + 1] = "";
+        if (p > 0)
+            sl_label(label, sizeof label, cfg->policies[p - 1].name);
+        for (int b = 1; b < 4; b++) {
+            uint64_t n = 0;
+            for (int w = 0; w < srv->nworkers; w++)
+                n += sl_load(&srv->workers[w].metrics.fallback[p][b]);
+            sl_out(out, "sluice_store_fallback_decisions_total{policy=\"%s\",mode=\"%s\"} %llu\n",
+                   label, mode[b], (unsigned long long)n);
+        }
+    }
+}
+
 /* Appends printf output to the buffer (a line of a few hundred bytes). */
 static void sl_out(sl_resp_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sl_out(sl_resp_buf *out, const char *fmt, ...)
@@ -178,8 +260,11 @@ void sl_metrics_render(sl_server *srv, sl_resp_buf *out)
                (unsigned long long)cum);
     }
 
-    sl_store_stats st;
-    sl_store_get_stats(srv->store, &st);
+    sl_store_stats st = {0};
+    if (srv->store)
+        sl_store_get_stats(srv->store, &st);
+    if (srv->backend && srv->backend->ops->stats)
+        sl_metrics_render_store(srv, cfg, out);
     uint64_t store_errors = 0;
     for (int w = 0; w < srv->nworkers; w++)
         store_errors += sl_load(&srv->workers[w].metrics.store_errors);

@@ -27,6 +27,9 @@ typedef struct sl_metrics {
     atomic_uint_fast64_t commands;
     atomic_uint_fast64_t decisions[SL_METRIC_POLICIES + 1][SL_OUTCOMES];
     atomic_uint_fast64_t store_errors;
+    /* Decisions a store-down policy took (by sl_fallback: 1 fail_open, 2
+     * fail_closed, 3 local), per policy as decisions are. */
+    atomic_uint_fast64_t fallback[SL_METRIC_POLICIES + 1][4];
     atomic_uint_fast64_t latency[SL_PROTOS][SL_LATENCY_BUCKETS + 1];
     atomic_uint_fast64_t latency_sum_ns[SL_PROTOS];
 } sl_metrics;
@@ -43,6 +46,10 @@ static inline void sl_counter_add(atomic_uint_fast64_t *a, uint64_t n)
 
 /* policy: -1 for an ad-hoc limit, else the config's index. */
 void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow);
+
+/* A decision a store-down policy took (by: an sl_fallback); name is the
+ * policy's, NULL for an ad-hoc limit. */
+void sl_metrics_fallback(sl_metrics *m, int policy, const char *name, int by);
 
 /*
  * A shadow policy let through a request it would have refused: logs it,
@@ -64,6 +71,8 @@ struct sl_server;
 /* Sums every worker's counters of a kind. */
 uint64_t sl_metrics_sum_decisions(struct sl_server *srv, int outcome);
 uint64_t sl_metrics_sum_commands(struct sl_server *srv);
+/* Every worker's store-down decisions by sl_fallback, all policies. */
+void sl_metrics_sum_fallbacks(struct sl_server *srv, uint64_t out[4]);
 
 /* Zeroes the per-policy counters (after a reload: new indexes). */
 void sl_metrics_reset_policies(struct sl_server *srv);

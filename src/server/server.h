@@ -36,6 +36,10 @@ typedef struct sl_server_config {
     int request_timeout_s;   /* from a request's first byte to its last; 0 = no deadline */
     int port_share_pct;      /* percent of maxclients one port may hold while both are on */
     size_t max_memory;       /* store cap in bytes; 0 = none */
+    const char *store_url;   /* --store: memory:// or a remote store's URL */
+    int on_store_error;      /* an sl_on_error: the default store-down policy */
+    int store_timeout_ms;    /* a check's time budget with a remote store */
+    int fleet_nodes;         /* sluiced sharing the store (local fallback: limit / N) */
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
@@ -99,6 +103,7 @@ typedef struct sl_worker {
     pthread_t thread;
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     sl_limit_cache limits;
+    sl_backend_worker *bw; /* the backend's handle for this thread */
     struct sl_http_check *check; /* HTTP: one decoded check at a time (about 9 KiB) */
     int64_t now; /* monotonic ns, read once per batch of commands */
     int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
@@ -123,7 +128,8 @@ typedef struct sl_worker {
 
 typedef struct sl_server {
     sl_server_config cfg;
-    sl_store *store;
+    sl_store *store;      /* the memory backend's, else NULL */
+    sl_backend *backend;  /* where states live: every take goes through it */
     sl_worker *workers;
     int nworkers;
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
@@ -187,23 +193,48 @@ void sl_workers_stop(sl_server *srv);
 void sl_workers_pause(sl_worker *self);
 void sl_workers_resume(sl_worker *self);
 
-/* commands.c: the store at the worker's clock, for both faces (ex: the
- * sl_worker); store errors are counted for /metrics here. */
-extern const sl_exec_ops sl_worker_exec;
+/* commands.c: the context a connection's commands run in (either face):
+ * the backend, the caches, the metrics, deferral into reply slots. */
+void sl_conn_cmd_ctx(struct sl_conn *conn, sl_cmd_ctx *ctx);
 
 /* commands.c: the command sluiced runs for a name (a rate command or a
  * connection command), or NULL. */
 const sl_command *sl_server_command(const char *name, size_t len);
 
-/* commands.c: runs one parsed command of a connection: cmd is
- * sl_server_command(argv[0]), NULL for a name sluiced does not know. */
-void sl_server_dispatch(struct sl_conn *conn, const sl_command *cmd, int argc,
+/* commands.c: runs one parsed command of a connection in c, its context
+ * (sl_conn_cmd_ctx, made once per read: the config it holds is the one in
+ * force for the whole read): cmd is sl_server_command(argv[0]), NULL for a
+ * name sluiced does not know. */
+void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc,
                         const sl_resp_slice *argv);
+
+/* http.c: an HTTP check's response from its decision (sl_cmd_ctx.render). */
+void sl_http_render(sl_cmd_ctx *c, sl_check *k);
 
 /* http.c: serves every complete HTTP request in the connection's read
  * buffer, and returns the bytes it consumed (the rest is a partial request).
  * Sets conn->closing when the connection must close after its replies. */
 size_t sl_http_serve(struct sl_conn *conn);
+
+/*
+ * A reply whose decision is in flight (a backend that answers later), in
+ * the order of the connection's requests: the replies of the requests that
+ * follow it gather in `after` until it is decided, so that a pipeline
+ * answers in order whatever order its decisions come in. A slot whose
+ * connection closed (conn NULL) is freed when its decision comes.
+ */
+typedef struct sl_slot {
+    struct sl_slot *next;
+    struct sl_conn *conn;
+    bool done;
+    sl_resp_buf reply; /* its own reply, once decided */
+    sl_resp_buf after; /* the replies after it, up to the next slot */
+    sl_check check;
+} sl_slot;
+
+/* The most replies a connection may have in flight: past it the server
+ * reads no more from it until half of them are answered. */
+#define SL_CONN_MAX_INFLIGHT 1024
 
 /* The parts of a connection the commands need. */
 typedef struct sl_conn {
@@ -236,7 +267,20 @@ typedef struct sl_conn {
      * Reads do not move it: only a request's end does. */
     int64_t request_start;
     sl_multi multi; /* RESP: MULTI's queue */
+    sl_slot *slots, *slots_tail; /* replies in flight, oldest first */
+    size_t inflight;             /* slots not yet decided */
+    bool paused;                 /* reads stopped at SL_CONN_MAX_INFLIGHT */
 } sl_conn;
+
+/* Where a connection's next reply goes: after its last reply in flight. */
+static inline sl_resp_buf *sl_conn_out(sl_conn *c)
+{
+    return c->slots_tail ? &c->slots_tail->after : &c->out;
+}
+
+/* worker.c: a slot of c was decided: moves the replies that are now in
+ * order to the connection's output, and has them written. */
+void sl_conn_slots_drain(sl_conn *c);
 
 /* What a command may hold before AUTH, as Redis limits an unauthenticated
  * client (10 arguments, 16 KiB bulks): enough for HELLO 3 AUTH user pass. */

@@ -76,6 +76,29 @@ int64_t sl_now_mono(void)
 
 static void sl_conn_flush(sl_conn *c);
 
+/* Frees a slot's memory (its decision is in, or never will be needed). */
+static void sl_slot_free(sl_slot *s)
+{
+    sl_resp_buf_free(&s->reply);
+    sl_resp_buf_free(&s->after);
+    free(s);
+}
+
+/* The connection's slots at its close: those decided are freed, those in
+ * flight are left to their decision, which frees them (sl_slot_done). */
+static void sl_conn_orphan_slots(sl_conn *c)
+{
+    for (sl_slot *s = c->slots, *next; s; s = next) {
+        next = s->next;
+        if (s->done)
+            sl_slot_free(s);
+        else
+            s->conn = NULL;
+    }
+    c->slots = c->slots_tail = NULL;
+    c->inflight = 0;
+}
+
 static void sl_conn_on_close(uv_handle_t *h)
 {
     sl_conn *c = h->data;
@@ -112,6 +135,7 @@ static void sl_conn_close(sl_conn *c)
         c->w->conns = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    sl_conn_orphan_slots(c);
     uv_close((uv_handle_t *)&c->handle, sl_conn_on_close);
 }
 
@@ -180,8 +204,9 @@ static void sl_batch_parse(sl_conn *c, size_t off, const sl_resp_limits *lim, sl
             nkeys += sl_command_store_keys(cmd, req.argc, argv, keys + nkeys, lens + nkeys,
                                            SL_BATCH_KEYS - nkeys);
     }
-    if (nkeys > 1)
-        sl_store_prefetch(c->w->srv->store, keys, lens, nkeys);
+    const sl_backend *be = c->w->srv->backend;
+    if (nkeys > 1 && be->ops->prefetch)
+        be->ops->prefetch(c->w->bw, keys, lens, nkeys);
 }
 
 /* Runs every complete RESP command in the read buffer; returns the bytes
@@ -209,13 +234,17 @@ static size_t sl_conn_run_resp(sl_conn *c)
     size_t off = 0;
     uint64_t ran = 0;
     sl_batch batch;
-    while (!c->closing && off < c->rlen && !c->out.failed) {
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(c, &ctx);
+    while (!c->closing && off < c->rlen && !sl_conn_out(c)->failed && c->inflight < SL_CONN_MAX_INFLIGHT) {
         if (c->authed && !sl_resp_request_pending(&c->req)) {
             sl_batch_parse(c, off, &lim, &batch);
-            for (size_t i = 0; i < batch.n && !c->closing && !c->out.failed; i++) {
+            for (size_t i = 0; i < batch.n && !c->closing && !sl_conn_out(c)->failed &&
+                               c->inflight < SL_CONN_MAX_INFLIGHT;
+                 i++) {
                 off += batch.cmd[i].bytes;
                 if (batch.cmd[i].argc > 0) {
-                    sl_server_dispatch(c, batch.cmd[i].cmd, (int)batch.cmd[i].argc,
+                    sl_server_dispatch(&ctx, batch.cmd[i].cmd, (int)batch.cmd[i].argc,
                                        batch.cmd[i].argv);
                     ran++;
                 }
@@ -230,15 +259,15 @@ static size_t sl_conn_run_resp(sl_conn *c)
             /* As Redis: say what was wrong, then close the connection; a
              * command past the size cap says which cap. */
             if (!c->authed && c->req.too_big) /* Redis's words before AUTH */
-                sl_resp_add_errorf(&c->out, "-ERR Protocol error: unauthenticated %s length",
+                sl_resp_add_errorf(sl_conn_out(c), "-ERR Protocol error: unauthenticated %s length",
                                    c->req.too_big == SL_RESP_BIG_ARGS ? "multibulk" : "bulk");
             else if (c->req.too_big == SL_RESP_BIG_BYTES)
-                sl_resp_add_errorf(&c->out,
+                sl_resp_add_errorf(sl_conn_out(c),
                                    "-ERR Protocol error: request larger than "
                                    "--max-request-bytes (%zu)",
                                    cfg->max_request_bytes);
             else
-                sl_resp_add_errorf(&c->out, "-ERR %s", c->req.errstr);
+                sl_resp_add_errorf(sl_conn_out(c), "-ERR %s", c->req.errstr);
             sl_log(SL_LOG_INFO, "client %llu: %s; closing", (unsigned long long)c->id,
                    c->req.errstr);
             c->closing = true;
@@ -247,7 +276,7 @@ static size_t sl_conn_run_resp(sl_conn *c)
         off += (size_t)n;
         if (c->req.argc > 0) {
             bool was_authed = c->authed;
-            sl_server_dispatch(c, sl_server_command(c->argv[0].ptr, c->argv[0].len),
+            sl_server_dispatch(&ctx, sl_server_command(c->argv[0].ptr, c->argv[0].len),
                                (int)c->req.argc, c->argv);
             ran++;
             if (c->authed != was_authed) /* AUTH or HELLO ... AUTH: the full caps from now */
@@ -341,6 +370,22 @@ static inline void sl_worker_enter(sl_worker *w)
     }
 }
 
+/* Has the replies written at the end of the loop iteration
+ * (sl_worker_flush), or at once when the connection closes or owes a lot. */
+static void sl_conn_flush_later(sl_conn *c)
+{
+    if (c->closing || c->out.len > SL_OUTPUT_WRITE_NOW) {
+        sl_conn_flush_now(c);
+    } else if (c->out.len > 0 && !c->flush_queued) {
+        c->flush_queued = true;
+        c->flush_next = c->w->to_flush;
+        c->w->to_flush = c;
+    }
+}
+
+static void sl_conn_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
+static void sl_conn_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
 /* Runs every complete request in the read buffer; its replies are written
  * at the end of the loop iteration (sl_worker_flush), or at once when the
  * connection closes or owes a lot. */
@@ -362,13 +407,43 @@ static void sl_conn_process(sl_conn *c)
         c->request_start = 0;
     else if (off > 0 || c->request_start == 0)
         c->request_start = sl_now_mono();
-    if (c->closing || c->out.len > SL_OUTPUT_WRITE_NOW) {
-        sl_conn_flush_now(c);
-    } else if (c->out.len > 0 && !c->flush_queued) {
-        c->flush_queued = true;
-        c->flush_next = c->w->to_flush;
-        c->w->to_flush = c;
+    if (c->inflight >= SL_CONN_MAX_INFLIGHT && c->reading) {
+        /* Enough in flight: the rest waits in the socket (sl_conn_slots_drain
+         * reads on). */
+        uv_read_stop((uv_stream_t *)&c->handle);
+        c->reading = false;
+        c->paused = true;
     }
+    sl_conn_flush_later(c);
+}
+
+void sl_conn_slots_drain(sl_conn *c)
+{
+    while (c->slots && c->slots->done) {
+        sl_slot *s = c->slots;
+        sl_resp_add_raw(&c->out, s->reply.data, s->reply.len);
+        sl_resp_add_raw(&c->out, s->after.data, s->after.len);
+        if (s->reply.failed || s->after.failed)
+            c->out.failed = 1;
+        c->slots = s->next;
+        if (!c->slots)
+            c->slots_tail = NULL;
+        sl_slot_free(s);
+    }
+    if (c->closed)
+        return;
+    if (c->paused && c->inflight <= SL_CONN_MAX_INFLIGHT / 2 && !c->closing) {
+        c->paused = false;
+        c->reading = uv_read_start((uv_stream_t *)&c->handle, sl_conn_alloc, sl_conn_read) == 0;
+        if (c->rlen > 0) { /* what was read before the pause */
+            c->w->now = sl_now_mono();
+            sl_conn_process(c);
+            return;
+        }
+    }
+    if (sl_conn_over_limit(c))
+        return;
+    sl_conn_flush_later(c);
 }
 
 /* The worker's check phase, after the iteration's reads: their replies. */
@@ -456,8 +531,10 @@ static void sl_conn_flush(sl_conn *c)
 {
     if (c->closed || c->writing)
         return;
+    /* A closing connection closes once its replies are written, those in
+     * flight included. */
     if (c->out.len == 0) {
-        if (c->closing)
+        if (c->closing && !c->slots)
             sl_conn_close_gently(c);
         return;
     }
@@ -465,7 +542,7 @@ static void sl_conn_flush(sl_conn *c)
     int n = uv_try_write((uv_stream_t *)&c->handle, &b, 1);
     if (n == (int)c->out.len) {
         sl_output_done(&c->out);
-        if (c->closing)
+        if (c->closing && !c->slots)
             sl_conn_close_gently(c);
         return;
     }
@@ -517,9 +594,9 @@ static void sl_accept_log(sl_worker *w, const char *fmt, ...)
 static void sl_conn_refuse(sl_conn *c, int http_status, const char *msg)
 {
     if (c->proto == SL_PROTO_HTTP)
-        sl_http_write_error(&c->out, http_status, false, msg, NULL);
+        sl_http_write_error(sl_conn_out(c), http_status, false, msg, NULL);
     else
-        sl_resp_add_errorf(&c->out, "-ERR %s", msg);
+        sl_resp_add_errorf(sl_conn_out(c), "-ERR %s", msg);
     c->closing = true;
     sl_conn_flush_now(c);
 }
@@ -700,6 +777,11 @@ static void sl_worker_finish(sl_worker *w, int64_t now)
         sl_conn_close(c);
     }
     if (!uv_is_closing((uv_handle_t *)&w->tick)) {
+        /* Decisions still in flight are answered (their connections are
+         * gone), and the backend's handles closed with the loop's. */
+        if (w->bw)
+            w->srv->backend->ops->detach(w->bw);
+        w->bw = NULL;
         uv_timer_stop(&w->tick);
         uv_close((uv_handle_t *)&w->tick, NULL);
         uv_close((uv_handle_t *)&w->wakeup, NULL);
@@ -918,6 +1000,13 @@ int sl_workers_start(sl_server *srv)
         uv_timer_init(&w->loop, &w->tick);
         w->tick.data = w;
         uv_timer_start(&w->tick, sl_worker_tick, 1000, 1000);
+        const char *err = NULL;
+        w->bw = srv->backend->ops->attach(srv->backend, &w->loop, &w->now, &err);
+        if (!w->bw) {
+            sl_log(SL_LOG_ERROR, "cannot start worker %d on the %s store: %s", i,
+                   srv->backend->ops->name, err ? err : "unknown error");
+            return -1;
+        }
         uv_check_init(&w->loop, &w->flusher);
         w->flusher.data = w;
         uv_check_start(&w->flusher, sl_worker_flush);

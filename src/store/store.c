@@ -2012,6 +2012,47 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
     return rc;
 }
 
+/* A refund changes a record in place, under the shard's lock (which keeps
+ * the readers out), and only a record of this limit's shape: a state of
+ * another shape was not written by a take under this limit, and carrying it
+ * over (as a take would) is no refund. */
+int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                        int64_t now, int64_t cost)
+{
+    size_t size;
+    if (!s)
+        return SL_ERR_ARGUMENT;
+    int rc = sl_check_key_limit(s, key, keylen, l, &size);
+    if (rc != SL_OK)
+        return rc;
+    if ((rc = sl_take_check(l, now, cost)) != SL_OK)
+        return rc;
+    if (l->algorithm == SL_CONCURRENCY)
+        return SL_ERR_ALGORITHM;
+    uint64_t h = sl_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    sl_shard_lock(sh);
+    now = sl_store_now(s, now);
+    long pos = sl_index_find(sh, h, key, keylen);
+    int64_t given = 0;
+    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l, size)) {
+        uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+        given = sl_refund(l, sl_rec_state(rec), now, cost);
+        if (given > 0) {
+            int64_t exp = sl_state_expires_at(l, sl_rec_state(rec));
+            if (exp <= now) {
+                /* Everything went back: the state is "never seen" again. */
+                sl_shard_remove(sh, (size_t)pos);
+                sh->reclaimed++;
+            } else {
+                sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+            }
+        }
+    }
+    sl_shard_unlock(sh);
+    return given;
+}
+
 /* Records compaction may move per shard and call: bounded work under the
  * lock (a few tens of microseconds). */
 #define SL_COMPACT_MOVES 1024u

@@ -21,12 +21,14 @@ import time
 
 import pytest
 
-from conftest import make_cluster, slot_of
+from cluster_harness import (driver_path, free_port, make_cluster,  # noqa: F401
+                             make_driver, module_path, slot_of)
+from redis_harness import make_redis  # noqa: F401 (a fixture)
 
 
 @pytest.fixture
-def cluster(make_server):
-    return make_cluster(make_server, primaries=3, replicas=1)
+def cluster(make_redis):
+    return make_cluster(make_redis, primaries=3, replicas=1)
 
 
 def one_key_per_slot():
@@ -75,8 +77,8 @@ def test_every_slot_goes_to_its_primary(cluster, make_driver):
     d.stop()
 
 
-def test_a_server_outside_cluster_mode_is_named(make_server, make_driver):
-    s = make_server("standalone", module=False)
+def test_a_server_outside_cluster_mode_is_named(make_redis, make_driver):
+    s = make_redis("standalone", module=False)
     d = make_driver("127.0.0.1:%d" % s.port)
     a = d.call("GET k")
     assert a.get("err") == ("no slot map from the cluster within 2000 ms (127.0.0.1:%d: ERR This "
@@ -86,7 +88,6 @@ def test_a_server_outside_cluster_mode_is_named(make_server, make_driver):
 
 
 def test_a_seed_that_is_down_is_passed_over(cluster, make_driver):
-    from conftest import free_port
     dead = "127.0.0.1:%d" % free_port()
     d = make_driver(dead + "," + cluster.seeds())
     assert d.value("SET seedkey 1") == "OK"
@@ -96,7 +97,6 @@ def test_a_seed_that_is_down_is_passed_over(cluster, make_driver):
 
 
 def test_bad_seed_lists_are_refused(make_driver):
-    from conftest import driver_path
     for seeds in ("", "127.0.0.1", "127.0.0.1:0", "127.0.0.1:65536", "127.0.0.1:12x",
                   "bad host:7000", "127.0.0.1:7000,", ":7000", "a/b:7000"):
         out = subprocess.run([driver_path(), seeds], input=b"", capture_output=True, timeout=20)
@@ -287,8 +287,8 @@ def test_close_from_within_a_cb(cluster, make_driver):
     assert closing, "nothing was pending at the close"
 
 
-def test_auth_comes_first(make_server, make_driver):
-    cluster = make_cluster(make_server, primaries=3, replicas=0, auth="s3cret pass")
+def test_auth_comes_first(make_redis, make_driver):
+    cluster = make_cluster(make_redis, primaries=3, replicas=0, auth="s3cret pass")
     d = make_driver(cluster.seeds(), ["--password", "s3cret pass"])
     ids = d.send_many(["SET auth:%d %d" % (i, i) for i in range(100)])
     assert all(d.answer(i)["value"] == "OK" for i in ids)
@@ -307,7 +307,6 @@ def test_auth_comes_first(make_server, make_driver):
 
 
 def test_module_commands_and_scripts_go_to_their_keys_primary(cluster, make_driver):
-    from conftest import module_path
     assert os.path.exists(module_path()), "the module is not built: run make"
     d = make_driver(cluster.seeds())
     owners = cluster.slots()
@@ -342,9 +341,9 @@ def test_a_seed_that_never_answers_is_given_up(cluster, make_driver):
         d.stop()
 
 
-def test_a_primary_that_stops_answering_loses_its_connection(make_server, make_driver):
+def test_a_primary_that_stops_answering_loses_its_connection(make_redis, make_driver):
     # A long node timeout: a node busy with a script for 3 s is not failed over.
-    cluster = make_cluster(make_server, primaries=3, replicas=0, node_timeout_ms=15000)
+    cluster = make_cluster(make_redis, primaries=3, replicas=0, node_timeout_ms=15000)
     d = make_driver(cluster.seeds())
     owners = cluster.slots()
     key = "slow:k"
@@ -364,8 +363,8 @@ def test_a_primary_that_stops_answering_loses_its_connection(make_server, make_d
 
 
 def test_a_cluster_down_is_retried_then_answered_and_a_restarted_primary_serves_again(
-        make_server, make_driver):
-    cluster = make_cluster(make_server, primaries=3, replicas=0)
+        make_redis, make_driver):
+    cluster = make_cluster(make_redis, primaries=3, replicas=0)
     d = make_driver(cluster.seeds())
     owners = cluster.slots()
     by_primary = keys_by_primary(owners)
@@ -419,7 +418,6 @@ def test_redirections_are_bounded(cluster, make_driver):
 
 
 def test_commands_waiting_for_a_route_are_bounded(make_driver):
-    from conftest import free_port
     # Nothing answers: every command waits for a map, up to SL_CLUSTER_MAX_WAITING of them.
     d = make_driver("127.0.0.1:%d" % free_port())
     cap, extra = 65536, 1000
@@ -432,10 +430,10 @@ def test_commands_waiting_for_a_route_are_bounded(make_driver):
     d.stop()
 
 
-def test_nodes_of_unknown_endpoint_are_reached_where_the_map_was_read(make_server, make_driver):
+def test_nodes_of_unknown_endpoint_are_reached_where_the_map_was_read(make_redis, make_driver):
     # cluster-preferred-endpoint-type unknown-endpoint: CLUSTER SLOTS names no host (a
     # null) and MOVED says ":PORT": both mean the host the transport asked.
-    cluster = make_cluster(make_server, primaries=3, replicas=0,
+    cluster = make_cluster(make_redis, primaries=3, replicas=0,
                            args=["--cluster-preferred-endpoint-type", "unknown-endpoint"])
     c = cluster.nodes[0].conn()
     try:

@@ -82,8 +82,9 @@ def test_take_against_the_module(redis_addr):
 
 
 def test_bench_lua_script(redis_addr):
-    # Redis + Lua, the alternative a user would pick: CL.THROTTLE's arithmetic in a script.
-    script = os.path.join(ROOT, "src", "redis_module", "lua", "cell.lua")
+    # Redis + Lua, the alternative a user would pick: CL.THROTTLE's arithmetic in the
+    # central store's script, called with SL.DECIDE's arguments.
+    script = os.path.join(ROOT, "src", "backend", "lua", "sluice.lua")
     p = run("bench", "--server", redis_addr, "--command", "cl.throttle", "--lua", script,
             "--keys", 1, "--prefix", "m:lua:", "--limit", 5, "--period", "1h", "--duration", 1,
             "--connections", 2, "--pipeline", 4, check=0)

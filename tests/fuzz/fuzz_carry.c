@@ -11,6 +11,9 @@
  * state on which takes and peeks behave: no undefined behaviour (UBSan),
  * nothing read or written past the state (ASan, exact-size copies), and
  * decisions within the limit's own bounds. CHECK() aborts when one breaks.
+ * A refund (sl_refund) on such a state must behave too: 0 .. cost units
+ * given back, or SL_ERR_ALGORITHM for a concurrency limit, and a state that
+ * still decides within bounds.
  *
  * Input: byte 0 the old algorithm, byte 1 its flags (bit 0: carried), byte 2
  * the new limit's algorithm, byte 3 flags (bit 0: carried), bytes 4..11 the
@@ -39,6 +42,24 @@ static void check_decision(const sl_limit *l, const sl_decision *d)
     CHECK(d->retry_after_ns >= 0);
     if (d->allowed)
         CHECK(d->retry_after_ns == 0);
+}
+
+/* A refund of `cost` on any state: 0 .. cost given back (or the errors its
+ * inputs call for), and a state that decides within bounds afterwards. */
+static void check_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    int64_t given = sl_refund(l, state, now, cost);
+    if (l->algorithm == SL_CONCURRENCY)
+        CHECK(given == SL_ERR_ALGORITHM || given == SL_ERR_COST || given == SL_ERR_TIME);
+    else if (cost < 0)
+        CHECK(given == SL_ERR_COST);
+    else if (now < 0 || now > SL_TIME_MAX)
+        CHECK(given == SL_ERR_TIME);
+    else
+        CHECK(given >= 0 && given <= cost);
+    sl_decision d;
+    if (sl_peek(l, state, now, 1, &d) == SL_OK)
+        check_decision(l, &d);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -80,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             CHECK(sl_take(&l, out, now, 1, &d) == SL_OK);
             check_decision(&l, &d);
         }
+        check_refund(&l, out, now, burst);
     }
     /* The same bytes taken in place, when they have the limit's size: the
      * in-place carry of a state that names another limit. */
@@ -90,6 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check_decision(&l, &d);
         if (sl_peek(&l, in_place, now, 2, &d) == SL_OK)
             check_decision(&l, &d);
+        check_refund(&l, in_place, now, limit);
         sl_state_expires_at(&l, in_place);
         free(in_place);
     }

@@ -78,8 +78,12 @@ def test_a_bad_value_is_told_what_is_valid():
     assert "invalid value '100k' for --max-memory: at least 256k" in err, err
     rc, _, err = run("--port", "70000")
     assert rc == 2 and "for --port: a port from 0 to 65535" in err, err
-    rc, _, err = run("--store", "redis://127.0.0.1:6379")
-    assert rc == 2 and "only store of this version" in err, err
+    rc, _, err = run("--store", "etcd://127.0.0.1:2379")
+    assert rc == 2 and "for --store: memory://, redis://HOST:PORT[/DB]" in err, err
+    rc, _, err = run("--on-store-error", "allow")
+    assert rc == 2 and "for --on-store-error: fail_open, fail_closed or local" in err, err
+    rc, _, err = run("--store", "redis://127.0.0.1", "--threads", "1", "--port", "0")
+    assert rc != 0 and "--store: " in err and "has no port" in err, err
     for flag, value in (("--http-open", "metrics"), ("--http-open", "/a,b"),
                         ("--http-token", "two words"), ("--http-bind", "localhost")):
         rc, _, err = run(flag, value)
@@ -90,7 +94,7 @@ def test_flags_of_later_versions_are_refused_as_such():
     table = doc_table()
     later = [l for l in table.splitlines() if l.startswith("Not in this version")]
     assert len(later) == 1, table
-    for name in ("split", "peers", "on-store-error", "grpc-port"):
+    for name in ("split", "peers", "grpc-port"):
         assert "`--%s`" % name in later[0], later
         rc, _, err = run("--" + name, "1")
         assert rc == 2 and "--%s is not available in this version" % name in err, err

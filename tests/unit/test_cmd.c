@@ -19,41 +19,10 @@ typedef struct harness {
     uint64_t key[2];
     sl_config *config;
     size_t max_key_bytes;
+    sl_backend *be; /* the memory backend sluiced runs on, over the store */
+    sl_backend_worker *bw;
 } harness;
 
-
-static int ex_take(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost, sl_decision *d)
-{
-    harness *h = ex;
-    return sl_store_take(h->store, k->ptr, k->len, l, h->now, cost, d);
-}
-static int ex_peek(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost, sl_decision *d)
-{
-    harness *h = ex;
-    return sl_store_peek(h->store, k->ptr, k->len, l, h->now, cost, d);
-}
-static int ex_many(void *ex, const sl_take_item *it, size_t n, sl_decision *out, int *failed)
-{
-    harness *h = ex;
-    return sl_store_take_many(h->store, it, n, h->now, out, failed);
-}
-static int ex_reset(void *ex, const sl_resp_slice *k)
-{
-    harness *h = ex;
-    return sl_store_reset(h->store, k->ptr, k->len);
-}
-static int ex_acquire(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t w, uint64_t id,
-                      sl_decision *d)
-{
-    harness *h = ex;
-    return sl_store_acquire(h->store, k->ptr, k->len, l, h->now, w, id, d);
-}
-static int ex_release(void *ex, const sl_resp_slice *k, const sl_limit *l, uint64_t id)
-{
-    harness *h = ex;
-    return sl_store_release(h->store, k->ptr, k->len, l, h->now, id);
-}
-static const sl_exec_ops exec_ops = {ex_take, ex_peek, ex_many, ex_reset, ex_acquire, ex_release};
 
 static harness H;
 
@@ -61,6 +30,9 @@ static void setup(void)
 {
     memset(&H, 0, sizeof H);
     cr_assert_eq(sl_store_new(NULL, &H.store), SL_OK);
+    const char *err;
+    cr_assert_not_null(H.be = sl_backend_memory(H.store));
+    cr_assert_not_null(H.bw = H.be->ops->attach(H.be, NULL, &H.now, &err));
     sl_resp_buf_init(&H.out, 2, 0);
     H.now = 1000 * NS_PER_SEC;
     H.key[0] = 1;
@@ -70,6 +42,8 @@ static void setup(void)
 static void teardown(void)
 {
     sl_config_free(H.config);
+    H.be->ops->detach(H.bw);
+    H.be->ops->free(H.be);
     sl_store_free(H.store);
     sl_resp_buf_free(&H.out);
 }
@@ -85,8 +59,8 @@ static const char *run(const char *line)
         argv[argc++] = (sl_resp_slice){tok, strlen(tok)};
     sl_cmd_ctx c = {.reply = &sl_resp_reply_sink,
                     .sink = &H.out,
-                    .exec = &exec_ops,
-                    .ex = &H,
+                    .be = H.be,
+                    .bw = H.bw,
                     .lease_key = H.key,
                     .limit_cache = &H.cache,
                     .config = H.config,

@@ -210,3 +210,88 @@ Test(config, a_key_given_twice_is_refused_in_every_mapping)
     cr_assert_eq(c->npolicies, 2);
     sl_config_free(c);
 }
+
+static void collect_line(void *arg, const char *line)
+{
+    char *buf = arg;
+    strncat(buf, line, 2047 - strlen(buf));
+    strncat(buf, "\n", 2047 - strlen(buf));
+}
+
+Test(config, store_error_policy_and_time_budget_per_policy)
+{
+    sl_config *c = parse_ok("policies:\n"
+                            "  api:\n"
+                            "    limit: 10\n"
+                            "    period: 1m\n"
+                            "    on_store_error: local\n"
+                            "    store_timeout_ms: 20\n"
+                            "  login: {limit: 5, period: 1m, on_store_error: fail_closed}\n"
+                            "  plain: {limit: 5, period: 1m}\n");
+    const sl_policy *api = sl_config_policy(c, "api", 3);
+    const sl_policy *login = sl_config_policy(c, "login", 5);
+    const sl_policy *plain = sl_config_policy(c, "plain", 5);
+    cr_assert_eq(api->on_store_error, SL_ON_ERROR_LOCAL);
+    cr_assert_eq(api->store_timeout_ms, 20);
+    cr_assert_eq(login->on_store_error, SL_ON_ERROR_FAIL_CLOSED);
+    cr_assert_eq(login->store_timeout_ms, 0);
+    /* Unset: the flags' (--on-store-error, --store-timeout-ms) decide. */
+    cr_assert_eq(plain->on_store_error, SL_ON_ERROR_DEFAULT);
+    cr_assert_eq(plain->store_timeout_ms, 0);
+
+    sl_config *next = parse_ok("policies:\n"
+                               "  api: {limit: 10, period: 1m, on_store_error: fail_open}\n"
+                               "  login: {limit: 5, period: 1m, on_store_error: fail_closed}\n"
+                               "  plain: {limit: 5, period: 1m, store_timeout_ms: 100}\n");
+    char said[2048] = "";
+    sl_config_describe_reload(c, next, collect_line, said);
+    cr_assert(strstr(said, "policy 'api': on_store_error local -> fail_open\n"), "%s", said);
+    cr_assert(strstr(said, "policy 'api': store_timeout_ms 20 -> 0 (the flag's)\n"), "%s", said);
+    cr_assert(strstr(said, "policy 'plain': store_timeout_ms 0 -> 100\n"), "%s", said);
+    cr_assert_null(strstr(said, "'login'"), "%s", said);
+    sl_config_free(next);
+    sl_config_free(c);
+}
+
+Test(config, store_error_fields_are_validated)
+{
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, on_store_error: fail}\n"),
+                     "t.yaml:2:44: policy 'a': on_store_error must be fail_open, fail_closed or "
+                     "local (got 'fail')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, on_store_error: [local]}\n"),
+                     "t.yaml:2:44: policy 'a': on_store_error must be fail_open, fail_closed or "
+                     "local (got a list)");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, store_timeout_ms: 0}\n"),
+                     "t.yaml:2:46: policy 'a': store_timeout_ms must be an integer of at least 1 "
+                     "(got '0')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, store_timeout_ms: 60001}\n"),
+                     "t.yaml:2:46: policy 'a': store_timeout_ms must be at most 60000 (got "
+                     "'60001')");
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, store_timeout_ms: 5s}\n"),
+                     "t.yaml:2:46: policy 'a': store_timeout_ms must be an integer of at least 1 "
+                     "(got '5s')");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limit: 1\n    period: 1\n"
+                               "    on_store_error: local\n    on_store_error: fail_open\n"),
+                     "t.yaml:6:5: 'on_store_error' is given twice in one mapping (first on line 5)");
+    /* Only a policy has them, not a tier. */
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, tiers: {t: {limit: 1, "
+                               "period: 1, on_store_error: local}}}\n"),
+                     "t.yaml:2:61: policy 'a' tier 't': unknown setting 'on_store_error'");
+}
+
+Test(config, store_error_names)
+{
+    sl_on_error e;
+    cr_assert_eq(sl_on_error_parse("fail_open", 9, &e), SL_OK);
+    cr_assert_eq(e, SL_ON_ERROR_FAIL_OPEN);
+    cr_assert_eq(sl_on_error_parse("fail_closed", 11, &e), SL_OK);
+    cr_assert_eq(e, SL_ON_ERROR_FAIL_CLOSED);
+    cr_assert_eq(sl_on_error_parse("local", 5, &e), SL_OK);
+    cr_assert_eq(e, SL_ON_ERROR_LOCAL);
+    cr_assert_eq(sl_on_error_parse("Local", 5, &e), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_on_error_parse("fail_opened", 11, &e), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_on_error_parse("fail", 4, &e), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_on_error_parse("", 0, &e), SL_ERR_ARGUMENT);
+    cr_assert_str_eq(sl_on_error_name(SL_ON_ERROR_LOCAL), "local");
+    cr_assert_str_eq(sl_on_error_name(SL_ON_ERROR_DEFAULT), "default");
+}

@@ -1,15 +1,15 @@
-"""The harness for the backends' transports (src/backend/): real redis-server 7 (Debian's)
-on free 127.0.0.1 ports, a Redis Cluster of them made by `redis-cli --cluster create`, and
-tests/backend/cluster_driver (the cluster transport on a libuv loop, built under ASan +
-UBSan in build/asan) fed commands on its stdin, answering one JSON line each.
+"""The harness for the cluster transport's tests (src/backend/cluster.c): a Redis Cluster
+of real redis-server 7 processes (Debian's) on free 127.0.0.1 ports, made by `redis-cli
+--cluster create`, and tests/backend/cluster_driver (the transport on a libuv loop, built
+under ASan + UBSan in build/asan) fed commands on its stdin, answering one JSON line each.
 
-The redis-server processes are tests/module's (RedisServer: one working directory each,
-stopped by PID); the module is loaded into them when it is built. The driver: $CLUSTER_DRIVER,
-else build/asan/tests/cluster_driver. Run: make test-backend, or
-/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend
+The nodes are tests/lib's RedisServer processes (one working directory each, stopped by PID),
+made by redis_harness's make_redis fixture; the module is loaded into them when it is built.
+Like redis_harness, this is no conftest: a test file imports the fixtures it uses. The driver:
+$CLUSTER_DRIVER, else build/asan/tests/cluster_driver. Run: make test-backend, or
+/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend/test_cluster_transport.py
 """
 
-import importlib.util
 import json
 import os
 import queue
@@ -23,17 +23,8 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import SANITIZER_MARKS, failed, free_port, pytest_runtest_makereport  # noqa: E402,F401
-
-# tests/module/conftest.py's redis-server process and cluster ports, loaded under another
-# name (two modules called conftest cannot share sys.modules).
-_spec = importlib.util.spec_from_file_location(
-    "module_conftest", os.path.join(ROOT, "tests", "module", "conftest.py"))
-_module_conftest = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_module_conftest)
-RedisServer = _module_conftest.RedisServer
-cluster_port = _module_conftest.cluster_port
-module_path = _module_conftest.module_path
+from harness import SANITIZER_MARKS, free_port  # noqa: E402,F401
+from redis_server import cluster_port, module_path  # noqa: E402
 
 NODE_TIMEOUT_MS = 2000  # failure detection and failover well within a test's minute
 
@@ -126,7 +117,7 @@ class Cluster:
         pytest.fail("the cluster did not reach cluster_state:ok")
 
 
-def make_cluster(make_server, primaries=3, replicas=0, args=(), auth=None,
+def make_cluster(make_redis, primaries=3, replicas=0, args=(), auth=None,
                  node_timeout_ms=NODE_TIMEOUT_MS):
     """A cluster of primaries * (1 + replicas) nodes, cluster_state:ok on every node and
     every replica linked to its primary; the module loaded when it is built."""
@@ -138,7 +129,7 @@ def make_cluster(make_server, primaries=3, replicas=0, args=(), auth=None,
         extra += ["--requirepass", auth, "--masterauth", auth]
     with_module = os.path.exists(module_path())
     for i in range(n):
-        s = make_server("node%d" % i, start=False, args=extra, module=with_module)
+        s = make_redis("node%d" % i, start=False, args=extra, module=with_module)
         if auth:
             s.ping = _authed_ping(s, auth)
         s.start(port=cluster_port())
@@ -172,25 +163,6 @@ def _authed_ping(server, password):
         finally:
             c.close()
     return ping
-
-
-@pytest.fixture
-def make_server(request, tmp_path):
-    """tests/module's factory of redis-server processes, stopped at the end of the test;
-    their logs are printed when the test fails."""
-    started = []
-
-    def make(name="redis", args=(), start=True, **kw):
-        s = RedisServer(str(tmp_path / name), args=args, **kw)
-        started.append(s)
-        return s.start() if start else s
-
-    yield make
-    if failed(request.node):
-        for s in started:
-            sys.stderr.write("---- redis-server %s log ----\n%s\n" % (s.workdir, s.log()))
-    for s in started:
-        s.stop()
 
 
 class Driver:
