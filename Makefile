@@ -57,8 +57,10 @@ FUZZ_SECONDS ?= 30
 FUZZ_MAX_LEN ?= 4096
 FUZZ_CC ?= clang
 # Every target links the parsers and what they stand on (the proto layer,
-# the YAML config loader, the algorithms it validates limits with).
+# the YAML config loader, the algorithms it validates limits with);
+# fuzz_cluster also the cluster transport's parsers, with hiredis and libuv.
 FUZZ_SOURCES = src/proto/*.c src/policy/*.c src/common/*.c src/algo/*.c
+FUZZ_CLUSTER = src/backend/cluster.c src/backend/slot.c -lhiredis -luv
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
   -Iinclude -Isrc
@@ -67,7 +69,8 @@ fuzz:
 	@mkdir -p build/fuzz
 	@set -e; for src in tests/fuzz/fuzz_*.c; do \
 	  name=$$(basename $$src .c); t=$${name#fuzz_}; \
-	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) -o build/fuzz/$$name -lm -lyaml -lcjson; \
+	  extra=; if [ $$t = cluster ]; then extra="$(FUZZ_CLUSTER)"; fi; \
+	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) $$extra -o build/fuzz/$$name -lm -lyaml -lcjson; \
 	  mkdir -p build/fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
 	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
 	  if ! build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
@@ -99,14 +102,18 @@ test-integration:
 test-module: build
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/module
 
-# The redis backend's tests (tests/backend/): tests/backend/redis_driver, the
+# The backends' tests (tests/backend/): tests/backend/redis_driver, the redis
 # backend on a uv loop under ASan+UBSan, against Debian's redis-server 7 on free
 # 127.0.0.1 ports, with build/lib/sluice-redis.so (the release build) loaded and
 # without (the Lua script); Redis killed, restarted, paused, or not Redis at all.
+# tests/backend/cluster_driver, the Redis Cluster transport, against clusters of
+# redis-server 7 (three primaries, a replica each where a failover is tested):
+# every slot, ASK and MOVED during a migration, a primary killed and its replica
+# promoted, seeds that are down or silent, AUTH.
 .PHONY: test-backend
 test-backend: build
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
-	@cmake --build build/asan -j $(JOBS) --target redis_driver
+	@cmake --build build/asan -j $(JOBS) --target redis_driver cluster_driver
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend
 
 # The CLI's tests (tests/cli/): pytest runs the ASan+UBSan build of `sluice` on

@@ -14,7 +14,7 @@ build_packages=(
   libuv1-dev        # sluiced's event loops
   libyaml-dev       # the config file
   libcjson-dev      # HTTP: the JSON body of POST /v1/check
-  libhiredis-dev    # sluiced's central store (--store redis://); a client in the tests
+  libhiredis-dev    # sluiced's central store (--store redis://, redis-cluster://); a test client
 )
 packages=(
   "${build_packages[@]}"
