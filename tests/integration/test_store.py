@@ -404,3 +404,42 @@ def test_a_long_pipeline_past_the_in_flight_cap(redis_store, tmp_path):
     assert remaining == list(range(4999, 4999 - n, -1))
     assert data.endswith(b"+OK\r\n")
     node.stop()
+
+
+def test_the_store_in_metrics_and_what_only_memory_does(fleet):
+    redis_store, nodes = fleet
+    node = nodes[0]
+    c = node.redis()
+    c.execute_command("SL.TAKE", "m", 10, "1h")
+    status, _ = http_get(node, "/v1/check?key=m2&limit=10&period=60")
+    assert status == 200
+    deadline = time.monotonic() + 10
+    while True:  # each worker looks at its connection's health every 100 ms
+        h = http.client.HTTPConnection("127.0.0.1", node.http_port, timeout=10)
+        h.request("GET", "/metrics")
+        text = h.getresponse().read().decode()
+        h.close()
+        if 'sluice_store_up{store="redis"} 1' in text or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    assert [l for l in text.splitlines() if l.startswith("sluice_store_up")] == [
+        'sluice_store_up{store="redis"} 1']
+    assert "sluice_store_breaker_open 0" in text
+    sent = [l for l in text.splitlines() if l.startswith('sluice_store_requests_total{outcome="sent"}')]
+    assert sent and int(sent[0].split()[-1]) >= 2
+    assert 'sluice_store_rtt_seconds_bucket{le="+Inf"}' in text
+    assert 'sluice_store_fallback_decisions_total{policy="",mode="fail_open"} 0' in text
+    # What only the memory store can do says so; DELETE forgets the key in Redis.
+    with pytest.raises(Exception, match="not supported by this store"):
+        c.execute_command("SL.INSPECT", "m")
+    h = http.client.HTTPConnection("127.0.0.1", node.http_port, timeout=10)
+    h.request("GET", "/v1/keys/m")
+    assert h.getresponse().status == 501
+    h.close()
+    h = http.client.HTTPConnection("127.0.0.1", node.http_port, timeout=10)
+    h.request("DELETE", "/v1/keys/m")
+    r = h.getresponse()
+    assert r.status == 200 and json.loads(r.read()) == {"reset": True}
+    h.close()
+    assert redis_store.client().exists("m") == 0
+    c.close()
