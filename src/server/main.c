@@ -989,8 +989,10 @@ int main(int argc, char **argv)
                                 .fleet_nodes = srv->cfg.fleet_nodes,
                                 .local_memory = srv->cfg.max_memory};
         if (sl_backend_redis(&rcfg, &srv->backend, err, sizeof err) != SL_OK) {
-            /* Not the URL: it may hold a password. */
-            sl_log(SL_LOG_ERROR, "--store: %s", err);
+            /* Not the URL: it may hold a password. The backend words its
+             * errors as Redis replies do ("ERR ..."): a log line needs no
+             * prefix. */
+            sl_log(SL_LOG_ERROR, "--store: %s", err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
             return 1;
         }
     }
