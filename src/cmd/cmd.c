@@ -363,27 +363,6 @@ void sl_check_own(sl_check *k)
     }
 }
 
-/* A check's fields that every command sets, the rest left as they are:
- * the struct is large, and the common path must not clear it. */
-static void sl_check_begin(sl_check *k, sl_op op, sl_render render, size_t n,
-                           const sl_take_item *items)
-{
-    k->req.op = op;
-    k->req.n = n;
-    k->req.items = items;
-    k->req.lease_id = 0;
-    k->req.on_error = SL_ON_ERROR_DEFAULT;
-    k->req.timeout_ms = 0;
-    k->req.d = k->d;
-    k->req.errstr = NULL;
-    k->render = render;
-    k->counted = op == SL_OP_TAKE || op == SL_OP_ACQUIRE;
-    k->shadow = false;
-    k->policy = -1;
-    k->name = NULL;
-    k->n = op == SL_OP_RESET ? 0 : n;
-}
-
 void sl_check_submit(sl_cmd_ctx *c, sl_check *k)
 {
     if (c->defer && c->be->defers) {
@@ -498,7 +477,7 @@ int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const
     int n = sl_policy_items(p, tier, tier_len, key, key_len, cost, kbuf, kcap, gbuf, gcap, items);
     if (n <= 0)
         return n;
-    sl_check_begin(k, SL_OP_TAKE, SL_RENDER_POLICY, (size_t)n, items);
+    sl_check_init(k, SL_OP_TAKE, SL_RENDER_POLICY, (size_t)n, items);
     for (int i = 0; i < n; i++)
         k->lim[i] = items[i].limit;
     k->policy = (int)(p - cfg->policies);
@@ -549,7 +528,7 @@ static void sl_cmd_throttle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
     sl_check k;
     sl_take_item item = {argv[1].ptr, argv[1].len, l, quantity};
-    sl_check_begin(&k, SL_OP_TAKE, SL_RENDER_CELL, 1, &item);
+    sl_check_init(&k, SL_OP_TAKE, SL_RENDER_CELL, 1, &item);
     k.lim[0] = l;
     sl_check_submit(c, &k);
 }
@@ -568,7 +547,7 @@ static void sl_cmd_take_or_peek(sl_cmd_ctx *c, int argc, const sl_resp_slice *ar
     }
     sl_check k;
     sl_take_item item = {argv[1].ptr, argv[1].len, l, cost};
-    sl_check_begin(&k, peek ? SL_OP_PEEK : SL_OP_TAKE, SL_RENDER_DECISION, 1, &item);
+    sl_check_init(&k, peek ? SL_OP_PEEK : SL_OP_TAKE, SL_RENDER_DECISION, 1, &item);
     k.lim[0] = l;
     sl_check_submit(c, &k);
 }
@@ -620,7 +599,7 @@ static void sl_cmd_takemany(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_errorf(c, "syntax error: more LIMIT groups than keys");
         return;
     }
-    sl_check_begin(&k, SL_OP_TAKE, SL_RENDER_MANY, (size_t)n, items);
+    sl_check_init(&k, SL_OP_TAKE, SL_RENDER_MANY, (size_t)n, items);
     sl_check_submit(c, &k);
 }
 
@@ -637,7 +616,7 @@ static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     for (size_t i = 0; i < n; i++)
         items[i] = (sl_take_item){argv[1 + i].ptr, argv[1 + i].len, NULL, 0};
     sl_check k;
-    sl_check_begin(&k, SL_OP_RESET, SL_RENDER_COUNT, n, items);
+    sl_check_init(&k, SL_OP_RESET, SL_RENDER_COUNT, n, items);
     sl_check_submit(c, &k);
     if (items != few)
         free(items);
@@ -719,7 +698,7 @@ static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
     sl_check k;
     sl_take_item item = {argv[1].ptr, argv[1].len, l, weight};
-    sl_check_begin(&k, SL_OP_ACQUIRE, SL_RENDER_LEASE, 1, &item);
+    sl_check_init(&k, SL_OP_ACQUIRE, SL_RENDER_LEASE, 1, &item);
     k.lim[0] = l;
     k.req.lease_id = sl_lease_new_id(c);
     k.lease_max = max;
@@ -745,7 +724,7 @@ static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
     sl_check k;
     sl_take_item item = {argv[1].ptr, argv[1].len, l, 0};
-    sl_check_begin(&k, SL_OP_RELEASE, SL_RENDER_COUNT, 1, &item);
+    sl_check_init(&k, SL_OP_RELEASE, SL_RENDER_COUNT, 1, &item);
     k.lim[0] = l;
     k.req.lease_id = id;
     sl_check_submit(c, &k);
@@ -912,7 +891,7 @@ static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         }
         items[j].limit = k.lim[j] = &k.own[j];
     }
-    sl_check_begin(&k, op, SL_RENDER_DECIDE, (size_t)n, items);
+    sl_check_init(&k, op, SL_RENDER_DECIDE, (size_t)n, items);
     k.req.lease_id = lease;
     sl_check_submit(c, &k);
 }

@@ -117,6 +117,28 @@ typedef struct sl_check {
 /* Makes k self-contained: its limits and name copied into it. */
 void sl_check_own(sl_check *k);
 
+/* Sets the fields of k that every check sets (an ad-hoc one: no policy),
+ * the rest left as they are: the struct is large, and the common path must
+ * not clear it. The caller sets k->lim[0 .. n) (not for a reset). */
+static inline void sl_check_init(sl_check *k, sl_op op, sl_render render, size_t n,
+                                 const sl_take_item *items)
+{
+    k->req.op = op;
+    k->req.n = n;
+    k->req.items = items;
+    k->req.lease_id = 0;
+    k->req.on_error = SL_ON_ERROR_DEFAULT;
+    k->req.timeout_ms = 0;
+    k->req.d = k->d;
+    k->req.errstr = NULL;
+    k->render = render;
+    k->counted = op == SL_OP_TAKE || op == SL_OP_ACQUIRE;
+    k->shadow = false;
+    k->policy = -1;
+    k->name = NULL;
+    k->n = op == SL_OP_RESET ? 0 : n;
+}
+
 typedef struct sl_cmd_ctx {
     const sl_reply_ops *reply;
     void *sink;

@@ -98,7 +98,6 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
     sl_http_write_decision(out, &o, items, k->n);
 }
 
-
 /*
  * Runs a decoded check (and the policies) through the check runner; an
  * error found before the store is asked is written here.
@@ -141,22 +140,14 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
                                       &chk->items[i].limit, chk->items[i].cost};
             k.lim[i] = &chk->items[i].limit;
         }
-        k.req.n = chk->n;
-        k.n = chk->n;
-        k.policy = -1;
-        k.name = NULL;
-        k.shadow = false;
-        k.req.on_error = SL_ON_ERROR_DEFAULT;
-        k.req.timeout_ms = 0;
+        sl_check_init(&k, SL_OP_TAKE, SL_RENDER_FACE, chk->n, items);
     }
     /* HEAD is safe (RFC 9110): it says what GET would answer, and
      * consumes nothing. Each limit is asked on its own. */
-    k.req.op = peek ? SL_OP_PEEK : SL_OP_TAKE;
-    k.req.items = items;
-    k.req.lease_id = 0;
-    k.req.d = k.d;
-    k.req.errstr = NULL;
-    k.counted = !peek;
+    if (peek) {
+        k.req.op = SL_OP_PEEK;
+        k.counted = false;
+    }
     k.render = SL_RENDER_FACE;
     k.face_flags = flags;
     k.face_status = deny_status;
@@ -296,11 +287,9 @@ static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path
         sl_cmd_ctx ctx;
         sl_conn_cmd_ctx(c, &ctx);
         sl_take_item item = {key, (size_t)klen, NULL, 0};
-        sl_check k = {.req = {.op = SL_OP_RESET, .n = 1, .items = &item},
-                      .render = SL_RENDER_FACE,
-                      .policy = -1,
-                      .face_flags = SL_HTTP_RESET | (keep ? SL_HTTP_KEEP : 0) |
-                                    (head ? SL_HTTP_HEAD : 0)};
+        sl_check k;
+        sl_check_init(&k, SL_OP_RESET, SL_RENDER_FACE, 1, &item);
+        k.face_flags = SL_HTTP_RESET | (keep ? SL_HTTP_KEEP : 0) | (head ? SL_HTTP_HEAD : 0);
         sl_check_submit(&ctx, &k);
         return;
     }
