@@ -90,7 +90,8 @@ typedef enum sl_store_state {
     SL_STORE_BREAKER_OPEN, /* failing: not asked (store-down policies decide) but by probes */
 } sl_store_state;
 
-#define SL_RTT_BUCKETS 12 /* round trips <= 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250 ms, more */
+/* Round trips <= 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 50, 100, 250 ms, and longer. */
+#define SL_RTT_BUCKETS 12
 typedef struct sl_backend_stats {
     sl_store_state state; /* the worst of the workers' */
     uint64_t requests;    /* sent to the store */

@@ -104,7 +104,8 @@ static int mem_submit(sl_backend_worker *w, sl_backend_req *r)
     return SL_OK;
 }
 
-static void mem_prefetch(sl_backend_worker *w, const void *const *keys, const size_t *lens, size_t n)
+static void mem_prefetch(sl_backend_worker *w, const void *const *keys, const size_t *lens,
+                         size_t n)
 {
     sl_store_prefetch(w->store, keys, lens, n);
 }

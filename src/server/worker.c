@@ -281,7 +281,8 @@ static size_t sl_conn_run_resp(sl_conn *c)
     sl_batch batch;
     sl_cmd_ctx ctx;
     sl_conn_cmd_ctx(c, &ctx);
-    while (!c->closing && off < c->rlen && !sl_conn_out(c)->failed && c->inflight < SL_CONN_MAX_INFLIGHT) {
+    while (!c->closing && off < c->rlen && !sl_conn_out(c)->failed &&
+           c->inflight < SL_CONN_MAX_INFLIGHT) {
         if (c->authed && !sl_resp_request_pending(&c->req)) {
             sl_batch_parse(c, off, &lim, &batch);
             for (size_t i = 0; i < batch.n && !c->closing && !sl_conn_out(c)->failed &&
