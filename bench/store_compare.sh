@@ -10,15 +10,16 @@
 #   - through sluiced: redis-benchmark -> sluiced --threads 1 --store redis:// -> Redis
 #     (sluiced sends SL.DECIDE; many clients' takes leave in one pipelined write)
 #   - through sluiced on the Lua script: the same, Redis without the module
-# sluiced and redis-benchmark share $CLIENT_CPU, as an application server's sluiced
-# would share its machine with the application; Redis has its core to itself. Each run
+# The servers (Redis, and sluiced with --threads 1) share $REDIS_CPU, and redis-benchmark
+# has $CLIENT_CPU, as in the other comparisons: on two cores the load generator needs one
+# to itself ($SLUICED_CPU moves sluiced, to $CLIENT_CPU say). Each run
 # reports throughput, latency, and the CPU time per request of Redis and of sluiced
 # (/proc/PID/stat), which a busy machine disturbs far less than wall-clock figures.
 # The rounds are interleaved (every configuration once per round); the table gives
 # the median of each figure.
 #
 # Environment: SLUICED (build/bin/sluiced), MODULE (build/lib/sluice-redis.so),
-# REDIS_SERVER (redis-server), REDIS_CPU (0), CLIENT_CPU (1), CLIENTS (50),
+# REDIS_SERVER (redis-server), REDIS_CPU (0), CLIENT_CPU (1), SLUICED_CPU ($REDIS_CPU), CLIENTS (50),
 # KEYSPACE (100000), REQUESTS_P1 (200000), REQUESTS_P16 (1000000), ROUNDS (3).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,7 @@ MODULE=${MODULE:-build/lib/sluice-redis.so}
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 REDIS_CPU=${REDIS_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
+SLUICED_CPU=${SLUICED_CPU:-$REDIS_CPU}
 CLIENTS=${CLIENTS:-50}
 KEYSPACE=${KEYSPACE:-100000}
 REQUESTS_P1=${REQUESTS_P1:-200000}
@@ -56,7 +58,7 @@ start_redis() { # module|script -> RD_PORT RD_PID
 
 start_sluiced() { # redis-port -> SL_PORT SL_PID
   SL_PORT=$(free_port)
-  taskset -c "$CLIENT_CPU" "$SLUICED" --port "$SL_PORT" --http-port 0 --threads 1 \
+  taskset -c "$SLUICED_CPU" "$SLUICED" --port "$SL_PORT" --http-port 0 --threads 1 \
     --store "redis://127.0.0.1:$1" --store-timeout-ms 1000 2>"$work/sluiced.$1.log" &
   SL_PID=$!
   pids+=("$SL_PID")
@@ -88,7 +90,7 @@ probe() { # port label
 }
 
 declare -A R
-echo "store_compare: Redis on CPU $REDIS_CPU, sluiced and redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
+echo "store_compare: Redis on CPU $REDIS_CPU, sluiced on CPU $SLUICED_CPU, redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
 start_redis module
 MOD_PORT=$RD_PORT MOD_PID=$RD_PID
 start_redis script

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "backend/redis.h"
+#include "common/decimal.h"
 
 #define RD_BREAKER_FAILURES 5        /* consecutive failures that open the breaker */
 #define RD_PROBE_MIN_MS 100          /* the first probe after it opens ... */
@@ -36,6 +37,8 @@
 #define RD_NUM 24                    /* room for one formatted integer */
 #define RD_KEY_MAX (1u << 20)        /* longest key: an op's offsets are 32-bit */
 #define RD_INFLIGHT_MAX 65536        /* requests a worker waits on before deciding at once */
+#define RD_OP_CACHED 64              /* ops a worker keeps for reuse */
+#define RD_OP_BUF 2048               /* the buf of a reused op: arguments and the command */
 
 typedef enum rd_mode { RD_MODE_UNKNOWN, RD_MODE_PROBING, RD_MODE_MODULE, RD_MODE_SCRIPT } rd_mode;
 
@@ -78,8 +81,10 @@ typedef struct rd_op {
     size_t heap;       /* index in the worker's heap, or SIZE_MAX */
     struct rd_op *next_wait;
     bool resent;       /* sent again after NOSCRIPT */
-    char *cmd;         /* the command as sent, for a resend */
+    char *cmd;         /* the command as sent, for a resend: in buf after the arguments, or
+                          malloc'ed when it does not fit there */
     size_t cmd_len;
+    size_t buf_cap, args_used; /* buf's bytes, and those the arguments take */
     int argc;
     uint32_t arg_off[RD_MAX_ARGS], arg_len[RD_MAX_ARGS]; /* in buf, SL.DECIDE's order without
                                                              its name */
@@ -116,6 +121,10 @@ struct sl_backend_worker {
     _Atomic bool module;
     rd_counters c;
     char last_err[256];
+    /* Ops of the common size, kept for the next requests: an op is larger
+     * than malloc's per-thread cache serves, and a request costs one. */
+    rd_op *op_cache[RD_OP_CACHED];
+    size_t op_cached;
     char reply_err[256]; /* the errstr of the request being answered */
     struct sl_backend_worker *next;
 };
@@ -396,7 +405,7 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
         return;
     }
 
-    if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE) {
+    if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE || r->op == SL_OP_REFUND) {
         /* Not decisions: nothing to open or close. */
         r->rc = SL_ERR_UNAVAILABLE;
         return;
@@ -511,11 +520,20 @@ static void rd_probe(sl_backend_worker *w)
 
 /* ---- sending ---- */
 
+static bool rd_cmd_inline(const rd_op *op)
+{
+    return op->cmd >= op->buf && op->cmd < op->buf + op->buf_cap;
+}
+
 static void rd_free_op(rd_op *op)
 {
-    if (op->cmd)
-        redisFreeCommand(op->cmd);
-    free(op);
+    sl_backend_worker *w = op->w;
+    if (op->cmd && !rd_cmd_inline(op))
+        free(op->cmd);
+    if (op->buf_cap == RD_OP_BUF && w->op_cached < RD_OP_CACHED)
+        w->op_cache[w->op_cached++] = op;
+    else
+        free(op);
 }
 
 /* Answers op's request by its store-down policy (a failure of the store). */
@@ -532,54 +550,78 @@ static void rd_answer_fallback(sl_backend_worker *w, rd_op *op, bool timeout)
     r->done(r);
 }
 
-/* Formats op for the server's kind into op->cmd. */
+/* The RESP of one argument: "$len\r\n", the bytes, "\r\n". */
+static char *rd_put_bulk(char *o, const char *p, size_t len)
+{
+    *o++ = '$';
+    char digits[20], *d = sl_dec_put(digits + sizeof digits, len);
+    memcpy(o, d, (size_t)(digits + sizeof digits - d));
+    o += digits + sizeof digits - d;
+    *o++ = '\r';
+    *o++ = '\n';
+    memcpy(o, p, len);
+    o += len;
+    *o++ = '\r';
+    *o++ = '\n';
+    return o;
+}
+
+/*
+ * Formats op for the server's kind into op->cmd, as RESP: SL.DECIDE and
+ * its arguments, or EVALSHA, which puts the keys before the op and the
+ * lease. Written here in one pass (a command holds some forty numbers, and
+ * hiredis's formatter prints each length with sprintf).
+ */
 static bool rd_format(sl_backend_worker *w, rd_op *op)
 {
-    const char *argv[RD_MAX_ARGS + 2];
-    size_t lens[RD_MAX_ARGS + 2];
-    int argc = 0;
-    if (op->cmd) {
-        redisFreeCommand(op->cmd);
-        op->cmd = NULL;
-    }
-    /* op->arg_*: op lease numkeys key... group...; EVALSHA puts the keys
-     * before the op and the lease, as EVALSHA's grammar has them. */
+    if (op->cmd && !rd_cmd_inline(op))
+        free(op->cmd);
+    op->cmd = NULL;
+    bool module = w->mode == RD_MODE_MODULE;
     int nkeys = op->r->op == SL_OP_RESET ? op->argc - 3 : (int)op->r->n;
-    if (w->mode == RD_MODE_MODULE) {
-        argv[argc] = "SL.DECIDE";
-        lens[argc++] = 9;
-        for (int i = 0; i < op->argc; i++) {
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-    } else {
-        argv[argc] = "EVALSHA";
-        lens[argc++] = 7;
-        argv[argc] = sl_redis_script_sha;
-        lens[argc++] = strlen(sl_redis_script_sha);
-        for (int i = 2; i < 3 + nkeys; i++) { /* numkeys, the keys */
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-        for (int i = 0; i < 2; i++) { /* op, lease */
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-        for (int i = 3 + nkeys; i < op->argc; i++) {
-            argv[argc] = op->buf + op->arg_off[i];
-            lens[argc++] = op->arg_len[i];
-        }
-    }
-    int len = redisFormatCommandArgv(&op->cmd, argc, argv, lens);
-    if (len < 0) {
-        op->cmd = NULL;
+    size_t sha_len = strlen(sl_redis_script_sha);
+    int argc = op->argc + (module ? 1 : 2);
+    size_t bytes = 16 + (module ? 9 + 16 : 7 + 16 + sha_len + 16);
+    for (int i = 0; i < op->argc; i++)
+        bytes += op->arg_len[i] + 16; /* "$" digits "\r\n" ... "\r\n" */
+    char *o = op->cmd = bytes <= op->buf_cap - op->args_used ? op->buf + op->args_used
+                                                              : malloc(bytes);
+    if (!o)
         return false;
+    *o++ = '*';
+    char digits[20], *d = sl_dec_put(digits + sizeof digits, (uint64_t)argc);
+    memcpy(o, d, (size_t)(digits + sizeof digits - d));
+    o += digits + sizeof digits - d;
+    *o++ = '\r';
+    *o++ = '\n';
+#define RD_ARG(i) op->buf + op->arg_off[i], op->arg_len[i]
+    if (module) {
+        o = rd_put_bulk(o, "SL.DECIDE", 9);
+        for (int i = 0; i < op->argc; i++)
+            o = rd_put_bulk(o, RD_ARG(i));
+    } else {
+        o = rd_put_bulk(o, "EVALSHA", 7);
+        o = rd_put_bulk(o, sl_redis_script_sha, sha_len);
+        for (int i = 2; i < 3 + nkeys; i++) /* numkeys, the keys */
+            o = rd_put_bulk(o, RD_ARG(i));
+        for (int i = 0; i < 2; i++) /* op, lease */
+            o = rd_put_bulk(o, RD_ARG(i));
+        for (int i = 3 + nkeys; i < op->argc; i++)
+            o = rd_put_bulk(o, RD_ARG(i));
     }
-    op->cmd_len = (size_t)len;
+#undef RD_ARG
+    op->cmd_len = (size_t)(o - op->cmd);
     return true;
 }
 
 static void rd_op_cb(void *priv, redisReply *reply, const char *err);
+
+/* The hash slot op goes to: its first key's in a cluster (the keys of one
+ * command share a slot); -1 for one server, which holds every slot. */
+static int rd_slot(const sl_backend_worker *w, const rd_op *op)
+{
+    return w->b->cluster ? sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len) : -1;
+}
 
 /* Formats op for the mode and hands it to the transport. Returns 0, or -1
  * when it cannot even be queued (the caller answers it). */
@@ -587,7 +629,7 @@ static int rd_try_send(sl_backend_worker *w, rd_op *op)
 {
     if (!rd_format(w, op))
         return -1;
-    int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
+    int slot = rd_slot(w, op);
     /* Counted before the send, so that nothing touches op after it: a
      * transport may answer it (and free it) before send returns. */
     if (w->inflight++ == 0)
@@ -706,7 +748,7 @@ static int rd_decode(sl_backend_worker *w, sl_backend_req *r, const redisReply *
         r->rc = wrongtype ? SL_ERR_WRONGTYPE : SL_ERR_ARGUMENT;
         return SL_OK;
     }
-    if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE) {
+    if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE || r->op == SL_OP_REFUND) {
         if (reply->type != REDIS_REPLY_INTEGER)
             return SL_ERR_UNAVAILABLE;
         r->count = reply->integer;
@@ -779,7 +821,7 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
          * kept the connection's epoch): load it again and resend, in
          * order, on the same connection. */
         op->resent = true;
-        int slot = sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len);
+        int slot = rd_slot(w, op);
         w->inflight++;
         if (rd_script_load(w, slot) == 0 &&
             w->t->ops->send(w->t, slot, op->cmd, op->cmd_len, rd_op_cb, op) == 0)
@@ -900,10 +942,15 @@ static void rd_reconnect(sl_backend_worker *w)
 
 static void rd_fmt_int(rd_op *op, size_t *used, int64_t v)
 {
-    int len = snprintf(op->buf + *used, RD_NUM, "%lld", (long long)v);
+    char digits[21], *end = digits + sizeof digits;
+    char *d = sl_dec_put(end, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    if (v < 0)
+        *--d = '-';
+    size_t len = (size_t)(end - d);
+    memcpy(op->buf + *used, d, len);
     op->arg_off[op->argc] = (uint32_t)*used;
     op->arg_len[op->argc++] = (uint32_t)len;
-    *used += (size_t)len;
+    *used += len;
 }
 
 static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
@@ -918,13 +965,20 @@ static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
  * command's name). NULL when out of memory. */
 static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
 {
-    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE"};
+    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE", "REFUND"};
     size_t bytes = 3 * RD_NUM + 16;
     for (size_t k = 0; k < r->n; k++)
         bytes += r->items[k].keylen + RD_GROUP * RD_NUM + 16;
-    rd_op *op = malloc(sizeof *op + bytes);
-    if (!op)
-        return NULL;
+    rd_op *op;
+    if (bytes <= RD_OP_BUF / 2 && w->op_cached > 0) {
+        op = w->op_cache[--w->op_cached];
+    } else {
+        size_t cap = bytes <= RD_OP_BUF / 2 ? RD_OP_BUF : bytes;
+        op = malloc(sizeof *op + cap);
+        if (!op)
+            return NULL;
+        op->buf_cap = cap;
+    }
     op->w = w;
     op->r = r;
     op->heap = SIZE_MAX;
@@ -962,8 +1016,10 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         it->utc_offset_ns = l->utc_offset_ns;
         it->cost = r->op == SL_OP_RELEASE ? 0 : in->cost;
     }
-    if (r->op == SL_OP_RESET)
+    if (r->op == SL_OP_RESET) {
+        op->args_used = used;
         return op;
+    }
     for (size_t k = 0; k < r->n; k++) {
         const rd_item *it = &op->items[k];
         if (it->flags & SL_LIMIT_CELL) {
@@ -986,6 +1042,7 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         rd_fmt_int(op, &used, cell ? 0 : it->utc_offset_ns);
         rd_fmt_int(op, &used, (it->flags & SL_LIMIT_CARRY) ? 1 : 0);
     }
+    op->args_used = used;
     return op;
 }
 
@@ -994,6 +1051,8 @@ static bool rd_valid(const sl_backend_req *r)
     if (r->n < 1 || r->n > SL_TAKE_MANY_MAX || !r->items)
         return false;
     if ((r->op == SL_OP_ACQUIRE || r->op == SL_OP_RELEASE) && (r->n != 1 || r->lease_id == 0))
+        return false;
+    if (r->op == SL_OP_REFUND && r->n != 1)
         return false;
     if (r->op != SL_OP_RESET) {
         if (!r->d)
@@ -1005,7 +1064,7 @@ static bool rd_valid(const sl_backend_req *r)
     for (size_t k = 0; k < r->n; k++)
         if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > RD_KEY_MAX)
             return false;
-    return r->op <= SL_OP_RELEASE;
+    return r->op <= SL_OP_REFUND;
 }
 
 /* Answers r by its policy inside submit (a store that cannot even be
@@ -1025,64 +1084,240 @@ static int rd_fail_now(sl_backend_worker *w, sl_backend_req *r, rd_op *op)
 static int rd_submit(sl_backend_worker *w, sl_backend_req *r);
 
 /*
- * A RESET of more keys than one SL.DECIDE takes: sent as parts of at most
- * SL_TAKE_MANY_MAX keys, each a request of its own (its own budget and
- * store-down answer), summed into the caller's when the last is answered.
+ * A request that one SL.DECIDE cannot carry, sent as parts that are each a
+ * request of their own (their own budget and store-down answer): a RESET of
+ * more keys than SL.DECIDE takes, and in a cluster a RESET or a PEEK of keys
+ * in several hash slots (one key a part). The parts go out together; the
+ * caller's request is answered when the last is: counts summed, decisions
+ * in place, the first error kept.
  */
-typedef struct rd_reset {
+typedef struct rd_fan {
     sl_backend_req *parent;
     size_t left; /* parts not answered yet */
     bool submitting;
     sl_backend_req parts[];
-} rd_reset;
+} rd_fan;
 
-static void rd_reset_part_done(sl_backend_req *part)
+/* The end of a fanned-out request: its failed index, from the decisions. */
+static void rd_fan_finish(sl_backend_req *p)
 {
-    rd_reset *rs = part->owner;
-    sl_backend_req *p = rs->parent;
+    if (p->op != SL_OP_PEEK || p->rc != SL_OK)
+        return;
+    for (size_t k = 0; k < p->n && p->failed < 0; k++)
+        if (!p->d[k].allowed)
+            p->failed = (int)k;
+}
+
+static void rd_fan_part_done(sl_backend_req *part)
+{
+    rd_fan *f = part->owner;
+    sl_backend_req *p = f->parent;
     if (part->rc != SL_OK && p->rc == SL_OK)
-        p->rc = part->rc;
+        p->rc = part->rc; /* its words (errstr) do not outlive the part's done() */
     if (part->by != SL_DECIDED_BY_STORE)
         p->by = part->by;
     p->count += part->count;
-    if (--rs->left > 0 || rs->submitting)
+    if (--f->left > 0 || f->submitting)
         return;
-    free(rs);
+    free(f);
+    rd_fan_finish(p);
     p->done(p);
 }
 
-static int rd_reset_many(sl_backend_worker *w, sl_backend_req *r)
+static int rd_fan_out(sl_backend_worker *w, sl_backend_req *r, size_t per_part)
 {
-    size_t parts = (r->n + SL_TAKE_MANY_MAX - 1) / SL_TAKE_MANY_MAX;
-    rd_reset *rs = calloc(1, sizeof *rs + parts * sizeof rs->parts[0]);
-    if (!rs) {
+    size_t parts = (r->n + per_part - 1) / per_part;
+    rd_fan *f = calloc(1, sizeof *f + parts * sizeof f->parts[0]);
+    if (!f) {
         r->rc = SL_ERR_NOMEM;
         return SL_OK;
     }
-    rs->parent = r;
-    rs->left = parts;
-    rs->submitting = true;
+    f->parent = r;
+    f->left = parts;
+    f->submitting = true;
     r->rc = SL_OK;
     for (size_t i = 0; i < parts; i++) {
-        sl_backend_req *q = &rs->parts[i];
-        size_t first = i * SL_TAKE_MANY_MAX;
+        sl_backend_req *q = &f->parts[i];
+        size_t first = i * per_part;
         *q = (sl_backend_req){
-            .op = SL_OP_RESET,
-            .n = r->n - first < SL_TAKE_MANY_MAX ? r->n - first : SL_TAKE_MANY_MAX,
+            .op = r->op,
+            .n = r->n - first < per_part ? r->n - first : per_part,
             .items = r->items + first,
             .on_error = r->on_error,
             .timeout_ms = r->timeout_ms,
-            .done = rd_reset_part_done,
-            .owner = rs,
+            .d = r->d ? r->d + first : NULL,
+            .done = rd_fan_part_done,
+            .owner = f,
         };
         if (rd_submit(w, q) != SL_PENDING)
-            rd_reset_part_done(q); /* answered in the call: counted now */
+            rd_fan_part_done(q); /* answered in the call: counted now */
     }
-    rs->submitting = false;
-    if (rs->left > 0)
+    f->submitting = false;
+    if (f->left > 0)
         return SL_PENDING;
-    free(rs);
+    free(f);
+    rd_fan_finish(r);
     return SL_OK;
+}
+
+/*
+ * All or nothing over keys of several hash slots, which no one command can
+ * take (CROSSSLOT): the keys are taken in order, one command each; when one
+ * refuses, those before it are given back (SL.DECIDE REFUND) and those after
+ * it peeked, so that the answer reads as one take of them all would. Until
+ * the give-backs land, a concurrent request may find an earlier key's units
+ * taken (docs/deployment.md): stricter for that moment, never looser. A
+ * give-back that the store cannot take leaves the units taken.
+ */
+typedef struct rd_split {
+    sl_backend_worker *w;
+    sl_backend_req *parent;
+    size_t n, at, taken; /* items; the one being asked; those taken so far */
+    sl_backend_req part;
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    sl_limit limits[SL_TAKE_MANY_MAX];
+    char keys[]; /* the items' keys, copied: the caller's are gone after submit */
+} rd_split;
+
+/* A give-back in flight: its own copy of what it gives back. */
+typedef struct rd_giveback {
+    sl_backend_req req;
+    sl_take_item item;
+    sl_limit limit;
+    sl_decision d;
+    char key[];
+} rd_giveback;
+
+static void rd_giveback_done(sl_backend_req *r)
+{
+    free(r->owner);
+}
+
+static void rd_give_back(sl_backend_worker *w, const rd_split *s, size_t k)
+{
+    const sl_take_item *it = &s->items[k];
+    rd_giveback *g = malloc(sizeof *g + it->keylen);
+    if (!g)
+        return; /* out of memory: the units stay taken (stricter, never looser) */
+    memcpy(g->key, it->key, it->keylen);
+    g->limit = s->limits[k];
+    g->item = (sl_take_item){g->key, it->keylen, &g->limit, it->cost};
+    g->req = (sl_backend_req){
+        .op = SL_OP_REFUND,
+        .n = 1,
+        .items = &g->item,
+        .on_error = s->parent->on_error,
+        .timeout_ms = s->parent->timeout_ms,
+        .d = &g->d,
+        .done = rd_giveback_done,
+        .owner = g,
+    };
+    if (rd_submit(w, &g->req) != SL_PENDING)
+        rd_giveback_done(&g->req);
+}
+
+static void rd_split_done(sl_backend_req *part);
+
+/* The answer of the part for item s->at. */
+static void rd_split_answer(rd_split *s)
+{
+    sl_backend_req *p = s->parent, *part = &s->part;
+    if (part->by != SL_DECIDED_BY_STORE)
+        p->by = part->by;
+    if (part->rc != SL_OK)
+        p->rc = part->rc;
+    else if (part->op == SL_OP_TAKE && p->d[s->at].allowed)
+        s->taken++;
+    else if (part->op == SL_OP_TAKE)
+        p->failed = (int)s->at;
+    s->at++;
+}
+
+/* Sends the parts from s->at on: a take while every key so far admitted,
+ * a peek after one refused. SL_PENDING when one is in flight, SL_OK when
+ * all are answered (or one failed). */
+static int rd_split_send(rd_split *s)
+{
+    sl_backend_req *p = s->parent;
+    while (s->at < s->n && p->rc == SL_OK) {
+        s->part = (sl_backend_req){
+            .op = p->failed >= 0 ? SL_OP_PEEK : SL_OP_TAKE,
+            .n = 1,
+            .items = &s->items[s->at],
+            .on_error = p->on_error,
+            .timeout_ms = p->timeout_ms,
+            .d = &p->d[s->at],
+            .done = rd_split_done,
+            .owner = s,
+        };
+        if (rd_submit(s->w, &s->part) == SL_PENDING)
+            return SL_PENDING;
+        rd_split_answer(s);
+    }
+    return SL_OK;
+}
+
+/* Every part is in: a refused (or failed) whole gives back what its first
+ * keys took. */
+static void rd_split_finish(rd_split *s)
+{
+    sl_backend_req *p = s->parent;
+    if (p->failed >= 0 || p->rc != SL_OK)
+        for (size_t k = 0; k < s->taken; k++)
+            rd_give_back(s->w, s, k);
+    free(s);
+}
+
+static void rd_split_done(sl_backend_req *part)
+{
+    rd_split *s = part->owner;
+    rd_split_answer(s);
+    if (rd_split_send(s) == SL_PENDING)
+        return;
+    sl_backend_req *p = s->parent;
+    rd_split_finish(s);
+    p->done(p);
+}
+
+static int rd_take_split(sl_backend_worker *w, sl_backend_req *r)
+{
+    size_t keys = 0;
+    for (size_t k = 0; k < r->n; k++)
+        keys += r->items[k].keylen;
+    rd_split *s = malloc(sizeof *s + keys);
+    if (!s) {
+        r->rc = SL_ERR_NOMEM;
+        return SL_OK;
+    }
+    s->w = w;
+    s->parent = r;
+    s->n = r->n;
+    s->at = s->taken = 0;
+    char *kp = s->keys;
+    for (size_t k = 0; k < r->n; k++) {
+        memcpy(kp, r->items[k].key, r->items[k].keylen);
+        s->limits[k] = *r->items[k].limit;
+        s->items[k] = (sl_take_item){kp, r->items[k].keylen, &s->limits[k], r->items[k].cost};
+        kp += r->items[k].keylen;
+    }
+    r->rc = SL_OK;
+    r->failed = -1;
+    if (rd_split_send(s) == SL_PENDING)
+        return SL_PENDING;
+    rd_split_finish(s);
+    return SL_OK;
+}
+
+/* Do a request's keys share one hash slot (always, on one server)? */
+static bool rd_one_slot(const sl_backend_worker *w, const sl_backend_req *r)
+{
+    if (!w->b->cluster || r->n < 2)
+        return true;
+    int first = sl_slot_of(r->items[0].key, r->items[0].keylen);
+    for (size_t k = 1; k < r->n; k++)
+        if (sl_slot_of(r->items[k].key, r->items[k].keylen) != first)
+            return false;
+    return true;
 }
 
 static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
@@ -1092,11 +1327,13 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
     r->failed = -1;
     r->count = 0;
     if (r->op == SL_OP_RESET && r->n > SL_TAKE_MANY_MAX && r->items)
-        return rd_reset_many(w, r);
+        return rd_fan_out(w, r, rd_one_slot(w, r) ? SL_TAKE_MANY_MAX : 1);
     if (!rd_valid(r)) {
         r->rc = SL_ERR_ARGUMENT;
         return SL_OK;
     }
+    if (!rd_one_slot(w, r)) /* a cluster: the keys live on several primaries */
+        return r->op == SL_OP_TAKE ? rd_take_split(w, r) : rd_fan_out(w, r, 1);
     rd_op *op = rd_op_new(w, r);
     if (!op) {
         r->rc = SL_ERR_NOMEM;
@@ -1146,7 +1383,10 @@ static int rd_submit(sl_backend_worker *w, sl_backend_req *r)
 
 static void rd_timer_closed(uv_handle_t *h)
 {
-    free(h->data);
+    sl_backend_worker *w = h->data;
+    while (w->op_cached > 0)
+        free(w->op_cache[--w->op_cached]);
+    free(w);
 }
 
 static void rd_merge(rd_counters *to, rd_counters *from)

@@ -24,7 +24,29 @@
  */
 #include <string.h>
 
+#include "common/decimal.h"
 #include "redis_module/module.h"
+
+/* ---- what every write replicates ---- */
+
+/* The PXAT keyword of every SET this module replicates, made once at load:
+ * RedisModule_Replicate takes a string argument ("s") by reference, where a
+ * C string ("c") would be copied into a new object on every write. */
+static RedisModuleString *slm_pxat;
+
+int slm_keys_init(RedisModuleCtx *ctx)
+{
+    if (!slm_pxat)
+        slm_pxat = RedisModule_CreateString(ctx, "PXAT", 4);
+    return slm_pxat ? REDISMODULE_OK : REDISMODULE_ERR;
+}
+
+void slm_keys_free(RedisModuleCtx *ctx)
+{
+    if (slm_pxat)
+        RedisModule_FreeString(ctx, slm_pxat);
+    slm_pxat = NULL;
+}
 
 /* ---- one state in scratch memory ---- */
 
@@ -179,8 +201,6 @@ static long long slm_expiry_ms(int64_t ns)
 static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_state *st,
                       const slm_state *old)
 {
-    size_t klen;
-    const char *kptr = RedisModule_StringPtrLen(key->name, &klen);
     /* Same bytes, same expiry: nothing happened. Checked first, because a
      * carried state that still names another limit (a refusal, a peek
      * under a policy's new tier) expires as that limit says, not as l
@@ -191,7 +211,7 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
     if (expires <= m->now) {
         if (key->compatible && key->exists) {
             RedisModule_DeleteKey(key->k);
-            RedisModule_Replicate(m->ctx, "DEL", "b", kptr, klen);
+            RedisModule_Replicate(m->ctx, "DEL", "s", key->name);
             key->exists = key->compatible = false;
         }
         return; /* an incompatible old state stays until a take replaces it */
@@ -210,7 +230,14 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
     memcpy(v + SLM_HEADER, st->p, st->size);
     long long at = slm_expiry_ms(expires);
     RedisModule_SetAbsExpire(key->k, at);
-    RedisModule_Replicate(m->ctx, "SET", "bbcl", kptr, klen, (const char *)v, vlen, "PXAT", at);
+    /* The key name and PXAT go by reference ("s"); the expiry goes as its
+     * digits ("b", one object) rather than as a number ("l", which Redis
+     * turns into an object and a separate string). The bytes replicated are
+     * the same either way. */
+    char digits[20];
+    char *first = sl_dec_put(digits + sizeof digits, (uint64_t)at);
+    RedisModule_Replicate(m->ctx, "SET", "sbsb", key->name, (const char *)v, vlen, slm_pxat,
+                          first, (size_t)(digits + sizeof digits - first));
     key->exists = key->compatible = true;
 }
 
@@ -384,10 +411,8 @@ static int slm_ex_reset(void *ex, const sl_resp_slice *k)
     if (key.exists) {
         rc = slm_check(m, &key, NULL, NULL);
         if (rc == SL_OK) {
-            size_t klen;
-            const char *kptr = RedisModule_StringPtrLen(key.name, &klen);
             RedisModule_DeleteKey(key.k);
-            RedisModule_Replicate(m->ctx, "DEL", "b", kptr, klen);
+            RedisModule_Replicate(m->ctx, "DEL", "s", key.name);
             held = 1;
         }
     }

@@ -281,6 +281,7 @@ int RedisModule_OnUnload(RedisModuleCtx *ctx)
 {
     sl_config_free(slm_config);
     slm_config = NULL;
+    slm_keys_free(ctx);
     return REDISMODULE_OK;
 }
 
@@ -294,6 +295,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return REDISMODULE_ERR;
     }
     RedisModule_GetRandomBytes((unsigned char *)slm_lease_key, sizeof slm_lease_key);
+    if (slm_keys_init(ctx) != REDISMODULE_OK) {
+        sl_config_free(slm_config);
+        slm_config = NULL;
+        return REDISMODULE_ERR;
+    }
     int i = 0;
     for (const sl_command *cmd = sl_rate_commands; cmd->name[0]; cmd++, i++) {
         if (i >= SLM_MAX_COMMANDS) {

@@ -31,6 +31,12 @@ typedef struct slm_call {
  * command's slm_call. */
 extern const sl_backend slm_backend;
 
+/* What the executor keeps from load to unload (the strings its replicated
+ * effects share): slm_keys_init returns REDISMODULE_OK, or REDISMODULE_ERR
+ * when it cannot be made; slm_keys_free releases it. */
+int slm_keys_init(RedisModuleCtx *ctx);
+void slm_keys_free(RedisModuleCtx *ctx);
+
 /* The value layout (docs/module.md): a 4-byte header, then the state. */
 #define SLM_MAGIC 0xF1u   /* not ASCII: no text or integer value starts so */
 #define SLM_VERSION 1u    /* refuse any other: written by another sluice */

@@ -7,6 +7,7 @@
  * layer's RESP sink into the connection's buffer.
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,9 +43,7 @@ static void sl_slot_done(sl_backend_req *r)
     sl_slot *s = r->owner;
     sl_conn *conn = s->conn;
     if (!conn) { /* closed meanwhile: nobody to answer */
-        sl_resp_buf_free(&s->reply);
-        sl_resp_buf_free(&s->after);
-        free(s);
+        sl_slot_free(s);
         return;
     }
     sl_cmd_ctx ctx;
@@ -59,15 +58,12 @@ static void sl_slot_done(sl_backend_req *r)
 static sl_check *sl_conn_defer(sl_cmd_ctx *c, const sl_check *k)
 {
     sl_conn *conn = CONN(c);
-    sl_slot *s = malloc(sizeof *s);
+    sl_slot *s = sl_slot_new(conn->w, conn->out.proto);
     if (!s)
         return NULL;
-    s->next = NULL;
     s->conn = conn;
-    s->done = false;
-    sl_resp_buf_init(&s->reply, conn->out.proto, conn->w->srv->cfg.output_hard);
-    sl_resp_buf_init(&s->after, conn->out.proto, conn->w->srv->cfg.output_hard);
-    memcpy(&s->check, k, sizeof *k);
+    /* All but the room for owned limits, which sl_check_own fills. */
+    memcpy(&s->check, k, offsetof(sl_check, own));
     sl_check_own(&s->check);
     s->check.req.done = sl_slot_done;
     s->check.req.owner = s;

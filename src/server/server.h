@@ -104,6 +104,8 @@ typedef struct sl_worker {
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     sl_limit_cache limits;
     sl_backend_worker *bw; /* the backend's handle for this thread */
+    struct sl_slot *slot_cache; /* freed reply slots, kept for reuse (a slot is a few KiB) */
+    unsigned slots_cached;
     struct sl_http_check *check; /* HTTP: one decoded check at a time (about 9 KiB) */
     int64_t now; /* monotonic ns, read once per batch of commands */
     int64_t stop_deadline; /* shutdown: when the last connections are closed anyway */
@@ -226,6 +228,7 @@ size_t sl_http_serve(struct sl_conn *conn);
 typedef struct sl_slot {
     struct sl_slot *next;
     struct sl_conn *conn;
+    struct sl_worker *w;
     bool done;
     sl_resp_buf reply; /* its own reply, once decided */
     sl_resp_buf after; /* the replies after it, up to the next slot */
@@ -277,6 +280,11 @@ static inline sl_resp_buf *sl_conn_out(sl_conn *c)
 {
     return c->slots_tail ? &c->slots_tail->after : &c->out;
 }
+
+/* worker.c: a reply slot for a connection of w, from w's cache or newly
+ * allocated, its buffers empty; NULL when out of memory. And its end. */
+sl_slot *sl_slot_new(struct sl_worker *w, int proto);
+void sl_slot_free(sl_slot *s);
 
 /* worker.c: a slot of c was decided: moves the replies that are now in
  * order to the connection's output, and has them written. */

@@ -76,12 +76,57 @@ int64_t sl_now_mono(void)
 
 static void sl_conn_flush(sl_conn *c);
 
-/* Frees a slot's memory (its decision is in, or never will be needed). */
-static void sl_slot_free(sl_slot *s)
+/* Slots a worker keeps for reuse. */
+#define SL_SLOTS_CACHED 256
+
+sl_slot *sl_slot_new(sl_worker *w, int proto)
 {
-    sl_resp_buf_free(&s->reply);
-    sl_resp_buf_free(&s->after);
-    free(s);
+    sl_slot *s = w->slot_cache;
+    if (s) {
+        w->slot_cache = s->next;
+        w->slots_cached--;
+    } else if ((s = malloc(sizeof *s))) {
+        sl_resp_buf_init(&s->reply, proto, w->srv->cfg.output_hard);
+        sl_resp_buf_init(&s->after, proto, w->srv->cfg.output_hard);
+    } else {
+        return NULL;
+    }
+    s->reply.proto = s->after.proto = proto;
+    s->next = NULL;
+    s->w = w;
+    s->done = false;
+    return s;
+}
+
+/* Frees a slot (its decision is in, or never will be needed): into the
+ * worker's cache, its buffers emptied but kept when small. */
+void sl_slot_free(sl_slot *s)
+{
+    sl_worker *w = s->w;
+    if (w->slots_cached >= SL_SLOTS_CACHED) {
+        sl_resp_buf_free(&s->reply);
+        sl_resp_buf_free(&s->after);
+        free(s);
+        return;
+    }
+    sl_output_done(&s->reply);
+    sl_output_done(&s->after);
+    s->next = w->slot_cache;
+    w->slot_cache = s;
+    w->slots_cached++;
+}
+
+/* The worker's cache of slots, at its end. */
+static void sl_slot_cache_free(sl_worker *w)
+{
+    while (w->slot_cache) {
+        sl_slot *s = w->slot_cache;
+        w->slot_cache = s->next;
+        sl_resp_buf_free(&s->reply);
+        sl_resp_buf_free(&s->after);
+        free(s);
+    }
+    w->slots_cached = 0;
 }
 
 /* The connection's slots at its close: those decided are freed, those in
@@ -841,6 +886,7 @@ static void *sl_worker_run(void *arg)
 {
     sl_worker *w = arg;
     uv_run(&w->loop, UV_RUN_DEFAULT);
+    sl_slot_cache_free(w);
     return NULL;
 }
 

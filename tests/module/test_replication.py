@@ -74,6 +74,38 @@ def test_replica_holds_the_primarys_bytes(make_server):
     rr.close()
 
 
+def test_replica_holds_the_primarys_bytes_after_multi_and_scripts(make_server):
+    # In MULTI/EXEC and in a script, the effects of several commands wait until the end
+    # to be sent, holding the key names they were given (the commands' own arguments).
+    primary = make_server("primary")
+    replica = make_server("replica", start=False)
+    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
+    replica.start()
+    p, rr = primary.client(), replica.client()
+    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    pipe = p.pipeline(transaction=True)
+    for _ in range(3):
+        pipe.execute_command("CL.THROTTLE", "tx:cell", 5, 1, 60)
+    pipe.execute_command("SL.TAKE", "tx:window", 5, 3600, "ALGORITHM", "fixed_window")
+    pipe.execute_command("SL.TAKE", "tx:gone", 5, 3600)
+    pipe.execute_command("SL.RESET", "tx:gone")
+    replies = pipe.execute()
+    assert [x[2] for x in replies[:3]] == [5, 4, 3] and replies[-1] == 1
+    script = ("redis.call('CL.THROTTLE', KEYS[1], 5, 1, 60) "
+              "redis.call('CL.THROTTLE', KEYS[1], 5, 1, 60) "
+              "return redis.call('CL.THROTTLE', KEYS[2], 5, 1, 60)")
+    assert p.eval(script, 2, "lua:a", "lua:b")[2] == 5
+    assert p.execute_command("WAIT", 1, 10000) == 1
+    for k in ("tx:cell", "tx:window", "lua:a", "lua:b"):
+        dp = p.dump(k)
+        assert dp is not None and dp == rr.dump(k), k
+        assert p.execute_command("PEXPIRETIME", k) == rr.execute_command("PEXPIRETIME", k), k
+    assert p.exists("tx:gone") == 0 and rr.exists("tx:gone") == 0
+    assert p.execute_command("CL.THROTTLE", "lua:a", 5, 1, 60)[2] == 3
+    p.close()
+    rr.close()
+
+
 def _drain(r, key):
     for _ in range(3):
         assert r.execute_command("CL.THROTTLE", key, 2, 1, 3600)[0] == 0
@@ -152,3 +184,57 @@ def test_dump_restore_moves_a_limit(make_server):
     assert rb.execute_command("CL.THROTTLE", "moving", 2, 1, 3600)[0] == 1
     ra.close()
     rb.close()
+
+
+def _aof_commands(workdir):
+    """Every command of the incremental AOF files, as lists of bytes, in order, without
+    the SELECT, MULTI and EXEC that Redis adds around them."""
+    out = []
+    for f in sorted(glob.glob(os.path.join(workdir, "appendonlydir", "*.incr.aof"))):
+        with open(f, "rb") as fh:
+            data = fh.read()
+        i = 0
+        while i < len(data):
+            assert data[i:i + 1] == b"*", data[i:i + 40]
+            j = data.index(b"\r\n", i)
+            argc, i = int(data[i + 1:j]), j + 2
+            cmd = []
+            for _ in range(argc):
+                assert data[i:i + 1] == b"$", data[i:i + 40]
+                j = data.index(b"\r\n", i)
+                n, i = int(data[i + 1:j]), j + 2
+                cmd.append(data[i:i + n])
+                assert data[i + n:i + n + 2] == b"\r\n"
+                i += n + 2
+            if cmd[0].upper() not in (b"SELECT", b"MULTI", b"EXEC"):
+                out.append(cmd)
+    return out
+
+
+def test_aof_holds_each_effect_exactly(make_server):
+    s = make_server("effects", args=["--appendonly", "yes", "--appendfsync", "always"])
+    r = s.client()
+    odd = b"odd key \r\n\x00\xff"  # any bytes: the name is replicated as the client sent it
+    want = []
+
+    def effect(key):
+        want.append([b"SET", key, r.get(key), b"PXAT",
+                     str(r.execute_command("PEXPIRETIME", key)).encode()])
+
+    for _ in range(3):
+        assert r.execute_command("CL.THROTTLE", odd, 2, 1, 3600)[0] == 0
+        effect(odd)
+    assert r.execute_command("CL.THROTTLE", odd, 2, 1, 3600)[0] == 1  # no effect: nothing sent
+    r.execute_command("SL.TAKE", "window", 2, 3600, "ALGORITHM", "fixed_window")
+    effect(b"window")
+    r.execute_command("SL.TAKEMANY", 2, "{m}a", "{m}b", "LIMIT", 3, 60, "LIMIT", 10, 60)
+    effect(b"{m}a")
+    effect(b"{m}b")
+    assert r.execute_command("SL.RESET", "window") == 1
+    want.append([b"DEL", b"window"])
+    got = _aof_commands(s.workdir)
+    assert got == want
+    for cmd in got:
+        if cmd[0] == b"SET":  # an expiry in Unix ms, as Redis writes its own
+            assert cmd[4].isdigit() and not cmd[4].startswith(b"0")
+    r.close()
