@@ -31,9 +31,11 @@
  *
  * Connections: AUTH first when a password is set; a connection that fails
  * or is lost is made again after a jittered exponential backoff, and the map
- * is read again from any node that answers, every CL_REFRESH_MS while a
- * primary of the map is unreachable (a failover: a replica is promoted, and
- * the map says so once the cluster agrees). Every connection that becomes
+ * is read again from any node that answers while a primary of the map is
+ * unreachable (a failover: a replica is promoted, and the map says so once
+ * the cluster agrees): after CL_REFRESH_MS, the wait doubling up to
+ * CL_REFRESH_MAX_MS while the reads fail or bring nothing new, so that a
+ * fleet's workers do not poll a cluster hard through a long outage. Every connection that becomes
  * ready bumps the transport's epoch.
  *
  * Time is the loop's (uv_now, milliseconds). A single timer ticks every
@@ -60,6 +62,7 @@
 #define CL_HOST_MAX 255        /* a DNS name's longest text */
 #define CL_TICK_MS 10
 #define CL_REFRESH_MS 100      /* least time between two reads of the map */
+#define CL_REFRESH_MAX_MS 1000 /* and the longest, while reads bring nothing new */
 #define CL_BACKOFF_MIN_MS 20   /* a reconnection's first delay (before jitter) */
 #define CL_BACKOFF_MAX_MS 2000 /* and its longest */
 #define CL_RETRY_MS 10         /* TRYAGAIN's first delay, doubled up to 16 times that */
@@ -129,6 +132,7 @@ struct cl_cluster {
     uintptr_t refresh_seq; /* the read in flight: an older one's reply is ignored */
     uint64_t refresh_deadline; /* given up, and asked elsewhere, at (loop ms) */
     uint64_t refresh_at;  /* no read of the map before (loop ms) */
+    unsigned refresh_idle; /* reads in a row that failed or changed nothing */
     size_t refresh_next;  /* where the next read looks first, round robin */
     char map_err[448];    /* why the last read of the map failed */
 
@@ -449,7 +453,13 @@ static void cl_refresh(cl_cluster *cl)
         cl->refresh_next = (cl->refresh_next + k + 1) % cl->n_nodes;
         cl->refreshing = n;
         cl->refresh_wanted = false;
-        cl->refresh_at = cl_now(cl) + CL_REFRESH_MS;
+        /* The next read waits [d/2, d]: d is CL_REFRESH_MS, doubled for each
+         * read in a row that brought nothing new, up to CL_REFRESH_MAX_MS. */
+        unsigned shift = cl->refresh_idle < 4 ? cl->refresh_idle : 4;
+        uint64_t d = (uint64_t)CL_REFRESH_MS << shift;
+        if (d > CL_REFRESH_MAX_MS)
+            d = CL_REFRESH_MAX_MS;
+        cl->refresh_at = cl_now(cl) + (shift ? d / 2 + cl_random(cl) % (d / 2 + 1) : d);
         cl->refresh_deadline = cl_now(cl) + (uint64_t)cl->connect_timeout_ms;
         return;
     }
@@ -596,10 +606,15 @@ static void cl_on_slots(redisAsyncContext *ac, void *r, void *priv)
     if (bad) {
         snprintf(cl->map_err, sizeof cl->map_err, "%s:%d: %s", from->host, from->port, bad);
         sl_free(fresh);
+        cl->refresh_idle += cl->refresh_idle < 16;
         cl->refresh_wanted = true;
         cl_wake(cl);
         return;
     }
+    bool changed = !cl->have_map;
+    for (size_t s = 0; s < CL_SLOTS && !changed; s++)
+        changed = cl->owner[s] != fresh[s];
+    cl->refresh_idle = changed ? 0 : cl->refresh_idle + (cl->refresh_idle < 16);
     for (size_t i = 0; i < cl->n_nodes; i++)
         cl->nodes[i]->in_map = false;
     cl->covered = 0;

@@ -84,6 +84,10 @@ def test_a_server_outside_cluster_mode_is_named(make_redis, make_driver):
     assert a.get("err") == ("no slot map from the cluster within 2000 ms (127.0.0.1:%d: ERR This "
                             "instance has cluster support disabled)" % s.port), a
     assert d.state()["ready"] is False
+    # Reads of the map that fail come further and further apart (100 ms doubling to 1 s):
+    # at most 8 in the 2 s the command waited, where a read every 100 ms would be 20.
+    stats = s.client().info("commandstats").get("cmdstat_cluster|slots", {})
+    assert 2 <= stats.get("calls", 0) <= 8, stats
     d.stop()
 
 
