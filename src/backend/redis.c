@@ -26,6 +26,7 @@
 
 #include "backend/redis.h"
 #include "common/decimal.h"
+#include "common/hex.h"
 
 #define RD_BREAKER_FAILURES 5        /* consecutive failures that open the breaker */
 #define RD_PROBE_MIN_MS 100          /* the first probe after it opens ... */
@@ -1529,17 +1530,6 @@ static const sl_backend_ops rd_cluster_ops = {
 
 /* ---- the URL ---- */
 
-static int rd_hex(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /* A percent-decoded copy of [p, p + len) (the caller frees), or NULL for a
  * bad escape (*bad set) or out of memory. */
 static char *rd_unescape(const char *p, size_t len, bool *bad)
@@ -1549,8 +1539,8 @@ static char *rd_unescape(const char *p, size_t len, bool *bad)
         return NULL;
     for (size_t i = 0; i < len; i++) {
         if (p[i] == '%') {
-            int hi = i + 2 < len ? rd_hex(p[i + 1]) : -1;
-            int lo = i + 2 < len ? rd_hex(p[i + 2]) : -1;
+            int hi = i + 2 < len ? sl_hex_digit((unsigned char)p[i + 1]) : -1;
+            int lo = i + 2 < len ? sl_hex_digit((unsigned char)p[i + 2]) : -1;
             if (hi < 0 || lo < 0 || (hi << 4 | lo) == 0) {
                 *bad = true;
                 free(out);

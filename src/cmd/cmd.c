@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/duration.h"
+#include "common/hex.h"
 #include "backend/backend.h"
 #include "common/siphash.h"
 #include "policy/config.h"
@@ -642,10 +643,7 @@ static bool sl_hex(const char *p, size_t n, uint64_t *out)
 {
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++) {
-        int d = isdigit((unsigned char)p[i])   ? p[i] - '0'
-                : (p[i] >= 'a' && p[i] <= 'f') ? p[i] - 'a' + 10
-                : (p[i] >= 'A' && p[i] <= 'F') ? p[i] - 'A' + 10
-                                               : -1;
+        int d = sl_hex_digit((unsigned char)p[i]);
         if (d < 0)
             return false;
         v = v << 4 | (uint64_t)d;

@@ -20,6 +20,8 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+
+#include "common/hex.h"
 #endif
 
 /* Parser states. The request line: */
@@ -677,15 +679,6 @@ int sl_http_query_next(const char *q, size_t qlen, size_t *pos, sl_http_slice *n
     return 1;
 }
 
-static int hex_digit(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c = lower(c);
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
 
 /* Both decoders: plus_is_space for query strings. */
 static long decode(const char *s, size_t n, char *out, size_t cap, bool plus_is_space)
@@ -696,7 +689,7 @@ static long decode(const char *s, size_t n, char *out, size_t cap, bool plus_is_
         if (c == '%') {
             if (n - i < 3) /* fewer than two bytes follow */
                 return -1;
-            int hi = hex_digit((unsigned char)s[i + 1]), lo = hex_digit((unsigned char)s[i + 2]);
+            int hi = sl_hex_digit((unsigned char)s[i + 1]), lo = sl_hex_digit((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0)
                 return -1;
             c = (unsigned char)(hi * 16 + lo);

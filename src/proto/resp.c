@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/hex.h"
 #include "common/decimal.h"
 
 /* The parsers' own results while a frame is being walked. */
@@ -264,17 +265,6 @@ static int is_space(unsigned char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
-
 /*
  * Splits an inline line s[0 .. n) into words, with Redis's rules (see
  * resp.h). With argv == NULL it only checks the line and counts its words,
@@ -302,10 +292,10 @@ static long split_inline(char *s, size_t n, sl_resp_slice *argv, size_t cap)
                 if (p == n)
                     return -1;
                 if (c == '\\' && p + 3 < n && s[p + 1] == 'x' &&
-                    hex_value((unsigned char)s[p + 2]) >= 0 &&
-                    hex_value((unsigned char)s[p + 3]) >= 0) {
-                    c = (unsigned char)(hex_value((unsigned char)s[p + 2]) * 16 +
-                                        hex_value((unsigned char)s[p + 3]));
+                    sl_hex_digit((unsigned char)s[p + 2]) >= 0 &&
+                    sl_hex_digit((unsigned char)s[p + 3]) >= 0) {
+                    c = (unsigned char)(sl_hex_digit((unsigned char)s[p + 2]) * 16 +
+                                        sl_hex_digit((unsigned char)s[p + 3]));
                     p += 4;
                 } else if (c == '\\' && p + 1 < n) {
                     switch (s[p + 1]) {

@@ -122,6 +122,22 @@ void sl_metrics_sum_fallbacks(sl_server *srv, uint64_t out[4])
 static void sl_out(sl_resp_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sl_label(char *dst, size_t cap, const char *name);
 
+/* How many policies have counters of their own (the config's first
+ * SL_METRIC_POLICIES), and the label of counter slot p: "" for 0, the ad-hoc
+ * limits, else policy p - 1's name, escaped. */
+static size_t sl_policy_slots(const sl_config *cfg)
+{
+    size_t n = cfg ? cfg->npolicies : 0;
+    return n > SL_METRIC_POLICIES ? SL_METRIC_POLICIES : n;
+}
+
+static void sl_policy_label(const sl_config *cfg, size_t p, char *label, size_t cap)
+{
+    label[0] = '\0';
+    if (p > 0)
+        sl_label(label, cap, cfg->policies[p - 1].name);
+}
+
 /* The store's health (a remote store): its state, its round trips, and the
  * decisions its store-down policies took. */
 static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_resp_buf *out)
@@ -167,13 +183,9 @@ static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_res
     sl_out(out, "# HELP sluice_store_fallback_decisions_total Decisions taken by a store-down "
                 "policy, by policy and mode.\n"
                 "# TYPE sluice_store_fallback_decisions_total counter\n");
-    size_t npol = cfg ? cfg->npolicies : 0;
-    if (npol > SL_METRIC_POLICIES)
-        npol = SL_METRIC_POLICIES;
-    for (size_t p = 0; p <= npol; p++) {
-        char label[2 * SL_POLICY_NAME_MAX + 1] = "";
-        if (p > 0)
-            sl_label(label, sizeof label, cfg->policies[p - 1].name);
+    for (size_t p = 0; p <= sl_policy_slots(cfg); p++) {
+        char label[2 * SL_POLICY_NAME_MAX + 1];
+        sl_policy_label(cfg, p, label, sizeof label);
         for (int b = 1; b < 4; b++) {
             uint64_t n = 0;
             for (int w = 0; w < srv->nworkers; w++)
@@ -221,13 +233,9 @@ void sl_metrics_render(sl_server *srv, sl_resp_buf *out)
     sl_out(out, "# HELP sluice_decisions_total Rate limit decisions, by policy and outcome "
                 "(policy=\"\" for ad-hoc limits; shadow_rejected: let through by a shadow "
                 "policy that would have refused).\n# TYPE sluice_decisions_total counter\n");
-    size_t npol = cfg ? cfg->npolicies : 0;
-    if (npol > SL_METRIC_POLICIES)
-        npol = SL_METRIC_POLICIES;
-    for (size_t p = 0; p <= npol; p++) {
-        char label[2 * SL_POLICY_NAME_MAX + 1] = "";
-        if (p > 0)
-            sl_label(label, sizeof label, cfg->policies[p - 1].name);
+    for (size_t p = 0; p <= sl_policy_slots(cfg); p++) {
+        char label[2 * SL_POLICY_NAME_MAX + 1];
+        sl_policy_label(cfg, p, label, sizeof label);
         for (int o = 0; o < SL_OUTCOMES; o++) {
             uint64_t n = 0;
             for (int w = 0; w < srv->nworkers; w++)
