@@ -214,6 +214,9 @@ def test_a_dead_store_is_decided_by_the_policy(engine, tmp_path, mode):
     try:
         c = node.redis()
         assert as_map(c.execute_command("SL.TAKE", "d", 10, "1h"))["allowed"] == 1
+        # On a loaded machine that take may itself miss the 50 ms budget, and then the
+        # local limiter has counted it.
+        local_before = info_store(node)["decisions_local"]
         redis_store.kill()
         answers, took = [], []
         for _ in range(40):
@@ -226,7 +229,7 @@ def test_a_dead_store_is_decided_by_the_policy(engine, tmp_path, mode):
         elif mode == "fail_closed":
             assert allowed == 0
         else:  # a local limiter at limit / --fleet-nodes: 10 / 2
-            assert allowed == 5
+            assert allowed == 5 - local_before, (allowed, local_before, answers)
         st = info_store(node)
         assert st["store_state"] in ("down", "breaker_open")
         assert st["decisions_%s" % mode] >= 35
