@@ -60,7 +60,7 @@ FUZZ_CC ?= clang
 # the YAML config loader, the algorithms it validates limits with);
 # fuzz_cluster also the cluster transport's parsers, with hiredis and libuv.
 FUZZ_SOURCES = src/proto/*.c src/policy/*.c src/common/*.c src/algo/*.c
-FUZZ_CLUSTER = src/backend/cluster.c src/backend/slot.c -lhiredis -luv
+FUZZ_CLUSTER = src/backend/cluster.c src/backend/slot.c src/backend/reply.c -lhiredis -luv
 FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
   -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
   -Iinclude -Isrc

@@ -55,6 +55,7 @@
 #include <hiredis/async.h>
 #include <hiredis/adapters/libuv.h>
 
+#include "backend/reply.h"
 #include "common/alloc.h"
 
 #define CL_SLOTS 16384
@@ -397,6 +398,7 @@ static void cl_connect(cl_node *n)
         return;
     }
     ac->data = n;
+    sl_reply_pool_install(&ac->c);
     if (redisLibuvAttach(ac, cl->loop) != REDIS_OK) {
         redisAsyncFree(ac);
         cl_node_lost(n, "cannot watch the connection on the loop");

@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "backend/redis.h"
+#include "backend/reply.h"
 #include "common/decimal.h"
 #include "common/hex.h"
 
@@ -1388,6 +1389,7 @@ static void rd_timer_closed(uv_handle_t *h)
     while (w->op_cached > 0)
         free(w->op_cache[--w->op_cached]);
     free(w);
+    sl_reply_pool_drain(); /* this thread's transports are closed */
 }
 
 static void rd_merge(rd_counters *to, rd_counters *from)

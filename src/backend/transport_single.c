@@ -33,6 +33,7 @@
 #include <hiredis/async.h>
 
 #include "backend/redis.h"
+#include "backend/reply.h"
 
 #define SL_BACKOFF_MIN_MS 50
 #define SL_BACKOFF_MAX_MS 2000
@@ -304,6 +305,7 @@ static void sl_single_connect_to(sl_single *t, const char *addr)
         return;
     }
     ac->data = t;
+    sl_reply_pool_install(&ac->c);
     if (sl_poll_attach(ac, t->loop) != REDIS_OK) {
         snprintf(t->err, sizeof t->err, "connect to %s:%d: cannot watch the socket", t->host,
                  t->port);
