@@ -56,8 +56,9 @@ def test_all_or_nothing_across_slots(make_redis, make_server, tmp_path, engine):
     a, b, c = on_other_primaries(owners, 3, "many")
     assert len({owners[slot_of(k)][0] for k in (a, b, c)}) == 3
 
-    # a: 10 an hour, b: 3, c: 10. Three takes of all three pass; the fourth is refused by
-    # b, and a (taken before b) is given back: a and c stay at 3 used.
+    # a: GCRA 10 an hour, b: GCRA 3, c: a fixed window of 10 (ALGORITHM is per LIMIT
+    # group). Three takes of all three pass; the fourth is refused by b, and a (taken
+    # before b) is given back: a and c stay at 3 used.
     def takemany():
         return as_map(r.execute_command("SL.TAKEMANY", 3, a, b, c, "LIMIT", 10, "1h",
                                         "LIMIT", 3, "1h", "LIMIT", 10, "1h",
@@ -86,7 +87,13 @@ def test_all_or_nothing_across_slots(make_redis, make_server, tmp_path, engine):
         peek = as_map(r.execute_command("SL.PEEK", "api:" + k, 5, "1h", "COST", 0))
         assert peek["remaining"] == 5, (k, peek)
 
-    # PEEK and RESET of several slots at once.
+    # PEEK and RESET of several slots at once: one part per key, answered together.
+    hour = 3600 * 10**9
+    g = lambda algorithm, limit: [algorithm, limit, hour, 0, 1, 0, 0, 0]
+    peek = r.execute_command("SL.DECIDE", "PEEK", "0", 3, a, b, c, *g("gcra", 10),
+                             *g("gcra", 3), *g("fixed_window", 10))
+    assert peek[0] == 1  # b is spent: the first key that would refuse
+    assert [peek[1 + 6 * i + 2] for i in range(3)] == [6, 0, 6]  # remaining after a take of 1
     assert r.execute_command("SL.RESET", a, b, c, "absent:1", "absent:2") == 3
     info = r.info("store")
     assert info["store_errors"] == 0 and info["decisions_fail_open"] == 0
