@@ -420,39 +420,18 @@ static int slm_ex_reset(void *ex, const sl_resp_slice *k)
     return rc == SL_OK ? held : rc;
 }
 
-static int slm_ex_release(void *ex, const sl_resp_slice *k, const sl_limit *l, uint64_t lease_id)
+/*
+ * A change in place to a state of the limit's own shape: the lease lease_id
+ * released, or (lease_id 0) a take of `cost` given back. An absent key, or
+ * one of another shape, has nothing to give (0): a take would carry such a
+ * state over, a release or a refund does not. A refund answers 0 for a
+ * value that is no state at all too (WRONGTYPE), a release the error. The
+ * change is replicated as every change is, as its effect (SET or DEL).
+ * Returns the leases released or the units given back, or an error.
+ */
+static int64_t slm_in_place(slm_call *m, const sl_resp_slice *k, const sl_limit *l,
+                            uint64_t lease_id, int64_t cost)
 {
-    slm_call *m = ex;
-    slm_key key;
-    int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
-    if (rc != SL_OK)
-        return rc;
-    slm_state st, old;
-    size_t size = sl_state_size(l);
-    slm_state_init(&st, size);
-    slm_state_init(&old, size);
-    rc = slm_read(m, &key, l, &st);
-    if (rc == SL_OK && !key.compatible) {
-        rc = 0; /* no lease state of this shape: nothing to release */
-    } else if (rc == SL_OK) {
-        memcpy(old.p, st.p, size);
-        rc = sl_lease_release(l, st.p, m->now, lease_id);
-        if (rc >= 0)
-            slm_write(m, &key, l, &st, &old);
-    }
-    slm_state_free(&st);
-    slm_state_free(&old);
-    slm_close(m, &key);
-    return rc;
-}
-
-/* A refund writes only a state of the limit's own shape (the key's value
- * as a take under it leaves it): an absent key, or one of another shape,
- * which a take would carry over, gets nothing back. The change is
- * replicated as every change is, as its effect (SET or DEL). */
-static int64_t slm_ex_refund(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost)
-{
-    slm_call *m = ex;
     slm_key key;
     int64_t rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
     if (rc != SL_OK)
@@ -462,12 +441,13 @@ static int64_t slm_ex_refund(void *ex, const sl_resp_slice *k, const sl_limit *l
     slm_state_init(&st, size);
     slm_state_init(&old, size);
     rc = slm_read(m, &key, l, &st);
-    if (rc == SL_ERR_WRONGTYPE || (rc == SL_OK && !key.compatible)) {
-        rc = 0; /* absent, or a state no take under this limit wrote */
+    if ((rc == SL_ERR_WRONGTYPE && lease_id == 0) || (rc == SL_OK && !key.compatible)) {
+        rc = 0;
     } else if (rc == SL_OK) {
         memcpy(old.p, st.p, size);
-        rc = sl_refund(l, st.p, m->now, cost);
-        if (rc > 0)
+        rc = lease_id ? sl_lease_release(l, st.p, m->now, lease_id)
+                      : sl_refund(l, st.p, m->now, cost);
+        if (rc > 0 || (lease_id && rc == 0))
             slm_write(m, &key, l, &st, &old);
     }
     slm_state_free(&st);
@@ -523,14 +503,14 @@ static int slm_submit(sl_backend_worker *w, sl_backend_req *r)
             r->failed = 0;
         break;
     case SL_OP_RELEASE:
-        rc = slm_ex_release(m, &key, it->limit, r->lease_id);
+        rc = (int)slm_in_place(m, &key, it->limit, r->lease_id, 0);
         if (rc >= 0) {
             r->count = rc;
             rc = SL_OK;
         }
         break;
     case SL_OP_REFUND: {
-        int64_t given = slm_ex_refund(m, &key, it->limit, it->cost);
+        int64_t given = slm_in_place(m, &key, it->limit, 0, it->cost);
         if (given >= 0)
             r->count = given;
         rc = given >= 0 ? SL_OK : (int)given;

@@ -1977,6 +1977,20 @@ int sl_store_reset(sl_store *s, const void *key, size_t keylen)
     return pos >= 0;
 }
 
+/* After a change in place under the shard's lock (a lease released, a take
+ * given back): a state "never seen" again goes, else its expiry follows. */
+static void sl_rec_settle(sl_shard *sh, size_t pos, uint64_t *rec, const sl_limit *l,
+                          int64_t now)
+{
+    int64_t exp = sl_state_expires_at(l, sl_rec_state(rec));
+    if (exp <= now) {
+        sl_shard_remove(sh, pos);
+        sh->reclaimed++;
+    } else {
+        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+    }
+}
+
 int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
                      uint64_t lease_id)
 {
@@ -1997,16 +2011,8 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
     if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l, size)) {
         uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
         rc = sl_lease_release(l, sl_rec_state(rec), now, lease_id);
-        if (rc == 1) {
-            int64_t exp = sl_state_expires_at(l, sl_rec_state(rec));
-            if (exp <= now) {
-                /* The last lease went back: the state is "never seen" again. */
-                sl_shard_remove(sh, (size_t)pos);
-                sh->reclaimed++;
-            } else {
-                sl_rec_set_expiry(rec, sl_store_tick_of(exp));
-            }
-        }
+        if (rc == 1)
+            sl_rec_settle(sh, (size_t)pos, rec, l, now);
     }
     sl_shard_unlock(sh);
     return rc;
@@ -2038,16 +2044,8 @@ int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_li
     if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l, size)) {
         uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
         given = sl_refund(l, sl_rec_state(rec), now, cost);
-        if (given > 0) {
-            int64_t exp = sl_state_expires_at(l, sl_rec_state(rec));
-            if (exp <= now) {
-                /* Everything went back: the state is "never seen" again. */
-                sl_shard_remove(sh, (size_t)pos);
-                sh->reclaimed++;
-            } else {
-                sl_rec_set_expiry(rec, sl_store_tick_of(exp));
-            }
-        }
+        if (given > 0)
+            sl_rec_settle(sh, (size_t)pos, rec, l, now);
     }
     sl_shard_unlock(sh);
     return given;
