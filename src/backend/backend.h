@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "policy/config.h" /* sl_on_error: a policy's store-down mode */
 #include "sluice.h"
 
 struct uv_loop_s; /* libuv's uv_loop_t */
@@ -48,14 +49,6 @@ typedef enum sl_fallback {
     SL_DECIDED_FAIL_CLOSED,
     SL_DECIDED_LOCAL,
 } sl_fallback;
-
-/* What to do when the store cannot answer within its time budget. */
-typedef enum sl_on_error {
-    SL_ON_ERROR_DEFAULT = 0, /* the backend's (the flag's) */
-    SL_ON_ERROR_FAIL_OPEN,
-    SL_ON_ERROR_FAIL_CLOSED,
-    SL_ON_ERROR_LOCAL,
-} sl_on_error;
 
 typedef struct sl_backend_req {
     sl_op op;

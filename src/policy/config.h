@@ -31,7 +31,6 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "backend/backend.h" /* sl_on_error: the store-down policies' names */
 #include "sluice.h"
 
 #define SL_CONFIG_MAX_BYTES (1 << 20)   /* a bigger file is refused */
@@ -39,6 +38,16 @@
 #define SL_POLICY_NAME_MAX 64
 #define SL_POLICY_KEY_MAX 128           /* the key template */
 #define SL_POLICY_STORE_TIMEOUT_MAX 60000 /* store_timeout_ms's most */
+
+/* What decides a check when a central store cannot answer within its time
+ * budget (src/backend/): a policy's on_store_error, or the server's
+ * --on-store-error. */
+typedef enum sl_on_error {
+    SL_ON_ERROR_DEFAULT = 0, /* the server's (the flag's) */
+    SL_ON_ERROR_FAIL_OPEN,
+    SL_ON_ERROR_FAIL_CLOSED,
+    SL_ON_ERROR_LOCAL,
+} sl_on_error;
 
 typedef struct sl_policy_tier {
     char name[SL_POLICY_NAME_MAX + 1];
@@ -54,7 +63,7 @@ typedef struct sl_policy {
     sl_limit global;
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
-    /* When the store cannot answer: an sl_on_error (src/backend/backend.h),
+    /* When the store cannot answer: an sl_on_error (above),
      * 0 for the server's --on-store-error; and the time budget in ms, 0 for
      * --store-timeout-ms. */
     int on_store_error;
