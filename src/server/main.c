@@ -828,6 +828,86 @@ static const char *sl_find_config_flag(int argc, char **argv)
     return path;
 }
 
+/* The secrets given as flags are copied out of argv, and argv's bytes are
+ * overwritten, because ps and /proc/PID/cmdline show every process's
+ * arguments to every local user (curl and mysql do the same). Of --store's
+ * URL only the password is hidden, so that ps still tells which store a
+ * sluiced uses. A config file readable by sluiced alone keeps secrets off
+ * the command line altogether. */
+static char *sl_secret_copies[3];
+
+/* Is p inside one of argv's strings (and not in a config file's value)? */
+static bool sl_in_argv(const char *p, int argc, char **argv)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < argc; i++)
+        if (a >= (uintptr_t)argv[i] && a <= (uintptr_t)argv[i] + strlen(argv[i]))
+            return true;
+    return false;
+}
+
+static void sl_mask(char *from, char *to)
+{
+    for (; from < to; from++)
+        *from = '*';
+}
+
+/* Overwrites the password of a redis:// or redis-cluster:// URL in place:
+ * the userinfo's after its ':', and every password= query parameter. */
+static void sl_mask_url_password(char *url)
+{
+    char *auth = strstr(url, "://");
+    if (!auth)
+        return;
+    auth += 3;
+    char *end = auth + strcspn(auth, "/?");
+    char *at = NULL;
+    for (char *c = auth; c < end; c++)
+        if (*c == '@')
+            at = c;
+    if (at) {
+        char *colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon)
+            sl_mask(colon + 1, at);
+    }
+    char *q = strchr(end, '?');
+    while (q) {
+        q++;
+        char *next = q + strcspn(q, "&");
+        if (strncmp(q, "password=", 9) == 0)
+            sl_mask(q + 9, next);
+        q = *next ? next : NULL;
+    }
+}
+
+/* Moves each secret that came from argv into memory of its own and masks
+ * it in argv. Returns false when out of memory. */
+static bool sl_hide_secrets(int argc, char **argv, sl_server_config *cfg)
+{
+    const char **secrets[] = {&cfg->requirepass, &cfg->http_token, &cfg->store_url};
+    for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
+        char *arg = (char *)*secrets[i];
+        if (!arg || !sl_in_argv(arg, argc, argv))
+            continue;
+        if (!(sl_secret_copies[i] = strdup(arg)))
+            return false;
+        *secrets[i] = sl_secret_copies[i];
+        if (secrets[i] == &cfg->store_url)
+            sl_mask_url_password(arg);
+        else
+            sl_mask(arg, arg + strlen(arg));
+    }
+    return true;
+}
+
+static void sl_secret_copies_free(void)
+{
+    for (size_t i = 0; i < sizeof sl_secret_copies / sizeof *sl_secret_copies; i++) {
+        free(sl_secret_copies[i]);
+        sl_secret_copies[i] = NULL;
+    }
+}
+
 /* Applies the config file's server settings with the flags' own parser.
  * A setting is named exactly as its flag is (no abbreviation). */
 static int sl_apply_settings(const sl_config_setting *settings, size_t n, const char *path,
@@ -898,6 +978,10 @@ int main(int argc, char **argv)
     rc = sl_parse_args(argc, argv, &srv->cfg, "sluiced");
     if (rc != 0)
         return rc;
+    if (!sl_hide_secrets(argc, argv, &srv->cfg)) {
+        fprintf(stderr, "sluiced: out of memory\n");
+        return 1;
+    }
     sl_log_set_level((enum sl_log_level)srv->cfg.log_level);
     if (srv->cfg.threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -1057,6 +1141,7 @@ int main(int argc, char **argv)
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
     sl_start_settings_free();
+    sl_secret_copies_free();
     sl_log(SL_LOG_INFO, status == 0 ? "bye" : "bye, without the final snapshot");
     return status;
 }
