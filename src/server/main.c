@@ -126,11 +126,11 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
-    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_SPLIT, F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -228,15 +228,18 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_ONERR] = {"on-store-error", "MODE", "fail_open",
                  "what decides when the store does not answer within --store-timeout-ms: "
                  "fail_open (allow), fail_closed (refuse), local (a limiter in this process, "
-                 "at limit / --fleet-nodes); a policy's on_store_error wins",
+                 "at limit / --split); a policy's on_store_error wins",
                  "fail_open, fail_closed or local", SL_FLAG_APPLIED},
     [F_STORE_TIMEOUT] = {"store-timeout-ms", "N", "50",
                          "a check's time budget with a remote store, after which "
                          "--on-store-error decides; a policy's store_timeout_ms wins",
                          "an integer from 1 to 60000", SL_FLAG_APPLIED},
-    [F_FLEET_NODES] = {"fleet-nodes", "N", "1",
-                       "how many sluiced share the store: --on-store-error local enforces "
-                       "limit / N on each while the store is down",
+    [F_SPLIT] = {"split", "N", "1",
+                 "this sluiced is one of N that share every limit with no coordination: each "
+                 "enforces limit / N (docs/deployment.md); with a remote store, the store "
+                 "enforces the whole limit and --on-store-error local enforces limit / N",
+                 "an integer from 1 to 10000", SL_FLAG_APPLIED},
+    [F_FLEET_NODES] = {"fleet-nodes", "N", "1", "the old name of --split",
                        "an integer from 1 to 10000", SL_FLAG_APPLIED},
     [F_AUTH_HEADER] = {"http-auth-header", "NAME", "X-Api-Key",
                        "forward-auth (GET /v1/auth/POLICY): the request header holding the key; "
@@ -269,7 +272,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_SPLIT] = {"split", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
@@ -522,10 +524,11 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 goto bad;
             cfg->store_timeout_ms = (int)v;
             break;
+        case F_SPLIT:
         case F_FLEET_NODES:
             if (!sl_parse_size(optarg, 10000, &v) || v < 1)
                 goto bad;
-            cfg->fleet_nodes = (int)v;
+            cfg->split = (int)v;
             break;
         case F_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
         case F_HELP: sl_usage(stdout); exit(0);
@@ -1055,6 +1058,12 @@ int main(int argc, char **argv)
             sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
         }
         srv->backend = sl_backend_memory(srv->store);
+        if (srv->backend && srv->cfg.split > 1) {
+            sl_backend *split = sl_backend_split(srv->backend, srv->cfg.split);
+            if (!split)
+                srv->backend->ops->free(srv->backend);
+            srv->backend = split;
+        }
         if (!srv->backend) {
             sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
             return 1;
@@ -1070,7 +1079,7 @@ int main(int argc, char **argv)
         sl_redis_config rcfg = {.url = srv->cfg.store_url,
                                 .on_error = (sl_on_error)srv->cfg.on_store_error,
                                 .timeout_ms = srv->cfg.store_timeout_ms,
-                                .fleet_nodes = srv->cfg.fleet_nodes,
+                                .fleet_nodes = srv->cfg.split,
                                 .local_memory = srv->cfg.max_memory};
         if (sl_backend_redis(&rcfg, &srv->backend, err, sizeof err) != SL_OK) {
             /* Not the URL: it may hold a password. The backend words its

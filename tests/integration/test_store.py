@@ -214,7 +214,7 @@ def test_a_dead_store_is_decided_by_the_policy(engine, tmp_path, mode):
     redis_store = RedisServer(str(tmp_path / "redis")).start()
     node = start_sluiced(tmp_path, "redis://127.0.0.1:%d" % redis_store.port,
                          ["--on-store-error", mode, "--store-timeout-ms", "50",
-                          "--fleet-nodes", "2"], name="dead")
+                          "--split", "2"], name="dead")
     try:
         c = node.redis()
         assert as_map(c.execute_command("SL.TAKE", "d", 10, "1h"))["allowed"] == 1
@@ -232,7 +232,7 @@ def test_a_dead_store_is_decided_by_the_policy(engine, tmp_path, mode):
             assert allowed == 40
         elif mode == "fail_closed":
             assert allowed == 0
-        else:  # a local limiter at limit / --fleet-nodes: 10 / 2
+        else:  # a local limiter at limit / --split: 10 / 2
             assert allowed == 5 - local_before, (allowed, local_before, answers)
         st = info_store(node)
         assert st["store_state"] in ("down", "breaker_open")
