@@ -23,12 +23,14 @@ static void sl_share_rate(int64_t nodes, int64_t period_max, int64_t *limit, int
         *limit = sl_share_floor(*limit, nodes);
 }
 
-int sl_limit_share(const sl_limit *whole, int64_t nodes, sl_limit *share)
+int sl_limit_share(const sl_limit *whole_in, int64_t nodes, sl_limit *share)
 {
     if (nodes < 1 || nodes > SL_SHARE_NODES_MAX)
         return SL_ERR_ARGUMENT;
+    /* A copy, so that share may be whole_in. */
+    const sl_limit w = *whole_in, *whole = &w;
     if (nodes == 1) {
-        *share = *whole;
+        *share = w;
         return SL_OK;
     }
     int64_t limit = whole->limit, period = whole->period_ns, burst = whole->burst;

@@ -30,6 +30,7 @@
  * alignment are kept. nodes 1 copies *whole. Returns SL_OK, SL_ERR_ARGUMENT
  * for nodes outside [1, SL_SHARE_NODES_MAX], or the error building the share
  * met (never for a *whole that sl_limit_init or sl_limit_init_cell filled).
+ * share may be whole.
  */
 int sl_limit_share(const sl_limit *whole, int64_t nodes, sl_limit *share);
 
