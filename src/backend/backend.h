@@ -134,6 +134,11 @@ struct sl_backend {
 /* memory.c: the embedded store. The store stays the caller's. */
 sl_backend *sl_backend_memory(sl_store *store);
 
+/* split.c: each of `nodes` nodes enforces its share of every limit
+ * (sl_limit_share) on `inner`, which the split backend then owns (frees).
+ * NULL when out of memory or nodes is outside [1, SL_SHARE_NODES_MAX]. */
+sl_backend *sl_backend_split(sl_backend *inner, int64_t nodes);
+
 static inline int sl_backend_submit(const sl_backend *b, sl_backend_worker *w, sl_backend_req *r)
 {
     return b->ops->submit(w, r);

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "algo/share.h"
 #include "backend/redis.h"
 #include "backend/reply.h"
 #include "common/decimal.h"
@@ -286,37 +287,27 @@ static int64_t rd_capacity(const rd_item *it)
     }
 }
 
-static int64_t rd_share(int64_t v, int32_t nodes)
-{
-    if (nodes <= 1)
-        return v;
-    v /= nodes;
-    return v > 0 ? v : 1;
-}
-
-/* The local limiter's limit for an item: the same limit, or its share of
- * the fleet's (limit / N, burst / N, at least 1 each), carry and calendar
- * kept. Falls back to the whole limit when the share cannot be built. */
+/* The local limiter's limit for an item: its share of the fleet's
+ * (sl_limit_share: limit / N), carry and calendar kept; the whole limit
+ * when there is one node, or when the share cannot be built. */
 static int rd_local_limit(const rd_backend *b, const rd_item *it, sl_limit *l)
 {
-    for (int whole = 0; whole < 2; whole++) {
-        int32_t n = whole ? 1 : b->fleet_nodes;
-        int rc;
-        if (it->flags & SL_LIMIT_CELL) {
-            rc = sl_limit_init_cell(l, rd_share(it->burst, n) - 1, rd_share(it->limit, n),
-                                    it->period_ns / 1000000000);
-        } else {
-            int64_t burst = it->burst > 0 ? rd_share(it->burst, n) : 0;
-            rc = sl_limit_init(l, it->algorithm, rd_share(it->limit, n), it->period_ns, burst);
-            if (rc == SL_OK && (it->flags & SL_LIMIT_CARRY))
-                rc = sl_limit_carry(l);
-            if (rc == SL_OK && (it->months || it->utc_offset_ns))
-                rc = sl_limit_align(l, it->months, it->utc_offset_ns, b->clock_offset_ns);
-        }
-        if (rc == SL_OK || whole)
-            return rc;
+    sl_limit whole;
+    int rc;
+    if (it->flags & SL_LIMIT_CELL) {
+        rc = sl_limit_init_cell(&whole, it->burst - 1, it->limit, it->period_ns / 1000000000);
+    } else {
+        rc = sl_limit_init(&whole, it->algorithm, it->limit, it->period_ns, it->burst);
+        if (rc == SL_OK && (it->flags & SL_LIMIT_CARRY))
+            rc = sl_limit_carry(&whole);
+        if (rc == SL_OK && (it->months || it->utc_offset_ns))
+            rc = sl_limit_align(&whole, it->months, it->utc_offset_ns, b->clock_offset_ns);
     }
-    return SL_ERR_ARGUMENT;
+    if (rc != SL_OK)
+        return rc;
+    if (sl_limit_share(&whole, b->fleet_nodes, l) != SL_OK)
+        *l = whole;
+    return SL_OK;
 }
 
 static sl_on_error rd_policy(const sl_backend_worker *w, const sl_backend_req *r)

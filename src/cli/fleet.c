@@ -5,8 +5,9 @@
  *
  *   central  one shared state per key (a central store): exact, one round
  *            trip per request
- *   split    each node enforces limit/N (and burst/N) on its own: no
- *            coordination; exact only while the balancer is fair
+ *   split    each node enforces its share of the limit on its own, as
+ *            sluiced --split N does (sl_limit_share): no coordination;
+ *            exact only while the balancer is fair
  *   sync     each node decides on its own copy of the state; every
  *            --sync-interval the copies are merged: every take the nodes
  *            admitted since the last merge is replayed, in time order, on the
@@ -29,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/share.h"
 #include "cli/sim.h"
 
 /* The most state bytes a fleet may allocate (all nodes, all keys). */
@@ -51,43 +53,26 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
     bool split = strcmp(strategy, "split") == 0;
     bool sync = strcmp(strategy, "sync") == 0;
     bool route = strcmp(strategy, "route") == 0;
-    sl_limit *lims = calloc((size_t)nodes, sizeof *lims);
-    if (!lims) {
-        snprintf(errbuf, errcap, "out of memory");
-        return -1;
-    }
+    sl_limit lim;
     snprintf(r->name, sizeof r->name, "%s", strategy);
     r->alg = alg;
-    for (int n = 0; n < nodes; n++) {
-        int64_t lim = s->limit, burst = s->burst;
-        if (split) {
-            /* limit/N each, the remainder to the first nodes, at least 1. */
-            lim = s->limit / nodes + (n < s->limit % nodes ? 1 : 0);
-            burst = s->burst / nodes + (n < s->burst % nodes ? 1 : 0);
-            if (lim < 1)
-                lim = 1;
-            if (burst < 1)
-                burst = 1;
-        }
-        int rc = sl_limit_init(&lims[n], alg, lim, s->period_ns, burst);
-        if (rc != SL_OK) {
-            snprintf(errbuf, errcap, "%s: limit %lld per node: %s", strategy, (long long)lim,
-                     sl_strerror(rc));
-            free(lims);
-            return -1;
-        }
+    /* split: each node's share is what sluiced --split enforces (sl_limit_share). */
+    int lrc = sl_limit_init(&lim, alg, s->limit, s->period_ns, s->burst);
+    if (lrc == SL_OK && split)
+        lrc = sl_limit_share(&lim, nodes, &lim);
+    if (lrc != SL_OK) {
+        snprintf(errbuf, errcap, "%s: limit %lld over %d nodes: %s", strategy,
+                 (long long)s->limit, nodes, sl_strerror(lrc));
+        return -1;
     }
-    r->lim = lims[0];
-    size_t sz = sl_state_size(&lims[0]);
+    r->lim = lim;
+    size_t sz = sl_state_size(&lim);
     r->state_bytes = sz;
-    /* Every node's states are the same size (split's limits differ, but a
-     * sliding log's state grows with its limit: size them all as node 0's,
-     * the largest). */
+    /* Every node's limit, and so its states' size, is the same. */
     int copies = strcmp(strategy, "central") == 0 ? 1 : nodes;
     if (tr->nkeys > FLEET_MAX_STATE_BYTES / sz / (size_t)(copies + 1)) {
         snprintf(errbuf, errcap, "%s: %zu keys on %d nodes exceed the simulator's 1 GiB", strategy,
                  tr->nkeys, nodes);
-        free(lims);
         return -1;
     }
     size_t per_node = tr->nkeys * sz;
@@ -103,7 +88,6 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
         free(adm);
         free(pending);
         free(owed);
-        free(lims);
         return -1;
     }
     size_t nadm = 0, npend = 0, nowed = 0;
@@ -124,7 +108,7 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
                     bool late = k >= npend;
                     sim_admit *a = late ? &owed[k - npend] : &pending[k];
                     sl_decision d;
-                    sl_take(&lims[0], merged + (size_t)a->key * sz, late ? next_sync : a->t_ns,
+                    sl_take(&lim, merged + (size_t)a->key * sz, late ? next_sync : a->t_ns,
                             a->cost, &d);
                     /* A cost that can never fit cannot be owed (no node admits one). */
                     if (!d.allowed && d.retry_after_ns != SL_NEVER)
@@ -139,7 +123,7 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
             }
         }
         int ln = copies == 1 ? 0 : node;
-        const sl_limit *l = split ? &lims[node] : &lims[0];
+        const sl_limit *l = &lim;
         sl_decision d;
         /* A cost of 0 peeks: it consumes nothing, so a node in debt may peek. */
         int rc = sl_peek(l, states + (size_t)ln * per_node + (size_t)e->key * sz, e->t_ns, 0, &d);
@@ -155,8 +139,7 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
             free(adm);
             free(pending);
             free(owed);
-            free(lims);
-            return -1;
+                return -1;
         }
         size_t b = sim_bucket_of(s, e->t_ns);
         r->b_offered[b]++;
@@ -180,6 +163,5 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *s
     free(adm);
     free(pending);
     free(owed);
-    free(lims);
     return rc;
 }

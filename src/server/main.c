@@ -126,11 +126,11 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
-    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_SPLIT, F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -228,15 +228,18 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_ONERR] = {"on-store-error", "MODE", "fail_open",
                  "what decides when the store does not answer within --store-timeout-ms: "
                  "fail_open (allow), fail_closed (refuse), local (a limiter in this process, "
-                 "at limit / --fleet-nodes); a policy's on_store_error wins",
+                 "at limit / --split); a policy's on_store_error wins",
                  "fail_open, fail_closed or local", SL_FLAG_APPLIED},
     [F_STORE_TIMEOUT] = {"store-timeout-ms", "N", "50",
                          "a check's time budget with a remote store, after which "
                          "--on-store-error decides; a policy's store_timeout_ms wins",
                          "an integer from 1 to 60000", SL_FLAG_APPLIED},
-    [F_FLEET_NODES] = {"fleet-nodes", "N", "1",
-                       "how many sluiced share the store: --on-store-error local enforces "
-                       "limit / N on each while the store is down",
+    [F_SPLIT] = {"split", "N", "1",
+                 "this sluiced is one of N that share every limit with no coordination: each "
+                 "enforces limit / N (docs/deployment.md); with a remote store, the store "
+                 "enforces the whole limit and --on-store-error local enforces limit / N",
+                 "an integer from 1 to 10000", SL_FLAG_APPLIED},
+    [F_FLEET_NODES] = {"fleet-nodes", "N", "1", "the old name of --split",
                        "an integer from 1 to 10000", SL_FLAG_APPLIED},
     [F_AUTH_HEADER] = {"http-auth-header", "NAME", "X-Api-Key",
                        "forward-auth (GET /v1/auth/POLICY): the request header holding the key; "
@@ -269,7 +272,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_SPLIT] = {"split", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
@@ -522,10 +524,11 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 goto bad;
             cfg->store_timeout_ms = (int)v;
             break;
+        case F_SPLIT:
         case F_FLEET_NODES:
             if (!sl_parse_size(optarg, 10000, &v) || v < 1)
                 goto bad;
-            cfg->fleet_nodes = (int)v;
+            cfg->split = (int)v;
             break;
         case F_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
         case F_HELP: sl_usage(stdout); exit(0);
@@ -828,6 +831,86 @@ static const char *sl_find_config_flag(int argc, char **argv)
     return path;
 }
 
+/* The secrets given as flags are copied out of argv, and argv's bytes are
+ * overwritten, because ps and /proc/PID/cmdline show every process's
+ * arguments to every local user (curl and mysql do the same). Of --store's
+ * URL only the password is hidden, so that ps still tells which store a
+ * sluiced uses. A config file readable by sluiced alone keeps secrets off
+ * the command line altogether. */
+static char *sl_secret_copies[3];
+
+/* Is p inside one of argv's strings (and not in a config file's value)? */
+static bool sl_in_argv(const char *p, int argc, char **argv)
+{
+    uintptr_t a = (uintptr_t)p;
+    for (int i = 0; i < argc; i++)
+        if (a >= (uintptr_t)argv[i] && a <= (uintptr_t)argv[i] + strlen(argv[i]))
+            return true;
+    return false;
+}
+
+static void sl_mask(char *from, char *to)
+{
+    for (; from < to; from++)
+        *from = '*';
+}
+
+/* Overwrites the password of a redis:// or redis-cluster:// URL in place:
+ * the userinfo's after its ':', and every password= query parameter. */
+static void sl_mask_url_password(char *url)
+{
+    char *auth = strstr(url, "://");
+    if (!auth)
+        return;
+    auth += 3;
+    char *end = auth + strcspn(auth, "/?");
+    char *at = NULL;
+    for (char *c = auth; c < end; c++)
+        if (*c == '@')
+            at = c;
+    if (at) {
+        char *colon = memchr(auth, ':', (size_t)(at - auth));
+        if (colon)
+            sl_mask(colon + 1, at);
+    }
+    char *q = strchr(end, '?');
+    while (q) {
+        q++;
+        char *next = q + strcspn(q, "&");
+        if (strncmp(q, "password=", 9) == 0)
+            sl_mask(q + 9, next);
+        q = *next ? next : NULL;
+    }
+}
+
+/* Moves each secret that came from argv into memory of its own and masks
+ * it in argv. Returns false when out of memory. */
+static bool sl_hide_secrets(int argc, char **argv, sl_server_config *cfg)
+{
+    const char **secrets[] = {&cfg->requirepass, &cfg->http_token, &cfg->store_url};
+    for (size_t i = 0; i < sizeof secrets / sizeof *secrets; i++) {
+        char *arg = (char *)*secrets[i];
+        if (!arg || !sl_in_argv(arg, argc, argv))
+            continue;
+        if (!(sl_secret_copies[i] = strdup(arg)))
+            return false;
+        *secrets[i] = sl_secret_copies[i];
+        if (secrets[i] == &cfg->store_url)
+            sl_mask_url_password(arg);
+        else
+            sl_mask(arg, arg + strlen(arg));
+    }
+    return true;
+}
+
+static void sl_secret_copies_free(void)
+{
+    for (size_t i = 0; i < sizeof sl_secret_copies / sizeof *sl_secret_copies; i++) {
+        free(sl_secret_copies[i]);
+        sl_secret_copies[i] = NULL;
+    }
+}
+
 /* Applies the config file's server settings with the flags' own parser.
  * A setting is named exactly as its flag is (no abbreviation). */
 static int sl_apply_settings(const sl_config_setting *settings, size_t n, const char *path,
@@ -898,6 +981,10 @@ int main(int argc, char **argv)
     rc = sl_parse_args(argc, argv, &srv->cfg, "sluiced");
     if (rc != 0)
         return rc;
+    if (!sl_hide_secrets(argc, argv, &srv->cfg)) {
+        fprintf(stderr, "sluiced: out of memory\n");
+        return 1;
+    }
     sl_log_set_level((enum sl_log_level)srv->cfg.log_level);
     if (srv->cfg.threads == 0) {
         long n = sysconf(_SC_NPROCESSORS_ONLN);
@@ -971,6 +1058,12 @@ int main(int argc, char **argv)
             sl_log(SL_LOG_INFO, "restored %zu keys from %s", loaded, srv->cfg.snapshot);
         }
         srv->backend = sl_backend_memory(srv->store);
+        if (srv->backend && srv->cfg.split > 1) {
+            sl_backend *split = sl_backend_split(srv->backend, srv->cfg.split);
+            if (!split)
+                srv->backend->ops->free(srv->backend);
+            srv->backend = split;
+        }
         if (!srv->backend) {
             sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
             return 1;
@@ -986,7 +1079,7 @@ int main(int argc, char **argv)
         sl_redis_config rcfg = {.url = srv->cfg.store_url,
                                 .on_error = (sl_on_error)srv->cfg.on_store_error,
                                 .timeout_ms = srv->cfg.store_timeout_ms,
-                                .fleet_nodes = srv->cfg.fleet_nodes,
+                                .fleet_nodes = srv->cfg.split,
                                 .local_memory = srv->cfg.max_memory};
         if (sl_backend_redis(&rcfg, &srv->backend, err, sizeof err) != SL_OK) {
             /* Not the URL: it may hold a password. The backend words its
@@ -1057,6 +1150,7 @@ int main(int argc, char **argv)
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
     sl_start_settings_free();
+    sl_secret_copies_free();
     sl_log(SL_LOG_INFO, status == 0 ? "bye" : "bye, without the final snapshot");
     return status;
 }

@@ -39,7 +39,8 @@ typedef struct sl_server_config {
     const char *store_url;   /* --store: memory:// or a remote store's URL */
     int on_store_error;      /* an sl_on_error: the default store-down policy */
     int store_timeout_ms;    /* a check's time budget with a remote store */
-    int fleet_nodes;         /* sluiced sharing the store (local fallback: limit / N) */
+    int split;               /* --split: nodes sharing each limit, each enforcing limit / N
+                                (with a remote store, its local store-down limiter) */
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;

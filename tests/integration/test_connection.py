@@ -315,6 +315,19 @@ def test_requirepass_noauth(locked, key):
         c.wait_closed(5)
 
 
+def test_secrets_hidden_from_ps(make_server, key):
+    """--requirepass and --http-token are masked in the process's arguments, which every
+    local user can read (ps, /proc/PID/cmdline), and still work; both spellings."""
+    s = make_server(args=["--http-token=tok-sekrit"], password=PASSWORD)
+    with open("/proc/%d/cmdline" % s.proc.pid, "rb") as f:
+        args = f.read().split(b"\0")
+    assert PASSWORD.encode() not in b" ".join(args), args
+    assert b"tok-sekrit" not in b" ".join(args), args
+    assert b"*" * len(PASSWORD) in args and b"--http-token=" + b"*" * 10 in args, args
+    with s.conn() as c:
+        assert c.call("CL.THROTTLE", key, 15, 30, 60) == [0, 16, 15, -1, 2]
+
+
 def test_requirepass_hello_auth(locked):
     with locked.conn(auth=False) as c:
         assert error_of(c, "HELLO", "3", "AUTH", "default", "wrong") == WRONGPASS

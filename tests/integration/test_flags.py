@@ -94,7 +94,7 @@ def test_flags_of_later_versions_are_refused_as_such():
     table = doc_table()
     later = [l for l in table.splitlines() if l.startswith("Not in this version")]
     assert len(later) == 1, table
-    for name in ("split", "peers", "grpc-port"):
+    for name in ("peers", "self", "grpc-port"):
         assert "`--%s`" % name in later[0], later
         rc, _, err = run("--" + name, "1")
         assert rc == 2 and "--%s is not available in this version" % name in err, err

@@ -214,7 +214,7 @@ def test_a_dead_store_is_decided_by_the_policy(engine, tmp_path, mode):
     redis_store = RedisServer(str(tmp_path / "redis")).start()
     node = start_sluiced(tmp_path, "redis://127.0.0.1:%d" % redis_store.port,
                          ["--on-store-error", mode, "--store-timeout-ms", "50",
-                          "--fleet-nodes", "2"], name="dead")
+                          "--split", "2"], name="dead")
     try:
         c = node.redis()
         assert as_map(c.execute_command("SL.TAKE", "d", 10, "1h"))["allowed"] == 1
@@ -232,7 +232,7 @@ def test_a_dead_store_is_decided_by_the_policy(engine, tmp_path, mode):
             assert allowed == 40
         elif mode == "fail_closed":
             assert allowed == 0
-        else:  # a local limiter at limit / --fleet-nodes: 10 / 2
+        else:  # a local limiter at limit / --split: 10 / 2
             assert allowed == 5 - local_before, (allowed, local_before, answers)
         st = info_store(node)
         assert st["store_state"] in ("down", "breaker_open")
@@ -352,6 +352,29 @@ def test_a_store_that_is_not_redis(tmp_path):
         stop.set()
         t.join()
         lsock.close()
+
+
+def test_the_store_password_is_hidden_from_ps(tmp_path):
+    """The password in --store's URL (userinfo and ?password=) is masked in the process's
+    arguments, the rest of the URL stays readable, and sluiced still authenticates."""
+    r = RedisServer(str(tmp_path / "redis"), module=True).start()
+    try:
+        r.client().config_set("requirepass", "st0re-pw")
+        for url in ("redis://default:st0re-pw@127.0.0.1:%d/2" % r.port,
+                    "redis://127.0.0.1:%d/2?user=default&password=st0re-pw" % r.port):
+            node = start_sluiced(tmp_path, url, ["--on-store-error", "fail_closed"], http=False,
+                                 name="pw%d" % len(url))
+            with open("/proc/%d/cmdline" % node.proc.pid, "rb") as f:
+                args = f.read().split(b"\0")
+            shown = [a for a in args if a.startswith(b"redis://")]
+            assert shown == [url.replace("st0re-pw", "********").encode()], args
+            c = node.redis()
+            assert as_map(c.execute_command("SL.TAKE", "pw", 10, "1h"))["allowed"] == 1
+            c.close()
+            assert r.client(password="st0re-pw", db=2).dbsize() == 1, "the take went to db 2"
+            node.stop()
+    finally:
+        r.stop()
 
 
 def test_a_transaction_on_the_store_answers_in_order(fleet):
