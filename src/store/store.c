@@ -1,10 +1,35 @@
 /*
- * store.c: the concurrent keyed store: shards, index, record pages,
- * reclaim, eviction, takes. The layout is drawn in store_internal.h and
- * explained in docs/store.md.
+ * store.c: the concurrent keyed store's hot path: the hash, the locks and
+ * the readers, the index, the record pages, and the operations on one key
+ * (take, acquire, peek, inspect, prefetch, reset, release, refund), kept in
+ * one file so that the compiler inlines a take into one straight path. The
+ * layout is drawn in store_layout.h and explained in docs/store.md; the
+ * cold parts are in arena.c, reclaim.c, take_many.c, snapshot.c and
+ * debug.c. Allocation goes through common/alloc.h.
  *
- * Order of this file: hash, locks, pages, index, reclaim and eviction, the
- * public operations, debug hooks. Allocation goes through common/alloc.h.
+ * Order of this file: hash, locks and readers, ticks, records and pages,
+ * the index, inserts, the public operations.
+ *
+ * Names. Functions are named by what they act on: sl_shard_* change a shard
+ * whose lock the caller holds (sl_shard_insert stores a new key,
+ * sl_shard_remove drops one), sl_index_*, sl_rec_*, sl_page_* and
+ * sl_partial_* the index, the records and the pages, sl_reader_* a
+ * thread's reader slot. A take's own functions are named by their role:
+ *
+ *   sl_store_take_common    the entry of sl_store_take and sl_store_acquire:
+ *                           checks, hash, then one of the two paths
+ *   sl_store_take_reader    the reader's path, without the shard's lock: a
+ *                           key that is there, of the limit's shape
+ *   sl_store_take_locked    the locked path, under the shard's lock, when
+ *                           the reader's path cannot decide
+ *   sl_store_take_insert    the locked path's cold half: a new key, or a
+ *                           state of another shape, decided on a scratch
+ *                           state and then stored (sl_shard_insert)
+ *   sl_store_decide_record  the decision in a record, on the reader's path
+ *   sl_store_decide_state   the decision on a state in place (algorithm or
+ *                           lease), on both paths
+ *   sl_store_decide_scratch the decision on a scratch state, before
+ *                           anything is stored
  */
 #define _GNU_SOURCE
 #include <pthread.h>
@@ -24,15 +49,6 @@
 /* Records the amortized reclaim looks at on each insert (nginx's limit_req
  * looks at two or three states per request for the same reason). */
 #define SL_SWEEP_PER_INSERT 2u
-
-
-void sl_page_release(sl_shard *sh, sl_page *pg)
-{
-    if (pg->units <= SL_SMALL_MAX_UNITS)
-        sl_arena_page_free(sh->arena, pg->base);
-    else
-        sl_free(pg->base);
-}
 
 /* ---- hash ---- */
 
@@ -69,6 +85,15 @@ static inline uint64_t sl_load_small(const unsigned char *p, size_t n)
     return (uint64_t)p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)p[n - 1] << 16);
 }
 
+/*
+ * The hash follows the design of wyhash (Wang Yi, github.com/wangyi-fudan/
+ * wyhash, public domain under The Unlicense): its three constants are
+ * wyhash's first three primes (_wyp0.._wyp2), and its fold, a
+ * 64x64->128-bit multiply whose halves are xored, is wyhash's mix. The code
+ * is our own, written for keys of a few tens of bytes; it does not compute
+ * wyhash's values and need not (a hash is seeded per store and never
+ * leaves the process).
+ */
 #define SL_K1 UINT64_C(0xa0761d6478bd642f)
 #define SL_K2 UINT64_C(0xe7037ed1a0b428db)
 #define SL_K3 UINT64_C(0x8ebc6af09c88c6e3)
@@ -250,14 +275,14 @@ static inline sl_reader *sl_reader_self(void)
 }
 
 /* Enters a shard as its reader: true when its lock is not held (else the
- * caller must take the lock instead). sl_read_end leaves, either way. */
-static inline bool sl_read_begin(sl_reader *me, sl_shard *sh)
+ * caller must take the lock instead). sl_reader_leave leaves, either way. */
+static inline bool sl_reader_enter(sl_reader *me, sl_shard *sh)
 {
     atomic_store(&me->shard, sh);
     return __builtin_expect(!atomic_load(&sh->lock.held), 1);
 }
 
-static inline void sl_read_end(sl_reader *me)
+static inline void sl_reader_leave(sl_reader *me)
 {
     atomic_store_explicit(&me->shard, NULL, memory_order_release);
 }
@@ -280,7 +305,7 @@ void sl_shard_lock(sl_shard *sh)
 }
 
 /* A group's lock: the always-zero bit 24 of its first slot (see the slot
- * layout in store_internal.h). A reader takes the lock of its key's home
+ * layout in store_layout.h). A reader takes the lock of its key's home
  * group before it looks for the key, so that takes on one key exclude each
  * other. The group's line is the first a take needs, and was prefetched as
  * it started: the lock costs no miss of its own, and it is taken before
@@ -357,12 +382,7 @@ static inline uint64_t sl_meta_word_expiring(uint64_t word, uint64_t tick)
     return (word & ~SL_META_EXPIRY) | tick;
 }
 
-/* ---- ticks ---- */
-
-
-
 /* ---- records and pages ---- */
-
 
 size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot)
 {
@@ -370,14 +390,12 @@ size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot)
     return (sl_rec_units(sh, slot) - 1 - sl_key_units(sl_rec_meta_of(rec)->keylen)) * 8;
 }
 
-
 /*
  * Lanes. Records two threads write must not share a cache line: each take
  * writes its record, and a line that two cores write moves between their
- * caches on every take, at the cost of a miss (measured: two threads
- * taking from 1 000 keys each scaled 0.9-1.6x when their keys had been
- * inserted in turns, so that most lines held records of both, against
- * 1.9x in stores of their own). So a shard keeps a list of pages with room
+ * caches on every take, at the cost of a miss (docs/store.md, "Threads",
+ * has what two threads lose when most lines hold records of both). So a
+ * shard keeps a list of pages with room
  * per lane, and a thread inserts into pages of its lane: lanes are handed
  * out in turn, modulo SL_LANES, as threads first insert. Records inserted
  * by different threads, of any SL_LANES threads in a row, sit in different
@@ -400,6 +418,14 @@ static unsigned sl_lane_self(void)
         sl_lane_mine =
             atomic_fetch_add_explicit(&sl_lanes_handed, 1, memory_order_relaxed) % SL_LANES + 1;
     return sl_lane_mine - 1;
+}
+
+void sl_page_release(sl_shard *sh, sl_page *pg)
+{
+    if (pg->units <= SL_SMALL_MAX_UNITS)
+        sl_arena_page_free(sh->arena, pg->base);
+    else
+        sl_free(pg->base);
 }
 
 uint16_t sl_partial_any(const sl_shard *sh, unsigned lane, uint32_t units)
@@ -1012,20 +1038,22 @@ static void sl_scratch_put(unsigned char *stack, void *p)
         sl_free(p);
 }
 
-/* The one decision of a take (lease_id 0) or of a lease acquire with the
- * caller's id. */
-static int sl_store_decide(const sl_limit *l, void *state, int64_t now, int64_t cost,
-                           uint64_t lease_id, sl_decision *d)
+/* ---- the take path (see the names at the top of this file) ---- */
+
+/* The decision on a scratch state: a take (lease_id 0), or a lease acquire
+ * with the caller's id. */
+static int sl_store_decide_scratch(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                                   uint64_t lease_id, sl_decision *d)
 {
     return lease_id ? sl_lease_acquire(l, state, now, cost, lease_id, d)
                     : sl_take(l, state, now, cost, d);
 }
 
-/* A take's general path on a state in place: the algorithm through its
- * table, or a lease acquire when lease_id is not 0; *exp gets the state's
- * expiry afterwards. */
-static inline int sl_state_take(const sl_limit *l, void *state, int64_t now, int64_t cost,
-                                uint64_t lease_id, sl_decision *d, int64_t *exp)
+/* The decision on a state in place, in the general case: the algorithm
+ * through its table, or a lease acquire when lease_id is not 0; *exp gets
+ * the state's expiry afterwards. */
+static inline int sl_store_decide_state(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                                        uint64_t lease_id, sl_decision *d, int64_t *exp)
 {
     if (!lease_id)
         return sl_take_expiring(l, state, now, cost, d, exp);
@@ -1034,16 +1062,17 @@ static inline int sl_state_take(const sl_limit *l, void *state, int64_t now, int
     return rc;
 }
 
-/* The cold half of a take: the key is new (pos < 0), or its state has
- * another shape, which is carried over (sl_state_adopt) or refused. Decides
- * on a scratch state first, so that an invalid or empty-handed take stores
- * nothing and the old state is only replaced when the take is valid.
- * Called with the shard locked; unlocks it. */
-static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh, uint64_t h,
-                                                       long pos, const void *key, size_t keylen,
-                                                       const sl_limit *l, int64_t now,
-                                                       int64_t cost, uint64_t lease_id,
-                                                       sl_decision *d)
+/* The insert path, the locked path's cold half: the key is new (pos < 0),
+ * or its state has another shape, which is carried over (sl_state_adopt)
+ * or refused. Decides on a scratch state first, so that an invalid or
+ * empty-handed take stores nothing and the old state is only replaced when
+ * the take is valid; then inserts the key (sl_shard_insert). Called with
+ * the shard locked; unlocks it. */
+static __attribute__((noinline)) int sl_store_take_insert(sl_store *s, sl_shard *sh, uint64_t h,
+                                                          long pos, const void *key,
+                                                          size_t keylen, const sl_limit *l,
+                                                          int64_t now, int64_t cost,
+                                                          uint64_t lease_id, sl_decision *d)
 {
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
     void *scratch = sl_scratch_get(stack, l->state_size);
@@ -1053,7 +1082,7 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
     }
     int rc = pos >= 0 ? sl_rec_adopt(sh, sh->slots[pos], l, scratch, now) : SL_OK;
     if (rc == SL_OK)
-        rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
+        rc = sl_store_decide_scratch(l, scratch, now, cost, lease_id, d);
     else
         memset(d, 0, sizeof *d);
     /* A refused take, or a peek, leaves a state of another shape as it
@@ -1074,17 +1103,17 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
     return rc;
 }
 
-/* sl_store_take_read's answer when the take needs the shard's lock (the key
- * is new, or its state has another shape): no take or acquire returns it
- * (they return SL_OK or an SL_ERR_*, none of them positive). */
-#define SL_STORE_LOCK 0x4c4f434b
+/* What the reader's path answers when the take needs the shard's lock
+ * (the key is new, or its state has another shape): no take or acquire
+ * returns it (they return SL_OK or an SL_ERR_*, none of them positive). */
+#define SL_TAKE_NEEDS_LOCK 0x4c4f434b
 
 /* The record of the key, for a reader of the shard: the one the thread's
  * last take went to when that is still good, else the index's; NULL when
  * the key is not there. */
 static inline __attribute__((always_inline)) uint64_t *
-sl_read_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-             uint32_t *units)
+sl_reader_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+               uint32_t *units)
 {
     sl_last_take *last = &sl_last;
     uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
@@ -1104,19 +1133,22 @@ sl_read_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
     return rec;
 }
 
-/* A reader's take from a record it holds the lock of (its group's or its
- * own), with `word` its meta word: the state changes, and *word gets the
- * new expiry. GCRA's common case runs inline (see gcra.h) and sets *st for
- * the caller to describe once the lock is let go. */
+/* The decision in a record, by a reader that holds its lock (its group's
+ * or its own), with `word` the record's meta word: the state changes, and
+ * *word gets the new expiry. GCRA's common case runs inline (see gcra.h)
+ * and sets *st for the caller to describe once the lock is let go. Returns
+ * SL_TAKE_NEEDS_LOCK, changing nothing, when the record holds a state of
+ * another shape. */
 static inline __attribute__((always_inline)) int
-sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, int64_t now,
-             int64_t cost, uint64_t lease_id, sl_decision *d, sl_gcra_step *st, bool *gcra)
+sl_store_decide_record(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l,
+                       int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d,
+                       sl_gcra_step *st, bool *gcra)
 {
     sl_rec_meta m;
     memcpy(&m, word, sizeof m);
     unsigned kind = sl_rec_kind_of(l);
     if (!sl_rec_shape_fits(&m, units, kind, l->state_size))
-        return SL_STORE_LOCK;
+        return SL_TAKE_NEEDS_LOCK;
     if (!lease_id && kind == SL_GCRA && sl_gcra_whole(l, cost)) {
         *gcra = true;
         *st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
@@ -1125,24 +1157,27 @@ sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, i
         return SL_OK;
     }
     int64_t exp;
-    int rc = sl_state_take(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
+    int rc = sl_store_decide_state(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
     if (rc == SL_OK && cost > 0)
         *word = sl_meta_word_expiring(*word, sl_store_tick_of(exp));
     return rc;
 }
 
-/* A take without the shard's lock, by a reader of the shard (see
- * "readers"): locks the key's home group or, in a small shard, its record
- * (see sl_locks_records), and takes from the record. Only the lock, the
- * state and the record's meta word are written, and the decision is
- * described after the lock is let go. A reader reads and writes a meta word
- * whole and atomically, as another may be setting its lock bit. */
+/* The reader's path: a take without the shard's lock, by a reader of the
+ * shard (see "readers"). Locks the key's home group or, in a small shard,
+ * its record (see sl_locks_records), and decides in the record. Only the
+ * lock, the state and the record's meta word are written, and the decision
+ * is described after the lock is let go. A reader reads and writes a meta
+ * word whole and atomically, as another may be setting its lock bit.
+ * Returns SL_TAKE_NEEDS_LOCK, changing nothing, when the key is not there
+ * or its state has another shape. */
 static inline __attribute__((always_inline)) int
-sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-                   const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
+sl_store_take_reader(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                     const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id,
+                     sl_decision *d)
 {
     if (!sh->ngroups)
-        return SL_STORE_LOCK;
+        return SL_TAKE_NEEDS_LOCK;
     uint32_t units;
     uint64_t *rec, word;
     sl_gcra_step st;
@@ -1154,24 +1189,25 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
          * locked instruction, which would wait for the record's miss and
          * hold up the next take's loads behind it. */
         now = sl_store_now(s, now);
-        rec = sl_read_find(s, sh, h, key, keylen, &units);
+        rec = sl_reader_find(s, sh, h, key, keylen, &units);
         if (!rec) {
             sl_group_unlock(lock);
-            return SL_STORE_LOCK;
+            return SL_TAKE_NEEDS_LOCK;
         }
         word = __atomic_load_n(rec, __ATOMIC_RELAXED);
-        rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
-        /* Written back even when unchanged: a branch on it, which waits for
-         * the record, made uniform takes 1.7-1.9x a lookup against 1.35x. */
+        rc = sl_store_decide_record(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
+        /* Written back even when unchanged: a branch on whether it changed
+         * would wait for the record's miss before the next take could start
+         * its loads (docs/store.md, "The path of a take"). */
         __atomic_store_n(rec, word, __ATOMIC_RELAXED);
         sl_group_unlock(lock);
     } else {
-        rec = sl_read_find(s, sh, h, key, keylen, &units);
+        rec = sl_reader_find(s, sh, h, key, keylen, &units);
         if (!rec)
-            return SL_STORE_LOCK;
+            return SL_TAKE_NEEDS_LOCK;
         word = sl_rec_lock(rec);
         now = sl_store_now(s, now);
-        rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
+        rc = sl_store_decide_record(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
         __atomic_store_n(rec, word & ~SL_META_LOCKED, __ATOMIC_RELEASE);
     }
     if (gcra) {
@@ -1181,12 +1217,37 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
     return rc;
 }
 
-/* sl_store_take and sl_store_acquire: take `cost` from the key's state, or
- * acquire a lease of that weight carrying lease_id when it is not 0. The
- * hot path, a key whose state is there, decides in place. */
+/* The locked path: the take under the shard's lock, when the reader's path
+ * could not decide (the thread has no reader slot, the lock was held, the
+ * key is new or of another shape). A key whose state is there is decided
+ * in place; any other goes to the insert path. */
 static inline __attribute__((always_inline)) int
-sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                 int64_t cost, uint64_t lease_id, sl_decision *d)
+sl_store_take_locked(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                     const sl_limit *l, size_t size, int64_t now, int64_t cost,
+                     uint64_t lease_id, sl_decision *d)
+{
+    sl_shard_lock(sh);
+    now = sl_store_now(s, now);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l, size))
+        return sl_store_take_insert(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
+    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+    int64_t exp;
+    int rc = sl_store_decide_state(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
+    if (rc == SL_OK && cost > 0)
+        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+    sl_shard_unlock(sh);
+    return rc;
+}
+
+/* The entry of sl_store_take and sl_store_acquire: take `cost` from the
+ * key's state, or acquire a lease of that weight carrying lease_id when it
+ * is not 0. Checks the arguments, hashes the key and starts its index
+ * group's load, then tries the reader's path, and the locked path when
+ * that cannot decide. */
+static inline __attribute__((always_inline)) int
+sl_store_take_common(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                     int64_t cost, uint64_t lease_id, sl_decision *d)
 {
     size_t size;
     if (!s || !d)
@@ -1207,36 +1268,24 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
             return rc;
         }
     }
-    size = l->state_size;
+    size = l->state_size; /* read before the lock, which the compiler may not move it past */
 
     sl_reader *me = sl_reader_self();
     if (__builtin_expect(me != NULL, 1)) {
-        rc = sl_read_begin(me, sh) ? sl_store_take_read(s, sh, h, key, keylen, l, now, cost,
-                                                        lease_id, d)
-                                   : SL_STORE_LOCK;
-        sl_read_end(me);
-        if (rc != SL_STORE_LOCK)
+        rc = sl_reader_enter(me, sh)
+                 ? sl_store_take_reader(s, sh, h, key, keylen, l, now, cost, lease_id, d)
+                 : SL_TAKE_NEEDS_LOCK;
+        sl_reader_leave(me);
+        if (rc != SL_TAKE_NEEDS_LOCK)
             return rc;
     }
-
-    sl_shard_lock(sh);
-    now = sl_store_now(s, now);
-    long pos = sl_index_find(sh, h, key, keylen);
-    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l, size))
-        return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
-    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
-    int64_t exp;
-    rc = sl_state_take(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
-    if (rc == SL_OK && cost > 0)
-        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
-    sl_shard_unlock(sh);
-    return rc;
+    return sl_store_take_locked(s, sh, h, key, keylen, l, size, now, cost, lease_id, d);
 }
 
 int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
                   int64_t cost, sl_decision *d)
 {
-    return sl_store_take_op(s, key, keylen, l, now, cost, 0, d);
+    return sl_store_take_common(s, key, keylen, l, now, cost, 0, d);
 }
 
 int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
@@ -1246,7 +1295,7 @@ int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit
         return SL_ERR_ARGUMENT;
     if (l && l->algorithm != SL_CONCURRENCY)
         return SL_ERR_ALGORITHM;
-    return sl_store_take_op(s, key, keylen, l, now, weight, lease_id, d);
+    return sl_store_take_common(s, key, keylen, l, now, weight, lease_id, d);
 }
 
 int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
@@ -1347,7 +1396,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
             if (!(valid >> i & 1))
                 continue;
             sl_shard *sh = sl_store_shard_of(s, hs[i]);
-            if (me && sl_read_begin(me, sh) && sh->ngroups) {
+            if (me && sl_reader_enter(me, sh) && sh->ngroups) {
                 const uint32_t *grp =
                     sh->slots + (size_t)sl_home_group(hs[i], sh->ngroups) * SL_GROUP_SLOTS;
                 unsigned empty;
@@ -1361,7 +1410,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
                 }
             }
             if (me)
-                sl_read_end(me);
+                sl_reader_leave(me);
         }
     }
 }
@@ -1476,7 +1525,7 @@ void sl_store_get_stats(sl_store *s, sl_store_stats *st)
     }
 }
 
-/* ---- debug hooks ---- */
+/* ---- the bare lookup of store_debug.h, beside the take it measures ---- */
 
 bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
 {
@@ -1484,13 +1533,13 @@ bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_index_prefetch(sh, h); /* as a take does, and entering the shard as it does */
     sl_reader *me = sl_reader_self();
-    if (me && sl_read_begin(me, sh)) {
+    if (me && sl_reader_enter(me, sh)) {
         bool found = sl_index_find(sh, h, key, keylen) >= 0;
-        sl_read_end(me);
+        sl_reader_leave(me);
         return found;
     }
     if (me)
-        sl_read_end(me);
+        sl_reader_leave(me);
     sl_shard_lock(sh);
     bool found = sl_index_find(sh, h, key, keylen) >= 0;
     sl_shard_unlock(sh);
