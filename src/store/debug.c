@@ -1,8 +1,8 @@
 /*
  * debug.c: the hooks of store_debug.h that tests and benchmarks use to
  * look inside the store: where a record is, whether every invariant of
- * every shard holds, and a few of the layout's sizes. Each takes the
- * shard's lock, like any operation that is not a take; none is on a
+ * every shard holds, and a few of the layout's sizes. Those that read a
+ * shard take its lock, as any operation but a take does; none is on a
  * take's path (sl_store_debug_contains, which measures that path, is in
  * store.c beside it).
  */

@@ -43,8 +43,8 @@ size_t sl_store_debug_page_bytes(void);
 /* The store's shards (a power of two, chosen by sl_store_new). */
 unsigned sl_store_debug_shards(const sl_store *s);
 
-/* The arena pages shard `shard`'s index takes (0: its index came from
- * malloc, as a small one does). */
+/* The arena pages the index of shard `shard` (below sl_store_debug_shards)
+ * takes; 0 when its index came from malloc, as a small one does. */
 size_t sl_store_debug_index_pages(sl_store *s, unsigned shard);
 
 /* The 2 MiB chunks the store's arena has mapped so far. */
