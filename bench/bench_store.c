@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
+#include "store/store_debug.h"
 
 static int64_t now_ns(void)
 {

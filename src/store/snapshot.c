@@ -36,7 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
+#include "store/store_layout.h"
 
 #define SL_SNAP_MAGIC "SLUICESN"
 #define SL_SNAP_VERSION 1u

@@ -1,138 +1,54 @@
 /*
- * store.c: the concurrent keyed store: shards, index, record pages,
- * reclaim, eviction, takes. The layout is drawn in store_internal.h and
- * explained in docs/store.md.
+ * store.c: the concurrent keyed store's hot path: the hash, the locks and
+ * the readers, the index, the record pages, and the operations on one key
+ * (take, acquire, peek, inspect, prefetch, reset, release, refund), kept in
+ * one file so that the compiler inlines a take into one straight path. The
+ * layout is drawn in store_layout.h and explained in docs/store.md; the
+ * cold parts are in arena.c, reclaim.c, take_many.c, snapshot.c and
+ * debug.c. Allocation goes through common/alloc.h.
  *
- * Order of this file: hash, locks, pages, index, reclaim and eviction, the
- * public operations, debug hooks. Allocation goes through common/alloc.h.
+ * Order of this file: hash, locks and readers, ticks, records and pages,
+ * the index, inserts, the public operations.
+ *
+ * Names. Functions are named by what they act on: sl_shard_* change a shard
+ * whose lock the caller holds (sl_shard_insert stores a new key,
+ * sl_shard_remove drops one), sl_index_*, sl_rec_*, sl_page_* and
+ * sl_partial_* the index, the records and the pages, sl_reader_* a
+ * thread's reader slot. A take's own functions are named by their role:
+ *
+ *   sl_store_take_common    the entry of sl_store_take and sl_store_acquire:
+ *                           checks, hash, then one of the two paths
+ *   sl_store_take_reader    the reader's path, without the shard's lock: a
+ *                           key that is there, of the limit's shape
+ *   sl_store_take_locked    the locked path, under the shard's lock, when
+ *                           the reader's path cannot decide
+ *   sl_store_take_insert    the locked path's cold half: a new key, or a
+ *                           state of another shape, decided on a scratch
+ *                           state and then stored (sl_shard_insert)
+ *   sl_store_decide_record  the decision in a record, on the reader's path
+ *   sl_store_decide_state   the decision on a state in place (algorithm or
+ *                           lease), on both paths
+ *   sl_store_decide_scratch the decision on a scratch state, before
+ *                           anything is stored
  */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <sched.h>
-#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "algo/algo.h"
 #include "algo/gcra.h"
-#include "store/store_internal.h"
+#include "store/store_debug.h"
+#include "store/store_layout.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
-/* A state this size or smaller is computed in a stack buffer before the key
- * is stored, so that a take that does not change anything stores nothing. */
-#define SL_SCRATCH_BYTES 512u
 /* Records the amortized reclaim looks at on each insert (nginx's limit_req
  * looks at two or three states per request for the same reason). */
 #define SL_SWEEP_PER_INSERT 2u
-/* Records of one page an eviction samples to find the state that expires
- * soonest (Redis samples 5 keys for its approximated LRU). */
-#define SL_EVICT_SAMPLE 5u
-
-/* ---- the page arena (see sl_arena) ---- */
-
-#define SL_CHUNK_BYTES ((size_t)2 << 20)
-
-#if defined(__SANITIZE_ADDRESS__)
-#include <sanitizer/asan_interface.h>
-#define SL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
-#define SL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
-#else
-#define SL_POISON(p, n) ((void)(p), (void)(n))
-#define SL_UNPOISON(p, n) ((void)(p), (void)(n))
-#endif
-
-/* A new chunk, 2 MiB aligned (so that it can be one huge page): map twice
- * the size, keep the aligned middle. */
-static char *sl_chunk_map(void)
-{
-    char *p = mmap(NULL, 2 * SL_CHUNK_BYTES, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
-    if (p == MAP_FAILED)
-        return NULL;
-    char *a = (char *)(((uintptr_t)p + SL_CHUNK_BYTES - 1) & ~(uintptr_t)(SL_CHUNK_BYTES - 1));
-    if (a > p)
-        munmap(p, (size_t)(a - p));
-    munmap(a + SL_CHUNK_BYTES, (size_t)(p + 2 * SL_CHUNK_BYTES - (a + SL_CHUNK_BYTES)));
-    (void)madvise(a, SL_CHUNK_BYTES, MADV_HUGEPAGE); /* a hint: without it, 4 KiB pages */
-    SL_POISON(a, SL_CHUNK_BYTES);
-    return a;
-}
-
-static void sl_arena_push(sl_arena *a, void *p)
-{
-    *(void **)p = a->free;
-    a->free = p;
-    SL_POISON((char *)p + sizeof(void *), SL_PAGE_BYTES - sizeof(void *));
-}
-
-/* Starts a new chunk; what the newest one had not handed out goes to the
- * free list. With the arena's lock held. False when memory is short. */
-static bool sl_arena_grow(sl_arena *a)
-{
-    if (a->nchunks == a->chunks_cap) {
-        size_t cap = a->chunks_cap ? a->chunks_cap * 2 : 16;
-        void **n = realloc(a->chunks, cap * sizeof *n);
-        if (!n)
-            return false;
-        a->chunks = n;
-        a->chunks_cap = cap;
-    }
-    char *c = sl_chunk_map();
-    if (!c)
-        return false;
-    for (; a->bump < a->end; a->bump += SL_PAGE_BYTES) {
-        SL_UNPOISON(a->bump, sizeof(void *));
-        sl_arena_push(a, a->bump);
-    }
-    a->chunks[a->nchunks++] = c;
-    a->bump = c;
-    a->end = c + SL_CHUNK_BYTES;
-    return true;
-}
-
-/* `pages` contiguous pages (not zeroed): one page from the free list when
- * there is one, else from the newest chunk or a new one; NULL when memory is
- * short or more than a chunk is asked for. Runs of several pages (an index
- * table) are given back page by page and serve as record pages afterwards. */
-static void *sl_arena_get(sl_arena *a, size_t pages)
-{
-    size_t bytes = pages * SL_PAGE_BYTES;
-    if (sl_alloc_should_fail() || pages == 0 || pages > SL_CHUNK_BYTES / SL_PAGE_BYTES)
-        return NULL;
-    sl_spin_lock(&a->lock);
-    void *p = NULL;
-    if (pages == 1 && a->free) {
-        p = a->free;
-        SL_UNPOISON(p, SL_PAGE_BYTES);
-        a->free = *(void **)p;
-    } else if ((size_t)(a->end - a->bump) >= bytes || sl_arena_grow(a)) {
-        p = a->bump;
-        a->bump += bytes;
-        SL_UNPOISON(p, bytes);
-    }
-    sl_spin_unlock(&a->lock);
-    return p;
-}
-
-static void sl_arena_page_free(sl_arena *a, void *p)
-{
-    sl_spin_lock(&a->lock);
-    sl_arena_push(a, p);
-    sl_spin_unlock(&a->lock);
-}
-
-/* Gives a page back: to the arena when it is one of its pages (a small
- * record page), else to malloc. */
-static void sl_page_release(sl_shard *sh, sl_page *pg)
-{
-    if (pg->units <= SL_SMALL_MAX_UNITS)
-        sl_arena_page_free(sh->arena, pg->base);
-    else
-        sl_free(pg->base);
-}
 
 /* ---- hash ---- */
 
@@ -169,6 +85,15 @@ static inline uint64_t sl_load_small(const unsigned char *p, size_t n)
     return (uint64_t)p[0] | ((uint64_t)p[n / 2] << 8) | ((uint64_t)p[n - 1] << 16);
 }
 
+/*
+ * The hash follows the design of wyhash (Wang Yi, github.com/wangyi-fudan/
+ * wyhash, public domain under The Unlicense): its three constants are
+ * wyhash's first three primes (_wyp0.._wyp2), and its fold, a
+ * 64x64->128-bit multiply whose halves are xored, is wyhash's mix. The code
+ * is our own, written for keys of a few tens of bytes; it does not compute
+ * wyhash's values and need not (a hash is seeded per store and never
+ * leaves the process).
+ */
 #define SL_K1 UINT64_C(0xa0761d6478bd642f)
 #define SL_K2 UINT64_C(0xe7037ed1a0b428db)
 #define SL_K3 UINT64_C(0x8ebc6af09c88c6e3)
@@ -180,8 +105,8 @@ static inline uint64_t sl_load_small(const unsigned char *p, size_t n)
  * read as overlapping words, and the length is mixed in, so that keys
  * whose words coincide but whose lengths differ still hash apart.
  */
-static inline __attribute__((always_inline)) uint64_t sl_hash(const void *key, size_t len,
-                                                               uint64_t seed)
+inline __attribute__((always_inline)) uint64_t sl_store_hash(const void *key, size_t len,
+                                                              uint64_t seed)
 {
     const unsigned char *p = key;
     uint64_t h = seed ^ SL_K3;
@@ -203,8 +128,6 @@ static inline __attribute__((always_inline)) uint64_t sl_hash(const void *key, s
     return sl_fold(h ^ SL_K3, SL_K1 ^ seed);
 }
 
-uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed) { return sl_hash(key, len, seed); }
-
 /* Are the n bytes at a and b equal? Word compares, no call: keys are short
  * and the compare is on every take's path. */
 static inline __attribute__((always_inline)) bool sl_key_equal(const unsigned char *a, const unsigned char *b, size_t n)
@@ -219,18 +142,6 @@ static inline __attribute__((always_inline)) bool sl_key_equal(const unsigned ch
     return sl_load64(a + n - 8) == sl_load64(b + n - 8);
 }
 
-static inline uint32_t sl_tag_of(uint64_t h)
-{
-    uint32_t t = (uint32_t)(h & 0x7f);
-    return t ? t : 1;
-}
-
-/* The home group: multiply-shift maps 32 hash bits onto [0, ngroups), so
- * the index can grow by 1.5x instead of doubling. */
-static inline uint32_t sl_home_group(uint64_t h, uint32_t ngroups)
-{
-    return (uint32_t)(((h >> 7) & 0xffffffffu) * (uint64_t)ngroups >> 32);
-}
 
 
 /* ---- locks ---- */
@@ -364,14 +275,14 @@ static inline sl_reader *sl_reader_self(void)
 }
 
 /* Enters a shard as its reader: true when its lock is not held (else the
- * caller must take the lock instead). sl_read_end leaves, either way. */
-static inline bool sl_read_begin(sl_reader *me, sl_shard *sh)
+ * caller must take the lock instead). sl_reader_leave leaves, either way. */
+static inline bool sl_reader_enter(sl_reader *me, sl_shard *sh)
 {
     atomic_store(&me->shard, sh);
     return __builtin_expect(!atomic_load(&sh->lock.held), 1);
 }
 
-static inline void sl_read_end(sl_reader *me)
+static inline void sl_reader_leave(sl_reader *me)
 {
     atomic_store_explicit(&me->shard, NULL, memory_order_release);
 }
@@ -394,14 +305,13 @@ void sl_shard_lock(sl_shard *sh)
 }
 
 /* A group's lock: the always-zero bit 24 of its first slot (see the slot
- * layout in store_internal.h). A reader takes the lock of its key's home
+ * layout in store_layout.h). A reader takes the lock of its key's home
  * group before it looks for the key, so that takes on one key exclude each
  * other. The group's line is the first a take needs, and was prefetched as
  * it started: the lock costs no miss of its own, and it is taken before
  * the record's address is known, so that the record's miss does not hold
  * up the next take's first loads (a locked instruction does: see
  * docs/store.md). Two keys with the same home group share the lock. */
-#define SL_SLOT_LOCK (UINT32_C(1) << 24)
 
 static inline uint32_t *sl_group_lock(sl_shard *sh, uint64_t h)
 {
@@ -472,36 +382,7 @@ static inline uint64_t sl_meta_word_expiring(uint64_t word, uint64_t tick)
     return (word & ~SL_META_EXPIRY) | tick;
 }
 
-/* ---- ticks ---- */
-
-
-/* The tick that has fully passed at `now`: a record whose tick is at most
- * this is equivalent to "never seen". */
-static inline uint64_t sl_now_tick(int64_t now) { return now <= 0 ? 0 : (uint64_t)now >> SL_TICK_SHIFT; }
-
-static inline bool sl_tick_expired(uint64_t tick, uint64_t now_tick)
-{
-    return tick != SL_TICK_NEVER && tick <= now_tick;
-}
-
-static inline void sl_rec_set_expiry(uint64_t *rec, uint64_t tick)
-{
-    sl_rec_meta *m = sl_rec_meta_of(rec);
-    m->exp_lo = (uint32_t)tick;
-    m->exp_hi = (uint8_t)(tick >> 32);
-}
-
 /* ---- records and pages ---- */
-
-static inline uint32_t sl_key_units(size_t keylen) { return (uint32_t)((keylen + 7) / 8); }
-
-
-static inline uint64_t *sl_rec_state(uint64_t *rec) { return rec + 1; }
-
-static inline size_t sl_rec_units(const sl_shard *sh, uint32_t slot)
-{
-    return sh->pages[sl_slot_page(slot)].units;
-}
 
 size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot)
 {
@@ -509,24 +390,12 @@ size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot)
     return (sl_rec_units(sh, slot) - 1 - sl_key_units(sl_rec_meta_of(rec)->keylen)) * 8;
 }
 
-static inline unsigned char *sl_rec_key(const sl_shard *sh, uint32_t slot, uint64_t *rec)
-{
-    size_t key_units = sl_key_units(sl_rec_meta_of(rec)->keylen);
-    return (unsigned char *)(rec + sl_rec_units(sh, slot) - key_units);
-}
-
-static bool sl_within_budget(const sl_shard *sh, size_t extra)
-{
-    return extra <= sh->budget && sh->used <= sh->budget - extra;
-}
-
 /*
  * Lanes. Records two threads write must not share a cache line: each take
  * writes its record, and a line that two cores write moves between their
- * caches on every take, at the cost of a miss (measured: two threads
- * taking from 1 000 keys each scaled 0.9-1.6x when their keys had been
- * inserted in turns, so that most lines held records of both, against
- * 1.9x in stores of their own). So a shard keeps a list of pages with room
+ * caches on every take, at the cost of a miss (docs/store.md, "Threads",
+ * has what two threads lose when most lines hold records of both). So a
+ * shard keeps a list of pages with room
  * per lane, and a thread inserts into pages of its lane: lanes are handed
  * out in turn, modulo SL_LANES, as threads first insert. Records inserted
  * by different threads, of any SL_LANES threads in a row, sit in different
@@ -551,8 +420,15 @@ static unsigned sl_lane_self(void)
     return sl_lane_mine - 1;
 }
 
-/* A page of `units` with room, of any lane (its own first). */
-static uint16_t sl_partial_any(const sl_shard *sh, unsigned lane, uint32_t units)
+void sl_page_release(sl_shard *sh, sl_page *pg)
+{
+    if (pg->units <= SL_SMALL_MAX_UNITS)
+        sl_arena_page_free(sh->arena, pg->base);
+    else
+        sl_free(pg->base);
+}
+
+uint16_t sl_partial_any(const sl_shard *sh, unsigned lane, uint32_t units)
 {
     for (unsigned i = 0; i < SL_LANES; i++) {
         uint16_t id = sh->partial[(lane + i) % SL_LANES][units];
@@ -562,7 +438,7 @@ static uint16_t sl_partial_any(const sl_shard *sh, unsigned lane, uint32_t units
     return SL_PAGE_NONE;
 }
 
-static void sl_partial_unlink(sl_shard *sh, uint16_t id)
+void sl_partial_unlink(sl_shard *sh, uint16_t id)
 {
     sl_page *pg = &sh->pages[id];
     if (pg->prev != SL_PAGE_NONE)
@@ -661,8 +537,8 @@ static uint16_t sl_page_new(sl_shard *sh, uint32_t units, unsigned lane, bool *o
  * success; *oom says that malloc itself failed (as opposed to the budget
  * being full).
  */
-static bool sl_rec_alloc_noevict(sl_shard *sh, uint32_t units, unsigned lane, bool grow,
-                                 uint32_t *slot_ref, bool *oom)
+bool sl_rec_alloc_noevict(sl_shard *sh, uint32_t units, unsigned lane, bool grow,
+                          uint32_t *slot_ref, bool *oom)
 {
     *oom = false;
     bool small = units <= SL_SMALL_MAX_UNITS;
@@ -784,8 +660,10 @@ static inline void sl_index_prefetch(const sl_shard *sh, uint64_t h)
         __builtin_prefetch(slots + (size_t)sl_home_group(h, ngroups) * SL_GROUP_SLOTS);
 }
 
-/* Finds the key; returns its slot position, or -1. */
-static inline __attribute__((always_inline)) long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_t keylen)
+/* Finds the key; returns its slot position, or -1. Always inlined in this
+ * file (the other files call the out-of-line copy). */
+inline __attribute__((always_inline)) long sl_index_find(const sl_shard *sh, uint64_t h,
+                                                          const void *key, size_t keylen)
 {
     if (!sh->ngroups)
         return -1;
@@ -843,16 +721,6 @@ static void sl_index_erase(sl_shard *sh, size_t pos)
     sh->count--;
 }
 
-static inline uint64_t sl_slot_hash(const sl_store *s, const sl_shard *sh, uint32_t v)
-{
-    uint64_t *rec = sl_shard_record(sh, v);
-    size_t keylen = sl_rec_meta_of(rec)->keylen;
-    return sl_store_hash(sl_rec_key(sh, v, rec), keylen, s->seed);
-}
-
-/* Most slots a table of ngroups may have in use (full or deleted): 7/8. */
-static inline uint32_t sl_index_limit(uint32_t ngroups) { return ngroups * 7; }
-
 /*
  * Rebuilds the index with `ngroups` groups (the same number: drops the
  * tombstones in place, without allocating) from the record pages, which
@@ -869,12 +737,6 @@ static size_t sl_index_pages(uint32_t ngroups)
     return (bytes + SL_PAGE_BYTES - 1) / SL_PAGE_BYTES;
 }
 
-/* The bytes an index of ngroups takes (what the shard counts for it). */
-static size_t sl_index_bytes(uint32_t ngroups, size_t pages)
-{
-    return pages ? pages * SL_PAGE_BYTES : (size_t)ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
-}
-
 static void sl_index_free(sl_shard *sh)
 {
     if (sh->slots_pages)
@@ -884,7 +746,7 @@ static void sl_index_free(sl_shard *sh)
         sl_free(sh->slots);
 }
 
-static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
+int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
 {
     size_t n = (size_t)ngroups * SL_GROUP_SLOTS;
     uint32_t *slots = sh->slots;
@@ -926,9 +788,6 @@ static int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups)
     return SL_OK;
 }
 
-static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now);
-static bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now);
-
 /*
  * Makes room in the index for one more key: drops tombstones, or grows by
  * half, or (at the memory cap) evicts a batch and then drops tombstones.
@@ -968,370 +827,11 @@ static int sl_index_reserve(sl_store *s, sl_shard *sh, int64_t now)
     return sh->count + sh->tombs < sl_index_limit(sh->ngroups) ? SL_OK : SL_ERR_NOMEM;
 }
 
-/* Removes the key at slot position pos: index slot and record. */
-static void sl_shard_remove(sl_shard *sh, size_t pos)
+void sl_shard_remove(sl_shard *sh, size_t pos)
 {
     uint32_t v = sh->slots[pos];
     sl_index_erase(sh, pos);
     sl_rec_free(sh, v & SL_SLOT_REF_MASK);
-}
-
-/* ---- reclaim and eviction ---- */
-
-/*
- * Reclaim and eviction walk the record pages, not the index: records of a
- * page lie side by side, so looking at eight of them costs a few cache
- * lines instead of eight misses; the index is touched only to unlink the
- * one record chosen, found again through its key's hash.
- */
-
-/* Removes the record `ref` (page << 9 | index) and its index slot. */
-static void sl_shard_remove_rec(const sl_store *s, sl_shard *sh, uint32_t ref)
-{
-    uint64_t *rec = sl_shard_record(sh, ref);
-    uint64_t h = sl_store_hash(sl_rec_key(sh, ref, rec), sl_rec_meta_of(rec)->keylen, s->seed);
-    uint32_t g = sl_home_group(h, sh->ngroups);
-    for (uint32_t probes = 0; probes < sh->ngroups; probes++) {
-        uint32_t *grp = sh->slots + (size_t)g * SL_GROUP_SLOTS;
-        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
-            if (grp[i] > SL_SLOT_DELETED && (grp[i] & SL_SLOT_REF_MASK) == ref) {
-                sl_shard_remove(sh, (size_t)g * SL_GROUP_SLOTS + i);
-                return;
-            }
-        }
-        g = g + 1 == sh->ngroups ? 0 : g + 1;
-    }
-}
-
-/* Is record idx of page pg live and not pinned? */
-static inline uint64_t *sl_page_live_rec(const sl_page *pg, uint32_t idx)
-{
-    uint64_t *rec = pg->base + (size_t)idx * pg->units;
-    uint8_t f = sl_rec_meta_of(rec)->flags;
-    return (f & SL_REC_LIVE) && !(f & SL_REC_PINNED) ? rec : NULL;
-}
-
-/* Looks at up to n records from where the last sweep stopped and reclaims
- * those that are "never seen" again. Returns how many it reclaimed. */
-static size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_t n)
-{
-    size_t done = 0, looked = 0, pages_seen = 0;
-    uint64_t now_tick = sl_now_tick(now);
-    while (looked < n && sh->count && pages_seen <= sh->pages_len) {
-        if (sh->sweep_page >= sh->pages_len) {
-            sh->sweep_page = 0;
-            sh->sweep_rec = 0;
-        }
-        const sl_page *pg = &sh->pages[sh->sweep_page];
-        if (!pg->base || sh->sweep_rec >= pg->bump) {
-            sh->sweep_page++;
-            sh->sweep_rec = 0;
-            pages_seen++;
-            continue;
-        }
-        uint32_t idx = sh->sweep_rec++;
-        looked++;
-        uint64_t *rec = sl_page_live_rec(pg, idx);
-        if (rec && sl_tick_expired(sl_rec_expiry(rec), now_tick)) {
-            sl_shard_remove_rec(s, sh, (sh->sweep_page << 9) | idx);
-            sh->reclaimed++;
-            done++;
-        }
-    }
-    return done;
-}
-
-/*
- * Eviction samples records at pseudo-random places across the shard's
- * pages, not side by side: records inserted together lie together (a
- * snapshot restore inserts a block of indebted keys one after the other),
- * and a sample of neighbours drawn from such a block holds nothing but
- * debts, so one of them would be forgiven however many cheaper states the
- * rest of the shard held. Drawn at random, a sample is all debts only as often
- * as debts fill the shard.
- */
-
-/* The shard's next pseudo-random number in [0, n) (0 when n is 0):
- * xorshift64, three shifts and xors, whose high 32 bits a multiply-shift
- * maps onto [0, n) without a division. Per shard, under its lock, so that
- * no thread writes another's line, and seeded from the store's seed, so
- * that a test's evictions are the same on every run. */
-static uint32_t sl_evict_rand(sl_shard *sh, uint32_t n)
-{
-    uint64_t x = sh->evict_rng;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    sh->evict_rng = x;
-    return (uint32_t)(((x >> 32) * n) >> 32);
-}
-
-/* Can eviction take from page id: it holds live records, of `units` when
- * units != 0, and is not `exclude`? */
-static inline bool sl_victim_page_ok(const sl_shard *sh, uint32_t id, uint32_t units,
-                                     uint32_t exclude)
-{
-    const sl_page *pg = &sh->pages[id];
-    return pg->base && pg->live && (!units || pg->units == units) && id != exclude;
-}
-
-/* Random page ids tried before sl_random_victim_page walks: the page table
- * grows by doubling, so while the shard is at its cap about half its ids or
- * more are pages in use, and a miss 8 times running is rare. */
-#define SL_EVICT_PAGE_TRIES 8u
-
-/* A page eviction can take from (see sl_victim_page_ok), each as likely as
- * any other: a random page id, drawn again when it is not one. When a few
- * draws miss (few pages of that size), the first such page from a random id
- * on; taking that at once would favour the page after a run of unused ids
- * (the first, after the table's unused tail), where the oldest records lie.
- * SL_PAGE_NONE when there is none. */
-static uint32_t sl_random_victim_page(sl_shard *sh, uint32_t units, uint32_t exclude)
-{
-    for (unsigned t = 0; t < SL_EVICT_PAGE_TRIES; t++) {
-        uint32_t id = sl_evict_rand(sh, sh->pages_len);
-        if (sh->pages_len && sl_victim_page_ok(sh, id, units, exclude))
-            return id;
-    }
-    uint32_t id = sl_evict_rand(sh, sh->pages_len);
-    for (uint32_t k = 0; k < sh->pages_len; k++, id = id + 1 == sh->pages_len ? 0 : id + 1)
-        if (sl_victim_page_ok(sh, id, units, exclude))
-            return id;
-    return SL_PAGE_NONE;
-}
-
-/* The candidate an eviction has found so far. */
-typedef struct sl_victim {
-    uint32_t ref;     /* page << 9 | record; UINT32_MAX: none yet */
-    uint64_t expiry;  /* its expiry tick */
-    bool expired;     /* it has expired: a reclaim, and the search is over */
-} sl_victim;
-
-/* Weighs record idx of page id as a victim; false when it is free or
- * pinned (it does not count as a sample). */
-static bool sl_victim_weigh(const sl_page *pg, uint32_t id, uint32_t idx, uint64_t now_tick,
-                            sl_victim *v)
-{
-    uint64_t *rec = sl_page_live_rec(pg, idx);
-    if (!rec)
-        return false;
-    uint64_t e = sl_rec_expiry(rec);
-    if (sl_tick_expired(e, now_tick)) {
-        v->ref = (id << 9) | idx;
-        v->expired = true;
-    } else if (e < v->expiry) {
-        v->expiry = e;
-        v->ref = (id << 9) | idx;
-    }
-    return true;
-}
-
-/* Draws allowed for a sample: at the cap the pages sampled are full, so
- * draws that land on free records are few; this bounds the rare case of
- * sparse pages, which falls back to a walk. */
-#define SL_EVICT_DRAWS (4u * SL_EVICT_SAMPLE)
-
-/*
- * Finds a victim among the live, unpinned records of pages of `units` (any
- * size when 0) other than `exclude`: SL_EVICT_SAMPLE of them drawn at
- * random, or, when the draws keep landing on free or pinned records, the
- * first SL_EVICT_SAMPLE found walking from a random page on.
- */
-static sl_victim sl_victim_find(sl_shard *sh, uint32_t units, uint32_t exclude, uint64_t now_tick)
-{
-    sl_victim v = {.ref = UINT32_MAX, .expiry = UINT64_MAX, .expired = false};
-    uint32_t seen = 0;
-    for (uint32_t draw = 0; draw < SL_EVICT_DRAWS && seen < SL_EVICT_SAMPLE;) {
-        /* The places first, each record's line prefetched, then the
-         * records: their cache misses overlap instead of queueing one
-         * behind the other. */
-        uint32_t ids[SL_EVICT_SAMPLE], idxs[SL_EVICT_SAMPLE], n = 0;
-        for (; n < SL_EVICT_SAMPLE - seen; n++, draw++) {
-            uint32_t id = sl_random_victim_page(sh, units, exclude);
-            if (id == SL_PAGE_NONE)
-                return v;
-            const sl_page *pg = &sh->pages[id];
-            ids[n] = id;
-            idxs[n] = sl_evict_rand(sh, pg->bump);
-            __builtin_prefetch(pg->base + (size_t)idxs[n] * pg->units);
-        }
-        for (uint32_t k = 0; k < n; k++) {
-            seen += sl_victim_weigh(&sh->pages[ids[k]], ids[k], idxs[k], now_tick, &v);
-            if (v.expired)
-                return v;
-        }
-    }
-    if (seen)
-        return v;
-    uint32_t id = sl_random_victim_page(sh, units, exclude);
-    for (uint32_t k = 0; id != SL_PAGE_NONE && k < sh->pages_len && seen < SL_EVICT_SAMPLE;
-         k++, id = id + 1 == sh->pages_len ? 0 : id + 1) {
-        const sl_page *pg = &sh->pages[id];
-        if (!sl_victim_page_ok(sh, id, units, exclude))
-            continue;
-        for (uint32_t idx = 0; idx < pg->bump && seen < SL_EVICT_SAMPLE; idx++) {
-            seen += sl_victim_weigh(pg, id, idx, now_tick, &v);
-            if (v.expired)
-                return v;
-        }
-    }
-    return v;
-}
-
-/*
- * Evicts one state: among SL_EVICT_SAMPLE records drawn from the pages of
- * want_units when there are such pages (so that the freed record is one
- * the caller can use; only those with only_want), else from any page, an
- * expired one if any (a reclaim, not an eviction), else the one that
- * expires soonest: the one whose loss forgives the least. Returns false
- * when nothing could be evicted (no records, or all pinned).
- */
-static bool sl_evict_from(sl_store *s, sl_shard *sh, uint32_t want_units, uint32_t exclude,
-                          bool only_want, int64_t now)
-{
-    uint64_t now_tick = sl_now_tick(now);
-    for (int pass = 0; pass < (only_want ? 1 : 2); pass++) {
-        uint32_t units = pass == 0 ? want_units : 0;
-        if (pass == 0 && !units)
-            continue;
-        sl_victim v = sl_victim_find(sh, units, exclude, now_tick);
-        if (v.ref == UINT32_MAX)
-            continue;
-        sl_shard_remove_rec(s, sh, v.ref);
-        if (v.expired)
-            sh->reclaimed++;
-        else
-            sh->evictions++;
-        return true;
-    }
-    return false;
-}
-
-static bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now)
-{
-    return sl_evict_from(s, sh, want_units, SL_PAGE_NONE, false, now);
-}
-
-/* Points the index slot of record `from` at record `to` instead. */
-static void sl_index_repoint(const sl_store *s, sl_shard *sh, uint32_t from, uint32_t to)
-{
-    uint64_t *rec = sl_shard_record(sh, to); /* already a copy of `from` */
-    uint64_t h = sl_store_hash(sl_rec_key(sh, to, rec), sl_rec_meta_of(rec)->keylen, s->seed);
-    uint32_t g = sl_home_group(h, sh->ngroups);
-    for (uint32_t probes = 0; probes < sh->ngroups; probes++) {
-        uint32_t *grp = sh->slots + (size_t)g * SL_GROUP_SLOTS;
-        for (unsigned i = 0; i < SL_GROUP_SLOTS; i++) {
-            if (grp[i] > SL_SLOT_DELETED && (grp[i] & SL_SLOT_REF_MASK) == from) {
-                grp[i] = (grp[i] & ~SL_SLOT_REF_MASK) | to;
-                return;
-            }
-        }
-        g = g + 1 == sh->ngroups ? 0 : g + 1;
-    }
-}
-
-/*
- * Frees page `id` without forgiving its states blindly: each of its
- * records moves into a hole in another page of its size, and the holes
- * are made by the usual eviction (sampled, soonest expiry first) in those
- * other pages. So a whole page comes free while every state dropped was
- * chosen by its expiry. Returns false, changing nothing but evictions,
- * when the page holds a pinned record or is the only one of its size.
- * Without may_evict (compaction), the caller has checked that the other
- * pages of the size have room for every record.
- */
-static bool sl_drain_page(sl_store *s, sl_shard *sh, uint32_t id, bool may_evict, int64_t now)
-{
-    sl_page *pg = &sh->pages[id];
-    uint32_t units = pg->units;
-    if (units > SL_SMALL_MAX_UNITS)
-        return false;
-    for (uint32_t idx = 0; idx < pg->bump; idx++) {
-        uint8_t f = sl_rec_meta_of(pg->base + (size_t)idx * units)->flags;
-        if ((f & SL_REC_LIVE) && (f & SL_REC_PINNED))
-            return false;
-    }
-    /* Out of the partial list: nothing may be allocated here meanwhile. */
-    if (pg->live < pg->cap)
-        sl_partial_unlink(sh, id);
-    pg->cap = 0; /* marks the page as draining for sl_rec_free */
-    for (uint32_t idx = 0; idx < pg->bump && pg->live; idx++) {
-        uint64_t *rec = pg->base + (size_t)idx * units;
-        if (!(sl_rec_meta_of(rec)->flags & SL_REC_LIVE))
-            continue;
-        uint32_t to;
-        bool oom;
-        if (sl_partial_any(sh, pg->lane, units) == SL_PAGE_NONE &&
-            (!may_evict || !sl_evict_from(s, sh, units, id, true, now))) {
-            /* The only page of its size: its states go. */
-            sl_shard_remove_rec(s, sh, (id << 9) | idx);
-            sh->evictions++;
-            continue;
-        }
-        if (!sl_rec_alloc_noevict(sh, units, pg->lane, false, &to, &oom)) {
-            sl_shard_remove_rec(s, sh, (id << 9) | idx);
-            sh->evictions++;
-            continue;
-        }
-        memcpy(sl_shard_record(sh, to), rec, (size_t)units * 8);
-        sl_index_repoint(s, sh, (id << 9) | idx, to);
-        sl_rec_meta_of(rec)->flags = 0;
-        pg->live--;
-    }
-    if (sh->pages[id].base) {
-        /* Empty now (its last record left by a move, not a free). */
-        sh->used -= SL_PAGE_BYTES;
-        sl_page_release(sh, pg);
-        memset(pg, 0, sizeof *pg);
-        pg->next = sh->free_pages;
-        sh->free_pages = (uint16_t)id;
-    }
-    return true;
-}
-
-/*
- * Frees one whole page: used when evicting single states keeps freeing
- * records of the wrong size, or when the index must grow at the cap. The
- * page is taken from the record size that holds the most pages (where a
- * flood of keys lives, not a lone state of a rare size), and among those,
- * the one with the fewest live records (the fewest moves); it is drained
- * (see above), or, failing that, all its unpinned states are evicted.
- * Returns false when no memory came free.
- */
-static bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now)
-{
-    uint32_t pages_of[SL_SMALL_MAX_UNITS + 1] = {0}; /* [0]: pages of one large record */
-    uint32_t top = 0;
-    for (uint32_t id = 0; id < sh->pages_len; id++) {
-        const sl_page *pg = &sh->pages[id];
-        if (!pg->base || !pg->live)
-            continue;
-        uint32_t c = pg->units <= SL_SMALL_MAX_UNITS ? pg->units : 0;
-        if (++pages_of[c] > pages_of[top])
-            top = c;
-    }
-    uint32_t best = SL_PAGE_NONE, best_live = UINT32_MAX;
-    for (uint32_t id = 0; id < sh->pages_len; id++) {
-        const sl_page *pg = &sh->pages[id];
-        uint32_t c = pg->units <= SL_SMALL_MAX_UNITS ? pg->units : 0;
-        if (pg->base && pg->live && c == top && pg->live < best_live) {
-            best_live = pg->live;
-            best = id;
-        }
-    }
-    if (best == SL_PAGE_NONE)
-        return false;
-    size_t before = sh->used;
-    if (sl_drain_page(s, sh, best, true, now))
-        return sh->used < before;
-    uint32_t bump = sh->pages[best].bump;
-    for (uint32_t idx = 0; idx < bump && sh->pages[best].base; idx++) {
-        if (!sl_page_live_rec(&sh->pages[best], idx))
-            continue;
-        sl_shard_remove_rec(s, sh, (best << 9) | idx);
-        sh->evictions++;
-    }
-    return sh->used < before;
 }
 
 /*
@@ -1355,14 +855,9 @@ static int sl_rec_alloc(sl_store *s, sl_shard *sh, uint32_t units, int64_t now, 
     return SL_ERR_NOMEM;
 }
 
-/*
- * Stores a new key (absent from the index) with a copy of `state`; the
- * caller holds the lock. Returns SL_OK and the slot value via *out_ref, or
- * SL_ERR_NOMEM with nothing changed but evictions.
- */
-static int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-                           unsigned kind, const void *state, size_t size, uint64_t tick,
-                           uint8_t extra_flags, int64_t now, uint32_t *out_ref)
+int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                    unsigned kind, const void *state, size_t size, uint64_t tick,
+                    uint8_t extra_flags, int64_t now, uint32_t *out_ref)
 {
     sl_shard_sweep(s, sh, now, SL_SWEEP_PER_INSERT);
     int rc = sl_index_reserve(s, sh, now);
@@ -1403,27 +898,7 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
                            sl_store_tick_of(expires_ns), 0, now, NULL);
 }
 
-/* Does a record of `units` with this metadata hold a state of this kind
- * (sl_rec_kind_of) and size? */
-static inline bool sl_rec_shape_fits(const sl_rec_meta *m, uint32_t units, unsigned kind,
-                                     size_t size)
-{
-    return (m->flags & SL_REC_ALGO_MASK) == kind &&
-           ((size_t)units - 1 - sl_key_units(m->keylen)) * 8 == size;
-}
-
-/* Does the stored record fit this limit (same kind, same state size)? */
-static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, const sl_limit *l, size_t size)
-{
-    const sl_page *pg = &sh->pages[sl_slot_page(v)];
-    const sl_rec_meta *m = sl_rec_meta_of(pg->base + (size_t)sl_slot_index(v) * pg->units);
-    return sl_rec_shape_fits(m, pg->units, sl_rec_kind_of(l), size);
-}
-
-/* The state a take under *l starts from when the key's record (slot value
- * v) holds another kind or size: sl_state_adopt into scratch. */
-static int sl_rec_adopt(const sl_shard *sh, uint32_t v, const sl_limit *l, void *scratch,
-                        int64_t now)
+int sl_rec_adopt(const sl_shard *sh, uint32_t v, const sl_limit *l, void *scratch, int64_t now)
 {
     uint64_t *rec = sl_shard_record(sh, v);
     unsigned kind = sl_rec_meta_of(rec)->flags & SL_REC_ALGO_MASK;
@@ -1527,43 +1002,15 @@ void sl_store_free(sl_store *s)
         if (!sh->slots_pages)
             sl_free(sh->slots);
     }
-    for (size_t i = 0; i < s->arena.nchunks; i++) {
-        SL_UNPOISON(s->arena.chunks[i], SL_CHUNK_BYTES);
-        munmap(s->arena.chunks[i], SL_CHUNK_BYTES);
-    }
-    free(s->arena.chunks);
+    sl_arena_free(&s->arena);
     free(s->shards);
     sl_free(s);
-}
-
-/* Is sz a state size a limit can have (8-aligned, under the largest
- * record)? */
-static inline bool sl_state_size_ok(size_t sz)
-{
-    return sz - 1 < (size_t)UINT16_MAX * 8 * 64 && sz % 8 == 0;
 }
 
 /* The largest record in units (meta, the largest state above, the longest
  * key) fits the 24 bits sl_page keeps a record's units in. */
 _Static_assert(1 + (size_t)UINT16_MAX * 64 + ((size_t)UINT16_MAX + 7) / 8 < (1u << 24),
                "a record's units fit in sl_page.units");
-
-/* Validates a key and a limit; sets *size to the state size. */
-static int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen, const sl_limit *l,
-                              size_t *size)
-{
-    if (!l)
-        return SL_ERR_ARGUMENT;
-    if (!key || keylen == 0 || keylen > s->max_key_len)
-        return SL_ERR_KEY;
-    if ((unsigned)l->algorithm >= SL_ALGORITHM_COUNT)
-        return SL_ERR_ALGORITHM;
-    size_t sz = l->state_size;
-    if (!sl_state_size_ok(sz))
-        return SL_ERR_LIMIT;
-    *size = sz;
-    return SL_OK;
-}
 
 /* What sl_check_key_limit and sl_take_check ask of a take's limit, cost
  * and time, as one test and one branch. Only a shortcut: when it fails,
@@ -1573,22 +1020,6 @@ static inline bool sl_take_args_ok(const sl_limit *l, int64_t now, int64_t cost)
 {
     return ((unsigned)l->algorithm < SL_ALGORITHM_COUNT) & sl_state_size_ok(l->state_size) &
            (cost >= 0) & ((uint64_t)now <= (uint64_t)SL_TIME_MAX);
-}
-
-/* The time a take is decided at: `now`, or the latest time a take has used
- * when `now` is older (see sl_store.clock). Called with the key locked (its
- * group, its record or its shard): the take before on that key raised the
- * clock before it let go, so this one reads that time or a later one. */
-static inline int64_t sl_store_now(sl_store *s, int64_t now)
-{
-    if (now < 0 || now > SL_TIME_MAX)
-        return now; /* invalid: the algorithm says so */
-    int64_t c = atomic_load_explicit(&s->clock, memory_order_relaxed);
-    while (now > c)
-        if (atomic_compare_exchange_weak_explicit(&s->clock, &c, now, memory_order_relaxed,
-                                                  memory_order_relaxed))
-            return now;
-    return c;
 }
 
 /* A zeroed scratch state: the stack buffer when it fits, else the heap. */
@@ -1607,20 +1038,22 @@ static void sl_scratch_put(unsigned char *stack, void *p)
         sl_free(p);
 }
 
-/* The one decision of a take (lease_id 0) or of a lease acquire with the
- * caller's id. */
-static int sl_store_decide(const sl_limit *l, void *state, int64_t now, int64_t cost,
-                           uint64_t lease_id, sl_decision *d)
+/* ---- the take path (see the names at the top of this file) ---- */
+
+/* The decision on a scratch state: a take (lease_id 0), or a lease acquire
+ * with the caller's id. */
+static int sl_store_decide_scratch(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                                   uint64_t lease_id, sl_decision *d)
 {
     return lease_id ? sl_lease_acquire(l, state, now, cost, lease_id, d)
                     : sl_take(l, state, now, cost, d);
 }
 
-/* A take's general path on a state in place: the algorithm through its
- * table, or a lease acquire when lease_id is not 0; *exp gets the state's
- * expiry afterwards. */
-static inline int sl_state_take(const sl_limit *l, void *state, int64_t now, int64_t cost,
-                                uint64_t lease_id, sl_decision *d, int64_t *exp)
+/* The decision on a state in place, in the general case: the algorithm
+ * through its table, or a lease acquire when lease_id is not 0; *exp gets
+ * the state's expiry afterwards. */
+static inline int sl_store_decide_state(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                                        uint64_t lease_id, sl_decision *d, int64_t *exp)
 {
     if (!lease_id)
         return sl_take_expiring(l, state, now, cost, d, exp);
@@ -1629,16 +1062,17 @@ static inline int sl_state_take(const sl_limit *l, void *state, int64_t now, int
     return rc;
 }
 
-/* The cold half of a take: the key is new (pos < 0), or its state has
- * another shape, which is carried over (sl_state_adopt) or refused. Decides
- * on a scratch state first, so that an invalid or empty-handed take stores
- * nothing and the old state is only replaced when the take is valid.
- * Called with the shard locked; unlocks it. */
-static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh, uint64_t h,
-                                                       long pos, const void *key, size_t keylen,
-                                                       const sl_limit *l, int64_t now,
-                                                       int64_t cost, uint64_t lease_id,
-                                                       sl_decision *d)
+/* The insert path, the locked path's cold half: the key is new (pos < 0),
+ * or its state has another shape, which is carried over (sl_state_adopt)
+ * or refused. Decides on a scratch state first, so that an invalid or
+ * empty-handed take stores nothing and the old state is only replaced when
+ * the take is valid; then inserts the key (sl_shard_insert). Called with
+ * the shard locked; unlocks it. */
+static __attribute__((noinline)) int sl_store_take_insert(sl_store *s, sl_shard *sh, uint64_t h,
+                                                          long pos, const void *key,
+                                                          size_t keylen, const sl_limit *l,
+                                                          int64_t now, int64_t cost,
+                                                          uint64_t lease_id, sl_decision *d)
 {
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
     void *scratch = sl_scratch_get(stack, l->state_size);
@@ -1648,7 +1082,7 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
     }
     int rc = pos >= 0 ? sl_rec_adopt(sh, sh->slots[pos], l, scratch, now) : SL_OK;
     if (rc == SL_OK)
-        rc = sl_store_decide(l, scratch, now, cost, lease_id, d);
+        rc = sl_store_decide_scratch(l, scratch, now, cost, lease_id, d);
     else
         memset(d, 0, sizeof *d);
     /* A refused take, or a peek, leaves a state of another shape as it
@@ -1669,17 +1103,17 @@ static __attribute__((noinline)) int sl_store_take_new(sl_store *s, sl_shard *sh
     return rc;
 }
 
-/* sl_store_take_read's answer when the take needs the shard's lock (the key
- * is new, or its state has another shape): no take or acquire returns it
- * (they return SL_OK or an SL_ERR_*, none of them positive). */
-#define SL_STORE_LOCK 0x4c4f434b
+/* What the reader's path answers when the take needs the shard's lock
+ * (the key is new, or its state has another shape): no take or acquire
+ * returns it (they return SL_OK or an SL_ERR_*, none of them positive). */
+#define SL_TAKE_NEEDS_LOCK 0x4c4f434b
 
 /* The record of the key, for a reader of the shard: the one the thread's
  * last take went to when that is still good, else the index's; NULL when
  * the key is not there. */
 static inline __attribute__((always_inline)) uint64_t *
-sl_read_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-             uint32_t *units)
+sl_reader_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+               uint32_t *units)
 {
     sl_last_take *last = &sl_last;
     uint64_t epoch = atomic_load_explicit(&sh->epoch, memory_order_relaxed);
@@ -1699,19 +1133,22 @@ sl_read_find(const sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
     return rec;
 }
 
-/* A reader's take from a record it holds the lock of (its group's or its
- * own), with `word` its meta word: the state changes, and *word gets the
- * new expiry. GCRA's common case runs inline (see gcra.h) and sets *st for
- * the caller to describe once the lock is let go. */
+/* The decision in a record, by a reader that holds its lock (its group's
+ * or its own), with `word` the record's meta word: the state changes, and
+ * *word gets the new expiry. GCRA's common case runs inline (see gcra.h)
+ * and sets *st for the caller to describe once the lock is let go. Returns
+ * SL_TAKE_NEEDS_LOCK, changing nothing, when the record holds a state of
+ * another shape. */
 static inline __attribute__((always_inline)) int
-sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, int64_t now,
-             int64_t cost, uint64_t lease_id, sl_decision *d, sl_gcra_step *st, bool *gcra)
+sl_store_decide_record(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l,
+                       int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d,
+                       sl_gcra_step *st, bool *gcra)
 {
     sl_rec_meta m;
     memcpy(&m, word, sizeof m);
     unsigned kind = sl_rec_kind_of(l);
     if (!sl_rec_shape_fits(&m, units, kind, l->state_size))
-        return SL_STORE_LOCK;
+        return SL_TAKE_NEEDS_LOCK;
     if (!lease_id && kind == SL_GCRA && sl_gcra_whole(l, cost)) {
         *gcra = true;
         *st = sl_gcra_whole_commit(l, (sl_gcra_state *)sl_rec_state(rec), now);
@@ -1720,24 +1157,27 @@ sl_read_take(uint64_t *rec, uint32_t units, uint64_t *word, const sl_limit *l, i
         return SL_OK;
     }
     int64_t exp;
-    int rc = sl_state_take(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
+    int rc = sl_store_decide_state(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
     if (rc == SL_OK && cost > 0)
         *word = sl_meta_word_expiring(*word, sl_store_tick_of(exp));
     return rc;
 }
 
-/* A take without the shard's lock, by a reader of the shard (see
- * "readers"): locks the key's home group or, in a small shard, its record
- * (see sl_locks_records), and takes from the record. Only the lock, the
- * state and the record's meta word are written, and the decision is
- * described after the lock is let go. A reader reads and writes a meta word
- * whole and atomically, as another may be setting its lock bit. */
+/* The reader's path: a take without the shard's lock, by a reader of the
+ * shard (see "readers"). Locks the key's home group or, in a small shard,
+ * its record (see sl_locks_records), and decides in the record. Only the
+ * lock, the state and the record's meta word are written, and the decision
+ * is described after the lock is let go. A reader reads and writes a meta
+ * word whole and atomically, as another may be setting its lock bit.
+ * Returns SL_TAKE_NEEDS_LOCK, changing nothing, when the key is not there
+ * or its state has another shape. */
 static inline __attribute__((always_inline)) int
-sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
-                   const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id, sl_decision *d)
+sl_store_take_reader(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                     const sl_limit *l, int64_t now, int64_t cost, uint64_t lease_id,
+                     sl_decision *d)
 {
     if (!sh->ngroups)
-        return SL_STORE_LOCK;
+        return SL_TAKE_NEEDS_LOCK;
     uint32_t units;
     uint64_t *rec, word;
     sl_gcra_step st;
@@ -1749,24 +1189,25 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
          * locked instruction, which would wait for the record's miss and
          * hold up the next take's loads behind it. */
         now = sl_store_now(s, now);
-        rec = sl_read_find(s, sh, h, key, keylen, &units);
+        rec = sl_reader_find(s, sh, h, key, keylen, &units);
         if (!rec) {
             sl_group_unlock(lock);
-            return SL_STORE_LOCK;
+            return SL_TAKE_NEEDS_LOCK;
         }
         word = __atomic_load_n(rec, __ATOMIC_RELAXED);
-        rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
-        /* Written back even when unchanged: a branch on it, which waits for
-         * the record, made uniform takes 1.7-1.9x a lookup against 1.35x. */
+        rc = sl_store_decide_record(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
+        /* Written back even when unchanged: a branch on whether it changed
+         * would wait for the record's miss before the next take could start
+         * its loads (docs/store.md, "The path of a take"). */
         __atomic_store_n(rec, word, __ATOMIC_RELAXED);
         sl_group_unlock(lock);
     } else {
-        rec = sl_read_find(s, sh, h, key, keylen, &units);
+        rec = sl_reader_find(s, sh, h, key, keylen, &units);
         if (!rec)
-            return SL_STORE_LOCK;
+            return SL_TAKE_NEEDS_LOCK;
         word = sl_rec_lock(rec);
         now = sl_store_now(s, now);
-        rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
+        rc = sl_store_decide_record(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
         __atomic_store_n(rec, word & ~SL_META_LOCKED, __ATOMIC_RELEASE);
     }
     if (gcra) {
@@ -1776,12 +1217,37 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
     return rc;
 }
 
-/* sl_store_take and sl_store_acquire: take `cost` from the key's state, or
- * acquire a lease of that weight carrying lease_id when it is not 0. The
- * hot path, a key whose state is there, decides in place. */
+/* The locked path: the take under the shard's lock, when the reader's path
+ * could not decide (the thread has no reader slot, the lock was held, the
+ * key is new or of another shape). A key whose state is there is decided
+ * in place; any other goes to the insert path. */
 static inline __attribute__((always_inline)) int
-sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                 int64_t cost, uint64_t lease_id, sl_decision *d)
+sl_store_take_locked(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                     const sl_limit *l, size_t size, int64_t now, int64_t cost,
+                     uint64_t lease_id, sl_decision *d)
+{
+    sl_shard_lock(sh);
+    now = sl_store_now(s, now);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l, size))
+        return sl_store_take_insert(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
+    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+    int64_t exp;
+    int rc = sl_store_decide_state(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
+    if (rc == SL_OK && cost > 0)
+        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
+    sl_shard_unlock(sh);
+    return rc;
+}
+
+/* The entry of sl_store_take and sl_store_acquire: take `cost` from the
+ * key's state, or acquire a lease of that weight carrying lease_id when it
+ * is not 0. Checks the arguments, hashes the key and starts its index
+ * group's load, then tries the reader's path, and the locked path when
+ * that cannot decide. */
+static inline __attribute__((always_inline)) int
+sl_store_take_common(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                     int64_t cost, uint64_t lease_id, sl_decision *d)
 {
     size_t size;
     if (!s || !d)
@@ -1791,7 +1257,7 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
         return sl_check_key_limit(s, key, keylen, l, &size);
     /* The key's index group starts on its way first; the other checks
      * overlap with it. */
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_index_prefetch(sh, h);
     if (__builtin_expect(!sl_take_args_ok(l, now, cost), 0)) {
@@ -1802,36 +1268,24 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
             return rc;
         }
     }
-    size = l->state_size;
+    size = l->state_size; /* read before the lock, which the compiler may not move it past */
 
     sl_reader *me = sl_reader_self();
     if (__builtin_expect(me != NULL, 1)) {
-        rc = sl_read_begin(me, sh) ? sl_store_take_read(s, sh, h, key, keylen, l, now, cost,
-                                                        lease_id, d)
-                                   : SL_STORE_LOCK;
-        sl_read_end(me);
-        if (rc != SL_STORE_LOCK)
+        rc = sl_reader_enter(me, sh)
+                 ? sl_store_take_reader(s, sh, h, key, keylen, l, now, cost, lease_id, d)
+                 : SL_TAKE_NEEDS_LOCK;
+        sl_reader_leave(me);
+        if (rc != SL_TAKE_NEEDS_LOCK)
             return rc;
     }
-
-    sl_shard_lock(sh);
-    now = sl_store_now(s, now);
-    long pos = sl_index_find(sh, h, key, keylen);
-    if (pos < 0 || !sl_rec_compatible(sh, sh->slots[pos], l, size))
-        return sl_store_take_new(s, sh, h, pos, key, keylen, l, now, cost, lease_id, d);
-    uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
-    int64_t exp;
-    rc = sl_state_take(l, sl_rec_state(rec), now, cost, lease_id, d, &exp);
-    if (rc == SL_OK && cost > 0)
-        sl_rec_set_expiry(rec, sl_store_tick_of(exp));
-    sl_shard_unlock(sh);
-    return rc;
+    return sl_store_take_locked(s, sh, h, key, keylen, l, size, now, cost, lease_id, d);
 }
 
 int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
                   int64_t cost, sl_decision *d)
 {
-    return sl_store_take_op(s, key, keylen, l, now, cost, 0, d);
+    return sl_store_take_common(s, key, keylen, l, now, cost, 0, d);
 }
 
 int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
@@ -1841,7 +1295,7 @@ int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit
         return SL_ERR_ARGUMENT;
     if (l && l->algorithm != SL_CONCURRENCY)
         return SL_ERR_ALGORITHM;
-    return sl_store_take_op(s, key, keylen, l, now, weight, lease_id, d);
+    return sl_store_take_common(s, key, keylen, l, now, weight, lease_id, d);
 }
 
 int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
@@ -1853,7 +1307,7 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
     int rc = sl_check_key_limit(s, key, keylen, l, &size);
     if (rc != SL_OK)
         return rc;
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
     void *zero = NULL;
@@ -1889,7 +1343,7 @@ int sl_store_inspect(sl_store *s, const void *key, size_t keylen, int64_t now, s
     if (!key || keylen == 0 || keylen > s->max_key_len)
         return SL_ERR_KEY;
     memset(info, 0, sizeof *info);
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_shard_lock(sh);
     long pos = sl_index_find(sh, h, key, keylen);
@@ -1933,7 +1387,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
             if (!key || len == 0 || len > s->max_key_len)
                 continue;
             valid |= UINT32_C(1) << i;
-            hs[i] = sl_hash(key, len, s->seed);
+            hs[i] = sl_store_hash(key, len, s->seed);
             sl_index_prefetch(sl_store_shard_of(s, hs[i]), hs[i]);
         }
         /* The records the home groups point at, tag matches only: by now
@@ -1942,7 +1396,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
             if (!(valid >> i & 1))
                 continue;
             sl_shard *sh = sl_store_shard_of(s, hs[i]);
-            if (me && sl_read_begin(me, sh) && sh->ngroups) {
+            if (me && sl_reader_enter(me, sh) && sh->ngroups) {
                 const uint32_t *grp =
                     sh->slots + (size_t)sl_home_group(hs[i], sh->ngroups) * SL_GROUP_SLOTS;
                 unsigned empty;
@@ -1956,7 +1410,7 @@ void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens,
                 }
             }
             if (me)
-                sl_read_end(me);
+                sl_reader_leave(me);
         }
     }
 }
@@ -1967,7 +1421,7 @@ int sl_store_reset(sl_store *s, const void *key, size_t keylen)
         return SL_ERR_ARGUMENT;
     if (!key || keylen == 0 || keylen > s->max_key_len)
         return SL_ERR_KEY;
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_shard_lock(sh);
     long pos = sl_index_find(sh, h, key, keylen);
@@ -2002,7 +1456,7 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
         return rc;
     if (l->algorithm != SL_CONCURRENCY)
         return SL_ERR_ALGORITHM;
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_shard_lock(sh);
     now = sl_store_now(s, now);
@@ -2035,7 +1489,7 @@ int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_li
         return rc;
     if (l->algorithm == SL_CONCURRENCY)
         return SL_ERR_ALGORITHM;
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_shard_lock(sh);
     now = sl_store_now(s, now);
@@ -2051,88 +1505,6 @@ int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_li
     return given;
 }
 
-/* Records compaction may move per shard and call: bounded work under the
- * lock (a few tens of microseconds). */
-#define SL_COMPACT_MOVES 1024u
-/* Pages it may free per shard and call (each costs a scan of the page
- * table). */
-#define SL_COMPACT_PAGES 16u
-
-/* The sparsest page of some lane and record size whose live records all
- * fit in the free records of the lane's other pages of that size and which
- * is at most half full; SL_PAGE_NONE when there is none. Lanes are not
- * merged: that would put records of two threads on shared lines again. */
-static uint32_t sl_compact_candidate(const sl_shard *sh)
-{
-    uint32_t free_of[SL_LANES][SL_SMALL_MAX_UNITS + 1], sparsest[SL_LANES][SL_SMALL_MAX_UNITS + 1];
-    memset(free_of, 0, sizeof free_of);
-    for (unsigned lane = 0; lane < SL_LANES; lane++)
-        for (uint32_t u = 0; u <= SL_SMALL_MAX_UNITS; u++)
-            sparsest[lane][u] = SL_PAGE_NONE;
-    for (uint32_t id = 0; id < sh->pages_len; id++) {
-        const sl_page *pg = &sh->pages[id];
-        if (!pg->base || pg->units > SL_SMALL_MAX_UNITS)
-            continue;
-        uint32_t *best = &sparsest[pg->lane][pg->units];
-        free_of[pg->lane][pg->units] += (uint32_t)(pg->cap - pg->live);
-        if (*best == SL_PAGE_NONE || pg->live < sh->pages[*best].live)
-            *best = id;
-    }
-    for (unsigned lane = 0; lane < SL_LANES; lane++) {
-        for (uint32_t u = SL_MIN_UNITS; u <= SL_SMALL_MAX_UNITS; u++) {
-            uint32_t id = sparsest[lane][u];
-            if (id == SL_PAGE_NONE)
-                continue;
-            const sl_page *pg = &sh->pages[id];
-            if (pg->live <= pg->cap / 2 &&
-                free_of[lane][u] - (uint32_t)(pg->cap - pg->live) >= pg->live)
-                return id;
-        }
-    }
-    return SL_PAGE_NONE;
-}
-
-/*
- * Gives memory back after many keys went: moves the records of sparse
- * pages into the free records of other pages of their size (only when
- * those have room for all of them, so that nothing is evicted) and frees
- * them, up to SL_COMPACT_MOVES records or SL_COMPACT_PAGES pages; and rebuilds an index that is
- * mostly empty at half its size.
- */
-static void sl_shard_compact(sl_store *s, sl_shard *sh, int64_t now)
-{
-    uint32_t moved = 0;
-    for (unsigned pages = 0; pages < SL_COMPACT_PAGES && moved < SL_COMPACT_MOVES; pages++) {
-        uint32_t id = sl_compact_candidate(sh);
-        if (id == SL_PAGE_NONE)
-            break;
-        moved += sh->pages[id].live;
-        if (!sl_drain_page(s, sh, id, false, now))
-            break;
-    }
-    /* An index at most an eighth full shrinks by half (it is rebuilt from
-     * the pages, and calloc failing just leaves it as it was). */
-    if (sh->ngroups > 2 && (uint64_t)sh->count * 8 < sl_index_limit(sh->ngroups)) {
-        uint32_t ngroups = sh->ngroups / 2;
-        if (sh->count < sl_index_limit(ngroups) / 2)
-            sl_index_rebuild(s, sh, ngroups);
-    }
-}
-
-size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records)
-{
-    size_t done = 0;
-    if (!s)
-        return 0;
-    for (uint32_t i = 0; i < s->nshards; i++) {
-        sl_shard *sh = &s->shards[i];
-        sl_shard_lock(sh);
-        done += sl_shard_sweep(s, sh, now, max_records);
-        sl_shard_compact(s, sh, now);
-        sl_shard_unlock(sh);
-    }
-    return done;
-}
 
 void sl_store_get_stats(sl_store *s, sl_store_stats *st)
 {
@@ -2153,315 +1525,24 @@ void sl_store_get_stats(sl_store *s, sl_store_stats *st)
     }
 }
 
-/* ---- multi-limit take ---- */
-
-typedef struct sl_many_item {
-    uint64_t h;
-    sl_shard *sh;
-    size_t size;     /* state bytes */
-    int rep;         /* the first item with the same key (itself if none) */
-    long pos;        /* slot position of a compatible record, or -1 */
-    bool stale;      /* an incompatible record is stored under the key */
-    uint64_t *rec;   /* the record, once found or inserted */
-    void *scratch;   /* the state the takes run on */
-} sl_many_item;
-
-static bool sl_same_key(const sl_take_item *a, const sl_take_item *b)
-{
-    return a->keylen == b->keylen && memcmp(a->key, b->key, a->keylen) == 0;
-}
-
-/* Locks the distinct shards of the items in address order: every caller
- * takes them in the same order, so two multi-takes cannot deadlock. */
-static size_t sl_lock_shards(sl_many_item *m, size_t n, sl_shard **locked)
-{
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t j = 0;
-        while (j < k && locked[j] != m[i].sh)
-            j++;
-        if (j == k)
-            locked[k++] = m[i].sh;
-    }
-    for (size_t i = 1; i < k; i++) {
-        sl_shard *x = locked[i];
-        size_t j = i;
-        for (; j > 0 && locked[j - 1] > x; j--)
-            locked[j] = locked[j - 1];
-        locked[j] = x;
-    }
-    for (size_t i = 0; i < k; i++)
-        sl_shard_lock(locked[i]);
-    return k;
-}
-
-static void sl_unlock_shards(sl_shard **locked, size_t k)
-{
-    for (size_t i = k; i-- > 0;)
-        sl_shard_unlock(locked[i]);
-}
-
-int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
-                       sl_decision *out, int *failed_index)
-{
-    sl_many_item m[SL_TAKE_MANY_MAX];
-    sl_shard *locked[SL_TAKE_MANY_MAX];
-    if (!s || !items || !out || !failed_index || n == 0 || n > SL_TAKE_MANY_MAX)
-        return SL_ERR_ARGUMENT;
-    *failed_index = -1;
-
-    /* Outside any lock: validate, hash, find repeated keys, get scratch. */
-    size_t scratch_bytes = 0;
-    for (size_t i = 0; i < n; i++) {
-        int rc = sl_check_key_limit(s, items[i].key, items[i].keylen, items[i].limit, &m[i].size);
-        if (rc != SL_OK)
-            return rc;
-        m[i].h = sl_store_hash(items[i].key, items[i].keylen, s->seed);
-        m[i].sh = sl_store_shard_of(s, m[i].h);
-        m[i].rep = (int)i;
-        m[i].pos = -1;
-        m[i].stale = false;
-        m[i].rec = NULL;
-        for (size_t j = 0; j < i; j++) {
-            if (m[j].rep == (int)j && m[j].h == m[i].h && sl_same_key(&items[i], &items[j])) {
-                if (sl_rec_kind_of(items[j].limit) != sl_rec_kind_of(items[i].limit) ||
-                    m[j].size != m[i].size)
-                    return SL_ERR_ARGUMENT;
-                m[i].rep = (int)j;
-                break;
-            }
-        }
-        if (m[i].rep == (int)i) {
-            if (__builtin_add_overflow(scratch_bytes, m[i].size, &scratch_bytes))
-                return SL_ERR_NOMEM;
-        }
-    }
-    unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
-    unsigned char *buf = scratch_bytes <= sizeof stack ? stack : sl_malloc(scratch_bytes);
-    if (!buf)
-        return SL_ERR_NOMEM;
-    size_t off = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (m[i].rep == (int)i) {
-            m[i].scratch = buf + off;
-            off += m[i].size;
-        } else {
-            m[i].scratch = m[m[i].rep].scratch;
-        }
-    }
-
-    size_t nlocked = sl_lock_shards(m, n, locked);
-    int rc = SL_OK;
-    now = sl_store_now(s, now); /* one time for all the limits */
-
-    /* 1. Copy each key's state (or "never seen") into scratch. */
-    for (size_t i = 0; i < n; i++) {
-        if (m[i].rep != (int)i)
-            continue;
-        long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
-        if (pos >= 0 && sl_rec_compatible(m[i].sh, m[i].sh->slots[pos], items[i].limit, m[i].size)) {
-            m[i].pos = pos;
-            m[i].rec = sl_shard_record(m[i].sh, m[i].sh->slots[pos]);
-            memcpy(m[i].scratch, sl_rec_state(m[i].rec), m[i].size);
-        } else if (pos >= 0) {
-            m[i].stale = true;
-            m[i].pos = pos;
-            rc = sl_rec_adopt(m[i].sh, m[i].sh->slots[pos], items[i].limit, m[i].scratch, now);
-            if (rc != SL_OK)
-                goto done;
-        } else {
-            memset(m[i].scratch, 0, m[i].size);
-        }
-    }
-    /* 2. Decide every item in order on the scratch states, past a
-     * rejection too: a rejected take leaves its scratch as it was, so each
-     * out[i] is what item i answers after the items before it, and a
-     * repeated key's answers add up whether the request is admitted or not
-     * (a peek of each item alone would show the item that rejected as
-     * admitted). */
-    for (size_t i = 0; i < n && rc == SL_OK; i++) {
-        rc = sl_take(items[i].limit, m[i].scratch, now, items[i].cost, &out[i]);
-        if (rc == SL_OK && !out[i].allowed && *failed_index < 0)
-            *failed_index = (int)i;
-    }
-    if (rc != SL_OK || *failed_index >= 0)
-        goto done; /* rejected: the scratch states are dropped, nothing is consumed */
-    /* 3. Admitted: pin the records found, so that storing the new keys
-     * (which may evict) cannot drop them; drop the stale ones; insert the
-     * new keys pinned. */
-    for (size_t i = 0; i < n; i++)
-        if (m[i].rep == (int)i && m[i].rec)
-            sl_rec_meta_of(m[i].rec)->flags |= SL_REC_PINNED;
-    for (size_t i = 0; i < n; i++) {
-        if (m[i].rep != (int)i || !m[i].stale)
-            continue;
-        long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
-        if (pos >= 0) {
-            sl_shard_remove(m[i].sh, (size_t)pos);
-            m[i].sh->reinits++;
-        }
-    }
-    for (size_t i = 0; i < n && rc == SL_OK; i++) {
-        if (m[i].rep != (int)i || m[i].rec)
-            continue;
-        if (sl_state_expires_at(items[i].limit, m[i].scratch) <= now)
-            continue; /* still "never seen": nothing to store */
-        uint32_t v;
-        rc = sl_shard_insert(s, m[i].sh, m[i].h, items[i].key, items[i].keylen,
-                             sl_rec_kind_of(items[i].limit), m[i].scratch, m[i].size, 0, SL_REC_PINNED,
-                             now, &v);
-        if (rc == SL_OK) {
-            m[i].rec = sl_shard_record(m[i].sh, v);
-            m[i].pos = -2; /* inserted by this call */
-        }
-    }
-    if (rc != SL_OK) {
-        /* Out of memory: take back the keys this call inserted (they are
-         * not consumed yet), so that nothing is consumed. */
-        for (size_t i = 0; i < n; i++) {
-            if (m[i].rep != (int)i || !m[i].rec)
-                continue;
-            if (m[i].pos == -2) {
-                long pos = sl_index_find(m[i].sh, m[i].h, items[i].key, items[i].keylen);
-                if (pos >= 0)
-                    sl_shard_remove(m[i].sh, (size_t)pos);
-            } else {
-                sl_rec_meta_of(m[i].rec)->flags &= (uint8_t)~SL_REC_PINNED;
-            }
-        }
-        goto done;
-    }
-    /* 4. Commit: write every state back, set its expiry, unpin. */
-    for (size_t i = 0; i < n; i++) {
-        if (m[i].rep != (int)i || !m[i].rec)
-            continue;
-        memcpy(sl_rec_state(m[i].rec), m[i].scratch, m[i].size);
-        /* The expiry of a repeated key follows its last limit... */
-        int64_t exp = sl_state_expires_at(items[i].limit, m[i].scratch);
-        for (size_t j = i + 1; j < n; j++) {
-            /* ...or the latest of its limits, so that no limit's state is
-             * reclaimed while it still matters. */
-            if (m[j].rep == (int)i) {
-                int64_t e = sl_state_expires_at(items[j].limit, m[i].scratch);
-                if (e > exp)
-                    exp = e;
-            }
-        }
-        sl_rec_set_expiry(m[i].rec, sl_store_tick_of(exp));
-        sl_rec_meta_of(m[i].rec)->flags &= (uint8_t)~SL_REC_PINNED;
-    }
-done:
-    sl_unlock_shards(locked, nlocked);
-    if (buf != stack)
-        sl_free(buf);
-    return rc;
-}
-
-/* ---- debug hooks ---- */
+/* ---- the bare lookup of store_debug.h, beside the take it measures ---- */
 
 bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen)
 {
-    uint64_t h = sl_hash(key, keylen, s->seed);
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
     sl_shard *sh = sl_store_shard_of(s, h);
     sl_index_prefetch(sh, h); /* as a take does, and entering the shard as it does */
     sl_reader *me = sl_reader_self();
-    if (me && sl_read_begin(me, sh)) {
+    if (me && sl_reader_enter(me, sh)) {
         bool found = sl_index_find(sh, h, key, keylen) >= 0;
-        sl_read_end(me);
+        sl_reader_leave(me);
         return found;
     }
     if (me)
-        sl_read_end(me);
+        sl_reader_leave(me);
     sl_shard_lock(sh);
     bool found = sl_index_find(sh, h, key, keylen) >= 0;
     sl_shard_unlock(sh);
     return found;
 }
 
-const void *sl_store_debug_record(sl_store *s, const void *key, size_t keylen)
-{
-    uint64_t h = sl_hash(key, keylen, s->seed);
-    sl_shard *sh = sl_store_shard_of(s, h);
-    sl_shard_lock(sh);
-    long pos = sl_index_find(sh, h, key, keylen);
-    const void *rec = pos >= 0 ? sl_shard_record(sh, sh->slots[pos]) : NULL;
-    sl_shard_unlock(sh);
-    return rec;
-}
-
-/* Are the lists of pages with room right? Each small page with room is on
- * the list of its lane and size once, and nothing else is; 0 or the line
- * of the first broken rule. */
-static int sl_shard_check_partial(const sl_shard *sh)
-{
-    uint32_t listed = 0, with_room = 0;
-    for (unsigned lane = 0; lane < SL_LANES; lane++) {
-        for (uint32_t u = 0; u <= SL_SMALL_MAX_UNITS; u++) {
-            uint16_t prev = SL_PAGE_NONE;
-            for (uint16_t id = sh->partial[lane][u]; id != SL_PAGE_NONE; id = sh->pages[id].next) {
-                if (id >= sh->pages_len || ++listed > sh->pages_len)
-                    return __LINE__;
-                const sl_page *pg = &sh->pages[id];
-                if (!pg->base || pg->units != u || pg->lane != lane || pg->live >= pg->cap ||
-                    pg->prev != prev)
-                    return __LINE__;
-                prev = id;
-            }
-        }
-    }
-    for (uint32_t id = 0; id < sh->pages_len; id++) {
-        const sl_page *pg = &sh->pages[id];
-        with_room += pg->base && pg->units <= SL_SMALL_MAX_UNITS && pg->live < pg->cap;
-    }
-    return listed == with_room ? 0 : __LINE__;
-}
-
-int sl_store_debug_check(sl_store *s)
-{
-    for (uint32_t i = 0; i < s->nshards; i++) {
-        sl_shard *sh = &s->shards[i];
-        sl_shard_lock(sh);
-        int bad = 0;
-        size_t total = (size_t)sh->ngroups * SL_GROUP_SLOTS;
-        uint32_t full = 0, tombs = 0;
-        size_t bytes = sl_index_bytes(sh->ngroups, sh->slots_pages) +
-                       (size_t)sh->pages_len * sizeof(sl_page);
-        for (size_t pos = 0; pos < total && !bad; pos++) {
-            uint32_t v = sh->slots[pos];
-            if (v == SL_SLOT_DELETED)
-                tombs++;
-            if (v <= SL_SLOT_DELETED)
-                continue;
-            full++;
-            uint64_t *rec = sl_shard_record(sh, v);
-            sl_rec_meta *meta = sl_rec_meta_of(rec);
-            if (!(meta->flags & SL_REC_LIVE) || (meta->flags & (SL_REC_PINNED | SL_REC_LOCKED)) ||
-                (v & SL_SLOT_LOCK))
-                bad = __LINE__;
-            else if (sl_index_find(sh, sl_slot_hash(s, sh, v), sl_rec_key(sh, v, rec), meta->keylen) != (long)pos)
-                bad = __LINE__;
-        }
-        uint32_t live = 0;
-        for (uint32_t id = 0; id < sh->pages_len && !bad; id++) {
-            sl_page *pg = &sh->pages[id];
-            if (!pg->base)
-                continue;
-            live += pg->live;
-            bytes += pg->units <= SL_SMALL_MAX_UNITS ? SL_PAGE_BYTES : (size_t)pg->units * 8;
-            if (pg->live == 0 || pg->live > pg->cap)
-                bad = __LINE__;
-        }
-        if (!bad && (full != sh->count || tombs != sh->tombs || live != sh->count))
-            bad = __LINE__;
-        if (!bad && bytes != sh->used)
-            bad = __LINE__;
-        if (!bad && sh->budget != SIZE_MAX && sh->used > sh->budget)
-            bad = __LINE__;
-        if (!bad)
-            bad = sl_shard_check_partial(sh);
-        sl_shard_unlock(sh);
-        if (bad)
-            return bad;
-    }
-    return 0;
-}

@@ -22,7 +22,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
+#include "store/store_debug.h"
 #include "testlib.h"
 
 #define NTHREADS 4

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/store_internal.h"
+#include "store/store_debug.h"
 
 #define CAP (8u << 20)
 #define THREADS 2

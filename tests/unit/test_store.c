@@ -12,7 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
+#include "store/store_debug.h"
 #include "testlib.h"
 
 static sl_store *new_store(size_t max_memory, unsigned shards)
@@ -82,8 +82,8 @@ static void *model_start(const model_key *m, const sl_limit *lims, int li, int64
                              sl_state_size(&lims[m->limit]), now);
         /* as the store: a state expired by now's tick is "never seen" */
         if (*rc == SL_ERR_WRONGTYPE &&
-            sl_store_tick_of(sl_state_expires_at(&lims[m->limit], m->state)) <=
-                sl_store_tick_of(now)) {
+            sl_store_debug_tick_of(sl_state_expires_at(&lims[m->limit], m->state)) <=
+                sl_store_debug_tick_of(now)) {
             memset(n, 0, sl_state_size(&lims[li]));
             *rc = SL_OK;
         }
@@ -431,7 +431,7 @@ Test(store, at_the_cap_an_insert_takes_room_in_another_lane)
         int n = snprintf(key, sizeof key, "flood:%06d", i++);
         cr_assert_eq(sl_store_take(s, key, (size_t)n, &l, NS_PER_SEC, 1, &d), SL_OK);
         sl_store_get_stats(s, &st);
-    } while (st.bytes_used + SL_PAGE_BYTES <= cap && i < 100000);
+    } while (st.bytes_used + sl_store_debug_page_bytes() <= cap && i < 100000);
     cr_assert_eq(st.evictions, 0, "after %d keys, %llu bytes", i,
                  (unsigned long long)st.bytes_used);
     lane_take a = {s, &l, -1, 0};
@@ -1051,15 +1051,16 @@ Test(store, arena_pages_are_reused)
         }
         cr_assert_eq(sl_store_debug_check(s), 0);
         if (round == 0) {
-            chunks_after_first = s->arena.nchunks;
+            chunks_after_first = sl_store_debug_chunks(s);
             /* 25 000 keys a shard: an index of whole arena pages */
-            for (uint32_t i = 0; i < s->nshards; i++)
-                cr_assert_gt(s->shards[i].slots_pages, 0, "shard %u", i);
+            for (unsigned i = 0; i < sl_store_debug_shards(s); i++)
+                cr_assert_gt(sl_store_debug_index_pages(s, i), 0, "shard %u", i);
         }
     }
     cr_assert_gt(chunks_after_first, 0);
-    cr_assert_eq(s->arena.nchunks, chunks_after_first, "churn mapped %zu chunks, the first round %zu",
-                 s->arena.nchunks, chunks_after_first);
+    cr_assert_eq(sl_store_debug_chunks(s), chunks_after_first,
+                 "churn mapped %zu chunks, the first round %zu", sl_store_debug_chunks(s),
+                 chunks_after_first);
     sl_store_stats st;
     sl_store_get_stats(s, &st);
     cr_assert_eq(st.keys, 0);

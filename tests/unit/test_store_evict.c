@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
+#include "store/store_debug.h"
 #include "testlib.h"
 
 #define CAP ((size_t)2 << 20) /* about 60 000 keys of 32-byte records */

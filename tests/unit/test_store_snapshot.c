@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store/store_internal.h"
+#include "store/store_debug.h"
 #include "testlib.h"
 
 #define NKEYS 500

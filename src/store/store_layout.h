@@ -1,6 +1,14 @@
 /*
- * store_internal.h: the keyed store's data structures, shared by store.c and
- * snapshot.c, and a few hooks for tests and benchmarks. Not installed.
+ * store_layout.h: the keyed store's data structures, and the functions its
+ * files share. For src/store/ only (tests and benchmarks include
+ * store_debug.h); not installed.
+ *
+ * The files: store.c holds everything a take runs (hash, locks, readers,
+ * index, record pages, the take, peek, reset and release), so that the
+ * compiler inlines it into one path; arena.c the chunks record pages come
+ * from; reclaim.c reclaim, eviction and compaction; take_many.c the
+ * multi-key take; snapshot.c saving and loading; debug.c the hooks of
+ * store_debug.h.
  *
  * One store is a fixed array of shards; a key's 64-bit hash picks its shard
  * (top bits), its group in the shard's index (middle bits) and a 7-bit tag
@@ -16,7 +24,7 @@
  *                    |   tag    |0 |    page     |  record  |
  *                    +----------+--+-------------+----------+
  *     0 = empty, 1 = deleted (tombstone); a full slot has a tag in 1..127.
- *     Bit 24 of a group's first slot is the group's lock (store.c), set
+ *     Bit 24 of a group's first slot is the group's lock (SL_SLOT_LOCK), set
  *     only while a take without the shard's lock holds it.
  *
  * The records: pages of 16 KiB, each holding records of one size (in
@@ -43,8 +51,8 @@
  * the newest yet), and a thread inserts into pages of its own lane, so that
  * the records of keys that different threads inserted share no cache line.
  */
-#ifndef SL_STORE_INTERNAL_H
-#define SL_STORE_INTERNAL_H
+#ifndef SL_STORE_LAYOUT_H
+#define SL_STORE_LAYOUT_H
 
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -193,9 +201,29 @@ struct sl_store {
     sl_arena arena;
 };
 
-/* ---- functions shared by store.c and snapshot.c ---- */
+/*
+ * ---- what the store's files share ----
+ *
+ * The functions below are declared hidden: the store's files call them,
+ * nothing outside libsluice may, and a hidden function called in the file
+ * that defines it may be inlined there (a default-visibility one in
+ * position-independent code may not, as it could be interposed).
+ */
+#pragma GCC visibility push(hidden)
 
-/* The key hash: seeded, 64 bits, fast on short keys. */
+/* A state this size or smaller is computed in a stack buffer before the key
+ * is stored, so that a take that does not change anything stores nothing. */
+#define SL_SCRATCH_BYTES 512u
+
+/* The arena's chunks (arena.c): 2 MiB, one huge page each. */
+#define SL_CHUNK_BYTES ((size_t)2 << 20)
+
+/* A group's lock: the always-zero bit 24 of its first slot (see the slot
+ * layout above, and "readers" in store.c). */
+#define SL_SLOT_LOCK (UINT32_C(1) << 24)
+
+/* The key hash (store.c): seeded, 64 bits, fast on short keys. Inlined in
+ * store.c; the other files call its out-of-line copy. */
 uint64_t sl_store_hash(const void *key, size_t len, uint64_t seed);
 
 /* The shard of a key's hash: its top bits (none of them for one shard,
@@ -204,6 +232,22 @@ static inline sl_shard *sl_store_shard_of(const sl_store *s, uint64_t h)
 {
     return &s->shards[(h >> 1) >> s->shard_shift];
 }
+
+/* The key's 7-bit tag in its slot (never 0, which marks an empty slot). */
+static inline uint32_t sl_tag_of(uint64_t h)
+{
+    uint32_t t = (uint32_t)(h & 0x7f);
+    return t ? t : 1;
+}
+
+/* The home group: multiply-shift maps 32 hash bits onto [0, ngroups), so
+ * the index can grow by 1.5x instead of doubling. */
+static inline uint32_t sl_home_group(uint64_t h, uint32_t ngroups)
+{
+    return (uint32_t)(((h >> 7) & 0xffffffffu) * (uint64_t)ngroups >> 32);
+}
+
+/* ---- locks (store.c) ---- */
 
 /* The lock: one atomic exchange when it is free, sl_spin_wait otherwise.
  * Sequentially consistent, as a shard's readers and its lock's holder each
@@ -224,6 +268,8 @@ static inline void sl_spin_unlock(sl_spin *l)
  * shard. */
 void sl_shard_lock(sl_shard *sh);
 static inline void sl_shard_unlock(sl_shard *sh) { sl_spin_unlock(&sh->lock); }
+
+/* ---- slots, records, ticks ---- */
 
 static inline uint32_t sl_slot_page(uint32_t slot) { return (slot >> 9) & 0x7fffu; }
 static inline uint32_t sl_slot_index(uint32_t slot) { return slot & 0x1ffu; }
@@ -251,8 +297,43 @@ static inline uint64_t sl_rec_expiry(const uint64_t *rec)
     const sl_rec_meta *m = (const sl_rec_meta *)(const void *)rec;
     return (uint64_t)m->exp_lo | ((uint64_t)m->exp_hi << 32);
 }
+static inline void sl_rec_set_expiry(uint64_t *rec, uint64_t tick)
+{
+    sl_rec_meta *m = sl_rec_meta_of(rec);
+    m->exp_lo = (uint32_t)tick;
+    m->exp_hi = (uint8_t)(tick >> 32);
+}
+static inline uint32_t sl_key_units(size_t keylen) { return (uint32_t)((keylen + 7) / 8); }
+static inline uint64_t *sl_rec_state(uint64_t *rec) { return rec + 1; }
+static inline size_t sl_rec_units(const sl_shard *sh, uint32_t slot)
+{
+    return sh->pages[sl_slot_page(slot)].units;
+}
+/* The key bytes of the record `slot` refers to: the record's last units. */
+static inline unsigned char *sl_rec_key(const sl_shard *sh, uint32_t slot, uint64_t *rec)
+{
+    size_t key_units = sl_key_units(sl_rec_meta_of(rec)->keylen);
+    return (unsigned char *)(rec + sl_rec_units(sh, slot) - key_units);
+}
 /* The state's size in bytes, from the record's size and key length. */
 size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot);
+
+/* Does a record of `units` with this metadata hold a state of this kind
+ * (sl_rec_kind_of) and size? */
+static inline bool sl_rec_shape_fits(const sl_rec_meta *m, uint32_t units, unsigned kind,
+                                     size_t size)
+{
+    return (m->flags & SL_REC_ALGO_MASK) == kind &&
+           ((size_t)units - 1 - sl_key_units(m->keylen)) * 8 == size;
+}
+
+/* Does the stored record fit this limit (same kind, same state size)? */
+static inline bool sl_rec_compatible(const sl_shard *sh, uint32_t v, const sl_limit *l, size_t size)
+{
+    const sl_page *pg = &sh->pages[sl_slot_page(v)];
+    const sl_rec_meta *m = sl_rec_meta_of(pg->base + (size_t)sl_slot_index(v) * pg->units);
+    return sl_rec_shape_fits(m, pg->units, sl_rec_kind_of(l), size);
+}
 
 /* Converts expires_at nanoseconds to a tick (rounded up, saturating). */
 static inline uint64_t sl_store_tick_of(int64_t expires_ns)
@@ -262,6 +343,118 @@ static inline uint64_t sl_store_tick_of(int64_t expires_ns)
     uint64_t t = ((uint64_t)expires_ns + ((UINT64_C(1) << SL_TICK_SHIFT) - 1)) >> SL_TICK_SHIFT;
     return t >= SL_TICK_NEVER ? SL_TICK_NEVER : t;
 }
+
+/* The tick that has fully passed at `now`: a record whose tick is at most
+ * this is equivalent to "never seen". */
+static inline uint64_t sl_now_tick(int64_t now) { return now <= 0 ? 0 : (uint64_t)now >> SL_TICK_SHIFT; }
+
+static inline bool sl_tick_expired(uint64_t tick, uint64_t now_tick)
+{
+    return tick != SL_TICK_NEVER && tick <= now_tick;
+}
+
+/* Could the shard take `extra` bytes more without passing its budget? */
+static inline bool sl_within_budget(const sl_shard *sh, size_t extra)
+{
+    return extra <= sh->budget && sh->used <= sh->budget - extra;
+}
+
+/* ---- checks and time, for every operation ---- */
+
+/* Is sz a state size a limit can have (8-aligned, under the largest
+ * record)? */
+static inline bool sl_state_size_ok(size_t sz)
+{
+    return sz - 1 < (size_t)UINT16_MAX * 8 * 64 && sz % 8 == 0;
+}
+
+/* Validates a key and a limit; sets *size to the state size. */
+static inline int sl_check_key_limit(const sl_store *s, const void *key, size_t keylen,
+                                     const sl_limit *l, size_t *size)
+{
+    if (!l)
+        return SL_ERR_ARGUMENT;
+    if (!key || keylen == 0 || keylen > s->max_key_len)
+        return SL_ERR_KEY;
+    if ((unsigned)l->algorithm >= SL_ALGORITHM_COUNT)
+        return SL_ERR_ALGORITHM;
+    size_t sz = l->state_size;
+    if (!sl_state_size_ok(sz))
+        return SL_ERR_LIMIT;
+    *size = sz;
+    return SL_OK;
+}
+
+/* The time an operation is decided at: `now`, or the latest time a take
+ * has used when `now` is older (see sl_store.clock). Called with the key
+ * locked (its group, its record or its shard): the take before on that key
+ * raised the clock before it let go, so this one reads that time or a
+ * later one. */
+static inline int64_t sl_store_now(sl_store *s, int64_t now)
+{
+    if (now < 0 || now > SL_TIME_MAX)
+        return now; /* invalid: the algorithm says so */
+    int64_t c = atomic_load_explicit(&s->clock, memory_order_relaxed);
+    while (now > c)
+        if (atomic_compare_exchange_weak_explicit(&s->clock, &c, now, memory_order_relaxed,
+                                                  memory_order_relaxed))
+            return now;
+    return c;
+}
+
+/* ---- the arena (arena.c) ---- */
+
+/* `pages` contiguous pages of SL_PAGE_BYTES (not zeroed), at most a
+ * chunk's worth; NULL when memory is short. Runs of several pages (an
+ * index table) are given back page by page. */
+void *sl_arena_get(sl_arena *a, size_t pages);
+/* Gives one page back to the arena's free list. */
+void sl_arena_page_free(sl_arena *a, void *p);
+/* Unmaps every chunk; the arena's pages must not be used afterwards. */
+void sl_arena_free(sl_arena *a);
+
+/* ---- pages and the index (store.c) ---- */
+
+/* Gives a page's memory back: to the arena when it is one of its pages (a
+ * small record page), else to malloc. */
+void sl_page_release(sl_shard *sh, sl_page *pg);
+/* A page of `units` with room, of any lane (`lane`'s own first), or
+ * SL_PAGE_NONE. */
+uint16_t sl_partial_any(const sl_shard *sh, unsigned lane, uint32_t units);
+/* Takes a page off its lane's list of pages with room. */
+void sl_partial_unlink(sl_shard *sh, uint16_t id);
+/* A record of `units` without evicting (see store.c); false when there is
+ * no room within budget, *oom when malloc itself failed. */
+bool sl_rec_alloc_noevict(sl_shard *sh, uint32_t units, unsigned lane, bool grow,
+                          uint32_t *slot_ref, bool *oom);
+
+/* Finds the key in the shard's index; returns its slot position, or -1.
+ * Inlined in store.c; the other files call its out-of-line copy. */
+long sl_index_find(const sl_shard *sh, uint64_t h, const void *key, size_t keylen);
+/* Rebuilds the index with `ngroups` groups from the record pages.
+ * SL_OK, or SL_ERR_NOMEM with the index as it was. */
+int sl_index_rebuild(const sl_store *s, sl_shard *sh, uint32_t ngroups);
+/* Most slots a table of ngroups may have in use (full or deleted): 7/8. */
+static inline uint32_t sl_index_limit(uint32_t ngroups) { return ngroups * 7; }
+/* The bytes an index of ngroups takes (what the shard counts for it): its
+ * arena pages, or its malloc'd slots when `pages` is 0. */
+static inline size_t sl_index_bytes(uint32_t ngroups, size_t pages)
+{
+    return pages ? pages * SL_PAGE_BYTES : (size_t)ngroups * SL_GROUP_SLOTS * sizeof(uint32_t);
+}
+
+/* ---- keys in a locked shard (store.c) ---- */
+
+/*
+ * Stores a new key (absent from the index) with a copy of `state` (size
+ * bytes) of record kind `kind`, expiring at `tick`, with `extra_flags`
+ * (SL_REC_PINNED) in its meta; the caller holds the shard's lock. Returns
+ * SL_OK and the slot value via *out_ref (when not NULL), or SL_ERR_NOMEM
+ * with nothing changed but evictions.
+ */
+int sl_shard_insert(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t keylen,
+                    unsigned kind, const void *state, size_t size, uint64_t tick,
+                    uint8_t extra_flags, int64_t now, uint32_t *out_ref);
 
 /*
  * Inserts or replaces `key` with a copy of `state` (size bytes) of record
@@ -273,22 +466,27 @@ int sl_shard_put(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_t 
                  unsigned kind, const void *state, size_t size, int64_t expires_ns,
                  int64_t now);
 
-/* ---- hooks for tests and benchmarks ---- */
+/* Removes the key at slot position pos: index slot and record. */
+void sl_shard_remove(sl_shard *sh, size_t pos);
 
-/* Every allocation the store makes goes through common/alloc.h, so that
- * sl_alloc_fail_nth makes the nth of them fail. */
+/* The state a take under *l starts from when the key's record (slot value
+ * v) holds another kind or size: sl_state_adopt into scratch. */
+int sl_rec_adopt(const sl_shard *sh, uint32_t v, const sl_limit *l, void *scratch, int64_t now);
 
-/* Is the key present? A bare lookup (hash, the index group's prefetch as a
- * take starts it, entering the shard as a take does, probe, compare), so
- * that a benchmark can measure the table alone. */
-bool sl_store_debug_contains(sl_store *s, const void *key, size_t keylen);
+/* ---- reclaim, eviction, compaction (reclaim.c) ---- */
 
-/* Where the key's record is (NULL when the key is absent), for tests of
- * the records' layout; the address is good until the shard next changes. */
-const void *sl_store_debug_record(sl_store *s, const void *key, size_t keylen);
+/* Looks at up to n records from where the last sweep stopped and reclaims
+ * those that are "never seen" again. Returns how many it reclaimed. */
+size_t sl_shard_sweep(const sl_store *s, sl_shard *sh, int64_t now, size_t n);
+/* Evicts one state, preferably from pages of want_units (0: any); false
+ * when nothing could be evicted. */
+bool sl_evict_one(sl_store *s, sl_shard *sh, uint32_t want_units, int64_t now);
+/* Frees one whole page of records; false when no memory came free. */
+bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now);
+/* Gives memory back after many keys went: drains sparse pages, shrinks a
+ * mostly empty index. Bounded work. */
+void sl_shard_compact(sl_store *s, sl_shard *sh, int64_t now);
 
-/* Checks the shard invariants (counts, page lists, every key findable);
- * returns 0 when they hold, or a line number in store.c of the first broken one. */
-int sl_store_debug_check(sl_store *s);
+#pragma GCC visibility pop
 
-#endif /* SL_STORE_INTERNAL_H */
+#endif /* SL_STORE_LAYOUT_H */
