@@ -1449,7 +1449,7 @@ static unsigned sl_log2_ceil(unsigned v)
     return b;
 }
 
-int sl_store_new(const sl_store_config *cfg, sl_store **out)
+sl_status sl_store_new(const sl_store_config *cfg, sl_store **out)
 {
     sl_store_config c = {0};
     if (!out)
@@ -1828,14 +1828,14 @@ sl_store_take_op(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
     return rc;
 }
 
-int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d)
+sl_status sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                        int64_t cost, sl_decision *d)
 {
     return sl_store_take_op(s, key, keylen, l, now, cost, 0, d);
 }
 
-int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                     int64_t weight, uint64_t lease_id, sl_decision *d)
+sl_status sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                           int64_t now, int64_t weight, uint64_t lease_id, sl_decision *d)
 {
     if (!lease_id)
         return SL_ERR_ARGUMENT;
@@ -1844,8 +1844,8 @@ int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit
     return sl_store_take_op(s, key, keylen, l, now, weight, lease_id, d);
 }
 
-int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d)
+sl_status sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                        int64_t cost, sl_decision *d)
 {
     size_t size;
     if (!s || !d)
@@ -2201,8 +2201,8 @@ static void sl_unlock_shards(sl_shard **locked, size_t k)
         sl_shard_unlock(locked[i]);
 }
 
-int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
-                       sl_decision *out, int *failed_index)
+sl_status sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
+                             sl_decision *out, int *failed_index)
 {
     sl_many_item m[SL_TAKE_MANY_MAX];
     sl_shard *locked[SL_TAKE_MANY_MAX];
