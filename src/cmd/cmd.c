@@ -412,7 +412,9 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
         return;
     }
     if (k->req.rc != SL_OK) {
-        if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
+        if (k->req.errstr && k->req.errstr_is_reply)
+            R->error(c->sink, k->req.errstr);
+        else if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
             sl_reply_errorf(c, "store: %s",
                             k->req.errstr + (strncmp(k->req.errstr, "ERR ", 4) == 0 ? 4 : 0));
         else
