@@ -4,6 +4,7 @@ The build: $SLUICE_BUILD (default build/, what `make` leaves). One install into 
 fresh prefix per run of this file (fixture `prefix`); every test looks at what landed
 there: sluice.pc naming that prefix, a C program built with nothing but
 `pkg-config --cflags --libs sluice` against the shared and the static library, the
+shared library's dynamic symbols against the functions sluice.h declares, the
 Redis module where docs/deployment.md says and loaded by a real redis-server from
 there, and the systemd unit naming the installed sluiced (checked by
 `systemd-analyze verify` where systemd is installed). Run: make test-install.
