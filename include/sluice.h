@@ -116,8 +116,8 @@ SL_API sl_status sl_algorithm_parse(const char *name, size_t len, sl_algorithm *
 
 /*
  * A divisor d prepared when a limit is filled, so that a take divides by d
- * with a multiply and two shifts instead of a divide instruction (which takes
- * tens of cycles and does not overlap with the next): floor(n / d) is
+ * with a multiply and two shifts instead of a divide instruction (slow, and
+ * the next cannot start before it ends): floor(n / d) is
  * (t + ((n - t) >> shift1)) >> shift2, where t is the high 64 bits of
  * magic * n, exactly for every 64-bit n. sl_limit holds its dividers by value,
  * which is why the type is here; only libsluice reads or writes the fields.
