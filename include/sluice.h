@@ -40,6 +40,15 @@ extern "C" {
 
 #define SLUICE_VERSION "0.1.0"
 
+/* Marks the functions of the API. libsluice is built with hidden visibility,
+ * so that libsluice.so exports these and nothing else: its internal
+ * functions stay free to change without breaking a program linked to it. */
+#if defined(__GNUC__) && __GNUC__ >= 4
+#define SL_API __attribute__((visibility("default")))
+#else
+#define SL_API
+#endif
+
 /* Time limits. `now` must lie in [0, SL_TIME_MAX] (about 146 years of
  * nanoseconds); a period, and burst * period / limit, at most SL_SPAN_MAX
  * (about 73 years). These bounds make every sum of times fit in an int64. */
@@ -78,11 +87,11 @@ typedef enum sl_status {
 } sl_status;
 
 /* A fixed English message for a status, never NULL; static storage. */
-const char *sl_strerror(int status);
+SL_API const char *sl_strerror(int status);
 
 /* The HTTP status that reports `status` to a client: 400 for bad input,
  * 503 for a store that cannot serve, 500 otherwise (200 for SL_OK). */
-int sl_http_status(int status);
+SL_API int sl_http_status(int status);
 
 typedef enum sl_algorithm {
     SL_GCRA = 0,          /* leaky bucket as a meter: one timestamp */
@@ -98,15 +107,21 @@ typedef enum sl_algorithm {
 /* The algorithm's name as used in requests and configs ("gcra",
  * "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
  * "sliding_window", "concurrency"); NULL for an unknown value. */
-const char *sl_algorithm_name(sl_algorithm a);
+SL_API const char *sl_algorithm_name(sl_algorithm a);
 
 /* Looks up an algorithm by its name (len bytes, not necessarily
  * NUL-terminated, ASCII case ignored). Returns SL_OK and sets *out, or
  * SL_ERR_ALGORITHM. */
-int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out);
+SL_API sl_status sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out);
 
-/* A divisor prepared at configuration time so that a take divides by
- * multiplying (internal to libsluice; see src/common/arith.h). */
+/*
+ * A divisor d prepared when a limit is filled, so that a take divides by d
+ * with a multiply and two shifts instead of a divide instruction (slow, and
+ * the next cannot start before it ends): floor(n / d) is
+ * (t + ((n - t) >> shift1)) >> shift2, where t is the high 64 bits of
+ * magic * n, exactly for every 64-bit n. sl_limit holds its dividers by value,
+ * which is why the type is here; only libsluice reads or writes the fields.
+ */
 typedef struct sl_divider {
     uint64_t d, magic;
     uint8_t shift1, shift2;
@@ -155,8 +170,8 @@ typedef struct sl_limit {
  * unusable. This prepares the divisions a take would otherwise do, so it
  * costs several takes: keep a limit, or cache them by their parameters.
  */
-int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t period_ns,
-                  int64_t burst);
+SL_API sl_status sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit,
+                               int64_t period_ns, int64_t burst);
 
 /*
  * Fills *l with redis-cell's CL.THROTTLE arithmetic: GCRA with
@@ -165,7 +180,8 @@ int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t pe
  * redis-cell computes it. Returns SL_ERR_* for negative or zero arguments, and
  * SL_ERR_RATE when T truncates to less than one microsecond.
  */
-int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s);
+SL_API sl_status sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count,
+                                    int64_t period_s);
 
 /*
  * Carried states: one key, several limits.
@@ -200,7 +216,7 @@ int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t pe
 /* Marks *l (from sl_limit_init) as carried: sl_state_size grows by
  * SL_CARRY_BYTES. Returns SL_OK, or SL_ERR_ALGORITHM for a concurrency limit
  * or one from sl_limit_init_cell (whose states redis-cell's users share). */
-int sl_limit_carry(sl_limit *l);
+SL_API sl_status sl_limit_carry(sl_limit *l);
 
 /*
  * Writes into `to_state` (sl_state_size(to) bytes) the state under *to that
@@ -210,8 +226,8 @@ int sl_limit_carry(sl_limit *l);
  * (to or from a concurrency limit, or leases that no longer fit), or
  * SL_ERR_TIME.
  */
-int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limit *to,
-                     void *to_state, int64_t now);
+SL_API sl_status sl_state_convert(const sl_limit *from, const void *from_state, const sl_limit *to,
+                                  void *to_state, int64_t now);
 
 /*
  * What a store does when a key's state was written under another algorithm
@@ -225,8 +241,8 @@ int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limi
  * that a request cannot get a fresh budget by naming another algorithm.
  * Writes sl_state_size(l) bytes into out on SL_OK.
  */
-int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, bool old_carried,
-                   const void *old, size_t old_size, int64_t now);
+SL_API sl_status sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm,
+                                bool old_carried, const void *old, size_t old_size, int64_t now);
 
 /* ---- windows on the wall clock and the calendar ---- */
 
@@ -263,11 +279,12 @@ int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, boo
  * sliding log, SL_ERR_ARGUMENT for an offset out of range or a limit
  * sl_limit_init did not fill; *l is then unchanged.
  */
-int sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns, int64_t clock_offset_ns);
+SL_API sl_status sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns,
+                                int64_t clock_offset_ns);
 
 /* Bytes of state one key needs under *l (8-byte aligned; zero = never seen);
  * 0 for a limit that sl_limit_init did not fill. */
-size_t sl_state_size(const sl_limit *l);
+SL_API size_t sl_state_size(const sl_limit *l);
 
 /*
  * What a client must be told. Durations are nanoseconds from `now`.
@@ -289,10 +306,11 @@ typedef struct sl_decision {
  * *state. Cost 0 peeks (nothing is consumed). Returns SL_OK with *d filled, or
  * SL_ERR_COST / SL_ERR_TIME for invalid input, leaving *state untouched.
  */
-int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d);
+SL_API sl_status sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d);
 
 /* As sl_take, but never writes *state: what would a take of `cost` answer? */
-int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d);
+SL_API sl_status sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost,
+                         sl_decision *d);
 
 /*
  * Gives back a take: undoes, as far as *state still can at `now`, a take of
@@ -335,14 +353,14 @@ int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_
  * and SL_ERR_ALGORITHM for a concurrency limit. *state changes only when
  * units are given back (an answer above 0). Cost 0 gives back nothing.
  */
-int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
+SL_API int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
 
 /*
  * The time from which *state is equivalent to "never seen" (a full bucket, a
  * past window, no lease held) if nothing else is taken; 0 when it already is.
  * A store reclaims the state then; Redis expires the key then.
  */
-int64_t sl_state_expires_at(const sl_limit *l, const void *state);
+SL_API int64_t sl_state_expires_at(const sl_limit *l, const void *state);
 
 /*
  * Moves every timestamp in a state of `size` bytes (as sl_state_size gave)
@@ -350,7 +368,7 @@ int64_t sl_state_expires_at(const sl_limit *l, const void *state);
  * by rebasing each state by (new clock - old clock). Times saturate at 0 and
  * SL_TIME_MAX. Needs only the algorithm and the size, not the whole limit.
  */
-void sl_state_rebase(sl_algorithm algorithm, void *state, size_t size, int64_t delta_ns);
+SL_API void sl_state_rebase(sl_algorithm algorithm, void *state, size_t size, int64_t delta_ns);
 
 /*
  * Acquires a lease of `weight` units on an SL_CONCURRENCY state, as sl_take
@@ -362,15 +380,15 @@ void sl_state_rebase(sl_algorithm algorithm, void *state, size_t size, int64_t d
  * that a live lease of the state already has, SL_ERR_COST, SL_ERR_TIME, or
  * SL_ERR_ALGORITHM for a limit of another algorithm.
  */
-int sl_lease_acquire(const sl_limit *l, void *state, int64_t now, int64_t weight,
-                     uint64_t lease_id, sl_decision *d);
+SL_API sl_status sl_lease_acquire(const sl_limit *l, void *state, int64_t now, int64_t weight,
+                                  uint64_t lease_id, sl_decision *d);
 
 /*
  * Releases lease `lease_id` of an SL_CONCURRENCY state at time `now`.
  * Returns 1 when it was held, 0 when it is unknown or has expired, or an
  * SL_ERR_* for invalid input.
  */
-int sl_lease_release(const sl_limit *l, void *state, int64_t now, uint64_t lease_id);
+SL_API int sl_lease_release(const sl_limit *l, void *state, int64_t now, uint64_t lease_id);
 
 /*
  * The 5 integers of redis-cell's CL.THROTTLE reply, from a decision made under
@@ -378,7 +396,7 @@ int sl_lease_release(const sl_limit *l, void *state, int64_t now, uint64_t lease
  * retry_after and reset_after in whole seconds, rounded up when the
  * millisecond part is not zero; retry_after is -1 when allowed or never.
  */
-void sl_cell_reply(const sl_decision *d, int64_t out[5]);
+SL_API void sl_cell_reply(const sl_decision *d, int64_t out[5]);
 
 /* ---- the keyed store (src/store/) ---- */
 
@@ -447,11 +465,11 @@ typedef struct sl_store_stats {
  * SL_ERR_ARGUMENT for an invalid config, SL_ERR_NOMEM when the allocation
  * fails.
  */
-int sl_store_new(const sl_store_config *cfg, sl_store **out);
+SL_API sl_status sl_store_new(const sl_store_config *cfg, sl_store **out);
 
 /* Frees the store and every state in it; NULL is allowed. No other thread
  * may be using the store. */
-void sl_store_free(sl_store *s);
+SL_API void sl_store_free(sl_store *s);
 
 /*
  * Takes `cost` units from `key` under limit *l at time `now`, and fills *d.
@@ -461,8 +479,8 @@ void sl_store_free(sl_store *s);
  * SL_ERR_NOMEM when a new key cannot be stored because nothing can be
  * evicted (nothing is consumed then), SL_ERR_ARGUMENT for a NULL pointer.
  */
-int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d);
+SL_API sl_status sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                               int64_t now, int64_t cost, sl_decision *d);
 
 /*
  * Acquires a lease of `weight` units on the SL_CONCURRENCY state of `key`
@@ -476,15 +494,15 @@ int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l
  * sl_store_take on a concurrency limit also acquires, with ids counted per
  * state (1, 2, ...).
  */
-int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                     int64_t weight, uint64_t lease_id, sl_decision *d);
+SL_API sl_status sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                                  int64_t now, int64_t weight, uint64_t lease_id, sl_decision *d);
 
 /*
  * Answers what a take of `cost` would answer, without consuming anything or
  * storing the key. Same results as sl_store_take, never SL_ERR_NOMEM.
  */
-int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d);
+SL_API sl_status sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                               int64_t now, int64_t cost, sl_decision *d);
 
 /*
  * Takes from n (1 .. SL_TAKE_MANY_MAX) limits at once, all or nothing: when
@@ -499,8 +517,8 @@ int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l
  * (SL_ERR_ARGUMENT also for n out of range, or one key under two
  * algorithms); on an error nothing is consumed.
  */
-int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
-                       sl_decision *out, int *failed_index);
+SL_API sl_status sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
+                                    sl_decision *out, int *failed_index);
 
 /*
  * Starts loading into the CPU cache what takes on keys[0 .. n) (of lens[i]
@@ -510,21 +528,21 @@ int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t
  * with several commands in hand (a pipelined batch) calls it before running
  * them, so that their cache misses overlap instead of adding up.
  */
-void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens, size_t n);
+SL_API void sl_store_prefetch(sl_store *s, const void *const *keys, const size_t *lens, size_t n);
 
 /*
  * Forgets `key`: its next take starts from "never seen".
  * Returns 1 when the key was held, 0 when not, SL_ERR_KEY for a bad key.
  */
-int sl_store_reset(sl_store *s, const void *key, size_t keylen);
+SL_API int sl_store_reset(sl_store *s, const void *key, size_t keylen);
 
 /*
  * Releases lease `lease_id` of the SL_CONCURRENCY state of `key` under *l.
  * Returns 1 when the lease was held, 0 when the key, the lease or a state of
  * that shape is unknown or the lease has expired, or SL_ERR_*.
  */
-int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
-                     int64_t now, uint64_t lease_id);
+SL_API int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                            int64_t now, uint64_t lease_id);
 
 /*
  * Gives back a take of `cost` units from `key` under *l (sl_refund: as if
@@ -535,8 +553,8 @@ int sl_store_release(sl_store *s, const void *key, size_t keylen, const sl_limit
  * sl_take, SL_ERR_ALGORITHM for a concurrency limit (leases are released:
  * sl_store_release), SL_ERR_ARGUMENT for a NULL pointer.
  */
-int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
-                        int64_t now, int64_t cost);
+SL_API int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                               int64_t now, int64_t cost);
 
 /*
  * Reclaims states that are "never seen" again at `now`, looking at up to
@@ -548,7 +566,7 @@ int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_li
  * frees the pages, and shrinks a mostly empty index, a bounded amount each
  * call. Returns the number of states reclaimed.
  */
-size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records);
+SL_API size_t sl_store_sweep(sl_store *s, int64_t now, size_t max_records);
 
 /* What the store holds for one key, for operators (sluiced's SL.INSPECT). */
 typedef struct sl_key_info {
@@ -566,10 +584,11 @@ typedef struct sl_key_info {
  * fills *info when the key is held, 0 when it is not, SL_ERR_KEY for a bad
  * key, SL_ERR_ARGUMENT for a NULL pointer.
  */
-int sl_store_inspect(sl_store *s, const void *key, size_t keylen, int64_t now, sl_key_info *info);
+SL_API int sl_store_inspect(sl_store *s, const void *key, size_t keylen, int64_t now,
+                            sl_key_info *info);
 
 /* Fills *st with the store's counters (each shard is read under its lock). */
-void sl_store_get_stats(sl_store *s, sl_store_stats *st);
+SL_API void sl_store_get_stats(sl_store *s, sl_store_stats *st);
 
 /*
  * Writes every live state to `path`, atomically: a temporary file beside
@@ -580,7 +599,8 @@ void sl_store_get_stats(sl_store *s, sl_store_stats *st);
  * Returns SL_OK, SL_ERR_IO (errno tells why; the old file is untouched), or
  * SL_ERR_NOMEM.
  */
-int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall);
+SL_API sl_status sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono,
+                                        int64_t now_wall);
 
 /*
  * Removes the temporary files that saves to `path` interrupted by a crash
@@ -594,7 +614,7 @@ int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int6
  * empty path or one with no file name ("dir/"), or SL_ERR_IO when the
  * directory cannot be read (errno tells why).
  */
-int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes);
+SL_API sl_status sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes);
 
 /*
  * Loads a snapshot written by sl_store_snapshot_save into s. Every
@@ -611,8 +631,8 @@ int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes);
  * reached and nothing can be evicted (what was loaded stays).
  * *loaded (may be NULL) gets the number of states stored.
  */
-int sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall,
-                           size_t *loaded);
+SL_API sl_status sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono,
+                                        int64_t now_wall, size_t *loaded);
 
 #ifdef __cplusplus
 }

@@ -35,7 +35,7 @@ static char sl_ascii_lower(char ch)
  * "GCRA" and "Token_Bucket" are what people type, and no two algorithms'
  * names differ only in case. The folding is by hand, not tolower(), so that
  * the locale cannot change what a name means. */
-int sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out)
+sl_status sl_algorithm_parse(const char *name, size_t len, sl_algorithm *out)
 {
     for (int a = 0; a < SL_ALGORITHM_COUNT; a++) {
         const char *n = sl_algos[a]->name;
@@ -63,8 +63,8 @@ int64_t sl_time_rebase(int64_t t, int64_t delta_ns)
  * nanoseconds plus interval_frac / den; the tolerance tau = burst * T the same
  * way. Limits and bursts are capped at SL_SPAN_MAX so that sums of them fit.
  */
-int sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t period_ns,
-                  int64_t burst)
+sl_status sl_limit_init(sl_limit *l, sl_algorithm algorithm, int64_t limit, int64_t period_ns,
+                        int64_t burst)
 {
     const sl_algo_ops *ops = sl_algo_get(algorithm);
     memset(l, 0, sizeof *l);
@@ -163,7 +163,7 @@ static __attribute__((noinline)) void sl_take_carried(const sl_limit *l, void *s
         *expires_at = exp;
 }
 
-int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d)
+sl_status sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d)
 {
     memset(d, 0, sizeof *d);
     int rc = sl_check_input(l, now, cost);
@@ -176,7 +176,7 @@ int sl_take(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decisi
     return SL_OK;
 }
 
-int sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d)
+sl_status sl_peek(const sl_limit *l, const void *state, int64_t now, int64_t cost, sl_decision *d)
 {
     memset(d, 0, sizeof *d);
     int rc = sl_check_input(l, now, cost);

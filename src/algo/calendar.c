@@ -98,7 +98,8 @@ void sl_month_window_at(const sl_limit *l, int64_t now, int64_t *start, int64_t 
         *end = INT64_MAX;
 }
 
-int sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns, int64_t clock_offset_ns)
+sl_status sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns,
+                         int64_t clock_offset_ns)
 {
     if (l->state_size == 0)
         return SL_ERR_ARGUMENT; /* not filled by sl_limit_init */

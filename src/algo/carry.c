@@ -69,7 +69,7 @@ static void sl_carry_name(const sl_limit *l, void *state)
     memcpy(state, tag, sizeof tag);
 }
 
-int sl_limit_carry(sl_limit *l)
+sl_status sl_limit_carry(sl_limit *l)
 {
     if (!l || !sl_algo_get(l->algorithm) || l->state_size == 0)
         return SL_ERR_ARGUMENT;
@@ -116,8 +116,8 @@ void sl_carry_commit(const sl_limit *l, void *state, const void *scratch)
     sl_carry_name(l, state);
 }
 
-int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limit *to,
-                     void *to_state, int64_t now)
+sl_status sl_state_convert(const sl_limit *from, const void *from_state, const sl_limit *to,
+                           void *to_state, int64_t now)
 {
     if (!from || !to || !sl_algo_get(from->algorithm) || !sl_algo_get(to->algorithm))
         return SL_ERR_ARGUMENT;
@@ -134,8 +134,8 @@ int sl_state_convert(const sl_limit *from, const void *from_state, const sl_limi
     return sl_inner_convert(from, fs, sl_inner_size(from), to, ts, now);
 }
 
-int sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, bool old_carried,
-                   const void *old, size_t old_size, int64_t now)
+sl_status sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_algorithm, bool old_carried,
+                         const void *old, size_t old_size, int64_t now)
 {
     const sl_algo_ops *ops = l ? sl_algo_get(l->algorithm) : NULL;
     if (!ops || !sl_algo_get(old_algorithm) || !old || !out)

@@ -146,8 +146,8 @@ static void sl_conc_take(const sl_limit *l, void *state, int64_t now, int64_t co
     sl_conc_decide(l, state, now, cost, commit, 0, d);
 }
 
-int sl_lease_acquire(const sl_limit *l, void *state, int64_t now, int64_t weight,
-                     uint64_t lease_id, sl_decision *d)
+sl_status sl_lease_acquire(const sl_limit *l, void *state, int64_t now, int64_t weight,
+                           uint64_t lease_id, sl_decision *d)
 {
     memset(d, 0, sizeof *d);
     if (l->algorithm != SL_CONCURRENCY)

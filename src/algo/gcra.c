@@ -233,7 +233,7 @@ const sl_algo_ops sl_gcra_ops = {
  * limit = max_burst + 1, T = period / count computed as redis-cell computes it
  * (nanoseconds through a double, truncated), tau = T * (max_burst + 1).
  */
-int sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s)
+sl_status sl_limit_init_cell(sl_limit *l, int64_t max_burst, int64_t count, int64_t period_s)
 {
     int64_t period_ns, burst, tau;
     if (max_burst < 0 || max_burst >= SL_SPAN_MAX)

@@ -62,6 +62,9 @@ typedef struct sl_backend_req {
     int rc;             /* SL_OK, or an SL_ERR_* for the whole request */
     const char *errstr; /* a remote store's own words for rc, or NULL; valid until done()
                            returns (the backend's storage) */
+    bool errstr_is_reply; /* errstr is the whole error reply, sent as it is (the module's
+                             words for a key of its Redis, WRONGTYPE); else the reply
+                             quotes errstr after "ERR store: " */
     int failed;         /* TAKE, PEEK: the first item refused, -1 when none */
     int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not;
                            REFUND: the units given back */

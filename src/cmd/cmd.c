@@ -188,16 +188,16 @@ bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int6
                    int64_t *months)
 {
     int64_t none;
-    int rc = sl_parse_period(a->ptr, a->len, ns, months ? months : &none);
-    if (rc == 0 && !months && none > 0)
-        rc = -1; /* a duration was asked for, not calendar months */
-    if (rc == -2)
+    sl_duration_status rc = sl_parse_period(a->ptr, a->len, ns, months ? months : &none);
+    if (rc == SL_DURATION_OK && !months && none > 0)
+        rc = SL_DURATION_MALFORMED; /* a duration was asked for, not calendar months */
+    if (rc == SL_DURATION_OUT_OF_RANGE)
         sl_reply_errorf(c, "%s must be a positive duration of at most 73 years", what);
-    else if (rc != 0)
+    else if (rc != SL_DURATION_OK)
         sl_reply_errorf(c, "%s is not a duration: use seconds, or a number with ms, s, m, h, d, "
                            "w%s",
                         what, months ? " or mo" : "");
-    return rc == 0;
+    return rc == SL_DURATION_OK;
 }
 
 int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
@@ -321,7 +321,7 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
             if (!sl_arg_int(c, val, cost))
                 return false;
         } else if (k == OPT_UTCOFFSET) {
-            if (sl_parse_utc_offset(val->ptr, val->len, &utc_offset) != 0) {
+            if (sl_parse_utc_offset(val->ptr, val->len, &utc_offset) != SL_DURATION_OK) {
                 sl_reply_errorf(c, "UTCOFFSET must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most "
                                    "18 hours (got '%.*s')",
                                 (int)(val->len > 32 ? 32 : val->len), val->ptr);
@@ -412,7 +412,9 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
         return;
     }
     if (k->req.rc != SL_OK) {
-        if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
+        if (k->req.errstr && k->req.errstr_is_reply)
+            R->error(c->sink, k->req.errstr);
+        else if (k->req.errstr && k->req.rc != SL_ERR_WRONGTYPE)
             sl_reply_errorf(c, "store: %s",
                             k->req.errstr + (strncmp(k->req.errstr, "ERR ", 4) == 0 ? 4 : 0));
         else

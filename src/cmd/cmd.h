@@ -131,6 +131,7 @@ static inline void sl_check_init(sl_check *k, sl_op op, sl_render render, size_t
     k->req.timeout_ms = 0;
     k->req.d = k->d;
     k->req.errstr = NULL;
+    k->req.errstr_is_reply = false;
     k->render = render;
     k->counted = op == SL_OP_TAKE || op == SL_OP_ACQUIRE;
     k->shadow = false;

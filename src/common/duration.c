@@ -10,7 +10,8 @@
 #include "sluice.h"
 
 /* What both period syntaxes share; months_ok lets "mo" through. */
-static int sl_parse_units(const char *s, size_t len, int64_t *ns, int64_t *months, bool months_ok)
+static sl_duration_status sl_parse_units(const char *s, size_t len, int64_t *ns, int64_t *months,
+                                         bool months_ok)
 {
     static const struct {
         const char *unit;
@@ -27,59 +28,61 @@ static int sl_parse_units(const char *s, size_t len, int64_t *ns, int64_t *month
     size_t digits_start = i;
     for (; i < len && s[i] >= '0' && s[i] <= '9'; i++) {
         if (v > (UINT64_MAX - 9) / 10)
-            return -2; /* far too large; keep scanning nothing more */
+            return SL_DURATION_OUT_OF_RANGE; /* far too large; scan no further */
         v = v * 10 + (uint64_t)(s[i] - '0');
     }
     if (i == digits_start)
-        return -1;
+        return SL_DURATION_MALFORMED;
     for (size_t u = 0; u < sizeof units / sizeof units[0]; u++) {
         if (len - i != units[u].len || strncasecmp(s + i, units[u].unit, units[u].len) != 0)
             continue;
         bool month = units[u].ns == SL_MONTH_NS;
         if (month && !months_ok)
-            return -1;
+            return SL_DURATION_MALFORMED;
         if (neg || v == 0 || v > (uint64_t)SL_SPAN_MAX / (uint64_t)units[u].ns)
-            return -2;
+            return SL_DURATION_OUT_OF_RANGE;
         *ns = (int64_t)v * units[u].ns;
         if (months)
             *months = month ? (int64_t)v : 0;
-        return 0;
+        return SL_DURATION_OK;
     }
-    return -1;
+    return SL_DURATION_MALFORMED;
 }
 
-int sl_parse_duration(const char *s, size_t len, int64_t *ns)
+sl_duration_status sl_parse_duration(const char *s, size_t len, int64_t *ns)
 {
     return sl_parse_units(s, len, ns, NULL, false);
 }
 
-int sl_parse_period(const char *s, size_t len, int64_t *ns, int64_t *months)
+sl_duration_status sl_parse_period(const char *s, size_t len, int64_t *ns, int64_t *months)
 {
     return sl_parse_units(s, len, ns, months, true);
 }
 
-int sl_parse_utc_offset(const char *s, size_t len, int64_t *ns)
+sl_duration_status sl_parse_utc_offset(const char *s, size_t len, int64_t *ns)
 {
     if (len == 1 && (s[0] == 'Z' || s[0] == 'z')) {
         *ns = 0;
-        return 0;
+        return SL_DURATION_OK;
     }
     if (len < 3 || (s[0] != '+' && s[0] != '-'))
-        return -1;
+        return SL_DURATION_MALFORMED;
     int digits[4], n = 0;
     for (size_t i = 1; i < len; i++) {
         if (i == 3 && s[i] == ':' && len == 6)
             continue; /* "+05:30", the colon only between hours and minutes */
         if (s[i] < '0' || s[i] > '9' || n == 4)
-            return -1;
+            return SL_DURATION_MALFORMED;
         digits[n++] = s[i] - '0';
     }
     if (n != 2 && n != 4)
-        return -1;
+        return SL_DURATION_MALFORMED;
     int64_t hours = digits[0] * 10 + digits[1], minutes = n == 4 ? digits[2] * 10 + digits[3] : 0;
     int64_t v = (hours * 60 + minutes) * 60 * INT64_C(1000000000);
-    if (minutes >= 60 || v > SL_UTC_OFFSET_MAX)
-        return -1;
+    if (minutes >= 60)
+        return SL_DURATION_MALFORMED;
+    if (v > SL_UTC_OFFSET_MAX)
+        return SL_DURATION_OUT_OF_RANGE;
     *ns = s[0] == '-' ? -v : v;
-    return 0;
+    return SL_DURATION_OK;
 }

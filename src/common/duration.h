@@ -11,18 +11,28 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Parses len bytes at s into nanoseconds. Returns 0 and sets *ns, or -1 when
- * the text is not a duration, -2 when it is one but not positive or longer
- * than SL_SPAN_MAX. Months are not durations (-1). */
-int sl_parse_duration(const char *s, size_t len, int64_t *ns);
+/* What the parsers below answer: the text's fault, so that a caller can say
+ * which rule it broke. */
+typedef enum sl_duration_status {
+    SL_DURATION_OK = 0,
+    SL_DURATION_MALFORMED = -1,    /* not of the syntax (months where a duration is asked) */
+    SL_DURATION_OUT_OF_RANGE = -2, /* of the syntax, but zero, negative or too long */
+} sl_duration_status;
+
+/* Parses len bytes at s into nanoseconds. Returns SL_DURATION_OK and sets
+ * *ns, SL_DURATION_MALFORMED when the text is not a duration (months are
+ * not durations), SL_DURATION_OUT_OF_RANGE when it is one but not positive
+ * or longer than SL_SPAN_MAX. */
+sl_duration_status sl_parse_duration(const char *s, size_t len, int64_t *ns);
 
 /* As sl_parse_duration, and also "Nmo", N calendar months: then *months is
  * N and *ns is N mean months (N * SL_MONTH_NS); else *months is 0. */
-int sl_parse_period(const char *s, size_t len, int64_t *ns, int64_t *months);
+sl_duration_status sl_parse_period(const char *s, size_t len, int64_t *ns, int64_t *months);
 
 /* Parses a UTC offset: a sign and hours, optionally minutes ("+05:30",
- * "+0530", "-05"), at most 18:00; or "Z" for 0. Returns 0 and sets *ns,
- * or -1. */
-int sl_parse_utc_offset(const char *s, size_t len, int64_t *ns);
+ * "+0530", "-05"), at most 18:00; or "Z" for 0. Returns SL_DURATION_OK and
+ * sets *ns, SL_DURATION_MALFORMED (minutes of 60 or more among it), or
+ * SL_DURATION_OUT_OF_RANGE beyond 18:00. */
+sl_duration_status sl_parse_utc_offset(const char *s, size_t len, int64_t *ns);
 
 #endif

@@ -130,17 +130,19 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
                 return -1;
             at_limit = v;
         } else if (sl_key_is(k, "period")) {
-            int rc = sl_is_scalar(v) ? sl_parse_period(sl_scalar(v), v->data.scalar.length,
-                                                       &period, &months)
-                                     : -1;
-            if (rc != 0)
+            sl_duration_status rc =
+                sl_is_scalar(v)
+                    ? sl_parse_period(sl_scalar(v), v->data.scalar.length, &period, &months)
+                    : SL_DURATION_MALFORMED;
+            if (rc != SL_DURATION_OK)
                 return sl_fail(ld, v, "%s: period must be a positive duration: seconds, or a "
                                       "number with ms, s, m, h, d, w or mo (got %s)",
                                where, sl_quote(v, q));
             at_period = v;
         } else if (sl_key_is(k, "utc_offset")) {
             if (!sl_is_scalar(v) ||
-                sl_parse_utc_offset(sl_scalar(v), v->data.scalar.length, &utc_offset) != 0)
+                sl_parse_utc_offset(sl_scalar(v), v->data.scalar.length, &utc_offset) !=
+                    SL_DURATION_OK)
                 return sl_fail(ld, v, "%s: utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, "
                                       "at most 18 hours (got %s)",
                                where, sl_quote(v, q));

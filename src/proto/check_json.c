@@ -172,11 +172,11 @@ static int take_string(sl_http_check *c, raw *r, unsigned bit, const char *prefi
 static int take_period_text(sl_http_check *c, raw *r, const char *prefix, const char *s,
                             size_t n)
 {
-    int rc = sl_parse_period(s, n, &r->period_ns, &r->months);
-    if (rc == -2)
+    sl_duration_status rc = sl_parse_period(s, n, &r->period_ns, &r->months);
+    if (rc == SL_DURATION_OUT_OF_RANGE)
         return check_fail(c, 400, prefix, "period",
                           "period must be a positive duration of at most 73 years");
-    if (rc != 0)
+    if (rc != SL_DURATION_OK)
         return check_fail(c, 400, prefix, "period",
                           "period is not a duration: use seconds, or a number with ms, s, m, h, "
                           "d, w or mo");
@@ -187,7 +187,7 @@ static int take_period_text(sl_http_check *c, raw *r, const char *prefix, const 
 static int take_utc_offset_text(sl_http_check *c, raw *r, const char *prefix, const char *s,
                                 size_t n)
 {
-    if (sl_parse_utc_offset(s, n, &r->utc_offset_ns) != 0)
+    if (sl_parse_utc_offset(s, n, &r->utc_offset_ns) != SL_DURATION_OK)
         return check_fail(c, 400, prefix, "utc_offset",
                           "utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most 18 hours");
     return 0;
@@ -294,7 +294,7 @@ static inline long query_text(sl_http_slice s, bool plain, char *buf, size_t cap
 {
     if (plain || (!memchr(s.ptr, '%', s.len) && !memchr(s.ptr, '+', s.len))) {
         *out = s.ptr;
-        return s.len > cap ? -2 : (long)s.len;
+        return s.len > cap ? SL_HTTP_TOO_LONG : (long)s.len;
     }
     *out = buf;
     return sl_http_percent_decode(s.ptr, s.len, buf, cap);
@@ -314,7 +314,7 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
     while (sl_http_query_next(query, len, &pos, &k, &v)) {
         const char *name;
         long kl = query_text(k, plain, namebuf, sizeof namebuf, &name);
-        if (kl == -1)
+        if (kl == SL_HTTP_BAD_ESCAPE)
             return check_fail(c, 400, NULL, NULL, "bad %%-escape in a parameter name");
         unsigned bit = kl >= 0 ? field_bit(name, (size_t)kl) : 0;
         if (!(bit & allowed)) {
@@ -331,13 +331,13 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         r.given |= bit;
         const char *val;
         long vl = query_text(v, plain, valbuf, sizeof valbuf, &val);
-        if (vl == -1)
+        if (vl == SL_HTTP_BAD_ESCAPE)
             return check_fail(c, 400, NULL, f, "bad %%-escape in %s", f);
-        if (vl == -2 && (bit == F_LIMIT || bit == F_BURST || bit == F_COST))
+        if (vl == SL_HTTP_TOO_LONG && (bit == F_LIMIT || bit == F_BURST || bit == F_COST))
             return check_fail(c, 400, NULL, f, "%s must be an integer", f);
-        if (vl == -2 && bit == F_PERIOD)
+        if (vl == SL_HTTP_TOO_LONG && bit == F_PERIOD)
             return take_period_text(c, &r, NULL, "", 0); /* "not a duration" */
-        if (vl == -2)
+        if (vl == SL_HTTP_TOO_LONG)
             return check_fail(c, 400, NULL, f, "%s is longer than %zu bytes", f,
                               bit == F_KEY ? key_max(c) : (size_t)SL_HTTP_NAME_MAX);
         size_t n = (size_t)vl;

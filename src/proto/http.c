@@ -688,17 +688,17 @@ static long decode(const char *s, size_t n, char *out, size_t cap, bool plus_is_
         unsigned char c = (unsigned char)s[i];
         if (c == '%') {
             if (n - i < 3) /* fewer than two bytes follow */
-                return -1;
+                return SL_HTTP_BAD_ESCAPE;
             int hi = sl_hex_digit((unsigned char)s[i + 1]), lo = sl_hex_digit((unsigned char)s[i + 2]);
             if (hi < 0 || lo < 0)
-                return -1;
+                return SL_HTTP_BAD_ESCAPE;
             c = (unsigned char)(hi * 16 + lo);
             i += 2;
         } else if (c == '+' && plus_is_space) {
             c = ' ';
         }
         if (w == cap)
-            return -2;
+            return SL_HTTP_TOO_LONG;
         out[w++] = (char)c;
     }
     return (long)w;
@@ -734,18 +734,14 @@ long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out
     char tmp[SL_HTTP_NAME_MAX];
     while (sl_http_query_next(q, qlen, &pos, &k, &v)) {
         long kl = sl_http_percent_decode(k.ptr, k.len, tmp, sizeof tmp);
-        if (kl == -1)
-            return -2;
+        if (kl == SL_HTTP_BAD_ESCAPE)
+            return SL_HTTP_BAD_ESCAPE;
+        /* A name too long for tmp is longer than any name asked for. */
         if (kl < 0 || (size_t)kl != want || memcmp(tmp, name, want) != 0)
             continue;
-        long vl = sl_http_percent_decode(v.ptr, v.len, out, cap);
-        if (vl == -1)
-            return -2;
-        if (vl == -2)
-            return -3;
-        return vl;
+        return sl_http_percent_decode(v.ptr, v.len, out, cap);
     }
-    return -1;
+    return SL_HTTP_NO_PARAM;
 }
 
 int sl_http_parse_i64(const char *s, size_t n, int64_t *out)

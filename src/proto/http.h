@@ -205,10 +205,20 @@ int sl_http_query_next(const char *q, size_t qlen, size_t *pos, sl_http_slice *n
                        sl_http_slice *value);
 
 /*
+ * What the three decoders below answer instead of a decoded length: a
+ * negative long, each value with one meaning whichever decoder answers it.
+ */
+typedef enum sl_http_decode_error {
+    SL_HTTP_BAD_ESCAPE = -1, /* a '%' not followed by two hex digits */
+    SL_HTTP_TOO_LONG = -2,   /* the decoded bytes do not fit in the caller's cap */
+    SL_HTTP_NO_PARAM = -3,   /* sl_http_query_param: no parameter of that name */
+} sl_http_decode_error;
+
+/*
  * Percent-decodes s[0 .. n) into out[0 .. cap): "%XX" becomes the byte XX and
  * '+' a space (application/x-www-form-urlencoded). Returns the decoded length,
- * -1 for a '%' not followed by two hex digits, -2 when the result does not fit
- * in cap bytes. Never writes past out + cap; does not NUL-terminate.
+ * SL_HTTP_BAD_ESCAPE, or SL_HTTP_TOO_LONG. Never writes past out + cap; does
+ * not NUL-terminate.
  */
 long sl_http_percent_decode(const char *s, size_t n, char *out, size_t cap);
 
@@ -224,9 +234,9 @@ sl_http_slice sl_http_list_first(sl_http_slice v);
 /*
  * Looks up parameter `name` (NUL-terminated, compared with the decoded name)
  * in a query string, and decodes its value into out[0 .. cap). Returns the
- * value's decoded length (>= 0) for the first match, -1 when there is none,
- * -2 for a bad %XX escape (in the value, or in a name before the match), -3
- * when the value does not fit.
+ * value's decoded length (>= 0) for the first match, SL_HTTP_NO_PARAM when
+ * there is none, SL_HTTP_BAD_ESCAPE for a bad %XX escape (in the value, or in
+ * a name before the match), SL_HTTP_TOO_LONG when the value does not fit.
  */
 long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap);
 

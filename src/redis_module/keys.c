@@ -120,29 +120,35 @@ static void slm_close(slm_call *m, slm_key *key)
     key->name = NULL;
 }
 
-static int slm_wrongtype(slm_call *m)
-{
-    m->error_override = SLM_WRONGTYPE;
-    return SL_ERR_ARGUMENT;
-}
+/* ---- the errors of the module's own ---- */
+
+/*
+ * What a key can hold that libsluice has no words for: a value this module
+ * did not write, or a state written by another sluice's format. The
+ * functions below return these as they return an SL_ERR_* (they lie below
+ * every sl_status), up to slm_submit, which answers each with its own
+ * Redis error line (slm_answer).
+ */
+typedef enum slm_error {
+    SLM_ERR_NOT_STATE = -1000,   /* Redis's WRONGTYPE: no sluice state */
+    SLM_ERR_BAD_VERSION = -1001, /* a sluice state of an unknown format version */
+} slm_error;
 
 /*
  * Checks that an existing key holds a sluice state of a known version.
- * Returns SL_OK (and the value through *v, *len when wanted), or an error
- * with m->error_override set (WRONGTYPE, unknown version).
+ * Returns SL_OK (and the value through *v, *len when wanted),
+ * SLM_ERR_NOT_STATE or SLM_ERR_BAD_VERSION.
  */
-static int slm_check(slm_call *m, slm_key *key, const unsigned char **v, size_t *len)
+static int slm_check(slm_key *key, const unsigned char **v, size_t *len)
 {
     size_t n = 0;
     const unsigned char *p = NULL;
     if (RedisModule_KeyType(key->k) == REDISMODULE_KEYTYPE_STRING)
         p = (const unsigned char *)RedisModule_StringDMA(key->k, &n, REDISMODULE_READ);
     if (!p || n < SLM_HEADER || p[0] != SLM_MAGIC)
-        return slm_wrongtype(m);
-    if (p[1] != SLM_VERSION) {
-        m->error_override = SLM_BADVERSION;
-        return SL_ERR_VERSION;
-    }
+        return SLM_ERR_NOT_STATE;
+    if (p[1] != SLM_VERSION)
+        return SLM_ERR_BAD_VERSION;
     if (v) {
         *v = p;
         *len = n;
@@ -165,7 +171,7 @@ static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
         return SL_OK;
     const unsigned char *v;
     size_t n;
-    int rc = slm_check(m, key, &v, &n);
+    int rc = slm_check(key, &v, &n);
     if (rc != SL_OK)
         return rc;
     unsigned carried = (l->flags & SL_LIMIT_CARRY) ? 1 : 0;
@@ -391,7 +397,7 @@ static int slm_reset_check(slm_call *m, const sl_take_item *items, size_t n)
         slm_key key;
         int rc = slm_open(m, items[i].key, items[i].keylen, REDISMODULE_READ, &key);
         if (rc == SL_OK && key.exists)
-            rc = slm_check(m, &key, NULL, NULL);
+            rc = slm_check(&key, NULL, NULL);
         slm_close(m, &key);
         if (rc != SL_OK)
             return rc;
@@ -409,7 +415,7 @@ static int slm_ex_reset(void *ex, const sl_resp_slice *k)
         return rc;
     int held = 0;
     if (key.exists) {
-        rc = slm_check(m, &key, NULL, NULL);
+        rc = slm_check(&key, NULL, NULL);
         if (rc == SL_OK) {
             RedisModule_DeleteKey(key.k);
             RedisModule_Replicate(m->ctx, "DEL", "s", key.name);
@@ -425,7 +431,8 @@ static int slm_ex_reset(void *ex, const sl_resp_slice *k)
  * released, or (lease_id 0) a take of `cost` given back. An absent key, or
  * one of another shape, has nothing to give (0): a take would carry such a
  * state over, a release or a refund does not. A refund answers 0 for a
- * value that is no state at all too (WRONGTYPE), a release the error. The
+ * state that could not be carried over either (SL_ERR_WRONGTYPE), a release
+ * the error; a value that is no sluice state is an error for both. The
  * change is replicated as every change is, as its effect (SET or DEL).
  * Returns the leases released or the units given back, or an error.
  */
@@ -454,6 +461,31 @@ static int64_t slm_in_place(slm_call *m, const sl_resp_slice *k, const sl_limit 
     slm_state_free(&old);
     slm_close(m, &key);
     return rc;
+}
+
+/*
+ * Puts a result of the functions above into r->rc. The module's own errors
+ * become the SL_ERR_* of their kind, and their Redis error line goes in
+ * r->errstr as the whole reply, which src/cmd sends as it is.
+ */
+static void slm_answer(sl_backend_req *r, int rc)
+{
+    r->errstr = NULL;
+    r->errstr_is_reply = false;
+    switch (rc) {
+    case SLM_ERR_NOT_STATE:
+        r->rc = SL_ERR_ARGUMENT;
+        r->errstr = "WRONGTYPE Operation against a key holding the wrong kind of value";
+        r->errstr_is_reply = true;
+        break;
+    case SLM_ERR_BAD_VERSION:
+        r->rc = SL_ERR_VERSION;
+        r->errstr = "ERR the key holds a sluice state of an unknown format version";
+        r->errstr_is_reply = true;
+        break;
+    default:
+        r->rc = rc;
+    }
 }
 
 /* The backend interface (src/backend/backend.h) over the functions above:
@@ -519,7 +551,7 @@ static int slm_submit(sl_backend_worker *w, sl_backend_req *r)
     default:
         rc = SL_ERR_ARGUMENT;
     }
-    r->rc = rc;
+    slm_answer(r, rc);
     return SL_OK;
 }
 

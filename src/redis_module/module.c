@@ -88,13 +88,9 @@ static void sk_map(void *s, size_t n)
     RedisModule_ReplyWithMap(SLM_CTX(s), (long)n);
 }
 
-/* The executor may have asked for a Redis error that the shared error table
- * has no words for (WRONGTYPE): that one goes instead. */
 static void sk_error(void *s, const char *msg)
 {
-    slm_call *m = s;
-    RedisModule_ReplyWithError(m->ctx, m->error_override ? m->error_override : msg);
-    m->error_override = NULL;
+    RedisModule_ReplyWithError(SLM_CTX(s), msg);
 }
 
 static const sl_reply_ops slm_sink = {

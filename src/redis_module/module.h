@@ -21,10 +21,6 @@ typedef struct slm_call {
     RedisModuleString **argv; /* the command's arguments, to open keys by them */
     int argc;
     int64_t now;              /* Unix time in ns, read once per command */
-    /* An error the executor wants sent instead of "ERR <sl_strerror>", for
-     * the errors the shared error table has no words for (WRONGTYPE); the
-     * sink's error() sends it. NULL when none. */
-    const char *error_override;
 } slm_call;
 
 /* The backend over Redis keys (keys.c): its worker handle is the
@@ -41,8 +37,5 @@ void slm_keys_free(RedisModuleCtx *ctx);
 #define SLM_MAGIC 0xF1u   /* not ASCII: no text or integer value starts so */
 #define SLM_VERSION 1u    /* refuse any other: written by another sluice */
 #define SLM_HEADER 4u     /* magic, version, algorithm, reserved (0) */
-
-#define SLM_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
-#define SLM_BADVERSION "ERR the key holds a sluice state of an unknown format version"
 
 #endif /* SLM_MODULE_H */

@@ -193,7 +193,7 @@ static int sl_sync_dir(const char *path)
     return rc;
 }
 
-int sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall)
+sl_status sl_store_snapshot_save(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall)
 {
     if (!s || !path)
         return SL_ERR_ARGUMENT;
@@ -289,7 +289,7 @@ static bool sl_is_snapshot_tmp(const char *name, const char *base, size_t blen)
     return r[SL_SNAP_TMP_RANDOM] == '\0';
 }
 
-int sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes)
+sl_status sl_store_snapshot_clean(const char *path, size_t *removed, uint64_t *bytes)
 {
     if (removed)
         *removed = 0;
@@ -488,8 +488,8 @@ static int sl_snap_pass(sl_reader *r, sl_snap_ctx *c, int64_t *wall, int64_t *mo
     return key_too_long ? SL_ERR_KEY : SL_OK;
 }
 
-int sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall,
-                           size_t *loaded)
+sl_status sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono, int64_t now_wall,
+                                 size_t *loaded)
 {
     if (loaded)
         *loaded = 0;

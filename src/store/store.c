@@ -924,7 +924,7 @@ static unsigned sl_log2_ceil(unsigned v)
     return b;
 }
 
-int sl_store_new(const sl_store_config *cfg, sl_store **out)
+sl_status sl_store_new(const sl_store_config *cfg, sl_store **out)
 {
     sl_store_config c = {0};
     if (!out)
@@ -1282,14 +1282,14 @@ sl_store_take_common(sl_store *s, const void *key, size_t keylen, const sl_limit
     return sl_store_take_locked(s, sh, h, key, keylen, l, size, now, cost, lease_id, d);
 }
 
-int sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d)
+sl_status sl_store_take(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                        int64_t cost, sl_decision *d)
 {
     return sl_store_take_common(s, key, keylen, l, now, cost, 0, d);
 }
 
-int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                     int64_t weight, uint64_t lease_id, sl_decision *d)
+sl_status sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                           int64_t now, int64_t weight, uint64_t lease_id, sl_decision *d)
 {
     if (!lease_id)
         return SL_ERR_ARGUMENT;
@@ -1298,8 +1298,8 @@ int sl_store_acquire(sl_store *s, const void *key, size_t keylen, const sl_limit
     return sl_store_take_common(s, key, keylen, l, now, weight, lease_id, d);
 }
 
-int sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
-                  int64_t cost, sl_decision *d)
+sl_status sl_store_peek(sl_store *s, const void *key, size_t keylen, const sl_limit *l, int64_t now,
+                        int64_t cost, sl_decision *d)
 {
     size_t size;
     if (!s || !d)

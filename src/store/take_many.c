@@ -57,8 +57,8 @@ static void sl_unlock_shards(sl_shard **locked, size_t k)
         sl_shard_unlock(locked[i]);
 }
 
-int sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
-                       sl_decision *out, int *failed_index)
+sl_status sl_store_take_many(sl_store *s, const sl_take_item *items, size_t n, int64_t now,
+                             sl_decision *out, int *failed_index)
 {
     sl_many_item m[SL_TAKE_MANY_MAX];
     sl_shard *locked[SL_TAKE_MANY_MAX];

@@ -4,6 +4,7 @@ The build: $SLUICE_BUILD (default build/, what `make` leaves). One install into 
 fresh prefix per run of this file (fixture `prefix`); every test looks at what landed
 there: sluice.pc naming that prefix, a C program built with nothing but
 `pkg-config --cflags --libs sluice` against the shared and the static library, the
+shared library's dynamic symbols against the functions sluice.h declares, the
 Redis module where docs/deployment.md says and loaded by a real redis-server from
 there, and the systemd unit naming the installed sluiced (checked by
 `systemd-analyze verify` where systemd is installed). Run: make test-install.
@@ -108,6 +109,45 @@ def test_static_library_through_pkg_config(prefix, tmp_path):
     env = dict(os.environ)
     env.pop("LD_LIBRARY_PATH", None)
     assert run([exe], env=env) == EXPECTED
+
+
+def header_functions(header):
+    """The functions a header declares, read from what the compiler sees of it
+    (comments and macros gone): every name followed by '(' outside braces, so
+    that struct members and enumerators do not count, and a declaration counts
+    whether or not it carries SL_API."""
+    text = run([CC, "-E", "-P", "-x", "c", header])
+    names, depth = set(), 0
+    for m in re.finditer(r"[{}]|\b(sl_\w+)\s*\(", text):
+        if m.group(0) == "{":
+            depth += 1
+        elif m.group(0) == "}":
+            depth -= 1
+        elif depth == 0:
+            names.add(m.group(1))
+    return names
+
+
+def exported_symbols(lib):
+    """Every symbol a shared library defines in its dynamic symbol table."""
+    out = run(["nm", "-D", "--defined-only", lib])
+    return {line.split()[-1] for line in out.splitlines() if line.strip()}
+
+
+@pytest.mark.parametrize("where", ["installed", "build tree"])
+def test_shared_library_exports_exactly_the_header(prefix, where):
+    """libsluice.so's ABI is sluice.h: each function the header declares is
+    exported, and nothing else is (no internal function, no data)."""
+    if where == "installed":
+        header = os.path.join(prefix, "include", "sluice.h")
+        lib = os.path.join(prefix, "lib", "libsluice.so")
+    else:
+        header = os.path.join(ROOT, "include", "sluice.h")
+        lib = os.path.join(BUILD, "lib", "libsluice.so")
+    declared, exported = header_functions(header), exported_symbols(lib)
+    assert len(declared) > 30  # the parse found the API, not an empty set
+    assert declared - exported == set(), "declared in sluice.h but not exported"
+    assert exported - declared == set(), "exported but not declared in sluice.h"
 
 
 def test_build_tree_pc(tmp_path):

@@ -129,6 +129,45 @@ def test_unknown_version_is_refused(r, key):
     assert r.get(key) == b"\xf1\x02\x00\x00" + b"\x00" * 16
 
 
+def _foreign_commands(key):
+    """Every command that reads a key, once each, SL.DECIDE's ops among them."""
+    g = ["gcra", 10, 60 * 10**9, 0, 1, 0, 0, 0]
+    c = ["concurrency", 2, 10**9, 0, 1, 0, 0, 0]
+    return [["SL.TAKE", key, 10, 60], ["SL.PEEK", key, 10, 60], ["CL.THROTTLE", key, 1, 1, 1],
+            ["SL.ACQUIRE", key, 1, 1000], ["SL.RELEASE", key, "0000000000000001" + "00000001"],
+            ["SL.TAKEMANY", 1, key, "LIMIT", 1, 60], ["SL.RESET", key],
+            ["SL.DECIDE", "TAKE", "0", 1, key] + g, ["SL.DECIDE", "PEEK", "0", 1, key] + g,
+            ["SL.DECIDE", "RESET", "0", 1, key], ["SL.DECIDE", "REFUND", "0", 1, key] + g,
+            ["SL.DECIDE", "ACQUIRE", "00000000000000ab", 1, key] + c,
+            ["SL.DECIDE", "RELEASE", "00000000000000ab", 1, key] + c]
+
+
+@pytest.mark.parametrize("value,line", [
+    (b"hello", "WRONGTYPE Operation against a key holding the wrong kind of value"),
+    (b"\xf1\x02\x00\x00" + b"\x00" * 16,
+     "ERR the key holds a sluice state of an unknown format version"),
+], ids=["not-a-state", "unknown-version"])
+def test_foreign_value_error_lines(server, key, value, line):
+    """The module's own errors for what a key holds reach the client word for word,
+    from every command, and the next command's errors are its own."""
+    r = server.client()
+    r.set(key, value)
+    c = server.conn()
+    try:
+        for cmd in _foreign_commands(key):
+            with pytest.raises(Error) as e:
+                c.call(*cmd)
+            assert e.value.message == line, cmd
+            # An error that is not about the key: the shared table's words.
+            with pytest.raises(Error) as e:
+                c.call("SL.TAKE", key, 0, 60)
+            assert e.value.message.startswith("ERR limit must be"), e.value.message
+    finally:
+        c.close()
+    assert r.get(key) == value
+    r.close()
+
+
 def test_other_algorithm_is_refused_and_changes_nothing(r, key):
     r.execute_command("SL.TAKE", key, 1, 3600)
     before = r.get(key)

@@ -447,10 +447,10 @@ Test(http_helpers, percent_decode)
     cr_assert(memcmp(out, "AJJ", 3) == 0);
     cr_assert_eq(sl_http_percent_decode("%00", 3, out, sizeof out), 1);
     cr_assert_eq(out[0], '\0');
-    cr_assert_eq(sl_http_percent_decode("%", 1, out, sizeof out), -1);
-    cr_assert_eq(sl_http_percent_decode("%4", 2, out, sizeof out), -1);
-    cr_assert_eq(sl_http_percent_decode("%4g", 3, out, sizeof out), -1);
-    cr_assert_eq(sl_http_percent_decode("abc", 3, out, 2), -2);
+    cr_assert_eq(sl_http_percent_decode("%", 1, out, sizeof out), SL_HTTP_BAD_ESCAPE);
+    cr_assert_eq(sl_http_percent_decode("%4", 2, out, sizeof out), SL_HTTP_BAD_ESCAPE);
+    cr_assert_eq(sl_http_percent_decode("%4g", 3, out, sizeof out), SL_HTTP_BAD_ESCAPE);
+    cr_assert_eq(sl_http_percent_decode("abc", 3, out, 2), SL_HTTP_TOO_LONG);
     cr_assert_eq(sl_http_percent_decode("ab", 2, out, 2), 2);
     cr_assert_eq(sl_http_percent_decode("", 0, out, 0), 0);
 }
@@ -460,7 +460,7 @@ Test(http_helpers, path_decode_and_list_first)
     char out[16];
     cr_assert_eq(sl_http_path_decode("a+b%2Fc", 7, out, sizeof out), 5);
     cr_assert(memcmp(out, "a+b/c", 5) == 0);
-    cr_assert_eq(sl_http_path_decode("%2", 2, out, sizeof out), -1);
+    cr_assert_eq(sl_http_path_decode("%2", 2, out, sizeof out), SL_HTTP_BAD_ESCAPE);
     sl_http_slice v = {" 203.0.113.7 , 10.0.0.1", 23};
     sl_http_slice f = sl_http_list_first(v);
     cr_assert_eq(f.len, 11);
@@ -482,11 +482,25 @@ Test(http_helpers, query_param)
     cr_assert_eq(sl_http_query_param(q, sizeof q - 1, "flag", out, sizeof out), 0);
     cr_assert_eq(sl_http_query_param(q, sizeof q - 1, "abc", out, sizeof out), 3);
     cr_assert(memcmp(out, "x y", 3) == 0);
-    cr_assert_eq(sl_http_query_param(q, sizeof q - 1, "missing", out, sizeof out), -1);
-    cr_assert_eq(sl_http_query_param(q, sizeof q - 1, "key", out, 3), -3);
-    cr_assert_eq(sl_http_query_param("a=%zz", 5, "a", out, sizeof out), -2);
-    cr_assert_eq(sl_http_query_param("b%=1&a=2", 8, "a", out, sizeof out), -2);
-    cr_assert_eq(sl_http_query_param("", 0, "a", out, sizeof out), -1);
+    cr_assert_eq(sl_http_query_param(q, sizeof q - 1, "missing", out, sizeof out),
+                 SL_HTTP_NO_PARAM);
+    cr_assert_eq(sl_http_query_param(q, sizeof q - 1, "key", out, 3), SL_HTTP_TOO_LONG);
+    cr_assert_eq(sl_http_query_param("a=%zz", 5, "a", out, sizeof out), SL_HTTP_BAD_ESCAPE);
+    cr_assert_eq(sl_http_query_param("b%=1&a=2", 8, "a", out, sizeof out), SL_HTTP_BAD_ESCAPE);
+    cr_assert_eq(sl_http_query_param("", 0, "a", out, sizeof out), SL_HTTP_NO_PARAM);
+    /* A value too long, and a name too long to be the one asked for. */
+    cr_assert_eq(sl_http_query_param("a=%41%41%41", 11, "a", out, 2), SL_HTTP_TOO_LONG);
+    char longname[SL_HTTP_NAME_MAX + 8];
+    memset(longname, 'a', SL_HTTP_NAME_MAX + 1);
+    memcpy(longname + SL_HTTP_NAME_MAX + 1, "=1&a=2", 6);
+    cr_assert_eq(sl_http_query_param(longname, SL_HTTP_NAME_MAX + 7, "a", out, sizeof out), 1);
+    cr_assert_eq(out[0], '2');
+    /* Each answer has one meaning in every decoder: the sibling decoders
+     * answer the same name for the same fault. */
+    cr_assert_eq(sl_http_query_param("a=%4", 4, "a", out, sizeof out),
+                 sl_http_percent_decode("%4", 2, out, sizeof out));
+    cr_assert_eq(sl_http_query_param("a=xyz", 5, "a", out, 2),
+                 sl_http_percent_decode("xyz", 3, out, 2));
 
     size_t pos = 0;
     sl_http_slice k, v;
