@@ -523,10 +523,10 @@ static bool sl_within_budget(const sl_shard *sh, size_t extra)
 /*
  * Lanes. Records two threads write must not share a cache line: each take
  * writes its record, and a line that two cores write moves between their
- * caches on every take, at the cost of a miss (measured: two threads
- * taking from 1 000 keys each scaled 0.9-1.6x when their keys had been
- * inserted in turns, so that most lines held records of both, against
- * 1.9x in stores of their own). So a shard keeps a list of pages with room
+ * caches on every take, at the cost of a miss: two threads whose keys were
+ * inserted in turns, so that most lines hold records of both, scale much
+ * worse than in stores of their own (bench_store's threads figures, in
+ * docs/benchmarks.md). So a shard keeps a list of pages with room
  * per lane, and a thread inserts into pages of its lane: lanes are handed
  * out in turn, modulo SL_LANES, as threads first insert. Records inserted
  * by different threads, of any SL_LANES threads in a row, sit in different
@@ -1756,8 +1756,8 @@ sl_store_take_read(sl_store *s, sl_shard *sh, uint64_t h, const void *key, size_
         }
         word = __atomic_load_n(rec, __ATOMIC_RELAXED);
         rc = sl_read_take(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
-        /* Written back even when unchanged: a branch on it, which waits for
-         * the record, made uniform takes 1.7-1.9x a lookup against 1.35x. */
+        /* Written back even when unchanged: a branch on it would wait for
+         * the record's miss, and uniform takes measured slower with it. */
         __atomic_store_n(rec, word, __ATOMIC_RELAXED);
         sl_group_unlock(lock);
     } else {
@@ -2052,7 +2052,7 @@ int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_li
 }
 
 /* Records compaction may move per shard and call: bounded work under the
- * lock (a few tens of microseconds). */
+ * lock, so that no take waits long behind it. */
 #define SL_COMPACT_MOVES 1024u
 /* Pages it may free per shard and call (each costs a scan of the page
  * table). */
