@@ -96,10 +96,11 @@ fuzz: build-fuzz
 # the ASan+UBSan build, so that the sanitizers watch the server during the run
 # (SLUICED=build/bin/sluiced for the release build).
 SLUICED ?= build/asan/bin/sluiced
-# (The ASan+UBSan tree is built only when a test runs a binary from it.)
-uses_asan = $(if $(filter build/asan/%,$(1)),build-asan)
+# (A tree is built when a test runs a binary from it: the ASan+UBSan one by
+# default, the release one for SLUICED=build/bin/sluiced.)
+tree_of = $(if $(filter build/asan/%,$(1)),build-asan) $(if $(filter build/bin/%,$(1)),build)
 .PHONY: test-integration
-test-integration: $(call uses_asan,$(SLUICED))
+test-integration: $(call tree_of,$(SLUICED))
 	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/integration
 
 # The Redis module's tests: Debian's redis-server 7, started by the tests on free
@@ -128,7 +129,7 @@ test-backend: build build-asan
 # against redis-server with build/lib/sluice-redis.so when that is built.
 SLUICE_CLI ?= build/asan/bin/sluice
 .PHONY: test-cli
-test-cli: $(call uses_asan,$(SLUICE_CLI) $(SLUICED))
+test-cli: $(call tree_of,$(SLUICE_CLI) $(SLUICED))
 	@SLUICE=$(SLUICE_CLI) SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/cli
 
 # The install (tests/install/): `cmake --install` of the release build into a
