@@ -2,14 +2,15 @@
 #   make        release build: build/bin, build/lib (libsluice.a, .so, sluice.pc)
 #   make run    build, then start sluiced on the in-memory store
 #   make test   install dependencies, build under the sanitizers, run every test
-#   make bench  release build, then run the benchmarks
+#   make bench  release build, then run the benchmarks (build/bench/bench_*)
 #   make soak   release build, then a bounded soak under faults (SOAK_SECONDS, default 60)
 #   make clean
 MAKEFLAGS += --no-print-directory
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all build deps run test test-asan test-tsan fuzz bench clean
+.PHONY: all build build-asan build-tsan build-fuzz deps run test test-asan test-tsan fuzz \
+  check-layers bench clean
 
 all: build
 
@@ -28,49 +29,58 @@ run: build
 	  echo "     build/bin/sluice simulate --limit 100 --period 60 --traffic boundary"; \
 	  exec build/bin/sluiced; \
 	else \
-	  echo "make run: sluiced is not built yet (the server is a later issue); libsluice is in build/lib"; \
+	  echo "make run: build/bin/sluiced is missing after the build; see the output of make above"; \
+	  exit 1; \
 	fi
 
 # Every test, under AddressSanitizer + UndefinedBehaviorSanitizer; the
 # concurrent ones (label mt) again under ThreadSanitizer.
-test: deps build test-asan test-tsan test-integration test-module test-backend test-cli test-install fuzz
+# The layer check comes first: it reads sources only, and refuses an include
+# that points up the layers (scripts/check-layers.sh).
+test: check-layers deps build test-build test-asan test-tsan test-integration test-module \
+  test-backend test-cli test-install fuzz
 
-test-asan:
+check-layers:
+	@scripts/check-layers.sh
+
+# Each sanitizer build tree is configured and built by one target, on which
+# every test target that uses it depends: under `make -j N test` no two
+# recipes configure or build the same tree at once. Each waits for deps.
+build-asan: deps
 	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
 	@cmake --build build/asan -j $(JOBS)
+
+build-tsan: deps
+	@cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_BENCH=OFF >/dev/null
+	@cmake --build build/tsan -j $(JOBS)
+
+test-asan: build-asan
 	@cd build/asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --output-on-failure -j $(JOBS)
 
-test-tsan:
-	@cmake -S . -B build/tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TSAN=ON -DSLUICE_BENCH=OFF >/dev/null
-	@cmake --build build/tsan -j $(JOBS)
+test-tsan: build-tsan
 	@cd build/tsan && if ctest -N -L mt | grep -q 'Total Tests: 0'; then \
 	  echo "test-tsan: no concurrent tests yet"; \
 	else TSAN_OPTIONS=halt_on_error=1 ctest --output-on-failure -L mt; fi
 
-# libFuzzer targets: each tests/fuzz/fuzz_NAME.c, built with clang against the
-# parsers (FUZZ_SOURCES below), runs for FUZZ_SECONDS
+# libFuzzer targets: each tests/fuzz/fuzz_NAME.c, built by CMake with clang
+# into build/fuzz (-DSLUICE_FUZZ=ON: the same libraries as the products, with
+# libFuzzer's instrumentation and ASan+UBSan), runs for FUZZ_SECONDS
 # from its seeds in tests/fuzz/corpus/NAME; what it learns goes to
 # build/fuzz/corpus/NAME. Any crash, leak or failed check fails the target and
 # leaves the input in build/fuzz/ (replay: build/fuzz/fuzz_NAME FILE).
 FUZZ_SECONDS ?= 30
 FUZZ_MAX_LEN ?= 4096
 FUZZ_CC ?= clang
-# Every target links the parsers and what they stand on (the proto layer,
-# the YAML config loader, the algorithms it validates limits with);
-# fuzz_cluster also the cluster transport's parsers, with hiredis and libuv.
-FUZZ_SOURCES = src/proto/*.c src/policy/*.c src/common/*.c src/algo/*.c
-FUZZ_CLUSTER = src/backend/cluster.c src/backend/slot.c src/backend/reply.c -lhiredis -luv
-FUZZ_CFLAGS = -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-  -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-unused-parameter \
-  -Iinclude -Isrc
 
-fuzz:
-	@mkdir -p build/fuzz
+build-fuzz: deps
+	@CC=$(FUZZ_CC) cmake -S . -B build/fuzz -DCMAKE_BUILD_TYPE=Debug -DSLUICE_FUZZ=ON \
+	  -DSLUICE_TESTS=OFF -DSLUICE_BENCH=OFF >/dev/null
+	@cmake --build build/fuzz -j $(JOBS) --target fuzz_all
+
+fuzz: build-fuzz
 	@set -e; for src in tests/fuzz/fuzz_*.c; do \
 	  name=$$(basename $$src .c); t=$${name#fuzz_}; \
-	  extra=; if [ $$t = cluster ]; then extra="$(FUZZ_CLUSTER)"; fi; \
-	  $(FUZZ_CC) $(FUZZ_CFLAGS) $$src $(FUZZ_SOURCES) $$extra -o build/fuzz/$$name -lm -lyaml -lcjson; \
 	  mkdir -p build/fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
 	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
 	  if ! build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
@@ -86,12 +96,11 @@ fuzz:
 # the ASan+UBSan build, so that the sanitizers watch the server during the run
 # (SLUICED=build/bin/sluiced for the release build).
 SLUICED ?= build/asan/bin/sluiced
+# (A tree is built when a test runs a binary from it: the ASan+UBSan one by
+# default, the release one for SLUICED=build/bin/sluiced.)
+tree_of = $(if $(filter build/asan/%,$(1)),build-asan) $(if $(filter build/bin/%,$(1)),build)
 .PHONY: test-integration
-test-integration:
-	@if [ "$(SLUICED)" = build/asan/bin/sluiced ]; then \
-	  cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null && \
-	  cmake --build build/asan -j $(JOBS) --target sluiced; \
-	fi
+test-integration: $(call tree_of,$(SLUICED))
 	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/integration
 
 # The Redis module's tests: Debian's redis-server 7, started by the tests on free
@@ -111,9 +120,7 @@ test-module: build
 # every slot, ASK and MOVED during a migration, a primary killed and its replica
 # promoted, seeds that are down or silent, AUTH.
 .PHONY: test-backend
-test-backend: build
-	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
-	@cmake --build build/asan -j $(JOBS) --target redis_driver cluster_driver
+test-backend: build build-asan
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/backend
 
 # The CLI's tests (tests/cli/): pytest runs the ASan+UBSan build of `sluice` on
@@ -122,9 +129,7 @@ test-backend: build
 # against redis-server with build/lib/sluice-redis.so when that is built.
 SLUICE_CLI ?= build/asan/bin/sluice
 .PHONY: test-cli
-test-cli:
-	@cmake -S . -B build/asan -DCMAKE_BUILD_TYPE=Debug -DSLUICE_SANITIZE=ON -DSLUICE_BENCH=OFF >/dev/null
-	@cmake --build build/asan -j $(JOBS) --target sluice sluiced
+test-cli: $(call tree_of,$(SLUICE_CLI) $(SLUICED))
 	@SLUICE=$(SLUICE_CLI) SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/cli
 
 # The install (tests/install/): `cmake --install` of the release build into a
@@ -135,6 +140,12 @@ test-cli:
 test-install: build
 	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/install
 
+# The build's own tests (tests/build/): build/lib and build/bin hold only the
+# products, and scripts/check-layers.sh refuses what it must on small trees.
+.PHONY: test-build
+test-build: build
+	@/usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/build
+
 # The soak (tests/soak/soak.py, not part of `make test`): mixed RESP and HTTP load with faults
 # on a schedule for SOAK_SECONDS against the release build, then every key checked against
 # its algorithm's bound over the run.
@@ -144,7 +155,7 @@ soak: build
 	@/usr/bin/python3 -B tests/soak/soak.py --seconds $(SOAK_SECONDS)
 
 bench: build
-	@for b in build/bin/bench_*; do echo "== $$b"; $$b; done
+	@for b in build/bench/bench_*; do echo "== $$b"; $$b; done
 
 clean:
 	rm -rf build

@@ -2,7 +2,7 @@
  * bench_algo: nanoseconds per decision for each algorithm on a hot state
  * (one key, in cache): the cost of the pure core, with nothing around it.
  *
- *   build/bin/bench_algo [iterations [name]]   (default 20 000 000, every case)
+ *   build/bench/bench_algo [iterations [name]]   (default 20 000 000, every case)
  *
  * With a name, only the cases whose label starts with it run (for
  * `valgrind --tool=callgrind`, which counts instructions exactly).

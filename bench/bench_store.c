@@ -342,7 +342,7 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* Two threads on distinct keys against one: rounds of one thread then two,
- * each round's speedup from its own pair (this machine's speed drifts by 2x
+ * each round's speedup from its own pair (a shared machine's speed drifts
  * from one second to the next: a pair shares its second), and the median
  * and quartiles of the rounds. The same with a store per thread, which
  * shares nothing, gives the machine's own scaling to read the shared

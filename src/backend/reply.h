@@ -1,9 +1,8 @@
 /*
  * reply.h: hiredis's reply objects from a per-thread pool. hiredis's reader
  * allocates every object of a reply (an SL.DECIDE answer is an array and
- * seven integers) and frees them after the reply's callback: at a few
- * hundred thousand checks a second that was a fifth of a check's
- * instructions. A transport installs these functions on each connection's
+ * seven integers) and frees them after the reply's callback, which made
+ * malloc and free a large share of a check's work. A transport installs these functions on each connection's
  * reader; the objects are hiredis's redisReply, so callbacks read them as
  * ever.
  */

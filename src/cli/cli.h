@@ -96,7 +96,7 @@ double cli_rng_unit(cli_rng *r);
 /* An integer uniform in [0, n), n > 0, without modulo bias. */
 uint64_t cli_rng_below(cli_rng *r, uint64_t n);
 
-/* ---- a client connection (src/cli/net.c) ---- */
+/* ---- a client connection (util.c, for take and bench) ---- */
 
 /*
  * Connects a blocking TCP socket to "HOST:PORT" (a name or an IPv4/IPv6

@@ -57,7 +57,8 @@ static inline int64_t sl_add_clamp(int64_t a, int64_t b, int64_t max)
  * Montgomery, "Division by invariant integers using multiplication", 1994,
  * section 4): for a divisor d fixed at configuration time, floor(n / d) for
  * every 64-bit n, exactly, at the cost of a multiply instead of a divide
- * (a 64-bit divide takes 15 to 45 cycles and cannot overlap with the next).
+ * (a 64-bit divide is the slowest integer instruction, and cannot overlap
+ * with the next).
  */
 /* sl_divider (in sluice.h): d, magic = floor(2^64 * (2^l - d) / d) + 1 with
  * l = ceil(log2 d), shift1 = min(l, 1), shift2 = max(l - 1, 0). */

@@ -4,7 +4,7 @@
  *
  * A key's value is a plain Redis string (docs/module.md says why):
  *
- *     byte 0    SLUICE_MAGIC 0xF1: no text and no integer starts so
+ *     byte 0    SLM_MAGIC 0xF1: no text and no integer starts so
  *     byte 1    format version (1): any other is refused, never guessed at
  *     byte 2    the algorithm (sl_algorithm)
  *     byte 3    1 for a carried state (sluice.h), else 0

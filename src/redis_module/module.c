@@ -302,9 +302,6 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             RedisModule_Log(ctx, "warning", "sluice: more commands than SLM_MAX_COMMANDS");
             return REDISMODULE_ERR;
         }
-        /* Redis 8.8's native GCRA is its own command: never shadow it. */
-        if (strcmp(cmd->name, "gcra") == 0)
-            continue;
         const char *flags = (cmd->flags & SL_CMD_WRITE) ? "write deny-oom fast" : "readonly fast";
         int first = cmd->first_key, last = cmd->last_key, step = cmd->key_step;
         char movable[64];

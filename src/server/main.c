@@ -1,13 +1,17 @@
 /*
- * main.c: sluiced's start-up and shutdown.
+ * main.c: sluiced's start-up, reload and shutdown.
  *
- *   sluiced [--port N] [--http-port N] [--bind ADDR] ...   (sl_flags below)
+ *   sluiced [options]     every option is a line of sl_flags below, which
+ *                         --help prints and docs/configuration.md lists
+ *   sluiced --help | --help-markdown | --version
  *
  * The main thread owns the signals and the timers (snapshots, the store's
  * sweep); the workers own the connections. SIGTERM and SIGINT: stop
  * accepting, finish what is in flight, write the snapshot, exit 0 (1 when
- * that final snapshot fails). What cannot work is refused before serving:
- * a port in use, a snapshot that cannot be written, nothing to serve.
+ * that final snapshot fails). SIGHUP: read --config again; its policies
+ * take effect at once, its server settings at the next start. What cannot
+ * work is refused before serving: a port in use, a snapshot that cannot be
+ * written, nothing to serve.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>

@@ -1,9 +1,10 @@
 /*
- * server.h: sluiced's wiring. The server owns the store, N worker threads
- * (one libuv loop each, all accepting from the port's one listening
- * socket), and a main loop for signals and timers. It only wires the
- * layers below it: the command table (src/cmd), the RESP codec (src/proto)
- * and the store (src/store).
+ * server.h: sluiced's wiring. The server owns the backend where states
+ * live (src/backend: the in-memory store by default, or Redis), N worker
+ * threads (one libuv loop each, all accepting from each port's one
+ * listening socket), and a main loop for signals and timers. It only wires
+ * the layers below it: the command table (src/cmd), the RESP and HTTP
+ * codecs (src/proto), the policies (src/policy) and the backend.
  */
 #ifndef SL_SERVER_H
 #define SL_SERVER_H

@@ -377,9 +377,8 @@ bool sl_evict_page(sl_store *s, sl_shard *sh, int64_t now)
     return sh->used < before;
 }
 
-
 /* Records compaction may move per shard and call: bounded work under the
- * lock (a few tens of microseconds). */
+ * lock, so that no take waits long behind it. */
 #define SL_COMPACT_MOVES 1024u
 /* Pages it may free per shard and call (each costs a scan of the page
  * table). */

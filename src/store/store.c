@@ -393,9 +393,10 @@ size_t sl_shard_record_state_size(const sl_shard *sh, uint32_t slot)
 /*
  * Lanes. Records two threads write must not share a cache line: each take
  * writes its record, and a line that two cores write moves between their
- * caches on every take, at the cost of a miss (docs/store.md, "Threads",
- * has what two threads lose when most lines hold records of both). So a
- * shard keeps a list of pages with room
+ * caches on every take, at the cost of a miss: two threads whose keys were
+ * inserted in turns, so that most lines hold records of both, scale much
+ * worse than in stores of their own (bench_store's threads figures, in
+ * docs/benchmarks.md). So a shard keeps a list of pages with room
  * per lane, and a thread inserts into pages of its lane: lanes are handed
  * out in turn, modulo SL_LANES, as threads first insert. Records inserted
  * by different threads, of any SL_LANES threads in a row, sit in different
@@ -1196,9 +1197,8 @@ sl_store_take_reader(sl_store *s, sl_shard *sh, uint64_t h, const void *key, siz
         }
         word = __atomic_load_n(rec, __ATOMIC_RELAXED);
         rc = sl_store_decide_record(rec, units, &word, l, now, cost, lease_id, d, &st, &gcra);
-        /* Written back even when unchanged: a branch on whether it changed
-         * would wait for the record's miss before the next take could start
-         * its loads (docs/store.md, "The path of a take"). */
+        /* Written back even when unchanged: a branch on it would wait for
+         * the record's miss, and uniform takes measured slower with it. */
         __atomic_store_n(rec, word, __ATOMIC_RELAXED);
         sl_group_unlock(lock);
     } else {

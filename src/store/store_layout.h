@@ -132,7 +132,7 @@ typedef struct sl_page {
 } sl_page;
 _Static_assert(sizeof(sl_page) == 24, "a page table entry is 24 bytes");
 
-/* A spinlock: a take holds it for tens of nanoseconds, far less than a
+/* A spinlock: a take holds it for a few loads and stores, far less than a
  * futex round trip; waiters yield after a while so that a preempted holder
  * on an oversubscribed machine gets the CPU back. */
 typedef struct sl_spin {

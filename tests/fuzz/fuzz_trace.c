@@ -10,16 +10,17 @@
  * range. CHECK() aborts when a guarantee breaks.
  *
  * Build and run: make fuzz (FUZZ_SECONDS=N to change the time per target).
+ * The CLI is not a library: CMake compiles its two files into this target.
  */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
+#include "cli/traffic.h"
 #include "fuzz.h"
-/* The CLI is not a library: its two files are compiled into the target. */
-#include "../../src/cli/traffic.c"
-#include "../../src/cli/util.c"
+#include "sluice.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
