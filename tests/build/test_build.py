@@ -72,7 +72,7 @@ def check(root):
 
 
 HEADERS = {
-    "src/common/alloc.h": "", "src/algo/algo.h": "", "src/store/store_internal.h": "",
+    "src/common/alloc.h": "", "src/algo/algo.h": "", "src/store/store_layout.h": "",
     "src/store/store_debug.h": "", "src/policy/config.h": "", "src/backend/backend.h": "",
     "src/proto/resp.h": "", "src/cmd/cmd.h": "", "src/server/server.h": "",
     "src/cli/cli.h": "", "src/redis_module/module.h": "",
@@ -82,7 +82,7 @@ HEADERS = {
 def test_a_tree_whose_includes_point_down_passes(tmp_path):
     tree(tmp_path, dict(HEADERS, **{
         "src/algo/gcra.c": '#include "algo/algo.h"\n#include "common/alloc.h"\n#include "sluice.h"\n',
-        "src/store/store.c": '#include "store/store_internal.h"\n#include "algo/algo.h"\n',
+        "src/store/store.c": '#include "store/store_layout.h"\n#include "algo/algo.h"\n',
         "src/backend/memory.c": '#include "policy/config.h"\n#include "backend/backend.h"\n',
         "src/cmd/cmd.c": '#include "proto/resp.h"\n#include "backend/backend.h"\n',
         "src/server/main.c": '#include "cmd/cmd.h"\n#include <stdio.h>\n',
@@ -96,7 +96,7 @@ def test_a_tree_whose_includes_point_down_passes(tmp_path):
 
 
 @pytest.mark.parametrize("path,text,why", [
-    ("src/algo/gcra.c", '#include "store/store_internal.h"\n', "src/store/'s headers"),
+    ("src/algo/gcra.c", '#include "store/store_layout.h"\n', "src/store/'s headers"),
     ("src/proto/resp.c", '#include "cmd/cmd.h"\n',
      "proto (protocols) may not include cmd (commands, a higher layer)"),
     ("src/common/error.c", '#include "../server/server.h"\n',
@@ -106,7 +106,7 @@ def test_a_tree_whose_includes_point_down_passes(tmp_path):
     ("src/cli/main.c", '#include "redis_module/module.h"\n',
      "cli and redis_module are siblings (faces)"),
     ("src/server/main.c", '#include "store/store_debug.h"\n', "src/store/'s headers"),
-    ("tests/unit/test_store.c", '#include "store/store_internal.h"\n', "src/store/'s headers"),
+    ("tests/unit/test_store.c", '#include "store/store_layout.h"\n', "src/store/'s headers"),
     ("src/newdir/x.c", '#include "common/alloc.h"\n', "src/newdir/ is in no layer"),
 ])
 def test_an_include_up_the_layers_is_refused(tmp_path, path, text, why):
