@@ -17,8 +17,8 @@
  *   floor    a dependent random load in a buffer the size of the table: what
  *            one cache miss costs on this machine, to read the others by
  *
- * Usage: bench_store [--keys N] [--ops N]   (defaults 1000000, 2000000: under
- * a minute; the figures in docs/benchmarks.md use --keys 10000000 --ops 4000000)
+ * Usage: bench_store [--keys N] [--ops N]   (defaults 1000000 and 2000000, under
+ * a minute; the figures in docs/benchmarks.md are at these defaults)
  */
 #define _GNU_SOURCE
 #include <pthread.h>
