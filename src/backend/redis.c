@@ -27,6 +27,7 @@
 #include "algo/share.h"
 #include "backend/redis.h"
 #include "backend/reply.h"
+#include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hex.h"
 
@@ -59,7 +60,7 @@ typedef struct rd_backend {
     int db;
     sl_on_error on_error;
     int32_t timeout_ms, fleet_nodes, connect_timeout_ms;
-    int64_t clock_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC, for the local limiter */
+    int64_t clock_offset_ns; /* Unix time - sl_now_mono(), for the local limiter */
     sl_store *local;         /* the local limiter's states, shared by the workers */
     pthread_mutex_t lock;    /* guards the list of workers and `retired` */
     struct sl_backend_worker *workers;
@@ -319,7 +320,7 @@ static sl_on_error rd_policy(const sl_backend_worker *w, const sl_backend_req *r
 
 static int64_t rd_now_ns(const sl_backend_worker *w)
 {
-    return w->now ? *w->now : (int64_t)uv_hrtime();
+    return w->now ? *w->now : sl_now_mono();
 }
 
 /* Answers *r by its store-down policy, from the op's copy of the items. */
@@ -1727,15 +1728,13 @@ fail:
     return SL_ERR_NOMEM;
 }
 
+/* Unix time minus the clock the worker's now is read from (sl_now_mono,
+ * sluiced's clock), for the local limiter's calendar windows. */
 static int64_t rd_clock_offset(void)
 {
-    struct timespec rt, mono;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
-           ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
+    int64_t before = sl_now_mono(), wall = sl_now_wall(), after = sl_now_mono();
+    return wall - (before + (after - before) / 2);
 }
-
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n)
 {
     *out = NULL;

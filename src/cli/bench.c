@@ -27,6 +27,7 @@
 
 #include "cli/cli.h"
 #include "cli/hist.h"
+#include "common/clock.h"
 #include "proto/resp.h"
 
 static const char bench_usage[] =
@@ -164,13 +165,6 @@ typedef struct bench_thread {
     char err[256];         /* the first connection failure */
     int64_t deadline;
 } bench_thread;
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static uint64_t pick_key(bench_thread *t)
 {
@@ -411,7 +405,7 @@ static void *bench_loop(void *arg)
         return NULL;
     }
     int live = 0;
-    int64_t now = now_ns();
+    int64_t now = sl_now_mono();
     for (int i = 0; i < t->nconns; i++) {
         bench_conn *cn = &t->conns[i];
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cn};
@@ -424,7 +418,7 @@ static void *bench_loop(void *arg)
     /* At the deadline the loop stops: replies still in flight are not
      * counted, and closing the connections discards them. */
     while (live > 0) {
-        int64_t left = t->deadline - now_ns();
+        int64_t left = t->deadline - sl_now_mono();
         if (left <= 0)
             break;
         int n = epoll_wait(ep, evs, 64, (int)(left / 1000000 < 100 ? left / 1000000 + 1 : 100));
@@ -432,7 +426,7 @@ static void *bench_loop(void *arg)
             snprintf(t->err, sizeof t->err, "epoll_wait: %s", strerror(errno));
             break;
         }
-        now = now_ns();
+        now = sl_now_mono();
         for (int k = 0; k < n && now < t->deadline; k++) {
             bench_conn *cn = evs[k].data.ptr;
             if (cn->dead)
@@ -654,8 +648,8 @@ static int load_script(bench_cfg *c, int fd)
     sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 4};
     struct pollfd pf = {.fd = fd, .events = POLLOUT};
     size_t off = 0;
-    int64_t deadline = now_ns() + 5000000000LL;
-    while (now_ns() < deadline) {
+    int64_t deadline = sl_now_mono() + 5000000000LL;
+    while (sl_now_mono() < deadline) {
         pf.events = off < b.len ? POLLOUT : POLLIN;
         if (poll(&pf, 1, 100) <= 0)
             continue;
@@ -766,7 +760,7 @@ int cmd_bench(int argc, char **argv)
         goto out;
     }
 
-    int64_t start = now_ns();
+    int64_t start = sl_now_mono();
     for (int k = 0; k < cfg.threads; k++) {
         bench_thread *t = &th[k];
         t->cfg = &cfg;
@@ -797,7 +791,7 @@ int cmd_bench(int argc, char **argv)
         int64_t wake = start + tick * 1000000000;
         if (wake > start + cfg.duration_ns)
             wake = start + cfg.duration_ns;
-        int64_t wait = wake - now_ns();
+        int64_t wait = wake - sl_now_mono();
         if (wait > 0) {
             struct timespec ts = {wait / 1000000000, wait % 1000000000};
             nanosleep(&ts, NULL);
@@ -805,7 +799,7 @@ int cmd_bench(int argc, char **argv)
         uint64_t sum = 0;
         for (int k = 0; k < cfg.threads; k++)
             sum += atomic_load_explicit(&th[k].done, memory_order_relaxed);
-        double el = (double)(now_ns() - start) / 1e9;
+        double el = (double)(sl_now_mono() - start) / 1e9;
         fprintf(stderr, "%s[%5.1fs] %llu requests, %.0f req/s now, %.0f req/s overall%s", tty ? "\r" : "",
                 el, (unsigned long long)sum, (double)(sum - last), el > 0 ? (double)sum / el : 0.0,
                 tty ? "   " : "\n");

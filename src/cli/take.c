@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/clock.h"
 #include "proto/http.h"
 #include "proto/resp.h"
 
@@ -54,13 +55,6 @@ static const char take_usage[] =
 
 #define TAKE_MAX_REPEAT 1000000
 #define TAKE_MAX_RESPONSE (64 * 1024)
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* Whole milliseconds, rounded up (so that a client waiting them is never early). */
 static int64_t ceil_ms(int64_t ns)
@@ -452,7 +446,7 @@ int cmd_take(int argc, char **argv)
             return CLI_EXIT_FAIL;
         }
         for (int64_t i = 1; i <= repeat; i++) {
-            rc = sl_store_take(st, key, keylen, &lim, now_ns(), cost, &d);
+            rc = sl_store_take(st, key, keylen, &lim, sl_now_mono(), cost, &d);
             if (rc != SL_OK) {
                 cli_error("take", "%s", sl_strerror(rc));
                 sl_store_free(st);

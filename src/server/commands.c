@@ -14,6 +14,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/clock.h"
 #include "common/secret.h"
 #include "policy/config.h"
 #include "server/log.h"

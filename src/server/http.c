@@ -27,6 +27,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/secret.h"
 #include "policy/config.h"
 #include "proto/http.h"

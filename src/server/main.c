@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/notify.h"
@@ -41,13 +42,6 @@
 #define SL_SNAPSHOT_INTERVAL_DEFAULT 60
 #define SL_STR_(x) #x
 #define SL_STR(x) SL_STR_(x)
-
-static int64_t sl_now_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /*
  * Unix time minus the store's clock, from one reading of each (the wall

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/persist.h"

@@ -172,9 +172,6 @@ typedef struct sl_server {
  * epoch, or shutdown). */
 void sl_workers_wake(sl_server *srv);
 
-/* Monotonic nanoseconds (CLOCK_MONOTONIC). */
-int64_t sl_now_mono(void);
-
 /* worker.c: binds and listens on cfg.port and cfg.http_port (those not 0),
  * one socket each, into srv->listen_fd; returns 0, or -1 with the error
  * logged ("cannot listen on 127.0.0.1:7379 (RESP): Address already in use")

@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
 #include "proto/http.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -59,19 +60,6 @@ static void sl_output_done(sl_resp_buf *b)
         sl_resp_buf_free(b);
     else
         sl_resp_buf_clear(b);
-}
-
-/* The server's clock: CLOCK_MONOTONIC moved 2^55 ns (about 417 days) ahead.
- * A snapshot restored after a reboot rebases its times onto this clock; the
- * offset keeps times from before the boot positive, so that a window that
- * ended before the reboot is still seen to have ended (times clamp at 0). */
-#define SL_CLOCK_OFFSET (INT64_C(1) << 55)
-
-int64_t sl_now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return SL_CLOCK_OFFSET + (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void sl_conn_flush(sl_conn *c);
