@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "common/clock.h"
+#include "common/units.h"
 #include "proto/http.h"
 #include "proto/resp.h"
 
@@ -56,22 +57,16 @@ static const char take_usage[] =
 #define TAKE_MAX_REPEAT 1000000
 #define TAKE_MAX_RESPONSE (64 * 1024)
 
-/* Whole milliseconds, rounded up (so that a client waiting them is never early). */
-static int64_t ceil_ms(int64_t ns)
-{
-    return ns <= 0 ? 0 : ns / 1000000 + (ns % 1000000 != 0);
-}
-
 static void print_decision(const sl_decision *d, sl_algorithm alg)
 {
     printf("allowed          %d\n", d->allowed ? 1 : 0);
     printf("limit            %lld\n", (long long)d->limit);
     printf("remaining        %lld\n", (long long)d->remaining);
     printf("retry_after_ms   %lld\n",
-           d->retry_after_ns == SL_NEVER ? -1LL : (long long)ceil_ms(d->retry_after_ns));
-    printf("reset_after_ms   %lld\n", (long long)ceil_ms(d->reset_after_ns));
+           d->retry_after_ns == SL_NEVER ? -1LL : (long long)sl_ns_ceil_ms(d->retry_after_ns));
+    printf("reset_after_ms   %lld\n", (long long)sl_ns_ceil_ms(d->reset_after_ns));
     if (alg == SL_LEAKY_BUCKET)
-        printf("delay_ms         %lld\n", (long long)ceil_ms(d->delay_ns));
+        printf("delay_ms         %lld\n", (long long)sl_ns_ceil_ms(d->delay_ns));
 }
 
 /*
@@ -101,10 +96,10 @@ static void print_short(int64_t i, const sl_decision *d)
 {
     printf("take %lld: %s remaining=%lld retry_after_ms=%lld reset_after_ms=%lld", (long long)i,
            d->allowed ? "allowed " : "rejected", (long long)d->remaining,
-           d->retry_after_ns == SL_NEVER ? -1LL : (long long)ceil_ms(d->retry_after_ns),
-           (long long)ceil_ms(d->reset_after_ns));
+           d->retry_after_ns == SL_NEVER ? -1LL : (long long)sl_ns_ceil_ms(d->retry_after_ns),
+           (long long)sl_ns_ceil_ms(d->reset_after_ns));
     if (d->delay_ns)
-        printf(" delay_ms=%lld", (long long)ceil_ms(d->delay_ns));
+        printf(" delay_ms=%lld", (long long)sl_ns_ceil_ms(d->delay_ns));
     putchar('\n');
 }
 

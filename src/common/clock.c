@@ -21,3 +21,9 @@ int64_t sl_now_wall(void)
     clock_gettime(CLOCK_REALTIME, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+int64_t sl_clock_offset(void)
+{
+    int64_t before = sl_now_mono(), wall = sl_now_wall(), after = sl_now_mono();
+    return wall - (before + (after - before) / 2);
+}

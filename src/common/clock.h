@@ -24,4 +24,18 @@ int64_t sl_now_mono(void);
  * limit's windows on the calendar. It may step; never measure with it. */
 int64_t sl_now_wall(void);
 
+/*
+ * Unix time minus sl_now_mono, from one reading of each (the wall clock
+ * read between two monotonic readings, against their midpoint). A store
+ * runs on the monotonic clock, which never steps, and windows are put on
+ * the wall clock through this offset instead (sl_limit_align). Measure it
+ * once, at start: a wall clock stepped later (an NTP step, date -s) then
+ * does not move the windows, which stay where the wall clock put them at
+ * start, and no window is cut short or stretched by the step. A restart
+ * measures again; states restored from a snapshot are rebased by the wall
+ * clock, so each keeps its window until that ends, and the next one is
+ * aligned on the wall clock as it is then.
+ */
+int64_t sl_clock_offset(void);
+
 #endif /* SL_COMMON_CLOCK_H */

@@ -240,23 +240,12 @@ sl_http_slice sl_http_list_first(sl_http_slice v);
  */
 long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap);
 
-/* A whole decimal int64 in s[0 .. n): an optional '-', then 1 to 19 digits
- * (leading zeros allowed), within range. Returns 0 and sets *out, or -1. */
-int sl_http_parse_i64(const char *s, size_t n, int64_t *out);
-
 /* ------------------------------------------------------------------------ */
 /* 3. Responses                                                             */
 /* ------------------------------------------------------------------------ */
 
 /* "OK", "Too Many Requests", ...; "Unknown" for a status it does not know. */
 const char *sl_http_reason(int status);
-
-/* Whole seconds for a wait of ns nanoseconds, rounded up: 1 ns -> 1, 1 s -> 1,
- * 1 s + 1 ns -> 2; 0 for ns <= 0. */
-int64_t sl_http_seconds_ceil(int64_t ns);
-
-/* Whole milliseconds, rounded up; 0 for ns <= 0. */
-int64_t sl_http_ms_ceil(int64_t ns);
 
 /* The longest name a report may carry: a policy name with room for a suffix
  * such as ".global". */

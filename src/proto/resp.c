@@ -13,6 +13,7 @@
 #include "common/alloc.h"
 #include "common/hex.h"
 #include "common/decimal.h"
+#include "common/parse.h"
 
 /* The parsers' own results while a frame is being walked. */
 enum { R_OK = 0, R_MORE = SL_RESP_INCOMPLETE, R_ERR = SL_RESP_ERROR };
@@ -865,32 +866,6 @@ static int find_line(const char *buf, size_t len, size_t pos, size_t max, size_t
     return R_OK;
 }
 
-/* A signed decimal integer filling s[0 .. n) exactly: an optional sign, then
- * at least one digit, within int64. */
-static int parse_i64(const char *s, size_t n, int64_t *out)
-{
-    size_t i = 0;
-    int neg = 0;
-    if (n > 0 && (s[0] == '-' || s[0] == '+')) {
-        neg = s[0] == '-';
-        i = 1;
-    }
-    if (i == n)
-        return -1;
-    uint64_t v = 0, cap = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (cap - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    /* v <= 2^63 when negative: -(v - 1) - 1 stays in range. */
-    *out = neg ? (v == 0 ? 0 : -(int64_t)(v - 1) - 1) : (int64_t)v;
-    return 0;
-}
-
 static int parse_double_text(const char *s, size_t n, double *out)
 {
     char tmp[64];
@@ -993,7 +968,7 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
             v->type = (sl_resp_type)t;
             v->str = line;
             v->len = line_len;
-            if (t == '(' && parse_i64(line, line_len, &v->integer) < 0) {
+            if (t == '(' && !sl_parse_i64(line, line_len, SL_INT_SIGNED, &v->integer)) {
                 /* A big number need not fit in int64; keep only its text. */
                 size_t i = line_len > 0 && (line[0] == '-' || line[0] == '+');
                 if (i == line_len)
@@ -1006,7 +981,7 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
             break;
         case ':':
             v->type = SL_RESP_INT;
-            if (parse_i64(line, line_len, &v->integer) < 0)
+            if (!sl_parse_i64(line, line_len, SL_INT_SIGNED, &v->integer))
                 return reply_error(rep, E_INTEGER);
             break;
         case '_':
@@ -1029,8 +1004,8 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
             break;
         case '$': case '=': case '!': {
             int64_t blen;
-            if (parse_i64(line, line_len, &blen) < 0 || (blen < 0 && !(t == '$' && blen == -1)) ||
-                (blen >= 0 && (uint64_t)blen > max_bulk) || (line_len > 0 && line[0] == '+'))
+            if (!sl_parse_i64(line, line_len, SL_INT_MINUS, &blen) ||
+                (blen < 0 && !(t == '$' && blen == -1)) || (blen >= 0 && (uint64_t)blen > max_bulk))
                 return reply_error(rep, E_BULK_LEN);
             if (blen == -1) { /* RESP2's null bulk string */
                 v->type = SL_RESP_NIL;
@@ -1053,8 +1028,8 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
         }
         case '*': case '%': case '~': {
             int64_t cnt;
-            if (parse_i64(line, line_len, &cnt) < 0 || (cnt < 0 && !(t == '*' && cnt == -1)) ||
-                (line_len > 0 && line[0] == '+'))
+            if (!sl_parse_i64(line, line_len, SL_INT_MINUS, &cnt) ||
+                (cnt < 0 && !(t == '*' && cnt == -1)))
                 return reply_error(rep, E_AGG_LEN);
             if (cnt == -1) { /* RESP2's null array */
                 v->type = SL_RESP_NIL;

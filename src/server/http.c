@@ -29,6 +29,7 @@
 
 #include "common/clock.h"
 #include "common/secret.h"
+#include "common/units.h"
 #include "policy/config.h"
 #include "proto/http.h"
 #include "server/log.h"
@@ -264,12 +265,6 @@ static void sl_http_write_json(sl_conn *c, int status, bool keep, cJSON *obj, bo
     cJSON_free(text);
 }
 
-/* Whole milliseconds, rounded up, of a non-negative span. */
-static double sl_http_ms_up(int64_t ns)
-{
-    return ns <= 0 ? 0 : (double)(ns / 1000000 + (ns % 1000000 != 0));
-}
-
 /* GET /v1/keys/{key}: what the store holds for the key, as SL.INSPECT
  * says it (docs/commands.md), without changing it; DELETE forgets it, as
  * SL.RESET does. The key is the rest of the path, percent-decoded. */
@@ -308,13 +303,13 @@ static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(info.algorithm));
     cJSON_AddNumberToObject(o, "bytes", (double)info.state_bytes);
-    cJSON_AddNumberToObject(o, "reset_after_ms", info.expires_at >= SL_TIME_MAX
-                                                     ? -1
-                                                     : sl_http_ms_up(info.expires_at - c->w->now));
+    int64_t reset_ms = sl_ns_ceil_ms(info.expires_at - c->w->now);
+    cJSON_AddNumberToObject(o, "reset_after_ms",
+                            info.expires_at >= SL_TIME_MAX ? -1 : (double)reset_ms);
     cJSON_AddBoolToObject(o, "carried", info.carried);
     if (info.carried) {
         cJSON_AddNumberToObject(o, "limit", (double)info.limit);
-        cJSON_AddNumberToObject(o, "period_ms", sl_http_ms_up(info.period_ns));
+        cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(info.period_ns));
         cJSON_AddNumberToObject(o, "used", (double)info.used);
     }
     sl_http_write_json(c, 200, keep, o, head);
@@ -325,7 +320,7 @@ static cJSON *sl_http_limit_json(const sl_limit *l)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(l->algorithm));
     cJSON_AddNumberToObject(o, "limit", (double)l->limit);
-    cJSON_AddNumberToObject(o, "period_ms", sl_http_ms_up(l->period_ns));
+    cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(l->period_ns));
     cJSON_AddNumberToObject(o, "burst", (double)l->burst);
     return o;
 }

@@ -153,7 +153,8 @@ typedef struct sl_server {
     int64_t started_mono;
     /* Unix time minus the store's clock (sl_now_mono), measured once at
      * start: the offset every limit's windows are aligned with, so that
-     * they fall on the wall clock (sl_limit_align). See main.c. */
+     * they fall on the wall clock (sl_limit_align). See sl_clock_offset
+     * in common/clock.h. */
     int64_t clock_offset_ns;
     /* The policies: replaced whole on SIGHUP. Workers load the pointer once
      * per command and keep it no longer; the old config is freed once every

@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/parse.h"
 #include "proto/http.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -1119,8 +1120,8 @@ void sl_workers_stop(sl_server *srv)
      * test_shutdown.py); shutdown must begin the same way from either. */
     const char *delay = getenv("SLUICED_DEBUG_STOP_DELAY_MS");
     if (delay) {
-        long ms = strtol(delay, NULL, 10);
-        if (ms > 0 && ms <= 10000)
+        int64_t ms;
+        if (sl_parse_i64(delay, strlen(delay), SL_INT_NO_SIGN, &ms) && ms > 0 && ms <= 10000)
             usleep((useconds_t)ms * 1000);
     }
     sl_workers_wake(srv);

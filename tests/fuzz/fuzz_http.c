@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/parse.h"
 #include "fuzz.h"
 #include "proto/http.h"
 
@@ -90,7 +91,7 @@ static void fuzz_query(sl_http_slice q)
         CHECK(r >= -3 && r <= (long)sizeof out);
     }
     int64_t x;
-    (void)sl_http_parse_i64(q.ptr, q.len, &x);
+    (void)sl_parse_i64(q.ptr, q.len, SL_INT_MINUS, &x);
 }
 
 /* ------------------------------------------------------------------------ */

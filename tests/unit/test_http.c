@@ -510,28 +510,6 @@ Test(http_helpers, query_param)
     cr_assert_eq(n, 6);
 }
 
-Test(http_helpers, parse_i64)
-{
-    int64_t v;
-    cr_assert_eq(sl_http_parse_i64("0", 1, &v), 0);
-    cr_assert_eq(v, 0);
-    cr_assert_eq(sl_http_parse_i64("-0", 2, &v), 0);
-    cr_assert_eq(v, 0);
-    cr_assert_eq(sl_http_parse_i64("9223372036854775807", 19, &v), 0);
-    cr_assert_eq(v, INT64_MAX);
-    cr_assert_eq(sl_http_parse_i64("-9223372036854775808", 20, &v), 0);
-    cr_assert_eq(v, INT64_MIN);
-    cr_assert_eq(sl_http_parse_i64("9223372036854775808", 19, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("-9223372036854775809", 20, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("99999999999999999999999", 23, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("", 0, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("-", 1, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("+1", 2, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("1 ", 2, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("0012", 4, &v), 0);
-    cr_assert_eq(v, 12);
-}
-
 /* ---- responses ---- */
 
 static char *written(sl_resp_buf *b)
@@ -873,15 +851,6 @@ Test(http_write, retry_after_rounding)
         free(got);
         sl_resp_buf_free(&b);
     }
-    cr_assert_eq(sl_http_seconds_ceil(1), 1);
-    cr_assert_eq(sl_http_seconds_ceil(NS_PER_SEC), 1);
-    cr_assert_eq(sl_http_seconds_ceil(NS_PER_SEC + 1), 2);
-    cr_assert_eq(sl_http_seconds_ceil(0), 0);
-    cr_assert_eq(sl_http_seconds_ceil(-5), 0);
-    cr_assert_eq(sl_http_seconds_ceil(INT64_MAX), INT64_MAX / NS_PER_SEC + 1);
-    cr_assert_eq(sl_http_ms_ceil(1), 1);
-    cr_assert_eq(sl_http_ms_ceil(NS_PER_MS), 1);
-    cr_assert_eq(sl_http_ms_ceil(NS_PER_MS + 1), 2);
 }
 
 Test(http_write, sub_second_period_and_names)
