@@ -91,7 +91,7 @@ typedef struct bench_cfg {
 
 typedef struct bench_conn {
     int fd;
-    sl_resp_buf out;   /* requests not yet written */
+    sl_buf out;   /* requests not yet written */
     size_t out_off;    /* bytes of out already written */
     char *in;          /* replies not yet parsed */
     size_t in_len, in_cap;
@@ -197,7 +197,7 @@ static void add_request(bench_thread *t, bench_conn *cn)
                          "HTTP/1.1\r\nHost: sluice\r\n\r\n",
                          key, (long long)c->limit, (long long)(c->period_ns / 1000000),
                          (long long)c->cost, c->alg);
-        sl_resp_add_raw(&cn->out, req, (size_t)n);
+        sl_buf_add(&cn->out, req, (size_t)n);
         return;
     }
     snprintf(cost, sizeof cost, "%lld", (long long)c->cost);
@@ -250,7 +250,7 @@ static int flush_out(bench_thread *t, bench_conn *cn, int ep)
         cn->out_off += (size_t)n;
     }
     if (cn->out_off == cn->out.len) {
-        sl_resp_buf_clear(&cn->out);
+        sl_buf_clear(&cn->out);
         cn->out_off = 0;
     }
     bool want = cn->out_off < cn->out.len;
@@ -636,8 +636,8 @@ static int load_script(bench_cfg *c, int fd)
         free(src);
         return -1;
     }
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     sl_resp_slice av[] = {{"SCRIPT", 6}, {"LOAD", 4}, {src, n}};
     sl_resp_add_command(&b, av, 3);
     free(src);
@@ -681,7 +681,7 @@ static int load_script(bench_cfg *c, int fd)
         }
         break;
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     if (rc == -1)
         cli_error("bench", "SCRIPT LOAD %s: no valid answer from %s", c->lua, c->server);
     return rc == 0 ? 0 : -1;
@@ -744,7 +744,7 @@ int cmd_bench(int argc, char **argv)
         }
         opened++;
         fcntl(cn->fd, F_SETFL, fcntl(cn->fd, F_GETFL) | O_NONBLOCK);
-        sl_resp_buf_init(&cn->out, 2, 0);
+        sl_buf_init(&cn->out, 2, 0);
         cn->in_cap = 64 * 1024;
         cn->in = malloc(cn->in_cap);
         cn->sent = malloc((size_t)cfg.pipeline * sizeof *cn->sent);
@@ -882,7 +882,7 @@ int cmd_bench(int argc, char **argv)
 out:
     for (int i = 0; i < opened; i++) {
         close(conns[i].fd);
-        sl_resp_buf_free(&conns[i].out);
+        sl_buf_free(&conns[i].out);
         free(conns[i].in);
         free(conns[i].sent);
     }

@@ -77,10 +77,10 @@ static void print_decision(const sl_decision *d, sl_algorithm alg)
  */
 static int print_headers(const sl_limit *l, const sl_decision *d)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     if (sl_http_write_check(&b, true, "default", l, d, false) != 0) {
-        sl_resp_buf_free(&b);
+        sl_buf_free(&b);
         cli_error("take", "cannot format the HTTP answer");
         return -1;
     }
@@ -88,7 +88,7 @@ static int print_headers(const sl_limit *l, const sl_decision *d)
         if (b.data[i] != '\r')
             putchar(b.data[i]);
     putchar('\n');
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     return 0;
 }
 
@@ -109,15 +109,15 @@ static void print_short(int64_t i, const sl_decision *d)
 static int resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
                      sl_resp_reply *rep, char *errbuf, size_t errcap)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     sl_resp_add_command(&b, argv, argc);
     if (b.failed || cli_write_all(fd, b.data, b.len) != 0) {
         snprintf(errbuf, errcap, "cannot send: %s", b.failed ? "out of memory" : strerror(errno));
-        sl_resp_buf_free(&b);
+        sl_buf_free(&b);
         return -1;
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     size_t have = 0;
     for (;;) {
         if (have > 0) {

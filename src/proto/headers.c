@@ -2,7 +2,7 @@
  * headers.c: HTTP responses: a decision with its rate limit headers and JSON
  * body, an error, and any other small response. See http.h for the contract.
  *
- * Everything is appended to the caller's sl_resp_buf (resp.h), which owns the
+ * Everything is appended to the caller's sl_buf (common/buf.h), which owns the
  * bytes; a body is first composed in a bounded local array so that its
  * Content-Length is known before the head is written.
  */
@@ -335,7 +335,7 @@ static void t_rate_fields(text *h, const sl_http_limit_report *items, size_t n,
 #define BODY_ROOM 4096
 #define JSON_TYPE "application/json"
 
-int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
+int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
                            const sl_http_limit_report *items, size_t n)
 {
     if (!out || !o || !items || n == 0 || n > SL_TAKE_MANY_MAX)
@@ -423,10 +423,10 @@ int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
         out->failed = 1;
         return -1;
     }
-    return sl_resp_add_raw(out, h.p, h.len) < 0 ? -1 : 0;
+    return sl_buf_add(out, h.p, h.len) < 0 ? -1 : 0;
 }
 
-int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, const sl_limit *l,
+int sl_http_write_check(sl_buf *out, bool keep_alive, const char *name, const sl_limit *l,
                         const sl_decision *d, bool shadow)
 {
     sl_http_decision_opts o = {.status = 0, .keep_alive = keep_alive, .shadow = shadow,
@@ -435,7 +435,7 @@ int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, con
     return sl_http_write_decision(out, &o, &it, 1);
 }
 
-int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
+int sl_http_write_response(sl_buf *out, int status, bool keep_alive,
                            const char *content_type, const char *extra, const void *body,
                            size_t body_len, bool head)
 {
@@ -449,18 +449,18 @@ int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
         out->failed = 1;
         return -1;
     }
-    if (sl_resp_add_raw(out, h.p, h.len) < 0)
+    if (sl_buf_add(out, h.p, h.len) < 0)
         return -1;
-    if (extra && sl_resp_add_raw(out, extra, strlen(extra)) < 0)
+    if (extra && sl_buf_add(out, extra, strlen(extra)) < 0)
         return -1;
-    if (sl_resp_add_raw(out, "\r\n", 2) < 0)
+    if (sl_buf_add(out, "\r\n", 2) < 0)
         return -1;
-    if (!head && body_len && sl_resp_add_raw(out, body, body_len) < 0)
+    if (!head && body_len && sl_buf_add(out, body, body_len) < 0)
         return -1;
     return 0;
 }
 
-int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const char *message,
+int sl_http_write_error(sl_buf *out, int status, bool keep_alive, const char *message,
                         const char *field)
 {
     /* Messages are short (an errbuf of http.h, a fixed string); a longer

@@ -6,8 +6,8 @@
  *   1. sl_http_parse_request()   a request parser: the request line and the
  *                                header fields from the start of a buffer.
  *   2. helpers                   header lookup, query-string parameters with
- *                                percent-decoding, integers from slices.
- *   3. sl_http_write_*()         responses into an sl_resp_buf (resp.h's
+ *                                percent-decoding.
+ *   3. sl_http_write_*()         responses into an sl_buf (common/buf.h's
  *                                growable byte buffer): a decision with the
  *                                rate limit headers and its JSON body, an
  *                                error, any other small response.
@@ -320,13 +320,13 @@ size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by);
  * 500ms is q=20;w=1). Integers are clamped to 0 .. 999999999999999, the range
  * of an RFC 8941 Integer. Names become sf-strings: '"' and '\' escaped, bytes
  * outside 0x20-0x7E written as '?'. Returns 0, or -1 when the buffer failed
- * (out->failed set; see resp.h) or an argument is invalid.
+ * (out->failed set; see common/buf.h) or an argument is invalid.
  */
-int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
+int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
                            const sl_http_limit_report *items, size_t n);
 
 /* The common case: one limit, 200 or 429, not a HEAD. */
-int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, const sl_limit *l,
+int sl_http_write_check(sl_buf *out, bool keep_alive, const char *name, const sl_limit *l,
                         const sl_decision *d, bool shadow);
 
 /*
@@ -334,7 +334,7 @@ int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, con
  * ("field" omitted when field is NULL). Both strings are JSON-escaped, so they
  * may quote client input. Returns 0 or -1 (out->failed).
  */
-int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const char *message,
+int sl_http_write_error(sl_buf *out, int status, bool keep_alive, const char *message,
                         const char *field);
 
 /*
@@ -343,7 +343,7 @@ int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const cha
  * ending in CRLF, e.g. "Allow: GET, POST\r\n"; may be NULL), then the body
  * (omitted when head is true; Content-Length still says its length).
  */
-int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
+int sl_http_write_response(sl_buf *out, int status, bool keep_alive,
                            const char *content_type, const char *extra, const void *body,
                            size_t body_len, bool head);
 

@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/alloc.h"
 #include "common/hex.h"
 #include "common/decimal.h"
 #include "common/parse.h"
@@ -506,82 +505,10 @@ int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_lim
 /* Replies: the encoder                                                     */
 /* ------------------------------------------------------------------------ */
 
-void sl_resp_buf_init(sl_resp_buf *b, int proto, size_t max)
-{
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->max = max ? max : SL_RESP_DEFAULT_MAX_OUTPUT;
-    b->proto = proto;
-    b->failed = 0;
-}
-
-void sl_resp_buf_clear(sl_resp_buf *b)
-{
-    b->len = 0;
-    b->failed = 0;
-}
-
-void sl_resp_buf_free(sl_resp_buf *b)
-{
-    sl_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->failed = 0;
-}
-
-/* Makes room for `need` more bytes: returns where they go, or NULL (and sets
- * `failed`) when len + need would pass max or realloc fails. Grows by
- * doubling, from 256 bytes, clamped to max. */
-static char *reserve_slow(sl_resp_buf *b, size_t need)
-{
-    if (b->failed)
-        return NULL;
-    if (need > b->max || b->len > b->max - need) {
-        b->failed = 1;
-        return NULL;
-    }
-    size_t want = b->len + need;
-    if (want > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < want)
-            cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-        if (cap > b->max)
-            cap = b->max;
-        char *p = sl_realloc(b->data, cap);
-        if (!p) {
-            b->failed = 1;
-            return NULL;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    return b->data + b->len;
-}
-
-/* Room for `need` more bytes at the end (cap <= max always, so a fit in
- * cap is within the cap); NULL once the buffer has failed. */
-static inline char *reserve(sl_resp_buf *b, size_t need)
-{
-    if (__builtin_expect(!b->failed && need <= b->cap - b->len, 1))
-        return b->data + b->len;
-    return reserve_slow(b, need);
-}
-
-static int append(sl_resp_buf *b, const void *p, size_t n)
-{
-    char *w = reserve(b, n);
-    if (!w)
-        return -1;
-    if (n)
-        memcpy(w, p, n);
-    b->len += n;
-    return 0;
-}
-
-static int add_header_size(sl_resp_buf *b, char type, size_t n)
+static int add_header_size(sl_buf *b, char type, size_t n)
 {
     size_t len = 3 + sl_dec_len((uint64_t)n);
-    char *w = reserve(b, len);
+    char *w = sl_buf_reserve(b, len);
     if (!w)
         return -1;
     w[0] = type;
@@ -611,7 +538,7 @@ static size_t int_line_len(int64_t v)
  * `exact()` bytes (growing it, or failing at its cap only when the exact
  * size would not fit). */
 #define RESERVE_UPTO(b, most, exact)                                                          \
-    (!(b)->failed && (most) <= (b)->cap - (b)->len ? (b)->data + (b)->len : reserve((b), (exact)))
+    (!(b)->failed && (most) <= (b)->cap - (b)->len ? (b)->data + (b)->len : sl_buf_reserve((b), (exact)))
 
 /* Writes ":<v>\r\n" at w (room for INT_LINE_MAX bytes); returns its length.
  * The digits go straight into place; values below 10 000, the usual ones
@@ -649,11 +576,11 @@ static inline size_t put_int_line(char *w, int64_t v)
 }
 
 /* Appends `type`, s with CR and LF turned into spaces, CR LF. */
-static int add_line(sl_resp_buf *b, const char *prefix, size_t plen, const char *s, size_t len)
+static int add_line(sl_buf *b, const char *prefix, size_t plen, const char *s, size_t len)
 {
     if (len > SIZE_MAX - plen - 2)
-        return b->failed = 1, -1;
-    char *w = reserve(b, plen + len + 2);
+        return sl_buf_fail(b);
+    char *w = sl_buf_reserve(b, plen + len + 2);
     if (!w)
         return -1;
     memcpy(w, prefix, plen);
@@ -665,19 +592,19 @@ static int add_line(sl_resp_buf *b, const char *prefix, size_t plen, const char 
     return 0;
 }
 
-int sl_resp_add_simple(sl_resp_buf *b, const char *s, size_t len)
+int sl_resp_add_simple(sl_buf *b, const char *s, size_t len)
 {
     return add_line(b, "+", 1, s, len);
 }
 
-int sl_resp_add_error(sl_resp_buf *b, const char *msg, size_t len)
+int sl_resp_add_error(sl_buf *b, const char *msg, size_t len)
 {
     if (len > 0 && msg[0] == '-')
         return add_line(b, "", 0, msg, len);
     return add_line(b, "-ERR ", 5, msg, len);
 }
 
-int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...)
+int sl_resp_add_errorf(sl_buf *b, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -691,7 +618,7 @@ int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...)
     return sl_resp_add_error(b, msg, (size_t)n);
 }
 
-int sl_resp_add_int(sl_resp_buf *b, int64_t v)
+int sl_resp_add_int(sl_buf *b, int64_t v)
 {
     char *w = RESERVE_UPTO(b, INT_LINE_MAX, int_line_len(v));
     if (!w)
@@ -700,13 +627,13 @@ int sl_resp_add_int(sl_resp_buf *b, int64_t v)
     return 0;
 }
 
-int sl_resp_add_bulk(sl_resp_buf *b, const void *p, size_t len)
+int sl_resp_add_bulk(sl_buf *b, const void *p, size_t len)
 {
     if (add_header_size(b, '$', len) < 0)
         return -1;
     if (len > SIZE_MAX - 2)
-        return b->failed = 1, -1;
-    char *w = reserve(b, len + 2);
+        return sl_buf_fail(b);
+    char *w = sl_buf_reserve(b, len + 2);
     if (!w)
         return -1;
     if (len)
@@ -717,28 +644,28 @@ int sl_resp_add_bulk(sl_resp_buf *b, const void *p, size_t len)
     return 0;
 }
 
-int sl_resp_add_null(sl_resp_buf *b)
+int sl_resp_add_null(sl_buf *b)
 {
     if (b->proto >= 3)
-        return append(b, "_\r\n", 3);
-    return append(b, "$-1\r\n", 5);
+        return sl_buf_add(b, "_\r\n", 3);
+    return sl_buf_add(b, "$-1\r\n", 5);
 }
 
-int sl_resp_add_array(sl_resp_buf *b, size_t n)
+int sl_resp_add_array(sl_buf *b, size_t n)
 {
     return add_header_size(b, '*', n);
 }
 
-int sl_resp_add_map(sl_resp_buf *b, size_t n)
+int sl_resp_add_map(sl_buf *b, size_t n)
 {
     if (b->proto >= 3)
         return add_header_size(b, '%', n);
     if (n > SIZE_MAX / 2)
-        return b->failed = 1, -1;
+        return sl_buf_fail(b);
     return add_header_size(b, '*', n * 2);
 }
 
-int sl_resp_add_double(sl_resp_buf *b, double v)
+int sl_resp_add_double(sl_buf *b, double v)
 {
     char tmp[40];
     int n;
@@ -758,15 +685,15 @@ int sl_resp_add_double(sl_resp_buf *b, double v)
     return sl_resp_add_bulk(b, tmp, (size_t)n);
 }
 
-int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_t len)
+int sl_resp_add_verbatim(sl_buf *b, const char fmt[3], const void *p, size_t len)
 {
     if (b->proto < 3)
         return sl_resp_add_bulk(b, p, len);
     if (len > SIZE_MAX - 6)
-        return b->failed = 1, -1;
+        return sl_buf_fail(b);
     if (add_header_size(b, '=', len + 4) < 0)
         return -1;
-    char *w = reserve(b, len + 6);
+    char *w = sl_buf_reserve(b, len + 6);
     if (!w)
         return -1;
     memcpy(w, fmt, 3);
@@ -779,11 +706,11 @@ int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_
     return 0;
 }
 
-int sl_resp_add_bool(sl_resp_buf *b, int v)
+int sl_resp_add_bool(sl_buf *b, int v)
 {
     if (b->proto >= 3)
-        return append(b, v ? "#t\r\n" : "#f\r\n", 4);
-    return append(b, v ? ":1\r\n" : ":0\r\n", 4);
+        return sl_buf_add(b, v ? "#t\r\n" : "#f\r\n", 4);
+    return sl_buf_add(b, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
 /* The exact length of an array of integers whose header takes `head`. */
@@ -795,13 +722,13 @@ static size_t int_array_len(size_t head, const int64_t *v, size_t n)
     return len;
 }
 
-int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
+int sl_resp_add_int_array(sl_buf *b, const int64_t *v, size_t n)
 {
     /* The hot reply of sluiced (CL.THROTTLE's five): one reservation for
      * the longest the items can be, then the digits written in place. */
     size_t head = n < 10 ? 4 : 3 + sl_dec_len(n);
     if (n > (SIZE_MAX - head) / INT_LINE_MAX)
-        return b->failed = 1, -1;
+        return sl_buf_fail(b);
     char *w = RESERVE_UPTO(b, head + n * INT_LINE_MAX, int_array_len(head, v, n));
     if (!w)
         return -1;
@@ -819,17 +746,12 @@ int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
     return 0;
 }
 
-int sl_resp_add_command(sl_resp_buf *b, const sl_resp_slice *argv, size_t argc)
+int sl_resp_add_command(sl_buf *b, const sl_resp_slice *argv, size_t argc)
 {
     sl_resp_add_array(b, argc);
     for (size_t i = 0; i < argc; i++)
         sl_resp_add_bulk(b, argv[i].ptr, argv[i].len);
     return b->failed ? -1 : 0;
-}
-
-int sl_resp_add_raw(sl_resp_buf *b, const void *p, size_t len)
-{
-    return append(b, p, len);
 }
 
 /* ------------------------------------------------------------------------ */

@@ -65,7 +65,7 @@ static bool sl_method_is(const sl_http_request *r, const char *m)
 /* Writes a check's response (SL_RENDER_FACE), now or when it is decided. */
 void sl_http_render(sl_cmd_ctx *c, sl_check *k)
 {
-    sl_resp_buf *out = c->sink;
+    sl_buf *out = c->sink;
     bool keep = k->face_flags & SL_HTTP_KEEP, head = k->face_flags & SL_HTTP_HEAD;
     if (k->req.rc != SL_OK) {
         sl_http_write_error(out, sl_http_status(k->req.rc), keep, sl_strerror(k->req.rc),
@@ -430,15 +430,15 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         sl_http_write_response(sl_conn_out(c), 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
     } else if (sl_path_is(path, "/metrics") && get) {
-        sl_resp_buf text;
-        sl_resp_buf_init(&text, 2, 0);
+        sl_buf text;
+        sl_buf_init(&text, 2, 0);
         sl_metrics_render(c->w->srv, &text);
         if (text.failed)
             sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
         else
             sl_http_write_response(sl_conn_out(c), 200, keep, "text/plain; version=0.0.4; charset=utf-8",
                                    NULL, text.data, text.len, head);
-        sl_resp_buf_free(&text);
+        sl_buf_free(&text);
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics") ||
                sl_path_is(path, "/v1/policies")) {
         sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
@@ -490,7 +490,7 @@ size_t sl_http_serve(sl_conn *c)
             /* The body is still coming. The head is parsed again when it is
              * complete (a few hundred bytes: cheap). */
             if (r->expect_continue && !h->continue_sent) {
-                sl_resp_add_raw(sl_conn_out(c), SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
+                sl_buf_add(sl_conn_out(c), SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
                 h->continue_sent = true;
             }
             sl_http_request_reset(&h->req);

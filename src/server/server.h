@@ -230,8 +230,8 @@ typedef struct sl_slot {
     struct sl_conn *conn;
     struct sl_worker *w;
     bool done;
-    sl_resp_buf reply; /* its own reply, once decided */
-    sl_resp_buf after; /* the replies after it, up to the next slot */
+    sl_buf reply; /* its own reply, once decided */
+    sl_buf after; /* the replies after it, up to the next slot */
     sl_check check;
 } sl_slot;
 
@@ -249,8 +249,8 @@ typedef struct sl_conn {
     size_t rlen, rcap;
     sl_resp_request req;
     sl_resp_slice *argv;
-    sl_resp_buf out;     /* replies accumulating */
-    sl_resp_buf sending; /* replies being written */
+    sl_buf out;     /* replies accumulating */
+    sl_buf sending; /* replies being written */
     uv_write_t wreq;
     bool writing;
     bool closing;   /* close once the replies are out */
@@ -276,7 +276,7 @@ typedef struct sl_conn {
 } sl_conn;
 
 /* Where a connection's next reply goes: after its last reply in flight. */
-static inline sl_resp_buf *sl_conn_out(sl_conn *c)
+static inline sl_buf *sl_conn_out(sl_conn *c)
 {
     return c->slots_tail ? &c->slots_tail->after : &c->out;
 }
