@@ -27,8 +27,10 @@
 #include "algo/share.h"
 #include "backend/redis.h"
 #include "backend/reply.h"
+#include "common/clock.h"
 #include "common/decimal.h"
 #include "common/hex.h"
+#include "common/parse.h"
 
 #define RD_BREAKER_FAILURES 5        /* consecutive failures that open the breaker */
 #define RD_PROBE_MIN_MS 100          /* the first probe after it opens ... */
@@ -59,7 +61,7 @@ typedef struct rd_backend {
     int db;
     sl_on_error on_error;
     int32_t timeout_ms, fleet_nodes, connect_timeout_ms;
-    int64_t clock_offset_ns; /* CLOCK_REALTIME - CLOCK_MONOTONIC, for the local limiter */
+    int64_t clock_offset_ns; /* Unix time - sl_now_mono(), for the local limiter */
     sl_store *local;         /* the local limiter's states, shared by the workers */
     pthread_mutex_t lock;    /* guards the list of workers and `retired` */
     struct sl_backend_worker *workers;
@@ -319,7 +321,7 @@ static sl_on_error rd_policy(const sl_backend_worker *w, const sl_backend_req *r
 
 static int64_t rd_now_ns(const sl_backend_worker *w)
 {
-    return w->now ? *w->now : (int64_t)uv_hrtime();
+    return w->now ? *w->now : sl_now_mono();
 }
 
 /* Answers *r by its store-down policy, from the op's copy of the items. */
@@ -1551,15 +1553,8 @@ static char *rd_unescape(const char *p, size_t len, bool *bad)
 
 static bool rd_port_ok(const char *p, size_t len)
 {
-    if (len == 0 || len > 5)
-        return false;
-    long v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-        v = v * 10 + (p[i] - '0');
-    }
-    return v >= 1 && v <= 65535;
+    int64_t v;
+    return sl_parse_i64(p, len, SL_INT_NO_SIGN, &v) && v >= 1 && v <= 65535;
 }
 
 /* Checks one "host:port" of a URL and appends it, without an IPv6
@@ -1668,15 +1663,8 @@ static int rd_parse_url(rd_backend *b, const char *url, char *err, size_t n)
         size_t dlen = strcspn(db, "?");
         rest = db + dlen;
         if (dlen > 0) {
-            long v = 0;
-            for (size_t i = 0; i < dlen; i++) {
-                if (db[i] < '0' || db[i] > '9' || v > 100000000) {
-                    v = -1;
-                    break;
-                }
-                v = v * 10 + (db[i] - '0');
-            }
-            if (v < 0 || dlen > 9) {
+            int64_t v;
+            if (!sl_parse_i64(db, dlen, SL_INT_NO_SIGN, &v) || v > 999999999) {
                 snprintf(err, n, "ERR invalid --store URL: the database '%.*s' is not a number",
                          (int)(dlen > 16 ? 16 : dlen), db);
                 return SL_ERR_ARGUMENT;
@@ -1727,15 +1715,6 @@ fail:
     return SL_ERR_NOMEM;
 }
 
-static int64_t rd_clock_offset(void)
-{
-    struct timespec rt, mono;
-    clock_gettime(CLOCK_REALTIME, &rt);
-    clock_gettime(CLOCK_MONOTONIC, &mono);
-    return ((int64_t)rt.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
-           ((int64_t)rt.tv_nsec - (int64_t)mono.tv_nsec);
-}
-
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n)
 {
     *out = NULL;
@@ -1780,7 +1759,7 @@ int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, si
     b->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : SL_REDIS_TIMEOUT_MS_DEFAULT;
     b->fleet_nodes = cfg->fleet_nodes > 0 ? cfg->fleet_nodes : 1;
     b->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 1000;
-    b->clock_offset_ns = rd_clock_offset();
+    b->clock_offset_ns = sl_clock_offset();
     uint64_t seed = uv_hrtime() ^ (uint64_t)(uintptr_t)b;
     sl_store_config sc = {
         .max_memory = cfg->local_memory ? cfg->local_memory : SL_REDIS_LOCAL_MEMORY_DEFAULT,

@@ -27,6 +27,7 @@
 
 #include "cli/cli.h"
 #include "cli/hist.h"
+#include "common/clock.h"
 #include "proto/resp.h"
 
 static const char bench_usage[] =
@@ -90,7 +91,7 @@ typedef struct bench_cfg {
 
 typedef struct bench_conn {
     int fd;
-    sl_resp_buf out;   /* requests not yet written */
+    sl_buf out;   /* requests not yet written */
     size_t out_off;    /* bytes of out already written */
     char *in;          /* replies not yet parsed */
     size_t in_len, in_cap;
@@ -165,13 +166,6 @@ typedef struct bench_thread {
     int64_t deadline;
 } bench_thread;
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static uint64_t pick_key(bench_thread *t)
 {
     const bench_cfg *c = t->cfg;
@@ -203,7 +197,7 @@ static void add_request(bench_thread *t, bench_conn *cn)
                          "HTTP/1.1\r\nHost: sluice\r\n\r\n",
                          key, (long long)c->limit, (long long)(c->period_ns / 1000000),
                          (long long)c->cost, c->alg);
-        sl_resp_add_raw(&cn->out, req, (size_t)n);
+        sl_buf_add(&cn->out, req, (size_t)n);
         return;
     }
     snprintf(cost, sizeof cost, "%lld", (long long)c->cost);
@@ -256,7 +250,7 @@ static int flush_out(bench_thread *t, bench_conn *cn, int ep)
         cn->out_off += (size_t)n;
     }
     if (cn->out_off == cn->out.len) {
-        sl_resp_buf_clear(&cn->out);
+        sl_buf_clear(&cn->out);
         cn->out_off = 0;
     }
     bool want = cn->out_off < cn->out.len;
@@ -411,7 +405,7 @@ static void *bench_loop(void *arg)
         return NULL;
     }
     int live = 0;
-    int64_t now = now_ns();
+    int64_t now = sl_now_mono();
     for (int i = 0; i < t->nconns; i++) {
         bench_conn *cn = &t->conns[i];
         struct epoll_event ev = {.events = EPOLLIN, .data.ptr = cn};
@@ -424,7 +418,7 @@ static void *bench_loop(void *arg)
     /* At the deadline the loop stops: replies still in flight are not
      * counted, and closing the connections discards them. */
     while (live > 0) {
-        int64_t left = t->deadline - now_ns();
+        int64_t left = t->deadline - sl_now_mono();
         if (left <= 0)
             break;
         int n = epoll_wait(ep, evs, 64, (int)(left / 1000000 < 100 ? left / 1000000 + 1 : 100));
@@ -432,7 +426,7 @@ static void *bench_loop(void *arg)
             snprintf(t->err, sizeof t->err, "epoll_wait: %s", strerror(errno));
             break;
         }
-        now = now_ns();
+        now = sl_now_mono();
         for (int k = 0; k < n && now < t->deadline; k++) {
             bench_conn *cn = evs[k].data.ptr;
             if (cn->dead)
@@ -642,8 +636,8 @@ static int load_script(bench_cfg *c, int fd)
         free(src);
         return -1;
     }
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     sl_resp_slice av[] = {{"SCRIPT", 6}, {"LOAD", 4}, {src, n}};
     sl_resp_add_command(&b, av, 3);
     free(src);
@@ -654,8 +648,8 @@ static int load_script(bench_cfg *c, int fd)
     sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 4};
     struct pollfd pf = {.fd = fd, .events = POLLOUT};
     size_t off = 0;
-    int64_t deadline = now_ns() + 5000000000LL;
-    while (now_ns() < deadline) {
+    int64_t deadline = sl_now_mono() + 5000000000LL;
+    while (sl_now_mono() < deadline) {
         pf.events = off < b.len ? POLLOUT : POLLIN;
         if (poll(&pf, 1, 100) <= 0)
             continue;
@@ -687,7 +681,7 @@ static int load_script(bench_cfg *c, int fd)
         }
         break;
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     if (rc == -1)
         cli_error("bench", "SCRIPT LOAD %s: no valid answer from %s", c->lua, c->server);
     return rc == 0 ? 0 : -1;
@@ -750,7 +744,7 @@ int cmd_bench(int argc, char **argv)
         }
         opened++;
         fcntl(cn->fd, F_SETFL, fcntl(cn->fd, F_GETFL) | O_NONBLOCK);
-        sl_resp_buf_init(&cn->out, 2, 0);
+        sl_buf_init(&cn->out, 2, 0);
         cn->in_cap = 64 * 1024;
         cn->in = malloc(cn->in_cap);
         cn->sent = malloc((size_t)cfg.pipeline * sizeof *cn->sent);
@@ -766,7 +760,7 @@ int cmd_bench(int argc, char **argv)
         goto out;
     }
 
-    int64_t start = now_ns();
+    int64_t start = sl_now_mono();
     for (int k = 0; k < cfg.threads; k++) {
         bench_thread *t = &th[k];
         t->cfg = &cfg;
@@ -797,7 +791,7 @@ int cmd_bench(int argc, char **argv)
         int64_t wake = start + tick * 1000000000;
         if (wake > start + cfg.duration_ns)
             wake = start + cfg.duration_ns;
-        int64_t wait = wake - now_ns();
+        int64_t wait = wake - sl_now_mono();
         if (wait > 0) {
             struct timespec ts = {wait / 1000000000, wait % 1000000000};
             nanosleep(&ts, NULL);
@@ -805,7 +799,7 @@ int cmd_bench(int argc, char **argv)
         uint64_t sum = 0;
         for (int k = 0; k < cfg.threads; k++)
             sum += atomic_load_explicit(&th[k].done, memory_order_relaxed);
-        double el = (double)(now_ns() - start) / 1e9;
+        double el = (double)(sl_now_mono() - start) / 1e9;
         fprintf(stderr, "%s[%5.1fs] %llu requests, %.0f req/s now, %.0f req/s overall%s", tty ? "\r" : "",
                 el, (unsigned long long)sum, (double)(sum - last), el > 0 ? (double)sum / el : 0.0,
                 tty ? "   " : "\n");
@@ -888,7 +882,7 @@ int cmd_bench(int argc, char **argv)
 out:
     for (int i = 0; i < opened; i++) {
         close(conns[i].fd);
-        sl_resp_buf_free(&conns[i].out);
+        sl_buf_free(&conns[i].out);
         free(conns[i].in);
         free(conns[i].sent);
     }

@@ -33,8 +33,8 @@ void cli_error(const char *cmd, const char *fmt, ...) __attribute__((format(prin
 
 /*
  * Parses a whole decimal integer in [min, max] from s (NUL-terminated): an
- * optional '-', then digits. Returns 0 and sets *out, or -1 (not a number,
- * trailing bytes, or out of range; overflow is detected digit by digit).
+ * optional '-', then digits (sl_parse_i64). Returns 0 and sets *out, or -1
+ * (not a number, trailing bytes, or out of range).
  */
 int cli_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
 

@@ -1,6 +1,6 @@
 /*
- * sim.h: the simulation's results, shared by the runner (simulate.c), the
- * plot (svg.c) and the fleet model (fleet.c).
+ * sim.h: the simulation's results (sim_result.c), shared by the runner
+ * (simulate.c), the plot (svg.c) and the fleet model (fleet.c).
  */
 #ifndef SLUICE_CLI_SIM_H
 #define SLUICE_CLI_SIM_H

@@ -12,6 +12,8 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/clock.h"
+#include "common/units.h"
 #include "proto/http.h"
 #include "proto/resp.h"
 
@@ -55,29 +57,16 @@ static const char take_usage[] =
 #define TAKE_MAX_REPEAT 1000000
 #define TAKE_MAX_RESPONSE (64 * 1024)
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Whole milliseconds, rounded up (so that a client waiting them is never early). */
-static int64_t ceil_ms(int64_t ns)
-{
-    return ns <= 0 ? 0 : ns / 1000000 + (ns % 1000000 != 0);
-}
-
 static void print_decision(const sl_decision *d, sl_algorithm alg)
 {
     printf("allowed          %d\n", d->allowed ? 1 : 0);
     printf("limit            %lld\n", (long long)d->limit);
     printf("remaining        %lld\n", (long long)d->remaining);
     printf("retry_after_ms   %lld\n",
-           d->retry_after_ns == SL_NEVER ? -1LL : (long long)ceil_ms(d->retry_after_ns));
-    printf("reset_after_ms   %lld\n", (long long)ceil_ms(d->reset_after_ns));
+           d->retry_after_ns == SL_NEVER ? -1LL : (long long)sl_ns_ceil_ms(d->retry_after_ns));
+    printf("reset_after_ms   %lld\n", (long long)sl_ns_ceil_ms(d->reset_after_ns));
     if (alg == SL_LEAKY_BUCKET)
-        printf("delay_ms         %lld\n", (long long)ceil_ms(d->delay_ns));
+        printf("delay_ms         %lld\n", (long long)sl_ns_ceil_ms(d->delay_ns));
 }
 
 /*
@@ -88,10 +77,10 @@ static void print_decision(const sl_decision *d, sl_algorithm alg)
  */
 static int print_headers(const sl_limit *l, const sl_decision *d)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     if (sl_http_write_check(&b, true, "default", l, d, false) != 0) {
-        sl_resp_buf_free(&b);
+        sl_buf_free(&b);
         cli_error("take", "cannot format the HTTP answer");
         return -1;
     }
@@ -99,7 +88,7 @@ static int print_headers(const sl_limit *l, const sl_decision *d)
         if (b.data[i] != '\r')
             putchar(b.data[i]);
     putchar('\n');
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     return 0;
 }
 
@@ -107,10 +96,10 @@ static void print_short(int64_t i, const sl_decision *d)
 {
     printf("take %lld: %s remaining=%lld retry_after_ms=%lld reset_after_ms=%lld", (long long)i,
            d->allowed ? "allowed " : "rejected", (long long)d->remaining,
-           d->retry_after_ns == SL_NEVER ? -1LL : (long long)ceil_ms(d->retry_after_ns),
-           (long long)ceil_ms(d->reset_after_ns));
+           d->retry_after_ns == SL_NEVER ? -1LL : (long long)sl_ns_ceil_ms(d->retry_after_ns),
+           (long long)sl_ns_ceil_ms(d->reset_after_ns));
     if (d->delay_ns)
-        printf(" delay_ms=%lld", (long long)ceil_ms(d->delay_ns));
+        printf(" delay_ms=%lld", (long long)sl_ns_ceil_ms(d->delay_ns));
     putchar('\n');
 }
 
@@ -120,15 +109,15 @@ static void print_short(int64_t i, const sl_decision *d)
 static int resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
                      sl_resp_reply *rep, char *errbuf, size_t errcap)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     sl_resp_add_command(&b, argv, argc);
     if (b.failed || cli_write_all(fd, b.data, b.len) != 0) {
         snprintf(errbuf, errcap, "cannot send: %s", b.failed ? "out of memory" : strerror(errno));
-        sl_resp_buf_free(&b);
+        sl_buf_free(&b);
         return -1;
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     size_t have = 0;
     for (;;) {
         if (have > 0) {
@@ -452,7 +441,7 @@ int cmd_take(int argc, char **argv)
             return CLI_EXIT_FAIL;
         }
         for (int64_t i = 1; i <= repeat; i++) {
-            rc = sl_store_take(st, key, keylen, &lim, now_ns(), cost, &d);
+            rc = sl_store_take(st, key, keylen, &lim, sl_now_mono(), cost, &d);
             if (rc != SL_OK) {
                 cli_error("take", "%s", sl_strerror(rc));
                 sl_store_free(st);

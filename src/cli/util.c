@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/parse.h"
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
 {
@@ -37,33 +38,8 @@ void cli_error(const char *cmd, const char *fmt, ...)
 
 int cli_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 {
-    bool neg = false;
-    uint64_t v = 0;
-    /* The magnitude of INT64_MIN, the largest a negative number may reach. */
-    const uint64_t cap_neg = (uint64_t)INT64_MAX + 1;
-    if (*s == '-') {
-        neg = true;
-        s++;
-    }
-    if (*s == '\0')
-        return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9')
-            return -1;
-        unsigned d = (unsigned)(*s - '0');
-        /* Checked before the multiplication, so that v never wraps. */
-        if (v > (cap_neg - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
     int64_t r;
-    if (neg)
-        r = v == cap_neg ? INT64_MIN : -(int64_t)v;
-    else if (v > (uint64_t)INT64_MAX)
-        return -1;
-    else
-        r = (int64_t)v;
-    if (r < min || r > max)
+    if (!sl_parse_i64(s, strlen(s), SL_INT_MINUS, &r) || r < min || r > max)
         return -1;
     *out = r;
     return 0;

@@ -15,6 +15,8 @@
 
 #include "common/duration.h"
 #include "common/hex.h"
+#include "common/parse.h"
+#include "common/units.h"
 #include "backend/backend.h"
 #include "common/siphash.h"
 #include "policy/config.h"
@@ -83,12 +85,6 @@ static void sl_kv_int(sl_cmd_ctx *c, const char *k, int64_t v)
     R->integer(c->sink, v);
 }
 
-/* Milliseconds, rounded up: a client that waits this long is never early. */
-static int64_t sl_ms_ceil(int64_t ns)
-{
-    return ns / 1000000 + (ns % 1000000 != 0);
-}
-
 /* A policy's answer beside its decision: which of its limits refused and
  * which binds, and whether it is a dry run. */
 typedef struct sl_policy_answer {
@@ -102,7 +98,7 @@ static int64_t sl_retry_ms(const sl_decision *d)
 {
     return d->allowed                    ? 0
            : d->retry_after_ns == SL_NEVER ? -1
-                                           : sl_ms_ceil(d->retry_after_ns);
+                                           : sl_ns_ceil_ms(d->retry_after_ns);
 }
 
 /*
@@ -131,9 +127,9 @@ static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_deci
     sl_kv_int(c, "limit", d->limit);
     sl_kv_int(c, "remaining", d->remaining);
     sl_kv_int(c, "retry_after_ms", shadow ? 0 : sl_retry_ms(d));
-    sl_kv_int(c, "reset_after_ms", sl_ms_ceil(d->reset_after_ns));
+    sl_kv_int(c, "reset_after_ms", sl_ns_ceil_ms(d->reset_after_ns));
     if (queue)
-        sl_kv_int(c, "delay_ms", shadow ? 0 : sl_ms_ceil(d->delay_ns));
+        sl_kv_int(c, "delay_ms", shadow ? 0 : sl_ns_ceil_ms(d->delay_ns));
     if (shadow) {
         sl_kv_int(c, "shadow", 1);
         sl_kv_int(c, "would_allow", d->allowed);
@@ -154,31 +150,9 @@ bool sl_arg_is(const sl_resp_slice *a, const char *keyword)
     return a->len == n && strncasecmp(a->ptr, keyword, n) == 0;
 }
 
-/* A whole decimal int64 (optional '-'), no spaces, no leading '+'. */
-static inline bool sl_parse_int(const char *p, size_t len, int64_t *out)
-{
-    size_t i = len > 0 && p[0] == '-';
-    /* An int64 has at most 19 digits, and 19 digits stay below 10^19 <
-     * UINT64_MAX: the loop cannot overflow, the range is checked after. */
-    if (len == i || len - i > 19)
-        return false;
-    uint64_t v = 0;
-    for (; i < len; i++) {
-        unsigned digit = (unsigned char)p[i] - (unsigned)'0';
-        if (digit > 9)
-            return false;
-        v = v * 10 + digit;
-    }
-    bool neg = p[0] == '-';
-    if (v > (uint64_t)INT64_MAX + neg)
-        return false;
-    *out = neg ? (int64_t)(0 - v) : (int64_t)v;
-    return true;
-}
-
 bool sl_arg_int(sl_cmd_ctx *c, const sl_resp_slice *a, int64_t *out)
 {
-    if (sl_parse_int(a->ptr, a->len, out))
+    if (sl_parse_i64(a->ptr, a->len, SL_INT_MINUS, out))
         return true;
     sl_reply_errorf(c, "value is not an integer or out of range");
     return false;

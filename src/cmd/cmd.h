@@ -39,7 +39,7 @@ typedef struct sl_reply_ops {
     void (*error)(void *sink, const char *msg);
 } sl_reply_ops;
 
-/* The sink that writes RESP into an sl_resp_buf (the sink pointer). */
+/* The sink that writes RESP into an sl_buf (the sink pointer). */
 extern const sl_reply_ops sl_resp_reply_sink;
 
 /* A small per-thread cache of prepared limits: sl_limit_init costs several

@@ -15,6 +15,7 @@
 
 #include "common/alloc.h"
 #include "common/duration.h"
+#include "common/parse.h"
 
 typedef struct sl_loader {
     yaml_document_t doc;
@@ -76,10 +77,8 @@ static int sl_int_value(sl_loader *ld, const yaml_node_t *v, const char *where, 
     char q[48];
     if (sl_is_scalar(v)) {
         const char *s = sl_scalar(v);
-        char *end;
-        errno = 0;
-        long long x = strtoll(s, &end, 10);
-        if (*s && *end == '\0' && errno == 0 && x >= min) {
+        int64_t x;
+        if (sl_parse_i64(s, strlen(s), SL_INT_SIGNED, &x) && x >= min) {
             *out = x;
             return 0;
         }

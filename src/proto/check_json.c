@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "common/duration.h"
+#include "common/parse.h"
 #include "proto/http.h"
 
 #define NS_PER_S INT64_C(1000000000)
@@ -347,7 +348,7 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         case F_BURST:
         case F_COST: {
             int64_t x;
-            if (sl_http_parse_i64(val, n, &x) < 0)
+            if (!sl_parse_i64(val, n, SL_INT_MINUS, &x))
                 return check_fail(c, 400, NULL, f, "%s must be an integer", f);
             rc = take_int(&r, bit, x);
             break;

@@ -2,7 +2,7 @@
  * headers.c: HTTP responses: a decision with its rate limit headers and JSON
  * body, an error, and any other small response. See http.h for the contract.
  *
- * Everything is appended to the caller's sl_resp_buf (resp.h), which owns the
+ * Everything is appended to the caller's sl_buf (common/buf.h), which owns the
  * bytes; a body is first composed in a bounded local array so that its
  * Content-Length is known before the head is written.
  */
@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/decimal.h"
+#include "common/units.h"
 #include "proto/http.h"
 
 /* The largest RFC 8941 Integer: 15 decimal digits. */
@@ -44,20 +45,6 @@ const char *sl_http_reason(int status)
     case 505: return "HTTP Version Not Supported";
     default: return "Unknown";
     }
-}
-
-int64_t sl_http_seconds_ceil(int64_t ns)
-{
-    if (ns <= 0)
-        return 0;
-    return ns / NS_PER_S + (ns % NS_PER_S != 0);
-}
-
-int64_t sl_http_ms_ceil(int64_t ns)
-{
-    if (ns <= 0)
-        return 0;
-    return ns / NS_PER_MS + (ns % NS_PER_MS != 0);
 }
 
 static int64_t sf_clamp(int64_t v)
@@ -186,7 +173,7 @@ static void t_json_escaped(text *t, const char *s)
  * w (rounded down, so that a client pacing itself by q never exceeds it). */
 static void policy_q_w(const sl_limit *l, int64_t *q, int64_t *w)
 {
-    *w = sl_http_seconds_ceil(l->period_ns);
+    *w = sl_ns_ceil_s(l->period_ns);
     if (*w < 1)
         *w = 1;
     if (l->period_ns % NS_PER_S == 0) {
@@ -205,7 +192,7 @@ static int64_t retry_ms(const sl_decision *d, bool shown_allowed)
         return 0;
     if (d->retry_after_ns == SL_NEVER)
         return -1;
-    return sl_http_ms_ceil(d->retry_after_ns);
+    return sl_ns_ceil_ms(d->retry_after_ns);
 }
 
 /* The fields of one decision, without braces. A shadow answer (dry run)
@@ -221,10 +208,10 @@ static void t_decision_fields(text *t, const sl_http_limit_report *it, bool show
     T_LIT(t, ",\"retry_after_ms\":");
     t_i64(t, retry_ms(d, shown_allowed));
     T_LIT(t, ",\"reset_after_ms\":");
-    t_i64(t, sl_http_ms_ceil(d->reset_after_ns));
+    t_i64(t, sl_ns_ceil_ms(d->reset_after_ns));
     if (it->limit->algorithm == SL_LEAKY_BUCKET) {
         T_LIT(t, ",\"delay_ms\":");
-        t_i64(t, shadow ? 0 : sl_http_ms_ceil(d->delay_ns));
+        t_i64(t, shadow ? 0 : sl_ns_ceil_ms(d->delay_ns));
     }
 }
 
@@ -304,12 +291,12 @@ static void t_rate_fields(text *h, const sl_http_limit_report *items, size_t n,
     T_LIT(h, "\r\nX-RateLimit-Remaining: ");
     t_i64(h, pd->remaining < 0 ? 0 : pd->remaining);
     T_LIT(h, "\r\nX-RateLimit-Reset: ");
-    t_i64(h, sl_http_seconds_ceil(pd->reset_after_ns));
+    t_i64(h, sl_ns_ceil_s(pd->reset_after_ns));
     T_LIT(h, "\r\n");
     if (!shown && pd->retry_after_ns != SL_NEVER) {
         /* delay-seconds, never 0 for a denial: a client told "0" would retry
          * at once and be denied again. */
-        int64_t s = sl_http_seconds_ceil(pd->retry_after_ns);
+        int64_t s = sl_ns_ceil_s(pd->retry_after_ns);
         T_LIT(h, "Retry-After: ");
         t_i64(h, s < 1 ? 1 : s);
         T_LIT(h, "\r\n");
@@ -335,7 +322,7 @@ static void t_rate_fields(text *h, const sl_http_limit_report *items, size_t n,
         T_LIT(h, ";r=");
         t_i64(h, sf_clamp(d->remaining));
         T_LIT(h, ";t=");
-        t_i64(h, sf_clamp(sl_http_seconds_ceil(d->reset_after_ns)));
+        t_i64(h, sf_clamp(sl_ns_ceil_s(d->reset_after_ns)));
     }
     T_LIT(h, "\r\n");
 }
@@ -348,7 +335,7 @@ static void t_rate_fields(text *h, const sl_http_limit_report *items, size_t n,
 #define BODY_ROOM 4096
 #define JSON_TYPE "application/json"
 
-int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
+int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
                            const sl_http_limit_report *items, size_t n)
 {
     if (!out || !o || !items || n == 0 || n > SL_TAKE_MANY_MAX)
@@ -436,10 +423,10 @@ int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
         out->failed = 1;
         return -1;
     }
-    return sl_resp_add_raw(out, h.p, h.len) < 0 ? -1 : 0;
+    return sl_buf_add(out, h.p, h.len) < 0 ? -1 : 0;
 }
 
-int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, const sl_limit *l,
+int sl_http_write_check(sl_buf *out, bool keep_alive, const char *name, const sl_limit *l,
                         const sl_decision *d, bool shadow)
 {
     sl_http_decision_opts o = {.status = 0, .keep_alive = keep_alive, .shadow = shadow,
@@ -448,7 +435,7 @@ int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, con
     return sl_http_write_decision(out, &o, &it, 1);
 }
 
-int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
+int sl_http_write_response(sl_buf *out, int status, bool keep_alive,
                            const char *content_type, const char *extra, const void *body,
                            size_t body_len, bool head)
 {
@@ -462,18 +449,18 @@ int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
         out->failed = 1;
         return -1;
     }
-    if (sl_resp_add_raw(out, h.p, h.len) < 0)
+    if (sl_buf_add(out, h.p, h.len) < 0)
         return -1;
-    if (extra && sl_resp_add_raw(out, extra, strlen(extra)) < 0)
+    if (extra && sl_buf_add(out, extra, strlen(extra)) < 0)
         return -1;
-    if (sl_resp_add_raw(out, "\r\n", 2) < 0)
+    if (sl_buf_add(out, "\r\n", 2) < 0)
         return -1;
-    if (!head && body_len && sl_resp_add_raw(out, body, body_len) < 0)
+    if (!head && body_len && sl_buf_add(out, body, body_len) < 0)
         return -1;
     return 0;
 }
 
-int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const char *message,
+int sl_http_write_error(sl_buf *out, int status, bool keep_alive, const char *message,
                         const char *field)
 {
     /* Messages are short (an errbuf of http.h, a fixed string); a longer

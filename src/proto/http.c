@@ -24,6 +24,8 @@
 #include "common/hex.h"
 #endif
 
+#include "common/parse.h"
+
 /* Parser states. The request line: */
 enum {
     ST_START = 0, /* before the method; empty lines are skipped */
@@ -257,19 +259,10 @@ static int split_target(sl_http_request *req)
 /* Content-Length: 1*DIGIT, at most INT64_MAX. */
 static int parse_content_length(sl_http_slice v, uint64_t *out)
 {
-    if (v.len == 0)
+    int64_t x;
+    if (!sl_parse_i64(v.ptr, v.len, SL_INT_NO_SIGN, &x))
         return -1;
-    uint64_t x = 0;
-    for (size_t i = 0; i < v.len; i++) {
-        unsigned char c = (unsigned char)v.ptr[i];
-        if (c < '0' || c > '9')
-            return -1;
-        unsigned d = c - '0';
-        if (x > ((uint64_t)INT64_MAX - d) / 10)
-            return -1;
-        x = x * 10 + d;
-    }
-    *out = x;
+    *out = (uint64_t)x;
     return 0;
 }
 
@@ -742,37 +735,4 @@ long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out
         return sl_http_percent_decode(v.ptr, v.len, out, cap);
     }
     return SL_HTTP_NO_PARAM;
-}
-
-int sl_http_parse_i64(const char *s, size_t n, int64_t *out)
-{
-    size_t i = 0;
-    bool neg = n > 0 && s[0] == '-';
-    i = neg;
-    if (i == n)
-        return -1;
-    if (n - i <= 18) {
-        /* At most 18 digits cannot overflow: no check per digit. */
-        int64_t v = 0;
-        for (; i < n; i++) {
-            unsigned d = (unsigned)(unsigned char)s[i] - '0';
-            if (d > 9)
-                return -1;
-            v = v * 10 + (int64_t)d;
-        }
-        *out = neg ? -v : v;
-        return 0;
-    }
-    /* The magnitude may reach 2^63 for a negative number. */
-    uint64_t cap = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX, v = 0;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (cap - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    *out = neg ? (v == 0 ? 0 : -(int64_t)(v - 1) - 1) : (int64_t)v;
-    return 0;
 }

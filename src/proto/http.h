@@ -6,8 +6,8 @@
  *   1. sl_http_parse_request()   a request parser: the request line and the
  *                                header fields from the start of a buffer.
  *   2. helpers                   header lookup, query-string parameters with
- *                                percent-decoding, integers from slices.
- *   3. sl_http_write_*()         responses into an sl_resp_buf (resp.h's
+ *                                percent-decoding.
+ *   3. sl_http_write_*()         responses into an sl_buf (common/buf.h's
  *                                growable byte buffer): a decision with the
  *                                rate limit headers and its JSON body, an
  *                                error, any other small response.
@@ -240,23 +240,12 @@ sl_http_slice sl_http_list_first(sl_http_slice v);
  */
 long sl_http_query_param(const char *q, size_t qlen, const char *name, char *out, size_t cap);
 
-/* A whole decimal int64 in s[0 .. n): an optional '-', then 1 to 19 digits
- * (leading zeros allowed), within range. Returns 0 and sets *out, or -1. */
-int sl_http_parse_i64(const char *s, size_t n, int64_t *out);
-
 /* ------------------------------------------------------------------------ */
 /* 3. Responses                                                             */
 /* ------------------------------------------------------------------------ */
 
 /* "OK", "Too Many Requests", ...; "Unknown" for a status it does not know. */
 const char *sl_http_reason(int status);
-
-/* Whole seconds for a wait of ns nanoseconds, rounded up: 1 ns -> 1, 1 s -> 1,
- * 1 s + 1 ns -> 2; 0 for ns <= 0. */
-int64_t sl_http_seconds_ceil(int64_t ns);
-
-/* Whole milliseconds, rounded up; 0 for ns <= 0. */
-int64_t sl_http_ms_ceil(int64_t ns);
 
 /* The longest name a report may carry: a policy name with room for a suffix
  * such as ".global". */
@@ -331,13 +320,13 @@ size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by);
  * 500ms is q=20;w=1). Integers are clamped to 0 .. 999999999999999, the range
  * of an RFC 8941 Integer. Names become sf-strings: '"' and '\' escaped, bytes
  * outside 0x20-0x7E written as '?'. Returns 0, or -1 when the buffer failed
- * (out->failed set; see resp.h) or an argument is invalid.
+ * (out->failed set; see common/buf.h) or an argument is invalid.
  */
-int sl_http_write_decision(sl_resp_buf *out, const sl_http_decision_opts *o,
+int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
                            const sl_http_limit_report *items, size_t n);
 
 /* The common case: one limit, 200 or 429, not a HEAD. */
-int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, const sl_limit *l,
+int sl_http_write_check(sl_buf *out, bool keep_alive, const char *name, const sl_limit *l,
                         const sl_decision *d, bool shadow);
 
 /*
@@ -345,7 +334,7 @@ int sl_http_write_check(sl_resp_buf *out, bool keep_alive, const char *name, con
  * ("field" omitted when field is NULL). Both strings are JSON-escaped, so they
  * may quote client input. Returns 0 or -1 (out->failed).
  */
-int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const char *message,
+int sl_http_write_error(sl_buf *out, int status, bool keep_alive, const char *message,
                         const char *field);
 
 /*
@@ -354,7 +343,7 @@ int sl_http_write_error(sl_resp_buf *out, int status, bool keep_alive, const cha
  * ending in CRLF, e.g. "Allow: GET, POST\r\n"; may be NULL), then the body
  * (omitted when head is true; Content-Length still says its length).
  */
-int sl_http_write_response(sl_resp_buf *out, int status, bool keep_alive,
+int sl_http_write_response(sl_buf *out, int status, bool keep_alive,
                            const char *content_type, const char *extra, const void *body,
                            size_t body_len, bool head);
 

@@ -10,9 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "common/alloc.h"
 #include "common/hex.h"
 #include "common/decimal.h"
+#include "common/parse.h"
 
 /* The parsers' own results while a frame is being walked. */
 enum { R_OK = 0, R_MORE = SL_RESP_INCOMPLETE, R_ERR = SL_RESP_ERROR };
@@ -505,82 +505,10 @@ int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_lim
 /* Replies: the encoder                                                     */
 /* ------------------------------------------------------------------------ */
 
-void sl_resp_buf_init(sl_resp_buf *b, int proto, size_t max)
-{
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->max = max ? max : SL_RESP_DEFAULT_MAX_OUTPUT;
-    b->proto = proto;
-    b->failed = 0;
-}
-
-void sl_resp_buf_clear(sl_resp_buf *b)
-{
-    b->len = 0;
-    b->failed = 0;
-}
-
-void sl_resp_buf_free(sl_resp_buf *b)
-{
-    sl_free(b->data);
-    b->data = NULL;
-    b->len = b->cap = 0;
-    b->failed = 0;
-}
-
-/* Makes room for `need` more bytes: returns where they go, or NULL (and sets
- * `failed`) when len + need would pass max or realloc fails. Grows by
- * doubling, from 256 bytes, clamped to max. */
-static char *reserve_slow(sl_resp_buf *b, size_t need)
-{
-    if (b->failed)
-        return NULL;
-    if (need > b->max || b->len > b->max - need) {
-        b->failed = 1;
-        return NULL;
-    }
-    size_t want = b->len + need;
-    if (want > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < want)
-            cap = cap > SIZE_MAX / 2 ? SIZE_MAX : cap * 2;
-        if (cap > b->max)
-            cap = b->max;
-        char *p = sl_realloc(b->data, cap);
-        if (!p) {
-            b->failed = 1;
-            return NULL;
-        }
-        b->data = p;
-        b->cap = cap;
-    }
-    return b->data + b->len;
-}
-
-/* Room for `need` more bytes at the end (cap <= max always, so a fit in
- * cap is within the cap); NULL once the buffer has failed. */
-static inline char *reserve(sl_resp_buf *b, size_t need)
-{
-    if (__builtin_expect(!b->failed && need <= b->cap - b->len, 1))
-        return b->data + b->len;
-    return reserve_slow(b, need);
-}
-
-static int append(sl_resp_buf *b, const void *p, size_t n)
-{
-    char *w = reserve(b, n);
-    if (!w)
-        return -1;
-    if (n)
-        memcpy(w, p, n);
-    b->len += n;
-    return 0;
-}
-
-static int add_header_size(sl_resp_buf *b, char type, size_t n)
+static int add_header_size(sl_buf *b, char type, size_t n)
 {
     size_t len = 3 + sl_dec_len((uint64_t)n);
-    char *w = reserve(b, len);
+    char *w = sl_buf_reserve(b, len);
     if (!w)
         return -1;
     w[0] = type;
@@ -610,7 +538,7 @@ static size_t int_line_len(int64_t v)
  * `exact()` bytes (growing it, or failing at its cap only when the exact
  * size would not fit). */
 #define RESERVE_UPTO(b, most, exact)                                                          \
-    (!(b)->failed && (most) <= (b)->cap - (b)->len ? (b)->data + (b)->len : reserve((b), (exact)))
+    (!(b)->failed && (most) <= (b)->cap - (b)->len ? (b)->data + (b)->len : sl_buf_reserve((b), (exact)))
 
 /* Writes ":<v>\r\n" at w (room for INT_LINE_MAX bytes); returns its length.
  * The digits go straight into place; values below 10 000, the usual ones
@@ -648,11 +576,11 @@ static inline size_t put_int_line(char *w, int64_t v)
 }
 
 /* Appends `type`, s with CR and LF turned into spaces, CR LF. */
-static int add_line(sl_resp_buf *b, const char *prefix, size_t plen, const char *s, size_t len)
+static int add_line(sl_buf *b, const char *prefix, size_t plen, const char *s, size_t len)
 {
     if (len > SIZE_MAX - plen - 2)
-        return b->failed = 1, -1;
-    char *w = reserve(b, plen + len + 2);
+        return sl_buf_fail(b);
+    char *w = sl_buf_reserve(b, plen + len + 2);
     if (!w)
         return -1;
     memcpy(w, prefix, plen);
@@ -664,19 +592,19 @@ static int add_line(sl_resp_buf *b, const char *prefix, size_t plen, const char 
     return 0;
 }
 
-int sl_resp_add_simple(sl_resp_buf *b, const char *s, size_t len)
+int sl_resp_add_simple(sl_buf *b, const char *s, size_t len)
 {
     return add_line(b, "+", 1, s, len);
 }
 
-int sl_resp_add_error(sl_resp_buf *b, const char *msg, size_t len)
+int sl_resp_add_error(sl_buf *b, const char *msg, size_t len)
 {
     if (len > 0 && msg[0] == '-')
         return add_line(b, "", 0, msg, len);
     return add_line(b, "-ERR ", 5, msg, len);
 }
 
-int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...)
+int sl_resp_add_errorf(sl_buf *b, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
@@ -690,7 +618,7 @@ int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...)
     return sl_resp_add_error(b, msg, (size_t)n);
 }
 
-int sl_resp_add_int(sl_resp_buf *b, int64_t v)
+int sl_resp_add_int(sl_buf *b, int64_t v)
 {
     char *w = RESERVE_UPTO(b, INT_LINE_MAX, int_line_len(v));
     if (!w)
@@ -699,13 +627,13 @@ int sl_resp_add_int(sl_resp_buf *b, int64_t v)
     return 0;
 }
 
-int sl_resp_add_bulk(sl_resp_buf *b, const void *p, size_t len)
+int sl_resp_add_bulk(sl_buf *b, const void *p, size_t len)
 {
     if (add_header_size(b, '$', len) < 0)
         return -1;
     if (len > SIZE_MAX - 2)
-        return b->failed = 1, -1;
-    char *w = reserve(b, len + 2);
+        return sl_buf_fail(b);
+    char *w = sl_buf_reserve(b, len + 2);
     if (!w)
         return -1;
     if (len)
@@ -716,28 +644,28 @@ int sl_resp_add_bulk(sl_resp_buf *b, const void *p, size_t len)
     return 0;
 }
 
-int sl_resp_add_null(sl_resp_buf *b)
+int sl_resp_add_null(sl_buf *b)
 {
     if (b->proto >= 3)
-        return append(b, "_\r\n", 3);
-    return append(b, "$-1\r\n", 5);
+        return sl_buf_add(b, "_\r\n", 3);
+    return sl_buf_add(b, "$-1\r\n", 5);
 }
 
-int sl_resp_add_array(sl_resp_buf *b, size_t n)
+int sl_resp_add_array(sl_buf *b, size_t n)
 {
     return add_header_size(b, '*', n);
 }
 
-int sl_resp_add_map(sl_resp_buf *b, size_t n)
+int sl_resp_add_map(sl_buf *b, size_t n)
 {
     if (b->proto >= 3)
         return add_header_size(b, '%', n);
     if (n > SIZE_MAX / 2)
-        return b->failed = 1, -1;
+        return sl_buf_fail(b);
     return add_header_size(b, '*', n * 2);
 }
 
-int sl_resp_add_double(sl_resp_buf *b, double v)
+int sl_resp_add_double(sl_buf *b, double v)
 {
     char tmp[40];
     int n;
@@ -757,15 +685,15 @@ int sl_resp_add_double(sl_resp_buf *b, double v)
     return sl_resp_add_bulk(b, tmp, (size_t)n);
 }
 
-int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_t len)
+int sl_resp_add_verbatim(sl_buf *b, const char fmt[3], const void *p, size_t len)
 {
     if (b->proto < 3)
         return sl_resp_add_bulk(b, p, len);
     if (len > SIZE_MAX - 6)
-        return b->failed = 1, -1;
+        return sl_buf_fail(b);
     if (add_header_size(b, '=', len + 4) < 0)
         return -1;
-    char *w = reserve(b, len + 6);
+    char *w = sl_buf_reserve(b, len + 6);
     if (!w)
         return -1;
     memcpy(w, fmt, 3);
@@ -778,11 +706,11 @@ int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_
     return 0;
 }
 
-int sl_resp_add_bool(sl_resp_buf *b, int v)
+int sl_resp_add_bool(sl_buf *b, int v)
 {
     if (b->proto >= 3)
-        return append(b, v ? "#t\r\n" : "#f\r\n", 4);
-    return append(b, v ? ":1\r\n" : ":0\r\n", 4);
+        return sl_buf_add(b, v ? "#t\r\n" : "#f\r\n", 4);
+    return sl_buf_add(b, v ? ":1\r\n" : ":0\r\n", 4);
 }
 
 /* The exact length of an array of integers whose header takes `head`. */
@@ -794,13 +722,13 @@ static size_t int_array_len(size_t head, const int64_t *v, size_t n)
     return len;
 }
 
-int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
+int sl_resp_add_int_array(sl_buf *b, const int64_t *v, size_t n)
 {
     /* The hot reply of sluiced (CL.THROTTLE's five): one reservation for
      * the longest the items can be, then the digits written in place. */
     size_t head = n < 10 ? 4 : 3 + sl_dec_len(n);
     if (n > (SIZE_MAX - head) / INT_LINE_MAX)
-        return b->failed = 1, -1;
+        return sl_buf_fail(b);
     char *w = RESERVE_UPTO(b, head + n * INT_LINE_MAX, int_array_len(head, v, n));
     if (!w)
         return -1;
@@ -818,17 +746,12 @@ int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n)
     return 0;
 }
 
-int sl_resp_add_command(sl_resp_buf *b, const sl_resp_slice *argv, size_t argc)
+int sl_resp_add_command(sl_buf *b, const sl_resp_slice *argv, size_t argc)
 {
     sl_resp_add_array(b, argc);
     for (size_t i = 0; i < argc; i++)
         sl_resp_add_bulk(b, argv[i].ptr, argv[i].len);
     return b->failed ? -1 : 0;
-}
-
-int sl_resp_add_raw(sl_resp_buf *b, const void *p, size_t len)
-{
-    return append(b, p, len);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -863,32 +786,6 @@ static int find_line(const char *buf, size_t len, size_t pos, size_t max, size_t
     }
     *end = at;
     return R_OK;
-}
-
-/* A signed decimal integer filling s[0 .. n) exactly: an optional sign, then
- * at least one digit, within int64. */
-static int parse_i64(const char *s, size_t n, int64_t *out)
-{
-    size_t i = 0;
-    int neg = 0;
-    if (n > 0 && (s[0] == '-' || s[0] == '+')) {
-        neg = s[0] == '-';
-        i = 1;
-    }
-    if (i == n)
-        return -1;
-    uint64_t v = 0, cap = neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        unsigned d = (unsigned)(s[i] - '0');
-        if (v > (cap - d) / 10)
-            return -1;
-        v = v * 10 + d;
-    }
-    /* v <= 2^63 when negative: -(v - 1) - 1 stays in range. */
-    *out = neg ? (v == 0 ? 0 : -(int64_t)(v - 1) - 1) : (int64_t)v;
-    return 0;
 }
 
 static int parse_double_text(const char *s, size_t n, double *out)
@@ -993,7 +890,7 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
             v->type = (sl_resp_type)t;
             v->str = line;
             v->len = line_len;
-            if (t == '(' && parse_i64(line, line_len, &v->integer) < 0) {
+            if (t == '(' && !sl_parse_i64(line, line_len, SL_INT_SIGNED, &v->integer)) {
                 /* A big number need not fit in int64; keep only its text. */
                 size_t i = line_len > 0 && (line[0] == '-' || line[0] == '+');
                 if (i == line_len)
@@ -1006,7 +903,7 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
             break;
         case ':':
             v->type = SL_RESP_INT;
-            if (parse_i64(line, line_len, &v->integer) < 0)
+            if (!sl_parse_i64(line, line_len, SL_INT_SIGNED, &v->integer))
                 return reply_error(rep, E_INTEGER);
             break;
         case '_':
@@ -1029,8 +926,8 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
             break;
         case '$': case '=': case '!': {
             int64_t blen;
-            if (parse_i64(line, line_len, &blen) < 0 || (blen < 0 && !(t == '$' && blen == -1)) ||
-                (blen >= 0 && (uint64_t)blen > max_bulk) || (line_len > 0 && line[0] == '+'))
+            if (!sl_parse_i64(line, line_len, SL_INT_MINUS, &blen) ||
+                (blen < 0 && !(t == '$' && blen == -1)) || (blen >= 0 && (uint64_t)blen > max_bulk))
                 return reply_error(rep, E_BULK_LEN);
             if (blen == -1) { /* RESP2's null bulk string */
                 v->type = SL_RESP_NIL;
@@ -1053,8 +950,8 @@ int sl_resp_parse_reply(const char *buf, size_t len, sl_resp_reply *rep,
         }
         case '*': case '%': case '~': {
             int64_t cnt;
-            if (parse_i64(line, line_len, &cnt) < 0 || (cnt < 0 && !(t == '*' && cnt == -1)) ||
-                (line_len > 0 && line[0] == '+'))
+            if (!sl_parse_i64(line, line_len, SL_INT_MINUS, &cnt) ||
+                (cnt < 0 && !(t == '*' && cnt == -1)))
                 return reply_error(rep, E_AGG_LEN);
             if (cnt == -1) { /* RESP2's null array */
                 v->type = SL_RESP_NIL;

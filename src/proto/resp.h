@@ -6,8 +6,8 @@
  *   1. sl_resp_parse()        a request parser for the server: one command
  *                             from the start of a buffer, either a multibulk
  *                             array of bulk strings or an inline line.
- *   2. sl_resp_buf + sl_resp_add_*()
- *                             a reply encoder into a growable buffer.
+ *   2. sl_resp_add_*()        a reply encoder into a growable buffer
+ *                             (sl_buf, common/buf.h).
  *   3. sl_resp_parse_reply()  a reply parser for the CLI's client and tests.
  *
  * The parsers follow picohttpparser's calling convention: they return the
@@ -37,6 +37,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "common/buf.h"
 
 #define SL_RESP_ERROR (-1)
 #define SL_RESP_INCOMPLETE (-2)
@@ -159,74 +161,47 @@ int sl_resp_parse(char *buf, size_t len, sl_resp_request *req, const sl_resp_lim
 /* ------------------------------------------------------------------------ */
 
 /*
- * A growable output buffer. The caller owns the struct and, through it, the
- * bytes: sl_resp_buf_free() releases them. sl_resp_buf_clear() empties it for
- * reuse while keeping the allocation.
- *
- * Every sl_resp_add_*() appends one item and returns 0, or -1 when the buffer
- * cannot grow (out of memory, or the write would take it beyond `max`). A
- * failure is sticky, as in hiredis: `failed` is set, the buffer keeps the
- * bytes written before the failure, and every later add is a no-op that
- * returns -1, so a caller can encode a whole reply and check once. A reply
- * cut short is not valid protocol: a server that sees `failed` must drop the
- * connection (or clear() and send an error instead).
- *
- * `proto` (2 or 3) chooses how the items that differ between RESP2 and RESP3
- * are written: null, map, double, boolean. Change it at any time (HELLO 3).
+ * Each sl_resp_add_*() appends one item to an sl_buf (common/buf.h) and
+ * returns 0, or -1 when the buffer cannot grow; the failure is sticky, so
+ * that a caller can encode a whole reply and check once. The buffer's
+ * `proto` (2 or 3) chooses how the items that differ between RESP2 and
+ * RESP3 are written: null, map, double, boolean, verbatim text. Change it
+ * at any time (HELLO 3). Bytes already in protocol form go in with
+ * sl_buf_add().
  */
-typedef struct sl_resp_buf {
-    char *data;  /* malloc'ed by the adds, freed by sl_resp_buf_free() */
-    size_t len;  /* bytes written */
-    size_t cap;  /* bytes allocated */
-    size_t max;  /* the most `len` may grow to */
-    int proto;   /* 2 or 3 */
-    int failed;  /* sticky: an add could not grow the buffer */
-} sl_resp_buf;
-
-#define SL_RESP_DEFAULT_MAX_OUTPUT ((size_t)64 * 1024 * 1024)
-
-/* An empty buffer for protocol `proto`, growing to at most `max` bytes (0 for
- * SL_RESP_DEFAULT_MAX_OUTPUT). Allocates nothing until the first add. */
-void sl_resp_buf_init(sl_resp_buf *b, int proto, size_t max);
-/* Empties the buffer and clears `failed`, keeping the allocation. */
-void sl_resp_buf_clear(sl_resp_buf *b);
-/* Frees the bytes; the struct is left empty and may be reused. */
-void sl_resp_buf_free(sl_resp_buf *b);
 
 /* "+<s>\r\n". CR and LF in s would break the frame; they are written as spaces. */
-int sl_resp_add_simple(sl_resp_buf *b, const char *s, size_t len);
+int sl_resp_add_simple(sl_buf *b, const char *s, size_t len);
 /* An error line. A message that starts with '-' is written as is (it carries its
  * own code: "-WRONGPASS ..."); any other gets the "ERR " prefix, as Redis's
  * addReplyError does. CR and LF become spaces. */
-int sl_resp_add_error(sl_resp_buf *b, const char *msg, size_t len);
+int sl_resp_add_error(sl_buf *b, const char *msg, size_t len);
 /* As sl_resp_add_error, with a printf format; the message is cut at 512 bytes. */
-int sl_resp_add_errorf(sl_resp_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int sl_resp_add_errorf(sl_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* ":<v>\r\n". */
-int sl_resp_add_int(sl_resp_buf *b, int64_t v);
+int sl_resp_add_int(sl_buf *b, int64_t v);
 /* "$<len>\r\n<bytes>\r\n": binary safe. */
-int sl_resp_add_bulk(sl_resp_buf *b, const void *p, size_t len);
+int sl_resp_add_bulk(sl_buf *b, const void *p, size_t len);
 /* A null: "$-1\r\n" in RESP2, "_\r\n" in RESP3. */
-int sl_resp_add_null(sl_resp_buf *b);
+int sl_resp_add_null(sl_buf *b);
 /* "*<n>\r\n": the caller then adds n items. */
-int sl_resp_add_array(sl_resp_buf *b, size_t n);
+int sl_resp_add_array(sl_buf *b, size_t n);
 /* RESP3 "%<n>\r\n"; RESP2 "*<2n>\r\n". The caller then adds n key, value pairs. */
-int sl_resp_add_map(sl_resp_buf *b, size_t n);
+int sl_resp_add_map(sl_buf *b, size_t n);
 /* RESP3 ",<v>\r\n" ("inf", "-inf", "nan" included); RESP2 a bulk string of the
  * same text, as Redis answers doubles to RESP2 clients. */
-int sl_resp_add_double(sl_resp_buf *b, double v);
+int sl_resp_add_double(sl_buf *b, double v);
 /* RESP3 "#t" / "#f"; RESP2 ":1" / ":0". */
-int sl_resp_add_bool(sl_resp_buf *b, int v);
+int sl_resp_add_bool(sl_buf *b, int v);
 /* Text for a human (INFO, CLIENT INFO): RESP3 a verbatim string "=<n>\r\n<fmt>:<text>"
  * with a 3-letter format ("txt", "mkd"); RESP2 a plain bulk string of the text. */
-int sl_resp_add_verbatim(sl_resp_buf *b, const char fmt[3], const void *p, size_t len);
+int sl_resp_add_verbatim(sl_buf *b, const char fmt[3], const void *p, size_t len);
 /* An array of n integers, the same in RESP2 and RESP3: CL.THROTTLE's
  * reply (limited 0/1, limit, remaining, retry_after, reset_after). */
-int sl_resp_add_int_array(sl_resp_buf *b, const int64_t *v, size_t n);
+int sl_resp_add_int_array(sl_buf *b, const int64_t *v, size_t n);
 /* A request as clients send it: an array of argc bulk strings (for the CLI's
  * client and for tests). */
-int sl_resp_add_command(sl_resp_buf *b, const sl_resp_slice *argv, size_t argc);
-/* Bytes already in protocol form, copied as they are. */
-int sl_resp_add_raw(sl_resp_buf *b, const void *p, size_t len);
+int sl_resp_add_command(sl_buf *b, const sl_resp_slice *argv, size_t argc);
 
 /* ------------------------------------------------------------------------ */
 /* 3. Replies: the parser                                                   */

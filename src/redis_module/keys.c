@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "common/decimal.h"
+#include "common/units.h"
 #include "redis_module/module.h"
 
 /* ---- what every write replicates ---- */
@@ -195,7 +196,7 @@ static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
  * so that Redis never drops a key while its state still limits. */
 static long long slm_expiry_ms(int64_t ns)
 {
-    return (long long)(ns / 1000000 + (ns % 1000000 != 0));
+    return (long long)sl_ns_ceil_ms(ns);
 }
 
 /*

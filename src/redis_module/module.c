@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/parse.h"
 #include "policy/config.h"
 #include "redis_module/module.h"
 
@@ -152,20 +153,11 @@ static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleStrin
 }
 
 /* A whole decimal, for numkeys (the command itself replies to bad ones). */
-static bool slm_parse_count(RedisModuleString *s, long *out)
+static bool slm_parse_count(RedisModuleString *s, int64_t *out)
 {
     size_t len;
     const char *p = RedisModule_StringPtrLen(s, &len);
-    if (len == 0 || len > 9)
-        return false;
-    long v = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (p[i] < '0' || p[i] > '9')
-            return false;
-        v = v * 10 + (p[i] - '0');
-    }
-    *out = v;
-    return true;
+    return sl_parse_i64(p, len, SL_INT_NO_SIGN, out);
 }
 
 /*
@@ -184,10 +176,10 @@ static void slm_key_positions(const sl_command *cmd, RedisModuleCtx *ctx,
                               RedisModuleString **argv, int argc)
 {
     int at = slm_numkeys_at(cmd);
-    long n;
+    int64_t n;
     if (at <= 0 || at >= argc || !slm_parse_count(argv[at], &n))
         return;
-    for (long i = 0; i < n && at + 1 + i < argc; i++)
+    for (int64_t i = 0; i < n && at + 1 + i < argc; i++)
         RedisModule_KeyAtPos(ctx, (int)(at + 1 + i));
 }
 

@@ -14,7 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "common/clock.h"
 #include "common/secret.h"
+#include "common/units.h"
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/persist.h"
@@ -587,12 +589,6 @@ static void sl_kv_integer(sl_cmd_ctx *c, const char *k, int64_t v)
     c->reply->integer(c->sink, v);
 }
 
-/* Whole milliseconds, rounded up, of a non-negative span. */
-static int64_t sl_ms_up(int64_t ns)
-{
-    return ns <= 0 ? 0 : ns / 1000000 + (ns % 1000000 != 0);
-}
-
 /* SL.INSPECT key: what the store holds for the key, without changing it: a
  * null when nothing; else its algorithm, its size, when it is "never seen"
  * again and, for a policy's state (which names its limit), that limit and
@@ -616,11 +612,11 @@ static void sl_cmd_inspect(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_kv_bulk(c, "algorithm", sl_algorithm_name(info.algorithm));
     sl_kv_integer(c, "bytes", (int64_t)info.state_bytes);
     sl_kv_integer(c, "reset_after_ms",
-                  info.expires_at >= SL_TIME_MAX ? -1 : sl_ms_up(info.expires_at - w->now));
+                  info.expires_at >= SL_TIME_MAX ? -1 : sl_ns_ceil_ms(info.expires_at - w->now));
     sl_kv_integer(c, "carried", info.carried);
     if (info.carried) {
         sl_kv_integer(c, "limit", info.limit);
-        sl_kv_integer(c, "period_ms", sl_ms_up(info.period_ns));
+        sl_kv_integer(c, "period_ms", sl_ns_ceil_ms(info.period_ns));
         sl_kv_integer(c, "used", info.used);
     }
 }
@@ -630,7 +626,7 @@ static void sl_reply_limit(sl_cmd_ctx *c, const sl_limit *l)
     c->reply->map(c->sink, 4);
     sl_kv_bulk(c, "algorithm", sl_algorithm_name(l->algorithm));
     sl_kv_integer(c, "limit", l->limit);
-    sl_kv_integer(c, "period_ms", sl_ms_up(l->period_ns));
+    sl_kv_integer(c, "period_ms", sl_ns_ceil_ms(l->period_ns));
     sl_kv_integer(c, "burst", l->burst);
 }
 
@@ -734,7 +730,7 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                     "rdb_save_failures:%llu\r\n",
                     srv->cfg.snapshot != NULL, (long long)(snap.success_wall_ns / 1000000000),
                     snap.ok ? "ok" : "err", (long long)(snap.attempt_wall_ns / 1000000000),
-                    (long long)sl_ms_up(snap.duration_ns), (unsigned long long)snap.saves,
+                    (long long)sl_ns_ceil_ms(snap.duration_ns), (unsigned long long)snap.saves,
                     (unsigned long long)snap.failures);
     sl_info_section(text, sizeof text, &len, argc, argv, "keyspace", "keys:%llu\r\n",
                     (unsigned long long)st.keys);

@@ -27,7 +27,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/clock.h"
 #include "common/secret.h"
+#include "common/units.h"
 #include "policy/config.h"
 #include "proto/http.h"
 #include "server/log.h"
@@ -63,7 +65,7 @@ static bool sl_method_is(const sl_http_request *r, const char *m)
 /* Writes a check's response (SL_RENDER_FACE), now or when it is decided. */
 void sl_http_render(sl_cmd_ctx *c, sl_check *k)
 {
-    sl_resp_buf *out = c->sink;
+    sl_buf *out = c->sink;
     bool keep = k->face_flags & SL_HTTP_KEEP, head = k->face_flags & SL_HTTP_HEAD;
     if (k->req.rc != SL_OK) {
         sl_http_write_error(out, sl_http_status(k->req.rc), keep, sl_strerror(k->req.rc),
@@ -263,12 +265,6 @@ static void sl_http_write_json(sl_conn *c, int status, bool keep, cJSON *obj, bo
     cJSON_free(text);
 }
 
-/* Whole milliseconds, rounded up, of a non-negative span. */
-static double sl_http_ms_up(int64_t ns)
-{
-    return ns <= 0 ? 0 : (double)(ns / 1000000 + (ns % 1000000 != 0));
-}
-
 /* GET /v1/keys/{key}: what the store holds for the key, as SL.INSPECT
  * says it (docs/commands.md), without changing it; DELETE forgets it, as
  * SL.RESET does. The key is the rest of the path, percent-decoded. */
@@ -307,13 +303,13 @@ static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(info.algorithm));
     cJSON_AddNumberToObject(o, "bytes", (double)info.state_bytes);
-    cJSON_AddNumberToObject(o, "reset_after_ms", info.expires_at >= SL_TIME_MAX
-                                                     ? -1
-                                                     : sl_http_ms_up(info.expires_at - c->w->now));
+    int64_t reset_ms = sl_ns_ceil_ms(info.expires_at - c->w->now);
+    cJSON_AddNumberToObject(o, "reset_after_ms",
+                            info.expires_at >= SL_TIME_MAX ? -1 : (double)reset_ms);
     cJSON_AddBoolToObject(o, "carried", info.carried);
     if (info.carried) {
         cJSON_AddNumberToObject(o, "limit", (double)info.limit);
-        cJSON_AddNumberToObject(o, "period_ms", sl_http_ms_up(info.period_ns));
+        cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(info.period_ns));
         cJSON_AddNumberToObject(o, "used", (double)info.used);
     }
     sl_http_write_json(c, 200, keep, o, head);
@@ -324,7 +320,7 @@ static cJSON *sl_http_limit_json(const sl_limit *l)
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(l->algorithm));
     cJSON_AddNumberToObject(o, "limit", (double)l->limit);
-    cJSON_AddNumberToObject(o, "period_ms", sl_http_ms_up(l->period_ns));
+    cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(l->period_ns));
     cJSON_AddNumberToObject(o, "burst", (double)l->burst);
     return o;
 }
@@ -434,15 +430,15 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         sl_http_write_response(sl_conn_out(c), 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
     } else if (sl_path_is(path, "/metrics") && get) {
-        sl_resp_buf text;
-        sl_resp_buf_init(&text, 2, 0);
+        sl_buf text;
+        sl_buf_init(&text, 2, 0);
         sl_metrics_render(c->w->srv, &text);
         if (text.failed)
             sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
         else
             sl_http_write_response(sl_conn_out(c), 200, keep, "text/plain; version=0.0.4; charset=utf-8",
                                    NULL, text.data, text.len, head);
-        sl_resp_buf_free(&text);
+        sl_buf_free(&text);
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics") ||
                sl_path_is(path, "/v1/policies")) {
         sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
@@ -494,7 +490,7 @@ size_t sl_http_serve(sl_conn *c)
             /* The body is still coming. The head is parsed again when it is
              * complete (a few hundred bytes: cheap). */
             if (r->expect_continue && !h->continue_sent) {
-                sl_resp_add_raw(sl_conn_out(c), SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
+                sl_buf_add(sl_conn_out(c), SL_HTTP_CONTINUE, strlen(SL_HTTP_CONTINUE));
                 h->continue_sent = true;
             }
             sl_http_request_reset(&h->req);

@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/parse.h"
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/notify.h"
@@ -42,39 +44,15 @@
 #define SL_STR_(x) #x
 #define SL_STR(x) SL_STR_(x)
 
-static int64_t sl_now_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/*
- * Unix time minus the store's clock, from one reading of each (the wall
- * clock read between two monotonic readings, against their midpoint).
- * sluiced's store runs on the monotonic clock, which never steps, and
- * windows are put on the wall clock through this offset instead
- * (sl_limit_align). It is measured once, at start: a wall clock stepped
- * later (an NTP step, date -s) does not move the windows, which stay where
- * the wall clock put them at start, and no window is cut short or
- * stretched by the step. A restart measures again; states restored from
- * a snapshot are rebased by the wall clock, so each keeps its window until
- * that ends, and the next one is aligned on the wall clock as it is then.
- */
-static int64_t sl_measure_clock_offset(void)
-{
-    int64_t before = sl_now_mono(), wall = sl_now_wall(), after = sl_now_mono();
-    return wall - (before + (after - before) / 2);
-}
-
 /* Parses a non-negative integer with an optional k, m or g (powers of 1024). */
 static bool sl_parse_size(const char *s, long long max, long long *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (errno || end == s || v < 0)
+    size_t digits = strspn(s, "0123456789");
+    int64_t n;
+    if (!sl_parse_i64(s, digits, SL_INT_NO_SIGN, &n))
         return false;
+    long long v = n;
+    const char *end = s + digits;
     long long mul = 1;
     if (*end == 'k' || *end == 'K')
         mul = 1024, end++;
@@ -961,7 +939,7 @@ int main(int argc, char **argv)
 
     srv->cfg = (sl_server_config){.snapshot_interval_s = -1};
     sl_apply_defaults(&srv->cfg);
-    srv->clock_offset_ns = sl_measure_clock_offset();
+    srv->clock_offset_ns = sl_clock_offset();
     /* The config file first, then the flags: a flag wins over the file. */
     int rc;
     const char *config_path = sl_find_config_flag(argc, argv);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/persist.h"
@@ -119,7 +120,7 @@ void sl_metrics_sum_fallbacks(sl_server *srv, uint64_t out[4])
                 out[b] += sl_load(&srv->workers[w].metrics.fallback[p][b]);
 }
 
-static void sl_out(sl_resp_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sl_out(sl_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void sl_label(char *dst, size_t cap, const char *name);
 
 /* How many policies have counters of their own (the config's first
@@ -140,7 +141,7 @@ static void sl_policy_label(const sl_config *cfg, size_t p, char *label, size_t 
 
 /* The store's health (a remote store): its state, its round trips, and the
  * decisions its store-down policies took. */
-static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_resp_buf *out)
+static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_buf *out)
 {
     static const char *const mode[4] = {"", "fail_open", "fail_closed", "local"};
     static const double rtt_le_ms[SL_RTT_BUCKETS - 1] = {0.1, 0.25, 0.5, 1,  2.5, 5,
@@ -197,8 +198,8 @@ static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_res
 }
 
 /* Appends printf output to the buffer (a line of a few hundred bytes). */
-static void sl_out(sl_resp_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sl_out(sl_resp_buf *out, const char *fmt, ...)
+static void sl_out(sl_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sl_out(sl_buf *out, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -206,7 +207,7 @@ static void sl_out(sl_resp_buf *out, const char *fmt, ...)
     int n = vsnprintf(line, sizeof line, fmt, ap);
     va_end(ap);
     if (n > 0)
-        sl_resp_add_raw(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+        sl_buf_add(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
 /* A policy name as a Prometheus label value: \, " and newline escaped. */
@@ -224,7 +225,7 @@ static void sl_label(char *dst, size_t cap, const char *name)
     dst[j] = '\0';
 }
 
-void sl_metrics_render(sl_server *srv, sl_resp_buf *out)
+void sl_metrics_render(sl_server *srv, sl_buf *out)
 {
     static const char *const outcome[SL_OUTCOMES] = {"allowed", "rejected", "shadow_rejected"};
     static const char *const proto[SL_PROTOS] = {"resp", "http"};

@@ -9,7 +9,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "proto/resp.h"
+#include "common/buf.h"
 
 /* Decisions are counted per policy for the config's first 64 policies;
  * slot 0 holds the ad-hoc limits (CL.THROTTLE, SL.TAKE, /v1/check with a
@@ -78,6 +78,6 @@ void sl_metrics_sum_fallbacks(struct sl_server *srv, uint64_t out[4]);
 void sl_metrics_reset_policies(struct sl_server *srv);
 
 /* Writes the Prometheus text exposition of every metric into out. */
-void sl_metrics_render(struct sl_server *srv, sl_resp_buf *out);
+void sl_metrics_render(struct sl_server *srv, sl_buf *out);
 
 #endif

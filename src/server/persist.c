@@ -11,24 +11,18 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "server/log.h"
 #include "server/server.h"
 
 static pthread_mutex_t sl_last_lock = PTHREAD_MUTEX_INITIALIZER;
 static sl_snapshot_status sl_last = {.ok = true};
 
-static int64_t sl_wall_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int sl_snapshot_write(sl_server *srv, const char *why)
 {
     if (!srv->cfg.snapshot)
         return SL_OK;
-    int64_t wall = sl_wall_ns(), start = sl_now_mono();
+    int64_t wall = sl_now_wall(), start = sl_now_mono();
     int rc = sl_store_snapshot_save(srv->store, srv->cfg.snapshot, start, wall);
     int e = errno;
     int64_t took = sl_now_mono() - start;

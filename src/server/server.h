@@ -153,7 +153,8 @@ typedef struct sl_server {
     int64_t started_mono;
     /* Unix time minus the store's clock (sl_now_mono), measured once at
      * start: the offset every limit's windows are aligned with, so that
-     * they fall on the wall clock (sl_limit_align). See main.c. */
+     * they fall on the wall clock (sl_limit_align). See sl_clock_offset
+     * in common/clock.h. */
     int64_t clock_offset_ns;
     /* The policies: replaced whole on SIGHUP. Workers load the pointer once
      * per command and keep it no longer; the old config is freed once every
@@ -171,9 +172,6 @@ typedef struct sl_server {
 /* Tells every worker to look at the server's state again (a new config
  * epoch, or shutdown). */
 void sl_workers_wake(sl_server *srv);
-
-/* Monotonic nanoseconds (CLOCK_MONOTONIC). */
-int64_t sl_now_mono(void);
 
 /* worker.c: binds and listens on cfg.port and cfg.http_port (those not 0),
  * one socket each, into srv->listen_fd; returns 0, or -1 with the error
@@ -232,8 +230,8 @@ typedef struct sl_slot {
     struct sl_conn *conn;
     struct sl_worker *w;
     bool done;
-    sl_resp_buf reply; /* its own reply, once decided */
-    sl_resp_buf after; /* the replies after it, up to the next slot */
+    sl_buf reply; /* its own reply, once decided */
+    sl_buf after; /* the replies after it, up to the next slot */
     sl_check check;
 } sl_slot;
 
@@ -251,8 +249,8 @@ typedef struct sl_conn {
     size_t rlen, rcap;
     sl_resp_request req;
     sl_resp_slice *argv;
-    sl_resp_buf out;     /* replies accumulating */
-    sl_resp_buf sending; /* replies being written */
+    sl_buf out;     /* replies accumulating */
+    sl_buf sending; /* replies being written */
     uv_write_t wreq;
     bool writing;
     bool closing;   /* close once the replies are out */
@@ -278,7 +276,7 @@ typedef struct sl_conn {
 } sl_conn;
 
 /* Where a connection's next reply goes: after its last reply in flight. */
-static inline sl_resp_buf *sl_conn_out(sl_conn *c)
+static inline sl_buf *sl_conn_out(sl_conn *c)
 {
     return c->slots_tail ? &c->slots_tail->after : &c->out;
 }

@@ -40,6 +40,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/parse.h"
 #include "proto/http.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -53,25 +55,12 @@
 #define SL_OUTPUT_KEEP ((size_t)1 << 20)
 
 /* Empties a buffer whose bytes are all written. */
-static void sl_output_done(sl_resp_buf *b)
+static void sl_output_done(sl_buf *b)
 {
     if (b->cap > SL_OUTPUT_KEEP)
-        sl_resp_buf_free(b);
+        sl_buf_free(b);
     else
-        sl_resp_buf_clear(b);
-}
-
-/* The server's clock: CLOCK_MONOTONIC moved 2^55 ns (about 417 days) ahead.
- * A snapshot restored after a reboot rebases its times onto this clock; the
- * offset keeps times from before the boot positive, so that a window that
- * ended before the reboot is still seen to have ended (times clamp at 0). */
-#define SL_CLOCK_OFFSET (INT64_C(1) << 55)
-
-int64_t sl_now_mono(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return SL_CLOCK_OFFSET + (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        sl_buf_clear(b);
 }
 
 static void sl_conn_flush(sl_conn *c);
@@ -86,8 +75,8 @@ sl_slot *sl_slot_new(sl_worker *w, int proto)
         w->slot_cache = s->next;
         w->slots_cached--;
     } else if ((s = malloc(sizeof *s))) {
-        sl_resp_buf_init(&s->reply, proto, w->srv->cfg.output_hard);
-        sl_resp_buf_init(&s->after, proto, w->srv->cfg.output_hard);
+        sl_buf_init(&s->reply, proto, w->srv->cfg.output_hard);
+        sl_buf_init(&s->after, proto, w->srv->cfg.output_hard);
     } else {
         return NULL;
     }
@@ -104,8 +93,8 @@ void sl_slot_free(sl_slot *s)
 {
     sl_worker *w = s->w;
     if (w->slots_cached >= SL_SLOTS_CACHED) {
-        sl_resp_buf_free(&s->reply);
-        sl_resp_buf_free(&s->after);
+        sl_buf_free(&s->reply);
+        sl_buf_free(&s->after);
         free(s);
         return;
     }
@@ -122,8 +111,8 @@ static void sl_slot_cache_free(sl_worker *w)
     while (w->slot_cache) {
         sl_slot *s = w->slot_cache;
         w->slot_cache = s->next;
-        sl_resp_buf_free(&s->reply);
-        sl_resp_buf_free(&s->after);
+        sl_buf_free(&s->reply);
+        sl_buf_free(&s->after);
         free(s);
     }
     w->slots_cached = 0;
@@ -147,8 +136,8 @@ static void sl_conn_orphan_slots(sl_conn *c)
 static void sl_conn_on_close(uv_handle_t *h)
 {
     sl_conn *c = h->data;
-    sl_resp_buf_free(&c->out);
-    sl_resp_buf_free(&c->sending);
+    sl_buf_free(&c->out);
+    sl_buf_free(&c->sending);
     free(c->rbuf);
     free(c->argv);
     free(c->http);
@@ -467,8 +456,8 @@ void sl_conn_slots_drain(sl_conn *c)
 {
     while (c->slots && c->slots->done) {
         sl_slot *s = c->slots;
-        sl_resp_add_raw(&c->out, s->reply.data, s->reply.len);
-        sl_resp_add_raw(&c->out, s->after.data, s->after.len);
+        sl_buf_add(&c->out, s->reply.data, s->reply.len);
+        sl_buf_add(&c->out, s->after.data, s->after.len);
         if (s->reply.failed || s->after.failed)
             c->out.failed = 1;
         c->slots = s->next;
@@ -597,7 +586,7 @@ static void sl_conn_flush(sl_conn *c)
         return;
     }
     size_t done = n > 0 ? (size_t)n : 0;
-    sl_resp_buf t = c->sending; /* empty: swap the buffers */
+    sl_buf t = c->sending; /* empty: swap the buffers */
     c->sending = c->out;
     c->out = t;
     b = uv_buf_init(c->sending.data + done, (unsigned)(c->sending.len - done));
@@ -696,8 +685,8 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
     c->authed = srv->cfg.requirepass == NULL || proto == SL_PROTO_HTTP;
     c->last_active = sl_now_mono();
     sl_resp_request_init(&c->req, c->argv, nargs);
-    sl_resp_buf_init(&c->out, 2, srv->cfg.output_hard);
-    sl_resp_buf_init(&c->sending, 2, srv->cfg.output_hard);
+    sl_buf_init(&c->out, 2, srv->cfg.output_hard);
+    sl_buf_init(&c->sending, 2, srv->cfg.output_hard);
     c->next = w->conns;
     if (w->conns)
         w->conns->prev = c;
@@ -1131,8 +1120,8 @@ void sl_workers_stop(sl_server *srv)
      * test_shutdown.py); shutdown must begin the same way from either. */
     const char *delay = getenv("SLUICED_DEBUG_STOP_DELAY_MS");
     if (delay) {
-        long ms = strtol(delay, NULL, 10);
-        if (ms > 0 && ms <= 10000)
+        int64_t ms;
+        if (sl_parse_i64(delay, strlen(delay), SL_INT_NO_SIGN, &ms) && ms > 0 && ms <= 10000)
             usleep((useconds_t)ms * 1000);
     }
     sl_workers_wake(srv);

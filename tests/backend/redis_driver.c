@@ -35,6 +35,7 @@
 #include <uv.h>
 
 #include "backend/redis.h"
+#include "common/clock.h"
 #include "policy/config.h"
 
 #define RESET_MAX 64 /* keys of one reset line: more than one SL.DECIDE takes */
@@ -324,7 +325,7 @@ static void finish(void)
 static void process(void)
 {
     sleeping = false;
-    now_ns = (int64_t)uv_hrtime();
+    now_ns = sl_now_mono(); /* the clock sluiced passes its backend */
     while (!sleeping && !waiting) {
         char *nl = memchr(pending, '\n', pending_len);
         if (!nl)

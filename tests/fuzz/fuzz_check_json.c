@@ -24,7 +24,7 @@
 static sl_http_check check;
 
 /* The body after the head of a response in b, checked to be a JSON object. */
-static void check_body_json(const sl_resp_buf *b)
+static void check_body_json(const sl_buf *b)
 {
     const char *end = NULL;
     for (size_t i = 0; i + 3 < b->len; i++)
@@ -65,8 +65,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(copy, 0x5a, n);
     free(copy);
 
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     if (rc == 0) {
         CHECK(check.n >= 1 && check.n <= SL_HTTP_CHECK_MAX_LIMITS);
         CHECK(check.multi || check.n == 1);
@@ -106,6 +106,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         CHECK(sl_http_write_error(&b, check.status, false, check.errstr, check.field) == 0);
         check_body_json(&b);
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     return 0;
 }

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/parse.h"
 #include "fuzz.h"
 #include "proto/http.h"
 
@@ -90,7 +91,7 @@ static void fuzz_query(sl_http_slice q)
         CHECK(r >= -3 && r <= (long)sizeof out);
     }
     int64_t x;
-    (void)sl_http_parse_i64(q.ptr, q.len, &x);
+    (void)sl_parse_i64(q.ptr, q.len, SL_INT_MINUS, &x);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -556,8 +557,8 @@ static void fuzz_writer(const uint8_t *in, size_t n)
         .multi = flags & 0x20,
         .rejected_by = (flags & 0x40) ? (int)(count - 1) : -1,
     };
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     int rc = sl_http_write_decision(&b, &o, items, count);
     CHECK(rc == 0);
     CHECK(!b.failed);
@@ -591,7 +592,7 @@ static void fuzz_writer(const uint8_t *in, size_t n)
     CHECK(!memcmp(end, "{\"allowed\":true,", 16) || !memcmp(end, "{\"allowed\":false,", 17));
     for (size_t i = 0; i < blen; i++)
         CHECK(end[i] > 0x20 && end[i] < 0x7f); /* numbers and names only: no spaces */
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -109,23 +109,23 @@ static void fuzz_requests(const uint8_t *in, size_t n, int tiny, int shrink)
 
 /* Encodes a parsed reply tree back into RESP3; returns the index after the
  * subtree at nodes[i]. */
-static size_t encode_tree(sl_resp_buf *b, const sl_resp_value *nodes, size_t count, size_t i)
+static size_t encode_tree(sl_buf *b, const sl_resp_value *nodes, size_t count, size_t i)
 {
     CHECK(i < count);
     const sl_resp_value *v = &nodes[i];
     char pre[2] = {(char)v->type, 0};
     switch (v->type) {
     case SL_RESP_STATUS: case SL_RESP_ERR: case SL_RESP_BIGNUM: case SL_RESP_DOUBLE:
-        sl_resp_add_raw(b, pre, 1);
-        sl_resp_add_raw(b, v->str, v->len);
-        sl_resp_add_raw(b, "\r\n", 2);
+        sl_buf_add(b, pre, 1);
+        sl_buf_add(b, v->str, v->len);
+        sl_buf_add(b, "\r\n", 2);
         return i + 1;
     case SL_RESP_BULK: case SL_RESP_VERBATIM: case SL_RESP_BLOBERR: {
         char hdr[32];
         int h = snprintf(hdr, sizeof hdr, "%c%zu\r\n", (char)v->type, v->len);
-        sl_resp_add_raw(b, hdr, (size_t)h);
-        sl_resp_add_raw(b, v->str, v->len);
-        sl_resp_add_raw(b, "\r\n", 2);
+        sl_buf_add(b, hdr, (size_t)h);
+        sl_buf_add(b, v->str, v->len);
+        sl_buf_add(b, "\r\n", 2);
         return i + 1;
     }
     case SL_RESP_INT: sl_resp_add_int(b, v->integer); return i + 1;
@@ -134,7 +134,7 @@ static size_t encode_tree(sl_resp_buf *b, const sl_resp_value *nodes, size_t cou
     case SL_RESP_ARRAY: case SL_RESP_SET: case SL_RESP_MAP: {
         char hdr[32];
         int h = snprintf(hdr, sizeof hdr, "%c%zu\r\n", (char)v->type, v->count);
-        sl_resp_add_raw(b, hdr, (size_t)h);
+        sl_buf_add(b, hdr, (size_t)h);
         size_t children = v->type == SL_RESP_MAP ? v->count * 2 : v->count;
         size_t j = i + 1;
         for (size_t c = 0; c < children; c++)
@@ -184,8 +184,8 @@ static void fuzz_replies(const uint8_t *in, size_t n, int tiny)
         /* The tree is well formed (its pre-order walk uses every node) and
          * re-encodes into bytes that parse to the same tree, except for the
          * RESP2 nulls, which come back as RESP3's. */
-        sl_resp_buf out;
-        sl_resp_buf_init(&out, 3, 0);
+        sl_buf out;
+        sl_buf_init(&out, 3, 0);
         CHECK(encode_tree(&out, nodes_a, rep.count, 0) == rep.count);
         CHECK(!out.failed);
         sl_resp_reply again = {.nodes = nodes_b, .nodes_cap = rep.nodes_cap};
@@ -193,7 +193,7 @@ static void fuzz_replies(const uint8_t *in, size_t n, int tiny)
         CHECK(r2 == (int)out.len);
         CHECK(again.count == rep.count);
         same_nodes(nodes_a, nodes_b, rep.count);
-        sl_resp_buf_free(&out);
+        sl_buf_free(&out);
     }
     free(buf);
 }
@@ -228,8 +228,8 @@ static void fuzz_command_roundtrip(const uint8_t *in, size_t n)
         c.n -= len;
     }
 
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     CHECK(sl_resp_add_command(&b, argv, argc) == 0);
     sl_resp_request req;
     sl_resp_request_init(&req, argv_a, ARGV_CAP);
@@ -242,11 +242,11 @@ static void fuzz_command_roundtrip(const uint8_t *in, size_t n)
 
     /* The same words as an inline line: every byte as \xHH in double quotes,
      * or, for plain printable bytes, as themselves in single quotes. */
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     for (size_t i = 0; i < argc; i++) {
         int hex = i % 2 == 0;
-        sl_resp_add_raw(&b, i ? " " : "", i ? 1 : 0);
-        sl_resp_add_raw(&b, hex ? "\"" : "'", 1);
+        sl_buf_add(&b, i ? " " : "", i ? 1 : 0);
+        sl_buf_add(&b, hex ? "\"" : "'", 1);
         for (size_t j = 0; j < argv[i].len; j++) {
             unsigned char ch = (unsigned char)argv[i].ptr[j];
             char tmp[8];
@@ -260,14 +260,14 @@ static void fuzz_command_roundtrip(const uint8_t *in, size_t n)
             else
                 tl = snprintf(tmp, sizeof tmp, "%c", ch);
             if (tl < 0) { /* this word cannot be written in single quotes: skip the mode */
-                sl_resp_buf_free(&b);
+                sl_buf_free(&b);
                 return;
             }
-            sl_resp_add_raw(&b, tmp, (size_t)tl);
+            sl_buf_add(&b, tmp, (size_t)tl);
         }
-        sl_resp_add_raw(&b, hex ? "\"" : "'", 1);
+        sl_buf_add(&b, hex ? "\"" : "'", 1);
     }
-    sl_resp_add_raw(&b, "\r\n", 2);
+    sl_buf_add(&b, "\r\n", 2);
     CHECK(!b.failed);
     char *line = copy_of((const uint8_t *)b.data, b.len);
     sl_resp_request_init(&req, argv_a, ARGV_CAP);
@@ -276,14 +276,14 @@ static void fuzz_command_roundtrip(const uint8_t *in, size_t n)
     for (size_t i = 0; i < argc; i++)
         CHECK(req.argv[i].len == argv[i].len && !memcmp(req.argv[i].ptr, argv[i].ptr, argv[i].len));
     free(line);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 /* Mode 3: a reply tree -> encoder -> reply parser. `want` collects the nodes
  * the parser must produce. */
 typedef struct tree_gen {
     cursor c;
-    sl_resp_buf *b;
+    sl_buf *b;
     sl_resp_value want[512];
     size_t n;
 } tree_gen;
@@ -368,14 +368,14 @@ static void gen_node(tree_gen *g, int depth)
 static void fuzz_reply_roundtrip(const uint8_t *in, size_t n, int proto)
 {
     static tree_gen g;
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, proto, 0);
+    sl_buf b;
+    sl_buf_init(&b, proto, 0);
     memset(&g, 0, sizeof g);
     g.c = (cursor){in, n};
     g.b = &b;
     gen_node(&g, 0);
     if (g.n == 512) { /* cut short: the encoded tree is incomplete */
-        sl_resp_buf_free(&b);
+        sl_buf_free(&b);
         return;
     }
     CHECK(!b.failed);
@@ -425,7 +425,7 @@ static void fuzz_reply_roundtrip(const uint8_t *in, size_t n, int proto)
         }
     }
     free(enc);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

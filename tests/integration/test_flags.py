@@ -90,6 +90,19 @@ def test_a_bad_value_is_told_what_is_valid():
         assert rc == 2 and "invalid value '%s' for %s" % (value, flag) in err, err
 
 
+def test_numbers_are_whole_decimal_text():
+    """Sizes and counts are digits and an optional unit, nothing around them: a space
+    or a sign, which strtoll let through, is refused; so is a number past int64."""
+    for flag, value in (("--port", " 7379"), ("--port", "+7379"), ("--threads", "-0"),
+                        ("--max-request-bytes", " 64k"), ("--maxclients", "1 "),
+                        ("--max-memory", "99999999999999999999m")):
+        # A bad flag after it: a binary that took the value exits there all the same,
+        # without listening anywhere.
+        after = ("--threads", "0") if flag != "--threads" else ("--port", "70000")
+        rc, _, err = run(flag, value, *after)
+        assert rc == 2 and "invalid value '%s' for %s" % (value, flag) in err, (flag, err)
+
+
 def test_flags_of_later_versions_are_refused_as_such():
     table = doc_table()
     later = [l for l in table.splitlines() if l.startswith("Not in this version")]

@@ -474,3 +474,38 @@ def test_the_store_in_metrics_and_what_only_memory_does(fleet):
     h.close()
     assert redis_store.client().exists("m") == 0
     c.close()
+
+
+def test_the_local_limiter_puts_windows_on_the_wall_clock(engine, tmp_path):
+    """With the store down, --on-store-error local decides on sluiced's own clock,
+    and a window on the calendar (a day at -05:00, a month) still ends where the wall
+    clock says: the local limiter aligns its windows with the clock it is given, not
+    with another one (an offset taken against raw CLOCK_MONOTONIC put them about 3 s
+    off). Where each window ends comes from Python's datetime, as in test_calendar."""
+    if engine == "script":
+        pytest.skip("the store's engine does not matter once it is dead")
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                    "testdata"))
+    import calendar_cases as cc
+    redis_store = RedisServer(str(tmp_path / "redis")).start()
+    node = start_sluiced(tmp_path, "redis://127.0.0.1:%d" % redis_store.port,
+                         ["--on-store-error", "local", "--store-timeout-ms", "50"],
+                         name="local")
+    try:
+        redis_store.kill()
+        c = node.redis()
+        for period, offset in (("1d", "-05:00"), ("1h", "+05:30"), ("1mo", None)):
+            key = "cal:%s:%s" % (period, offset)
+            before = time.time()
+            d = cc.as_dict(c.execute_command(*cc.command(key, period, offset, "fixed_window")))
+            after = time.time()
+            assert d["allowed"] == 1, d
+            ends = [cc.window_end(t, period, offset) for t in (before, after)]
+            got = d["reset_after_ms"] / 1000.0
+            # The reply rounds up to a millisecond; sluiced reads the wall clock once.
+            assert min(ends) - after - 0.25 <= got <= max(ends) - before + 0.25, \
+                (period, offset, got, ends, before, after)
+        assert info_store(node)["decisions_local"] >= 3
+        c.close()
+    finally:
+        node.stop()

@@ -99,8 +99,8 @@ Test(alloc_fail, config_parse_fails_cleanly_at_every_allocation)
 
 Test(alloc_fail, resp_buffer_growth_fails_stickily)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     char big[200];
     memset(big, 'x', sizeof big);
     /* The first add allocates 256 bytes; the second needs 512 and fails. */
@@ -114,9 +114,9 @@ Test(alloc_fail, resp_buffer_growth_fails_stickily)
     cr_assert_eq(memcmp(b.data, "+xxx", 4), 0);
     /* Sticky: the allocator works again, the buffer still refuses. */
     cr_assert_eq(sl_resp_add_int(&b, 1), -1);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_resp_add_simple(&b, big, sizeof big), 0);
     cr_assert_eq(sl_resp_add_simple(&b, big, sizeof big), 0);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     test_assert_no_leak();
 }

@@ -14,7 +14,7 @@
 typedef struct harness {
     sl_store *store;
     int64_t now;
-    sl_resp_buf out;
+    sl_buf out;
     sl_limit_cache cache;
     uint64_t key[2];
     sl_config *config;
@@ -33,7 +33,7 @@ static void setup(void)
     const char *err;
     cr_assert_not_null(H.be = sl_backend_memory(H.store));
     cr_assert_not_null(H.bw = H.be->ops->attach(H.be, NULL, &H.now, &err));
-    sl_resp_buf_init(&H.out, 2, 0);
+    sl_buf_init(&H.out, 2, 0);
     H.now = 1000 * NS_PER_SEC;
     H.key[0] = 1;
     H.key[1] = 2;
@@ -45,7 +45,7 @@ static void teardown(void)
     H.be->ops->detach(H.bw);
     H.be->ops->free(H.be);
     sl_store_free(H.store);
-    sl_resp_buf_free(&H.out);
+    sl_buf_free(&H.out);
 }
 
 /* Runs a space-separated command; returns the reply as RESP text. */
@@ -65,7 +65,7 @@ static const char *run(const char *line)
                     .limit_cache = &H.cache,
                     .config = H.config,
                     .max_key_bytes = H.max_key_bytes};
-    sl_resp_buf_clear(&H.out);
+    sl_buf_clear(&H.out);
     const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
     if (cmd)
         sl_command_call(cmd, &c, argc, argv);

@@ -170,6 +170,22 @@ Test(config, a_policy_request_becomes_its_takes)
     sl_config_free(c);
 }
 
+Test(config, integers_are_whole_decimal_text)
+{
+    /* common/parse.h's rules: no spaces around the digits (strtoll skipped
+     * leading ones), no overflow, a sign allowed. */
+    cr_assert_str_eq(parse_err("policies:\n  api: {limit: \" 5\", period: 1m}\n"),
+                     "t.yaml:2:16: policy 'api': limit must be an integer of at least 1 (got ' 5')");
+    cr_assert_str_eq(parse_err("policies:\n  api: {limit: \"5 \", period: 1m}\n"),
+                     "t.yaml:2:16: policy 'api': limit must be an integer of at least 1 (got '5 ')");
+    cr_assert_str_eq(parse_err("policies:\n  api: {limit: 9223372036854775808, period: 1m}\n"),
+                     "t.yaml:2:16: policy 'api': limit must be an integer of at least 1 "
+                     "(got '9223372036854775808')");
+    sl_config *c = parse_ok("policies:\n  api: {limit: +5, period: 1m, burst: 007}\n");
+    cr_assert_eq(c->npolicies, 1);
+    sl_config_free(c);
+}
+
 Test(config, a_burst_of_zero_is_refused_and_algorithm_names_ignore_case)
 {
     /* burst 0 used to mean "the limit": the opposite of nginx's burst=0. */

@@ -16,7 +16,7 @@ static sl_store *store;
 static sl_backend *be;
 static sl_backend_worker *bw;
 static int64_t now;
-static sl_resp_buf out;
+static sl_buf out;
 static sl_limit_cache cache;
 static uint64_t lease_key[2] = {1, 2};
 
@@ -26,7 +26,7 @@ static void setup(void)
     cr_assert_eq(sl_store_new(NULL, &store), SL_OK);
     cr_assert_not_null(be = sl_backend_memory(store));
     cr_assert_not_null(bw = be->ops->attach(be, NULL, &now, &err));
-    sl_resp_buf_init(&out, 2, 0);
+    sl_buf_init(&out, 2, 0);
     memset(&cache, 0, sizeof cache);
     now = 1000 * NS_PER_SEC;
 }
@@ -36,7 +36,7 @@ static void teardown(void)
     be->ops->detach(bw);
     be->ops->free(be);
     sl_store_free(store);
-    sl_resp_buf_free(&out);
+    sl_buf_free(&out);
 }
 
 TestSuite(memory_refund, .init = setup, .fini = teardown);
@@ -92,7 +92,7 @@ static const char *run(const char *line)
                     .bw = bw,
                     .lease_key = lease_key,
                     .limit_cache = &cache};
-    sl_resp_buf_clear(&out);
+    sl_buf_clear(&out);
     const sl_command *cmd = sl_command_find(sl_rate_commands, argv[0].ptr, argv[0].len);
     cr_assert_not_null(cmd);
     sl_command_call(cmd, &c, argc, argv);

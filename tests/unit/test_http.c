@@ -510,31 +510,9 @@ Test(http_helpers, query_param)
     cr_assert_eq(n, 6);
 }
 
-Test(http_helpers, parse_i64)
-{
-    int64_t v;
-    cr_assert_eq(sl_http_parse_i64("0", 1, &v), 0);
-    cr_assert_eq(v, 0);
-    cr_assert_eq(sl_http_parse_i64("-0", 2, &v), 0);
-    cr_assert_eq(v, 0);
-    cr_assert_eq(sl_http_parse_i64("9223372036854775807", 19, &v), 0);
-    cr_assert_eq(v, INT64_MAX);
-    cr_assert_eq(sl_http_parse_i64("-9223372036854775808", 20, &v), 0);
-    cr_assert_eq(v, INT64_MIN);
-    cr_assert_eq(sl_http_parse_i64("9223372036854775808", 19, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("-9223372036854775809", 20, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("99999999999999999999999", 23, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("", 0, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("-", 1, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("+1", 2, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("1 ", 2, &v), -1);
-    cr_assert_eq(sl_http_parse_i64("0012", 4, &v), 0);
-    cr_assert_eq(v, 12);
-}
-
 /* ---- responses ---- */
 
-static char *written(sl_resp_buf *b)
+static char *written(sl_buf *b)
 {
     char *s = malloc(b->len + 1);
     memcpy(s, b->data, b->len);
@@ -544,7 +522,7 @@ static char *written(sl_resp_buf *b)
 
 /* The expected response: head lines (without Content-Length, which is
  * computed from the body) and body. */
-static void assert_response(sl_resp_buf *b, const char *status_line, const char *conn,
+static void assert_response(sl_buf *b, const char *status_line, const char *conn,
                             const char *rest_of_head, const char *body)
 {
     char want[4096];
@@ -569,8 +547,8 @@ Test(http_write, allowed)
     sl_limit l = limit_of(SL_GCRA, 10, 60 * NS_PER_SEC, 0);
     sl_decision d = {.allowed = true, .limit = 10, .remaining = 9,
                      .reset_after_ns = 6 * NS_PER_SEC};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "api", &l, &d, false), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
                     "X-RateLimit-Limit: 10\r\nX-RateLimit-Remaining: 9\r\n"
@@ -579,7 +557,7 @@ Test(http_write, allowed)
                     "RateLimit: \"api\";r=9;t=6\r\n",
                     "{\"allowed\":true,\"limit\":10,\"remaining\":9,\"retry_after_ms\":0,"
                     "\"reset_after_ms\":6000}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, denied_429)
@@ -587,8 +565,8 @@ Test(http_write, denied_429)
     sl_limit l = limit_of(SL_TOKEN_BUCKET, 100, 60 * NS_PER_SEC, 20);
     sl_decision d = {.allowed = false, .limit = 20, .remaining = 0,
                      .reset_after_ns = 12 * NS_PER_SEC - 1, .retry_after_ns = 600 * NS_PER_MS - 5};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, false, NULL, &l, &d, false), 0);
     assert_response(&b, "HTTP/1.1 429 Too Many Requests", "close",
                     "X-RateLimit-Limit: 20\r\nX-RateLimit-Remaining: 0\r\n"
@@ -597,7 +575,7 @@ Test(http_write, denied_429)
                     "RateLimit: \"default\";r=0;t=12\r\n",
                     "{\"allowed\":false,\"limit\":20,\"remaining\":0,\"retry_after_ms\":600,"
                     "\"reset_after_ms\":12000}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, never)
@@ -605,8 +583,8 @@ Test(http_write, never)
     sl_limit l = limit_of(SL_GCRA, 5, NS_PER_SEC, 0);
     sl_decision d = {.allowed = false, .limit = 5, .remaining = 5, .reset_after_ns = 0,
                      .retry_after_ns = SL_NEVER};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "p", &l, &d, false), 0);
     /* No Retry-After: waiting will never help. */
     assert_response(&b, "HTTP/1.1 429 Too Many Requests", "keep-alive",
@@ -616,7 +594,7 @@ Test(http_write, never)
                     "RateLimit: \"p\";r=5;t=0\r\n",
                     "{\"allowed\":false,\"limit\":5,\"remaining\":5,\"retry_after_ms\":-1,"
                     "\"reset_after_ms\":0}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, leaky_bucket_delay)
@@ -624,8 +602,8 @@ Test(http_write, leaky_bucket_delay)
     sl_limit l = limit_of(SL_LEAKY_BUCKET, 10, NS_PER_SEC, 5);
     sl_decision d = {.allowed = true, .limit = 5, .remaining = 3,
                      .reset_after_ns = 200 * NS_PER_MS, .delay_ns = 100 * NS_PER_MS + 1};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "q", &l, &d, false), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
                     "X-RateLimit-Limit: 5\r\nX-RateLimit-Remaining: 3\r\n"
@@ -634,7 +612,7 @@ Test(http_write, leaky_bucket_delay)
                     "RateLimit: \"q\";r=3;t=1\r\n",
                     "{\"allowed\":true,\"limit\":5,\"remaining\":3,\"retry_after_ms\":0,"
                     "\"reset_after_ms\":200,\"delay_ms\":101}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, shadow)
@@ -642,8 +620,8 @@ Test(http_write, shadow)
     sl_limit l = limit_of(SL_FIXED_WINDOW, 3, 10 * NS_PER_SEC, 0);
     sl_decision d = {.allowed = false, .limit = 3, .remaining = 0,
                      .reset_after_ns = 4 * NS_PER_SEC, .retry_after_ns = 4 * NS_PER_SEC};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "dry", &l, &d, true), 0);
     /* Invisible to the client: no rate limit field that could slow it down;
      * the body keeps the real answer for the operator. */
@@ -651,7 +629,7 @@ Test(http_write, shadow)
                     "{\"allowed\":true,\"limit\":3,\"remaining\":0,\"retry_after_ms\":0,"
                     "\"reset_after_ms\":4000,\"shadow\":true,\"would_allow\":false,"
                     "\"would_retry_after_ms\":4000}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 
     /* The same when it would have admitted, and for a policy's scoped answer
      * with a global limit: rejected_by says go, no wait, no delay. */
@@ -663,14 +641,14 @@ Test(http_write, shadow)
     sl_http_limit_report items[2] = {{"dry", &q, &dk}, {"dry.global", &q, &dg}};
     sl_http_decision_opts o = {.keep_alive = true, .shadow = true, .scoped = true,
                                .rejected_by = 0};
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive", "",
                     "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"key\",\"limit\":5,"
                     "\"remaining\":0,\"retry_after_ms\":0,\"reset_after_ms\":1000,"
                     "\"delay_ms\":0,\"shadow\":true,\"would_allow\":false,"
                     "\"would_retry_after_ms\":300}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, binding_limit_is_the_longest_wait)
@@ -685,8 +663,8 @@ Test(http_write, binding_limit_is_the_longest_wait)
                       .reset_after_ns = 40 * NS_PER_SEC, .retry_after_ns = 9 * NS_PER_SEC};
     sl_http_limit_report items[2] = {{"api", &a, &dk}, {"api.global", &g, &dg}};
     sl_http_decision_opts o = {.keep_alive = true, .scoped = true, .rejected_by = 0};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(&b, "HTTP/1.1 429 Too Many Requests", "keep-alive",
                     "X-RateLimit-Limit: 100\r\nX-RateLimit-Remaining: 0\r\n"
@@ -695,7 +673,7 @@ Test(http_write, binding_limit_is_the_longest_wait)
                     "RateLimit: \"api\";r=0;t=6, \"api.global\";r=0;t=40\r\n",
                     "{\"allowed\":false,\"rejected_by\":0,\"scope\":\"global\",\"limit\":100,"
                     "\"remaining\":0,\"retry_after_ms\":9000,\"reset_after_ms\":40000}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 
     /* A wait of never is the longest of all. */
     dk.retry_after_ns = SL_NEVER;
@@ -723,8 +701,8 @@ Test(http_write, forward_auth_status_and_head)
     sl_http_decision_opts o = {.status = 403, .keep_alive = true, .head = true,
                                .rejected_by = -1};
     sl_http_limit_report it = {"auth", &l, &d};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, &it, 1), 0);
     char *got = written(&b);
     cr_assert(!strncmp(got, "HTTP/1.1 403 Forbidden\r\n", 24), "%s", got);
@@ -734,7 +712,7 @@ Test(http_write, forward_auth_status_and_head)
     cr_assert(!strcmp(got + len - 4, "\r\n\r\n"));
     cr_assert_not_null(strstr(got, "Content-Length: 85\r\n"), "%s", got);
     free(got);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, multi)
@@ -746,8 +724,8 @@ Test(http_write, multi)
                       .reset_after_ns = 30 * NS_PER_SEC, .retry_after_ns = 2500 * NS_PER_MS};
     sl_http_limit_report items[2] = {{"user", &a, &da}, {"glo\"bal\\", &g, &dg}};
     sl_http_decision_opts o = {.keep_alive = true, .multi = true, .rejected_by = 1};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(
         &b, "HTTP/1.1 429 Too Many Requests", "keep-alive",
@@ -761,7 +739,7 @@ Test(http_write, multi)
         "\"reset_after_ms\":6000},"
         "{\"allowed\":false,\"limit\":1000,\"remaining\":0,\"retry_after_ms\":2500,"
         "\"reset_after_ms\":30000}]}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 
     /* Admitted: the primary is the least remaining. */
     da.remaining = 2;
@@ -769,14 +747,14 @@ Test(http_write, multi)
     dg.remaining = 7;
     dg.retry_after_ns = 0;
     o.rejected_by = -1;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     char *got = written(&b);
     cr_assert(!strncmp(got, "HTTP/1.1 200 OK\r\n", 17));
     cr_assert_not_null(strstr(got, "X-RateLimit-Limit: 10\r\nX-RateLimit-Remaining: 2\r\n"));
     cr_assert_null(strstr(got, "Retry-After"));
     free(got);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 
     /* Invalid arguments. */
     o.rejected_by = 2;
@@ -795,8 +773,8 @@ Test(http_write, policy_with_global_limit)
                       .reset_after_ns = 30 * NS_PER_SEC};
     sl_http_limit_report items[2] = {{"api", &a, &da}, {"api.global", &g, &dg}};
     sl_http_decision_opts o = {.keep_alive = true, .rejected_by = -1};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
                     "X-RateLimit-Limit: 10\r\nX-RateLimit-Remaining: 4\r\n"
@@ -805,13 +783,13 @@ Test(http_write, policy_with_global_limit)
                     "RateLimit: \"api\";r=4;t=36, \"api.global\";r=50;t=30\r\n",
                     "{\"allowed\":true,\"limit\":10,\"remaining\":4,\"retry_after_ms\":0,"
                     "\"reset_after_ms\":36000}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 
     /* The global limit nearly spent binds: the headers and a scoped body
      * show it, and say so. */
     dg.remaining = 1;
     o.scoped = true;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
                     "X-RateLimit-Limit: 100\r\nX-RateLimit-Remaining: 1\r\n"
@@ -820,7 +798,7 @@ Test(http_write, policy_with_global_limit)
                     "RateLimit: \"api\";r=4;t=36, \"api.global\";r=1;t=30\r\n",
                     "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"global\",\"limit\":100,"
                     "\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":30000}");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, unnamed_items_of_a_list_get_their_own_names)
@@ -829,8 +807,8 @@ Test(http_write, unnamed_items_of_a_list_get_their_own_names)
     sl_decision d = {.allowed = true, .limit = 10, .remaining = 5, .reset_after_ns = NS_PER_SEC};
     sl_http_limit_report items[3] = {{NULL, &l, &d}, {NULL, &l, &d}, {"named", &l, &d}};
     sl_http_decision_opts o = {.keep_alive = true, .multi = true, .rejected_by = -1};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 3), 0);
     char *got = written(&b);
     cr_assert_not_null(strstr(got, "\r\nRateLimit-Policy: \"limit0\";q=10;w=60, "
@@ -838,15 +816,15 @@ Test(http_write, unnamed_items_of_a_list_get_their_own_names)
     cr_assert_not_null(strstr(got, "\r\nRateLimit: \"limit0\";r=5;t=1, \"limit1\";r=5;t=1, "
                                    "\"named\";r=5;t=1\r\n"), "%s", got);
     free(got);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     /* Alone, an unnamed item is "default". */
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf_init(&b, 2, 0);
     o.multi = false;
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 1), 0);
     got = written(&b);
     cr_assert_not_null(strstr(got, "\r\nRateLimit: \"default\";r=5;t=1\r\n"), "%s", got);
     free(got);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, retry_after_rounding)
@@ -865,23 +843,14 @@ Test(http_write, retry_after_rounding)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         sl_decision d = {.allowed = false, .limit = 1, .remaining = 0,
                          .reset_after_ns = NS_PER_SEC, .retry_after_ns = cases[i].ns};
-        sl_resp_buf b;
-        sl_resp_buf_init(&b, 2, 0);
+        sl_buf b;
+        sl_buf_init(&b, 2, 0);
         cr_assert_eq(sl_http_write_check(&b, true, "x", &l, &d, false), 0);
         char *got = written(&b);
         cr_assert_not_null(strstr(got, cases[i].want), "case %zu:\n%s", i, got);
         free(got);
-        sl_resp_buf_free(&b);
+        sl_buf_free(&b);
     }
-    cr_assert_eq(sl_http_seconds_ceil(1), 1);
-    cr_assert_eq(sl_http_seconds_ceil(NS_PER_SEC), 1);
-    cr_assert_eq(sl_http_seconds_ceil(NS_PER_SEC + 1), 2);
-    cr_assert_eq(sl_http_seconds_ceil(0), 0);
-    cr_assert_eq(sl_http_seconds_ceil(-5), 0);
-    cr_assert_eq(sl_http_seconds_ceil(INT64_MAX), INT64_MAX / NS_PER_SEC + 1);
-    cr_assert_eq(sl_http_ms_ceil(1), 1);
-    cr_assert_eq(sl_http_ms_ceil(NS_PER_MS), 1);
-    cr_assert_eq(sl_http_ms_ceil(NS_PER_MS + 1), 2);
 }
 
 Test(http_write, sub_second_period_and_names)
@@ -890,19 +859,19 @@ Test(http_write, sub_second_period_and_names)
     sl_limit l = limit_of(SL_GCRA, 10, 500 * NS_PER_MS, 0);
     sl_decision d = {.allowed = true, .limit = 10, .remaining = 9,
                      .reset_after_ns = 50 * NS_PER_MS};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "a\x01" "b", &l, &d, false), 0);
     char *got = written(&b);
     cr_assert_not_null(strstr(got, "RateLimit-Policy: \"a?b\";q=20;w=1\r\n"), "%s", got);
     free(got);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     l = limit_of(SL_GCRA, 3, 1500 * NS_PER_MS, 0);
     cr_assert_eq(sl_http_write_check(&b, true, "x", &l, &d, false), 0);
     got = written(&b);
     cr_assert_not_null(strstr(got, "RateLimit-Policy: \"x\";q=4;w=2\r\n"), "%s", got);
     free(got);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     /* Huge numbers are clamped to an RFC 8941 Integer. */
     l = limit_of(SL_FIXED_WINDOW, INT64_C(10000000000000000), NS_PER_SEC, 0);
     d.remaining = INT64_C(10000000000000000);
@@ -911,7 +880,7 @@ Test(http_write, sub_second_period_and_names)
     cr_assert_not_null(strstr(got, "q=999999999999999;w=1\r\n"), "%s", got);
     cr_assert_not_null(strstr(got, "r=999999999999999;"), "%s", got);
     free(got);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     /* A name longer than SL_HTTP_REPORT_NAME_MAX is refused. */
     char longname[SL_HTTP_REPORT_NAME_MAX + 2];
     memset(longname, 'n', sizeof longname - 1);
@@ -926,13 +895,13 @@ Test(http_write, sub_second_period_and_names)
     sl_http_decision_opts o = {.keep_alive = true, .multi = true, .rejected_by = 7};
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 8), 0);
     cr_assert(!b.failed);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, error_response)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_error(&b, 400, false, "unknown parameter 'a\"b\\\n'", "a\"b"), 0);
     char *got = written(&b);
     static const char body[] = "{\"error\":\"unknown parameter 'a\\\"b\\\\\\u000a'\","
@@ -944,13 +913,13 @@ Test(http_write, error_response)
              sizeof body - 1, body);
     cr_assert_str_eq(got, want);
     free(got);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_http_write_error(&b, 431, true, "too many header fields", NULL), 0);
     got = written(&b);
     cr_assert(strstr(got, "431 Request Header Fields Too Large\r\n"));
     cr_assert(strstr(got, "\r\n\r\n{\"error\":\"too many header fields\"}"));
     free(got);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     /* A very long message is cut, and the body is still JSON. */
     char msg[3000];
     memset(msg, 'x', sizeof msg - 1);
@@ -965,7 +934,7 @@ Test(http_write, error_response)
     /* Cut wherever the escapes and spaces fall near the cap: the body stays
      * valid JSON (never half an escape), the message a prefix of words. */
     for (size_t at = 900; at < 1040; at += 3) {
-        sl_resp_buf_clear(&b);
+        sl_buf_clear(&b);
         for (size_t i = 0; i < sizeof msg - 1; i++)
             msg[i] = i % 7 == 0 ? ' ' : i >= at && i % 5 == 0 ? '\x01' : i % 11 == 0 ? '"' : 'y';
         cr_assert_eq(sl_http_write_error(&b, 400, true, msg, NULL), 0);
@@ -980,7 +949,7 @@ Test(http_write, error_response)
         cJSON_Delete(j);
         free(got);
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, reasons_and_generic)
@@ -990,8 +959,8 @@ Test(http_write, reasons_and_generic)
         cr_assert_str_neq(sl_http_reason(codes[i]), "Unknown", "%d", codes[i]);
     cr_assert_str_eq(sl_http_reason(429), "Too Many Requests");
     cr_assert_str_eq(sl_http_reason(299), "Unknown");
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_response(&b, 405, true, "application/json", "Allow: GET, POST\r\n",
                                         "{}", 2, false), 0);
     char *got = written(&b);
@@ -999,22 +968,22 @@ Test(http_write, reasons_and_generic)
                           "Content-Length: 2\r\nConnection: keep-alive\r\nAllow: GET, POST\r\n"
                           "\r\n{}");
     free(got);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_http_write_response(&b, 200, true, NULL, NULL, "ok\n", 3, true), 0);
     got = written(&b);
     cr_assert_str_eq(got, "HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: keep-alive\r\n\r\n");
     free(got);
     cr_assert_eq(sl_http_write_response(&b, 99, true, NULL, NULL, NULL, 0, false), -1);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(http_write, buffer_cap_fails_sticky)
 {
     sl_limit l = limit_of(SL_GCRA, 10, 60 * NS_PER_SEC, 0);
     sl_decision d = {.allowed = true, .limit = 10, .remaining = 9};
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 64);
+    sl_buf b;
+    sl_buf_init(&b, 2, 64);
     cr_assert_eq(sl_http_write_check(&b, true, "api", &l, &d, false), -1);
     cr_assert(b.failed);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }

@@ -540,17 +540,17 @@ Test(resp_request, shrunk_buffer_restarts)
 
 /* Builds a pipeline of `count` commands, alternating multibulk (through the
  * encoder) and inline, each carrying its index. */
-static sl_resp_buf build_pipeline(size_t count)
+static sl_buf build_pipeline(size_t count)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     for (size_t i = 0; i < count; i++) {
         char num[32];
         int nl = snprintf(num, sizeof num, "%zu", i);
         if (i % 3 == 2) {
             char line[64];
             int ll = snprintf(line, sizeof line, "INCR \"k\\x3a%zu\"\r\n", i);
-            sl_resp_add_raw(&b, line, (size_t)ll);
+            sl_buf_add(&b, line, (size_t)ll);
         } else {
             sl_resp_slice argv[3] = {{"INCR", 4}, {"k:", 2}, {num, (size_t)nl}};
             /* Binary bytes inside an argument, to keep the pipeline honest. */
@@ -583,7 +583,7 @@ static void check_pipeline_command(const sl_resp_request *req, size_t i)
 
 Test(resp_request, pipeline_of_10000)
 {
-    sl_resp_buf b = build_pipeline(10000);
+    sl_buf b = build_pipeline(10000);
     sl_resp_slice argv[8];
     sl_resp_request req;
     sl_resp_request_init(&req, argv, 8);
@@ -597,14 +597,14 @@ Test(resp_request, pipeline_of_10000)
     }
     cr_assert_eq(cmds, 10000);
     cr_assert_eq(sl_resp_parse(b.data + off, 0, &req, NULL), SL_RESP_INCOMPLETE);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 /* The same pipeline arriving 7 bytes per read into a buffer that a server
  * would keep: append, parse what is complete, compact the rest to the front. */
 Test(resp_request, pipeline_in_small_reads)
 {
-    sl_resp_buf b = build_pipeline(10000);
+    sl_buf b = build_pipeline(10000);
     size_t cap = 4096, have = 0, fed = 0, cmds = 0;
     char *conn = malloc(cap);
     sl_resp_slice argv[8];
@@ -634,14 +634,14 @@ Test(resp_request, pipeline_in_small_reads)
     cr_assert_eq(cmds, 10000);
     cr_assert_eq(have, 0);
     free(conn);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 /* ------------------------------------------------------------------------ */
 /* The encoder                                                              */
 /* ------------------------------------------------------------------------ */
 
-static void assert_buf(const sl_resp_buf *b, const char *want, size_t want_len)
+static void assert_buf(const sl_buf *b, const char *want, size_t want_len)
 {
     cr_assert_eq(b->failed, 0);
     cr_assert_eq(b->len, want_len, "got %zu bytes \"%.*s\", want \"%.*s\"", b->len, (int)b->len,
@@ -654,8 +654,8 @@ static void assert_buf(const sl_resp_buf *b, const char *want, size_t want_len)
 
 Test(resp_encode, scalars)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     sl_resp_add_simple(&b, "OK", 2);
     sl_resp_add_int(&b, 0);
     sl_resp_add_int(&b, -42);
@@ -665,14 +665,14 @@ Test(resp_encode, scalars)
     sl_resp_add_bulk(&b, NULL, 0);
     BUF_IS(&b, "+OK\r\n:0\r\n:-42\r\n:9223372036854775807\r\n:-9223372036854775808\r\n"
                "$5\r\na\r\n\0b\r\n$0\r\n\r\n");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
     cr_assert_null(b.data);
 }
 
 Test(resp_encode, errors)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     const char *m = "Protocol error: invalid bulk length";
     sl_resp_add_error(&b, m, strlen(m));
     sl_resp_add_error(&b, "-WRONGPASS invalid password", 27);
@@ -680,24 +680,24 @@ Test(resp_encode, errors)
     sl_resp_add_errorf(&b, "unknown command '%s', with args beginning with: ", "FOO");
     BUF_IS(&b, "-ERR Protocol error: invalid bulk length\r\n-WRONGPASS invalid password\r\n"
                "-ERR bad  line\r\n-ERR unknown command 'FOO', with args beginning with: \r\n");
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     sl_resp_add_simple(&b, "a\nb", 3);
     BUF_IS(&b, "+a b\r\n");
     /* A formatted message is cut at 511 bytes, and the line still ends. */
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     char longarg[2000];
     memset(longarg, 'x', sizeof longarg - 1);
     longarg[sizeof longarg - 1] = '\0';
     sl_resp_add_errorf(&b, "%s", longarg);
     cr_assert_eq(b.len, 5 + 511 + 2);
     cr_assert(memcmp(b.data + b.len - 3, "x\r\n", 3) == 0);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(resp_encode, version_dependent)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     sl_resp_add_null(&b);
     sl_resp_add_map(&b, 2);
     sl_resp_add_bool(&b, 1);
@@ -705,7 +705,7 @@ Test(resp_encode, version_dependent)
     sl_resp_add_double(&b, 1.5);
     BUF_IS(&b, "$-1\r\n*4\r\n:1\r\n:0\r\n$3\r\n1.5\r\n");
 
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     b.proto = 3; /* HELLO 3 */
     sl_resp_add_null(&b);
     sl_resp_add_map(&b, 2);
@@ -722,67 +722,67 @@ Test(resp_encode, version_dependent)
     BUF_IS(&b, "_\r\n%2\r\n#t\r\n#f\r\n,1.5\r\n,0.1\r\n,-inf\r\n,inf\r\n,nan\r\n,1e+300\r\n*0\r\n"
                "=8\r\ntxt:a\r\nb\r\n");
     /* RESP2 reads the text as a bulk string. */
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     b.proto = 2;
     sl_resp_add_verbatim(&b, "txt", "a\r\nb", 4);
     BUF_IS(&b, "$4\r\na\r\nb\r\n");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(resp_encode, throttle_and_command)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 3, 0);
+    sl_buf b;
+    sl_buf_init(&b, 3, 0);
     int64_t v[5] = {0, 16, 15, -1, 2};
     cr_assert_eq(sl_resp_add_int_array(&b, v, 5), 0);
     sl_resp_slice argv[2] = {{"GET", 3}, {"k", 1}};
     cr_assert_eq(sl_resp_add_command(&b, argv, 2), 0);
     BUF_IS(&b, "*5\r\n:0\r\n:16\r\n:15\r\n:-1\r\n:2\r\n*2\r\n$3\r\nGET\r\n$1\r\nk\r\n");
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     int64_t x[5] = {1, INT64_MAX, 0, INT64_MIN, -10};
     cr_assert_eq(sl_resp_add_int_array(&b, x, 5), 0);
     BUF_IS(&b, "*5\r\n:1\r\n:9223372036854775807\r\n:0\r\n:-9223372036854775808\r\n:-10\r\n");
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_resp_add_int_array(&b, x, 0), 0);
     BUF_IS(&b, "*0\r\n");
     /* ten or more: the count takes two digits */
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     int64_t many[12] = {0, 1, 9, 10, 99, 100, 999, 1000, 9999, 10000, -9999, -10000};
     cr_assert_eq(sl_resp_add_int_array(&b, many, 12), 0);
     BUF_IS(&b, "*12\r\n:0\r\n:1\r\n:9\r\n:10\r\n:99\r\n:100\r\n:999\r\n:1000\r\n:9999\r\n"
                ":10000\r\n:-9999\r\n:-10000\r\n");
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 /* Every power of ten, one either side and its negative, as printf writes
  * them: the digit counting and the two-at-a-time writing at each edge. */
 Test(resp_encode, integers_at_every_digit_boundary)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     int64_t p = 1;
     for (int k = 0; k < 19; k++, p = k < 19 ? p * 10 : p) {
         int64_t vals[6] = {p - 1, p, p + 1, -(p - 1), -p, -(p + 1)};
         for (int i = 0; i < 6; i++) {
             char want[32];
             int n = snprintf(want, sizeof want, ":%lld\r\n", (long long)vals[i]);
-            sl_resp_buf_clear(&b);
+            sl_buf_clear(&b);
             cr_assert_eq(sl_resp_add_int(&b, vals[i]), 0);
             cr_assert_eq(b.len, (size_t)n, "%lld", (long long)vals[i]);
             cr_assert(memcmp(b.data, want, (size_t)n) == 0, "%lld", (long long)vals[i]);
-            sl_resp_buf_clear(&b);
+            sl_buf_clear(&b);
             cr_assert_eq(sl_resp_add_array(&b, (size_t)(p - 1 + i % 3)), 0);
             n = snprintf(want, sizeof want, "*%lld\r\n", (long long)(p - 1 + i % 3));
             cr_assert(b.len == (size_t)n && memcmp(b.data, want, (size_t)n) == 0);
         }
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(resp_encode, growth_and_cap)
 {
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     /* Many small items through several reallocations. */
     for (int i = 0; i < 100000; i++)
         cr_assert_eq(sl_resp_add_int(&b, i), 0);
@@ -795,17 +795,17 @@ Test(resp_encode, growth_and_cap)
         off += (size_t)n;
     }
     cr_assert_eq(off, b.len);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 
     /* A cap: the write that would pass it fails, and so does every later one. */
-    sl_resp_buf_init(&b, 2, 16);
+    sl_buf_init(&b, 2, 16);
     cr_assert_eq(sl_resp_add_int(&b, 1000000), 0);          /* 10 bytes */
     cr_assert_eq(sl_resp_add_int(&b, -10), 0);              /* 6 more: 16 exactly */
     BUF_IS(&b, ":1000000\r\n:-10\r\n");
     int64_t v[5] = {0, 0, 0, 0, 0};
     cr_assert_eq(sl_resp_add_int_array(&b, v, 5), -1);
     cr_assert_eq(b.len, 16); /* nothing of it written */
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_resp_add_simple(&b, "OK", 2), 0);       /* 5 bytes */
     cr_assert_eq(sl_resp_add_bulk(&b, "0123456", 7), -1);   /* 4 + 9 > 11 left */
     cr_assert_eq(b.failed, 1);
@@ -813,17 +813,17 @@ Test(resp_encode, growth_and_cap)
     cr_assert_leq(b.cap, 16);
     cr_assert_leq(b.len, 16);
     cr_assert(memcmp(b.data, "+OK\r\n", 5) == 0);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(b.failed, 0);
     cr_assert_eq(sl_resp_add_simple(&b, "0123456789abc", 13), 0); /* 16 bytes exactly */
     cr_assert_eq(b.len, 16);
-    cr_assert_eq(sl_resp_add_raw(&b, "x", 1), -1);
+    cr_assert_eq(sl_buf_add(&b, "x", 1), -1);
     /* A length whose sum with the header would overflow. */
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_resp_add_bulk(&b, "", SIZE_MAX), -1);
-    sl_resp_buf_clear(&b);
+    sl_buf_clear(&b);
     cr_assert_eq(sl_resp_add_error(&b, "x", SIZE_MAX - 1), -1);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -957,8 +957,8 @@ Test(resp_reply, aggregates)
     reply_done(r);
 
     /* The throttle reply, read back. */
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     int64_t v[5] = {1, 16, 0, 3, 60};
     sl_resp_add_int_array(&b, v, 5);
     r = reply_lim(b.data, b.len, 64, NULL);
@@ -967,7 +967,7 @@ Test(resp_reply, aggregates)
     for (int i = 0; i < 5; i++)
         cr_assert_eq(r->nodes[1 + i].integer, v[i]);
     reply_done(r);
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
 
 Test(resp_reply, errors)
@@ -1081,8 +1081,8 @@ Test(resp_reply, every_prefix_is_incomplete)
 Test(resp_roundtrip, command_through_request_parser)
 {
     srand(12345);
-    sl_resp_buf b;
-    sl_resp_buf_init(&b, 2, 0);
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
     for (int iter = 0; iter < 2000; iter++) {
         char bytes[8][32];
         sl_resp_slice argv[8];
@@ -1094,7 +1094,7 @@ Test(resp_roundtrip, command_through_request_parser)
             argv[i].ptr = bytes[i];
             argv[i].len = len;
         }
-        sl_resp_buf_clear(&b);
+        sl_buf_clear(&b);
         cr_assert_eq(sl_resp_add_command(&b, argv, argc), 0);
         sl_resp_slice out[8];
         sl_resp_request req;
@@ -1106,5 +1106,5 @@ Test(resp_roundtrip, command_through_request_parser)
             cr_assert(memcmp(out[i].ptr, argv[i].ptr, argv[i].len) == 0);
         }
     }
-    sl_resp_buf_free(&b);
+    sl_buf_free(&b);
 }
