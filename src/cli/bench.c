@@ -60,6 +60,10 @@ static const char bench_usage[] =
     "                           as src/backend/lua/sluice.lua takes them\n"
     "  --seed S                 seed of the key choice (default 1)\n"
     "\n"
+    "A server that asks for a password (sluiced --requirepass, --http-token) gets\n"
+    "the one in the environment variable SLUICE_PASSWORD: AUTH over RESP, a bearer\n"
+    "token over HTTP. There is no flag for it, which ps would show.\n"
+    "\n"
     "Exit status: 0 done, 1 when a connection failed or no request completed,\n"
     "2 for a usage error.\n"
     "\n"
@@ -86,6 +90,7 @@ typedef struct bench_cfg {
     const char *prefix; /* keys are PREFIX0 .. PREFIX(K-1) */
     const char *lua;    /* --lua FILE: CL.THROTTLE's arguments through EVALSHA */
     char sha[41];       /* the script's SHA1, from SCRIPT LOAD */
+    const char *password; /* SLUICE_PASSWORD: AUTH on each connection, or HTTP's bearer */
     uint64_t seed;
 } bench_cfg;
 
@@ -191,12 +196,13 @@ static void add_request(bench_thread *t, bench_conn *cn)
     char key[96], a[24], b[24], p[32], cost[24];
     int kl = snprintf(key, sizeof key, "%s%llu", c->prefix, (unsigned long long)pick_key(t));
     if (c->http) {
-        char req[512];
+        char req[512 + CLI_PASSWORD_MAX];
         int n = snprintf(req, sizeof req,
                          "GET /v1/check?key=%s&limit=%lld&period=%lldms&cost=%lld&algorithm=%s "
-                         "HTTP/1.1\r\nHost: sluice\r\n\r\n",
+                         "HTTP/1.1\r\nHost: sluice\r\n%s%s%s\r\n",
                          key, (long long)c->limit, (long long)(c->period_ns / 1000000),
-                         (long long)c->cost, c->alg);
+                         (long long)c->cost, c->alg, c->password ? "Authorization: Bearer " : "",
+                         c->password ? c->password : "", c->password ? "\r\n" : "");
         sl_buf_add(&cn->out, req, (size_t)n);
         return;
     }
@@ -612,6 +618,12 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
         }
         c->alg = sl_algorithm_name(a);
     }
+    char pwerr[128] = "";
+    c->password = cli_password(pwerr, sizeof pwerr);
+    if (pwerr[0]) {
+        cli_usage_error("bench", "%s", pwerr);
+        return CLI_EXIT_USAGE;
+    }
     return 0;
 }
 
@@ -743,6 +755,11 @@ int cmd_bench(int argc, char **argv)
             goto out;
         }
         opened++;
+        if (cfg.password && !cfg.http && cli_auth(cn->fd, cfg.password, err, sizeof err) != 0) {
+            cli_error("bench", "%s: %s", cfg.server, err);
+            status = CLI_EXIT_FAIL;
+            goto out;
+        }
         fcntl(cn->fd, F_SETFL, fcntl(cn->fd, F_GETFL) | O_NONBLOCK);
         sl_buf_init(&cn->out, 2, 0);
         cn->in_cap = 64 * 1024;

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "proto/resp.h"
 #include "sluice.h"
 
 #define CLI_EXIT_OK 0
@@ -107,5 +108,20 @@ int cli_connect(const char *hostport, int timeout_ms, char *errbuf, size_t errca
 
 /* Writes all len bytes; 0, or -1 (errno set). */
 int cli_write_all(int fd, const void *p, size_t len);
+
+/* Sends one command on a blocking socket and reads its reply into *rep
+ * (rbuf, rcap bytes, holds the reply's text); returns 0, or -1 with errbuf. */
+int cli_resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
+                  sl_resp_reply *rep, char *errbuf, size_t errcap);
+
+/* The password to send, from the environment (SLUICE_PASSWORD: sluiced's
+ * --requirepass, or its HTTP bearer token), never from a flag, which every
+ * local user could read in ps. NULL when unset, or with errbuf filled when
+ * it cannot be sent (longer than CLI_PASSWORD_MAX, spaces, not ASCII). */
+#define CLI_PASSWORD_MAX 512
+const char *cli_password(char *errbuf, size_t errcap);
+
+/* AUTH password on a blocking RESP connection: 0, or -1 with errbuf. */
+int cli_auth(int fd, const char *password, char *errbuf, size_t errcap);
 
 #endif

@@ -44,6 +44,10 @@ static const char take_usage[] =
     "                      seconds), in-process with the same arithmetic; prints\n"
     "                      its five integers\n"
     "\n"
+    "A server that asks for a password (sluiced --requirepass, --http-token) gets\n"
+    "the one in the environment variable SLUICE_PASSWORD: AUTH over RESP, a bearer\n"
+    "token over HTTP. There is no flag for it, which ps would show.\n"
+    "\n"
     "Exit status: 0 when the takes were answered (allowed or not), 1 when the\n"
     "server could not be asked, 2 for a usage error.\n"
     "\n"
@@ -104,45 +108,6 @@ static void print_short(int64_t i, const sl_decision *d)
 }
 
 /* ---- RESP: SL.TAKE ---- */
-
-/* Sends one command and reads its reply into nodes; returns 0, or -1 with errbuf. */
-static int resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
-                     sl_resp_reply *rep, char *errbuf, size_t errcap)
-{
-    sl_buf b;
-    sl_buf_init(&b, 2, 0);
-    sl_resp_add_command(&b, argv, argc);
-    if (b.failed || cli_write_all(fd, b.data, b.len) != 0) {
-        snprintf(errbuf, errcap, "cannot send: %s", b.failed ? "out of memory" : strerror(errno));
-        sl_buf_free(&b);
-        return -1;
-    }
-    sl_buf_free(&b);
-    size_t have = 0;
-    for (;;) {
-        if (have > 0) {
-            int n = sl_resp_parse_reply(rbuf, have, rep, NULL);
-            if (n > 0)
-                return 0;
-            if (n == SL_RESP_ERROR) {
-                snprintf(errbuf, errcap, "bad reply: %s", rep->errstr);
-                return -1;
-            }
-        }
-        if (have == rcap) {
-            snprintf(errbuf, errcap, "reply longer than %zu bytes", rcap);
-            return -1;
-        }
-        ssize_t n = read(fd, rbuf + have, rcap - have);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            snprintf(errbuf, errcap, "%s", n == 0 ? "the server closed the connection" : strerror(errno));
-            return -1;
-        }
-        have += (size_t)n;
-    }
-}
 
 static bool slice_is(const sl_resp_value *v, const char *s)
 {
@@ -237,8 +202,9 @@ static size_t pct_encode(const char *s, char *out, size_t cap)
     return n;
 }
 
-static int http_take(const char *server, const char *key, const char *limit, int64_t period_ms,
-                     const char *burst, const char *cost, const char *alg)
+static int http_take(const char *server, const char *password, const char *key,
+                     const char *limit, int64_t period_ms, const char *burst, const char *cost,
+                     const char *alg)
 {
     char err[256];
     int fd = cli_connect(server, 5000, err, sizeof err);
@@ -252,10 +218,12 @@ static int http_take(const char *server, const char *key, const char *limit, int
     /* The query takes a period in seconds or a duration string: send ms. */
     int n = snprintf(req, sizeof req,
                      "GET /v1/check?key=%s&limit=%s&period=%lldms%s%s%s%s%s%s HTTP/1.1\r\n"
-                     "Host: %s\r\nUser-Agent: sluice/" SLUICE_VERSION "\r\nConnection: close\r\n\r\n",
+                     "Host: %s\r\nUser-Agent: sluice/" SLUICE_VERSION "\r\n%s%s%s"
+                     "Connection: close\r\n\r\n",
                      ekey, limit, (long long)period_ms, burst ? "&burst=" : "", burst ? burst : "",
                      cost ? "&cost=" : "", cost ? cost : "", alg ? "&algorithm=" : "",
-                     alg ? alg : "", server);
+                     alg ? alg : "", server, password ? "Authorization: Bearer " : "",
+                     password ? password : "", password ? "\r\n" : "");
     if (n < 0 || (size_t)n >= sizeof req || cli_write_all(fd, req, (size_t)n) != 0) {
         cli_error("take", "cannot send the request: %s", strerror(errno));
         close(fd);
@@ -423,12 +391,18 @@ int cmd_take(int argc, char **argv)
         cli_usage_error("take", "--period: a server takes whole milliseconds");
         return CLI_EXIT_USAGE;
     }
+    char pwerr[128] = "";
+    const char *password = fl[T_SERVER].seen ? cli_password(pwerr, sizeof pwerr) : NULL;
+    if (pwerr[0]) {
+        cli_usage_error("take", "%s", pwerr);
+        return CLI_EXIT_USAGE;
+    }
 
     if (fl[T_HTTP].seen) {
         int st = CLI_EXIT_OK;
         for (int64_t i = 0; i < repeat && st == CLI_EXIT_OK; i++)
-            st = http_take(fl[T_SERVER].value, key, fl[T_LIMIT].value, period / 1000000,
-                           fl[T_BURST].value, fl[T_COST].value, fl[T_ALG].seen ? fl[T_ALG].value : NULL);
+            st = http_take(fl[T_SERVER].value, password, key, fl[T_LIMIT].value,
+                           period / 1000000, fl[T_BURST].value, fl[T_COST].value, fl[T_ALG].seen ? fl[T_ALG].value : NULL);
         return st;
     }
 
@@ -467,6 +441,11 @@ int cmd_take(int argc, char **argv)
             cli_error("take", "%s", err);
             return CLI_EXIT_FAIL;
         }
+        if (password && cli_auth(fd, password, err, sizeof err) != 0) {
+            cli_error("take", "%s: %s", fl[T_SERVER].value, err);
+            close(fd);
+            return CLI_EXIT_FAIL;
+        }
         char pbuf[32], bbuf[24], cbuf[24];
         snprintf(pbuf, sizeof pbuf, "%lldms", (long long)(period / 1000000));
         snprintf(bbuf, sizeof bbuf, "%lld", (long long)(burst ? burst : limit));
@@ -488,7 +467,7 @@ int cmd_take(int argc, char **argv)
         int64_t v[5] = {0, 0, 0, 0, 0};
         for (int64_t i = 1; i <= repeat; i++) {
             if (cell) {
-                if (resp_call(fd, cv, 6, rbuf, sizeof rbuf, &rep, err, sizeof err) != 0 ||
+                if (cli_resp_call(fd, cv, 6, rbuf, sizeof rbuf, &rep, err, sizeof err) != 0 ||
                     cell_from_reply(&rep, v, err, sizeof err) != 0) {
                     cli_error("take", "%s: %s", fl[T_SERVER].value, err);
                     close(fd);
@@ -500,7 +479,7 @@ int cmd_take(int argc, char **argv)
                            (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
                 continue;
             }
-            if (resp_call(fd, av, sizeof av / sizeof av[0], rbuf, sizeof rbuf, &rep, err,
+            if (cli_resp_call(fd, av, sizeof av / sizeof av[0], rbuf, sizeof rbuf, &rep, err,
                           sizeof err) != 0 ||
                 decision_from_reply(&rep, &d, err, sizeof err) != 0) {
                 cli_error("take", "%s: %s", fl[T_SERVER].value, err);

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "common/buf.h"
 #include "common/parse.h"
 
 void cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -341,4 +342,75 @@ int cli_parse_flags(const char *cmd, int argc, char **argv, cli_flag *flags, siz
         }
     }
     return 0;
+}
+
+int cli_resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
+                  sl_resp_reply *rep, char *errbuf, size_t errcap)
+{
+    sl_buf b;
+    sl_buf_init(&b, 2, 0);
+    sl_resp_add_command(&b, argv, argc);
+    if (b.failed || cli_write_all(fd, b.data, b.len) != 0) {
+        snprintf(errbuf, errcap, "cannot send: %s", b.failed ? "out of memory" : strerror(errno));
+        sl_buf_free(&b);
+        return -1;
+    }
+    sl_buf_free(&b);
+    size_t have = 0;
+    for (;;) {
+        if (have > 0) {
+            int n = sl_resp_parse_reply(rbuf, have, rep, NULL);
+            if (n > 0)
+                return 0;
+            if (n == SL_RESP_ERROR) {
+                snprintf(errbuf, errcap, "bad reply: %s", rep->errstr);
+                return -1;
+            }
+        }
+        if (have == rcap) {
+            snprintf(errbuf, errcap, "reply longer than %zu bytes", rcap);
+            return -1;
+        }
+        ssize_t n = read(fd, rbuf + have, rcap - have);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            snprintf(errbuf, errcap, "%s", n == 0 ? "the server closed the connection" : strerror(errno));
+            return -1;
+        }
+        have += (size_t)n;
+    }
+}
+
+const char *cli_password(char *errbuf, size_t errcap)
+{
+    const char *pw = getenv("SLUICE_PASSWORD");
+    if (!pw || !*pw)
+        return NULL;
+    if (strlen(pw) > CLI_PASSWORD_MAX) {
+        snprintf(errbuf, errcap, "SLUICE_PASSWORD is longer than %d bytes", CLI_PASSWORD_MAX);
+        return NULL;
+    }
+    for (const char *c = pw; *c; c++)
+        if (*c <= ' ' || *c > '~') {
+            snprintf(errbuf, errcap, "SLUICE_PASSWORD holds a space or a byte that is not "
+                                     "printable ASCII");
+            return NULL;
+        }
+    return pw;
+}
+
+int cli_auth(int fd, const char *password, char *errbuf, size_t errcap)
+{
+    sl_resp_slice av[] = {{"AUTH", 4}, {password, strlen(password)}};
+    char rbuf[1024];
+    sl_resp_value nodes[4];
+    sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 4};
+    if (cli_resp_call(fd, av, 2, rbuf, sizeof rbuf, &rep, errbuf, errcap) != 0)
+        return -1;
+    if (nodes[0].type == SL_RESP_STATUS && nodes[0].len == 2 && memcmp(nodes[0].str, "OK", 2) == 0)
+        return 0;
+    snprintf(errbuf, errcap, "AUTH (SLUICE_PASSWORD) refused: %.*s",
+             nodes[0].type == SL_RESP_ERR ? (int)nodes[0].len : 0, nodes[0].str);
+    return -1;
 }

@@ -23,11 +23,12 @@ from harness import ROOT, SANITIZER_MARKS, ServerProcess, binary, free_port  # n
 SLUICE = binary("SLUICE", "sluice")
 
 
-def run(*args, check=None, timeout=120, cwd=None):
-    """Runs `sluice ARGS`; asserts no sanitizer report; check=N asserts the exit status."""
+def run(*args, check=None, timeout=120, cwd=None, env=None):
+    """Runs `sluice ARGS` (env: variables to add); asserts no sanitizer report; check=N
+    asserts the exit status."""
     if not os.access(SLUICE, os.X_OK):
         pytest.fail("sluice is not built: %s (run make; or set SLUICE=path)" % SLUICE)
-    env = dict(os.environ)
+    env = dict(os.environ, **(env or {}))
     env.setdefault("ASAN_OPTIONS", "detect_leaks=1")
     env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
     p = subprocess.run([SLUICE] + [str(a) for a in args], capture_output=True, text=True,
@@ -65,9 +66,10 @@ def parse_table(out):
 class Sluiced(ServerProcess):
     name = "sluiced"
 
-    def __init__(self, http=False):
+    def __init__(self, http=False, extra=()):
         super().__init__()
         self.http = http
+        self.extra = list(extra)
         self.http_port = 0
         self.binary = binary("SLUICED", "sluiced")
         self.dir = tempfile.mkdtemp(prefix="sluice-cli-")
@@ -75,7 +77,7 @@ class Sluiced(ServerProcess):
 
     def argv(self):
         return [self.binary, "--port", str(self.port), "--http-port", str(self.http_port),
-                "--threads", "2", "--bind", "127.0.0.1"]
+                "--threads", "2", "--bind", "127.0.0.1"] + self.extra
 
     def spawn(self):
         self.http_port = free_port() if self.http else 0
@@ -91,7 +93,7 @@ class Sluiced(ServerProcess):
     def ping(self):
         with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as s:
             s.sendall(b"*1\r\n$4\r\nPING\r\n")
-            return s.recv(64).startswith(b"+PONG")
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
 
     def stderr(self):
         try:

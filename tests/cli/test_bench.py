@@ -76,6 +76,26 @@ def test_http_bench():
         s.stop()
 
 
+def test_a_server_with_a_password():
+    """SLUICE_PASSWORD: each RESP connection AUTHs first, each HTTP request carries the
+    bearer token; a wrong one fails the run with the server's words."""
+    s = Sluiced(http=True, extra=["--requirepass", "b-s3cret"]).start()
+    try:
+        resp = ["bench", "--server", s.addr, "--duration", 1, "--connections", 3, "--keys", 1,
+                "--prefix", "t:pw:", "--limit", 7, "--period", "1h"]
+        r = result(run(*resp, check=0, env={"SLUICE_PASSWORD": "b-s3cret"}).stdout)
+        assert r["allowed"] == 7 and r["errors"] == 0
+        p = run(*resp, check=1, env={"SLUICE_PASSWORD": "nope"})
+        assert "WRONGPASS" in p.stderr, p.stderr
+        http = ["bench", "--server", "127.0.0.1:%d" % s.http_port, "--http", "--duration", 1,
+                "--connections", 2, "--keys", 1, "--prefix", "t:pwh:", "--limit", 5,
+                "--period", "1h"]
+        r = result(run(*http, check=0, env={"SLUICE_PASSWORD": "b-s3cret"}).stdout)
+        assert r["allowed"] == 5 and r["errors"] == 0
+    finally:
+        s.stop()
+
+
 def test_unreachable_server_fails_with_1():
     p = run("bench", "--server", "127.0.0.1:%d" % free_port(), "--duration", 1, check=1)
     assert "cannot connect" in p.stderr

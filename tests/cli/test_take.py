@@ -148,6 +148,29 @@ def test_against_sluiced_http():
         s.stop()
 
 
+def test_a_server_with_a_password():
+    """SLUICE_PASSWORD: AUTH over RESP, a bearer token over HTTP; without it, or wrong, the
+    server's refusal is shown and the exit status is 1."""
+    s = Sluiced(http=True, extra=["--requirepass", "cli-s3cret"]).start()
+    try:
+        resp = ["take", "--server", s.addr, "cli:pw", "--limit", 3, "--period", "10s"]
+        p = run(*resp, check=1)
+        assert "NOAUTH" in p.stderr
+        p = run(*resp, check=1, env={"SLUICE_PASSWORD": "wrong"})
+        assert "AUTH (SLUICE_PASSWORD) refused: WRONGPASS" in p.stderr, p.stderr
+        p = run(*resp, check=0, env={"SLUICE_PASSWORD": "cli-s3cret"})
+        assert fields(p.stdout)["remaining"] == 2
+        http = ["take", "--server", "127.0.0.1:%d" % s.http_port, "--http", "cli:pw", "--limit",
+                3, "--period", 10]
+        assert run(*http, check=0).stdout.startswith("HTTP/1.1 401")
+        p = run(*http, check=0, env={"SLUICE_PASSWORD": "cli-s3cret"})
+        assert p.stdout.startswith("HTTP/1.1 200") and "X-RateLimit-Remaining: 1" in p.stdout
+        p = run(*resp, check=2, env={"SLUICE_PASSWORD": "two words"})
+        assert "SLUICE_PASSWORD holds a space" in p.stderr
+    finally:
+        s.stop()
+
+
 def cell(out):
     d = {}
     for line in out.splitlines():
