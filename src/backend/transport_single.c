@@ -34,6 +34,7 @@
 
 #include "backend/redis.h"
 #include "backend/reply.h"
+#include "common/parse.h"
 
 #define SL_BACKOFF_MIN_MS 50
 #define SL_BACKOFF_MAX_MS 2000
@@ -520,9 +521,9 @@ sl_transport *sl_transport_single(uv_loop_t *loop, const sl_transport_config *cf
     const char *colon = cfg->hosts ? strrchr(cfg->hosts, ':') : NULL;
     if (!colon || colon == cfg->hosts)
         return NULL;
-    char *end;
-    long port = strtol(colon + 1, &end, 10);
-    if (*end || port < 1 || port > 65535)
+    int64_t port;
+    if (!sl_parse_i64(colon + 1, strlen(colon + 1), SL_INT_NO_SIGN, &port) || port < 1 ||
+        port > 65535)
         return NULL;
     sl_single *t = calloc(1, sizeof *t);
     if (!t)
