@@ -741,6 +741,10 @@ static int rd_decode(sl_backend_worker *w, sl_backend_req *r, const redisReply *
         rd_add(&w->c.errors, 1);
         bool wrongtype = reply->len >= 9 && memcmp(reply->str, "WRONGTYPE", 9) == 0;
         r->rc = wrongtype ? SL_ERR_WRONGTYPE : SL_ERR_ARGUMENT;
+        /* The store's own words: what the key holds there (a state of
+         * another algorithm, or a value that is no state at all) is for it
+         * to say. */
+        r->errstr_is_reply = wrongtype;
         return SL_OK;
     }
     if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE || r->op == SL_OP_REFUND) {

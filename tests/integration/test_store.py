@@ -377,6 +377,28 @@ def test_the_store_password_is_hidden_from_ps(tmp_path):
         r.stop()
 
 
+def test_a_key_the_store_holds_for_something_else(redis_store, tmp_path):
+    """A key that holds a list or a string in Redis is refused in Redis's words, a sluice
+    state of another algorithm in sluice's, on either engine; the connection carries on."""
+    r = redis_store.client()
+    r.rpush("lst", "a")
+    r.set("str", "hello")
+    node = start_sluiced(tmp_path, "redis://127.0.0.1:%d" % redis_store.port, http=False,
+                         name="wrongtype")
+    c = node.redis()
+    for key in ("lst", "str"):
+        with pytest.raises(Exception) as e:
+            c.execute_command("SL.TAKE", key, 10, 60)
+        assert "Operation against a key holding the wrong kind of value" in str(e.value), key
+    assert as_map(c.execute_command("SL.TAKE", "k", 10, 60))["allowed"] == 1
+    with pytest.raises(Exception) as e:
+        c.execute_command("SL.TAKE", "k", 10, 60, "ALGORITHM", "fixed_window")
+    assert "key holds a state of another algorithm" in str(e.value)
+    assert r.lrange("lst", 0, -1) == [b"a"] and r.get("str") == b"hello"
+    c.close()
+    node.stop()
+
+
 def test_a_transaction_on_the_store_answers_in_order(fleet):
     _, nodes = fleet
     c = nodes[0].conn()
