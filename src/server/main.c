@@ -35,6 +35,7 @@
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
+#include "backend/peers.h"
 #include "backend/redis.h"
 #include "server/server.h"
 
@@ -108,11 +109,11 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
-    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_GRPC_PORT, F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -223,6 +224,15 @@ static const sl_flag sl_flags[F_COUNT] = {
                  "an integer from 1 to 10000", SL_FLAG_APPLIED},
     [F_FLEET_NODES] = {"fleet-nodes", "N", "1", "the old name of --split",
                        "an integer from 1 to 10000", SL_FLAG_APPLIED},
+    [F_PEERS] = {"peers", "LIST", NULL,
+                 "a fleet that routes each key to its owner: the RESP addresses "
+                 "HOST:PORT,HOST:PORT,... of every sluiced of the fleet, this one included, "
+                 "written the same on every node (at most 64); with --self, and the "
+                 "memory store (docs/deployment.md)",
+                 "HOST:PORT,HOST:PORT,... (at most 64)", 0},
+    [F_SELF] = {"self", "HOST:PORT", NULL,
+                "this sluiced's entry in --peers, written as there",
+                "one of --peers' entries", 0},
     [F_AUTH_HEADER] = {"http-auth-header", "NAME", "X-Api-Key",
                        "forward-auth (GET /v1/auth/POLICY): the request header holding the key; "
                        "X-Forwarded-For takes the first address of its list",
@@ -254,8 +264,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
-    [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
 };
@@ -512,6 +520,16 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 goto bad;
             cfg->split = (int)v;
             break;
+        case F_PEERS:
+            if (!optarg[0])
+                goto bad;
+            cfg->peers = optarg;
+            break;
+        case F_SELF:
+            if (!optarg[0])
+                goto bad;
+            cfg->self = optarg;
+            break;
         case F_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
         case F_HELP: sl_usage(stdout); exit(0);
         case F_HELP_MARKDOWN: sl_usage_markdown(stdout); exit(0);
@@ -617,6 +635,73 @@ static void sl_snapshot_clean_start(const char *path)
 static bool sl_store_is_memory(const sl_server_config *cfg)
 {
     return cfg->store_url == NULL || strcmp(cfg->store_url, "memory://") == 0;
+}
+
+/* --peers' company: --self, the memory store (each node's states are its
+ * own keys'), and no --split (an owner enforces its keys' whole limits). */
+static int sl_peers_check(const sl_server_config *cfg)
+{
+    if (!cfg->peers && !cfg->self)
+        return 0;
+    const char *why = NULL;
+    if (!cfg->peers)
+        why = "--self is this node's entry in --peers: give --peers too";
+    else if (!cfg->self)
+        why = "--peers needs --self, this node's entry in the list";
+    else if (!sl_store_is_memory(cfg))
+        why = "--peers routes keys between the memory stores of sluiced nodes: it cannot be "
+              "used with a remote --store (the store already shares the limits)";
+    else if (cfg->split > 1)
+        why = "--peers and --split cannot be used together: with --peers each key's owner "
+              "enforces its whole limit";
+    if (!why)
+        return 0;
+    fprintf(stderr, "sluiced: %s\n", why);
+    return 2;
+}
+
+/* A peer that the first worker sees down, or the last sees up again. */
+static void sl_peer_note(const char *peer, bool up)
+{
+    if (up)
+        sl_log(SL_LOG_INFO, "peer %s answers again: its keys are routed to it again", peer);
+    else
+        sl_log(SL_LOG_WARN, "peer %s does not answer: marked down, its keys go to their next "
+                            "owner, where they start afresh", peer);
+}
+
+/* With --peers, the backend becomes a route over the memory backend (this
+ * node's states, which a peer's SL.DECIDE is decided on) and the redis
+ * backend over the peers (every other request). */
+static int sl_peers_start(sl_server *srv)
+{
+    char err[256];
+    srv->peers = sl_peers_new(srv->cfg.peers, srv->cfg.self, err, sizeof err);
+    if (!srv->peers) {
+        sl_log(SL_LOG_ERROR, "%s", err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        return 1;
+    }
+    srv->peers->note = sl_peer_note;
+    sl_redis_config rcfg = {.on_error = (sl_on_error)srv->cfg.on_store_error,
+                            .timeout_ms = srv->cfg.store_timeout_ms,
+                            .fleet_nodes = (int32_t)srv->peers->n,
+                            .local_memory = srv->cfg.max_memory,
+                            .peers = srv->peers,
+                            .peer_password = srv->cfg.requirepass};
+    sl_backend *remote = NULL, *route = NULL;
+    if (sl_backend_redis(&rcfg, &remote, err, sizeof err) != SL_OK) {
+        sl_log(SL_LOG_ERROR, "--peers: %s", err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        return 1;
+    }
+    if (!(route = sl_backend_route(srv->backend, remote))) {
+        remote->ops->free(remote);
+        sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
+        return 1;
+    }
+    srv->backend = route;
+    sl_log(SL_LOG_INFO, "routing keys among %zu peers, this node %s", srv->peers->n,
+           srv->peers->names[srv->peers->self]);
+    return 0;
 }
 
 static void sl_on_snapshot_timer(uv_timer_t *t)
@@ -993,6 +1078,8 @@ int main(int argc, char **argv)
     }
     if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
         return 2;
+    if (sl_peers_check(&srv->cfg) != 0)
+        return 2;
     if (srv->cfg.port && !srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
         sl_log(SL_LOG_WARN, "will listen on %s, not a loopback address, without --requirepass: "
                             "anyone who can reach it can take from and reset any limit",
@@ -1050,6 +1137,8 @@ int main(int argc, char **argv)
             sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
             return 1;
         }
+        if (srv->cfg.peers && sl_peers_start(srv) != 0)
+            return 1;
     } else {
         /* States live in Redis: snapshots are Redis's business (RDB, AOF). */
         if (srv->cfg.snapshot) {
@@ -1127,6 +1216,7 @@ int main(int argc, char **argv)
      * so that a service manager does not see a clean stop. */
     int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;
     srv->backend->ops->free(srv->backend);
+    sl_peers_free(srv->peers);
     if (srv->store)
         sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));

@@ -1,0 +1,385 @@
+/*
+ * peers.c: the membership of a routing fleet and a worker's transport to
+ * its peers (peers.h). The transport keeps one transport_single per peer on
+ * the worker's loop (each connects, reconnects with backoff and pipelines
+ * by itself), the owner table of the peers it sees up, and a timer that
+ * marks a failing peer down, and a peer that answers again up.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/peers.h"
+#include "backend/redis.h"
+#include "common/parse.h"
+
+#define PR_TICK_MS 50
+
+/* ---- the membership ---- */
+
+static bool pr_valid(const char *s, size_t len, char *err, size_t n)
+{
+    const char *colon = NULL;
+    for (size_t i = 0; i < len; i++)
+        if (s[i] == ':')
+            colon = s + i;
+    int64_t port;
+    if (len == 0) {
+        snprintf(err, n, "ERR invalid --peers: an entry is empty (HOST:PORT,HOST:PORT,...)");
+        return false;
+    }
+    if (!colon || colon == s) {
+        snprintf(err, n, "ERR invalid --peers: '%.*s' is not HOST:PORT", (int)(len > 64 ? 64 : len),
+                 s);
+        return false;
+    }
+    size_t plen = len - (size_t)(colon + 1 - s);
+    if (!sl_parse_i64(colon + 1, plen, SL_INT_NO_SIGN, &port) || port < 1 || port > 65535) {
+        snprintf(err, n, "ERR invalid --peers: the port of '%.*s' must be between 1 and 65535",
+                 (int)(len > 64 ? 64 : len), s);
+        return false;
+    }
+    if (len > 255) {
+        snprintf(err, n, "ERR invalid --peers: an entry is longer than 255 bytes");
+        return false;
+    }
+    return true;
+}
+
+sl_peers *sl_peers_new(const char *list, const char *self, char *err, size_t n)
+{
+    sl_peers *p = calloc(1, sizeof *p);
+    if (!p) {
+        snprintf(err, n, "ERR out of memory");
+        return NULL;
+    }
+    p->self = SIZE_MAX;
+    for (const char *s = list ? list : "";;) {
+        size_t len = strcspn(s, ",");
+        if (!pr_valid(s, len, err, n))
+            goto fail;
+        if (p->n == SL_PEERS_MAX) {
+            snprintf(err, n, "ERR invalid --peers: at most %d peers", SL_PEERS_MAX);
+            goto fail;
+        }
+        for (size_t i = 0; i < p->n; i++)
+            if (strlen(p->names[i]) == len && memcmp(p->names[i], s, len) == 0) {
+                snprintf(err, n, "ERR invalid --peers: '%.*s' is listed twice", (int)len, s);
+                goto fail;
+            }
+        if (!(p->names[p->n] = strndup(s, len))) {
+            snprintf(err, n, "ERR out of memory");
+            goto fail;
+        }
+        if (self && strcmp(p->names[p->n], self) == 0)
+            p->self = p->n;
+        p->n++;
+        if (!s[len])
+            break;
+        s += len + 1;
+    }
+    if (!self || p->self == SIZE_MAX) {
+        snprintf(err, n, "ERR --self must be one of --peers, written the same (HOST:PORT)");
+        goto fail;
+    }
+    if (!(p->rank = malloc((size_t)SL_OWNER_SLOTS * p->n))) {
+        snprintf(err, n, "ERR out of memory");
+        goto fail;
+    }
+    sl_owner_rank((const char *const *)p->names, p->n, p->rank);
+    return p;
+fail:
+    sl_peers_free(p);
+    return NULL;
+}
+
+void sl_peers_free(sl_peers *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n; i++)
+        free(p->names[i]);
+    free(p->rank);
+    free(p);
+}
+
+size_t sl_peers_down_count(const sl_peers *p)
+{
+    size_t down = 0;
+    for (size_t i = 0; i < p->n; i++)
+        down += atomic_load_explicit(&p->down[i], memory_order_relaxed) > 0;
+    return down;
+}
+
+bool sl_peers_owns(const sl_peers *p, int slot)
+{
+    const uint8_t *r = p->rank + (size_t)slot * p->n;
+    for (size_t k = 0; k < p->n; k++) {
+        if (r[k] == p->self)
+            return true;
+        if (atomic_load_explicit(&p->down[r[k]], memory_order_relaxed) == 0)
+            return false;
+    }
+    return false;
+}
+
+/* ---- the transport ---- */
+
+typedef struct pr_peer {
+    sl_transport *t;
+    bool up;          /* owns its slots in this worker's table */
+    bool failing;     /* failed since its last good answer */
+    bool probing;
+    uint64_t fail_since_ms, probe_at_ms, waiting_since_ms;
+    size_t inflight;  /* commands sent to it and not answered */
+    uint64_t epoch;   /* t->epoch as last added into the transport's */
+} pr_peer;
+
+typedef struct pr_transport {
+    sl_transport base;
+    uv_loop_t *loop;
+    sl_peers *m;
+    uint64_t up; /* bit i: peer i is up */
+    bool closing;
+    uv_timer_t timer;
+    uint8_t table[SL_OWNER_SLOTS];
+    pr_peer p[SL_PEERS_MAX];
+} pr_transport;
+
+/* A command in flight to a peer (cb NULL: the health probe). */
+typedef struct pr_cmd {
+    pr_transport *t;
+    size_t peer;
+    sl_transport_cb *cb;
+    void *priv;
+} pr_cmd;
+
+/* The transport's epoch moves whenever one of its connections is new, so
+ * that the backend asks again what answers it. */
+static void pr_sync_epoch(pr_transport *t)
+{
+    for (size_t i = 0; i < t->m->n; i++) {
+        uint64_t e = t->p[i].t->epoch;
+        if (e != t->p[i].epoch) {
+            t->base.epoch += e - t->p[i].epoch;
+            t->p[i].epoch = e;
+        }
+    }
+}
+
+static void pr_set_up(pr_transport *t, size_t i, bool up)
+{
+    pr_peer *p = &t->p[i];
+    if (p->up == up)
+        return;
+    p->up = up;
+    if (up) {
+        t->up |= UINT64_C(1) << i;
+        if (atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_relaxed) == 1 && t->m->note)
+            t->m->note(t->m->names[i], true);
+    } else {
+        t->up &= ~(UINT64_C(1) << i);
+        if (atomic_fetch_add_explicit(&t->m->down[i], 1, memory_order_relaxed) == 0 && t->m->note)
+            t->m->note(t->m->names[i], false);
+    }
+    sl_owner_table(t->m->rank, t->m->n, t->up, t->table);
+}
+
+static void pr_ok(pr_transport *t, size_t i)
+{
+    t->p[i].failing = false;
+    pr_set_up(t, i, true);
+}
+
+static void pr_fail(pr_transport *t, size_t i, uint64_t since)
+{
+    pr_peer *p = &t->p[i];
+    if (!p->failing) {
+        p->failing = true;
+        p->fail_since_ms = since;
+    }
+}
+
+/* A sluiced answers COMMAND INFO sl.decide with the command's entry: a Redis
+ * without the command answers [nil], anything else is not a peer. */
+static bool pr_is_sluiced(const redisReply *r)
+{
+    return r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
+           r->element[0]->type == REDIS_REPLY_ARRAY;
+}
+
+/* An answer from a node that is not a sluiced: a command it does not know. */
+static bool pr_is_foreign(const redisReply *r)
+{
+    return r->type == REDIS_REPLY_ERROR && r->len >= 19 &&
+           memcmp(r->str, "ERR unknown command", 19) == 0;
+}
+
+static void pr_cmd_cb(void *priv, redisReply *reply, const char *err)
+{
+    pr_cmd *c = priv;
+    pr_transport *t = c->t;
+    pr_peer *p = &t->p[c->peer];
+    if (!t->closing) {
+        uint64_t now = uv_now(t->loop);
+        if (c->cb) {
+            p->inflight--;
+            p->waiting_since_ms = now;
+            if (reply && !pr_is_foreign(reply))
+                pr_ok(t, c->peer);
+            else
+                pr_fail(t, c->peer, now);
+        } else {
+            p->probing = false;
+            if (pr_is_sluiced(reply))
+                pr_ok(t, c->peer);
+            else
+                pr_fail(t, c->peer, now);
+        }
+        pr_sync_epoch(t);
+    }
+    if (c->cb)
+        c->cb(c->priv, reply, err);
+    free(c);
+}
+
+static void pr_probe(pr_transport *t, size_t i, uint64_t now)
+{
+    static const char info[] = "*3\r\n$7\r\nCOMMAND\r\n$4\r\nINFO\r\n$9\r\nsl.decide\r\n";
+    pr_peer *p = &t->p[i];
+    p->probe_at_ms = now + SL_PEERS_PROBE_MS;
+    pr_cmd *c = malloc(sizeof *c);
+    if (!c)
+        return;
+    *c = (pr_cmd){t, i, NULL, NULL};
+    if (p->t->ops->send(p->t, -1, info, sizeof info - 1, pr_cmd_cb, c) != 0) {
+        free(c);
+        return;
+    }
+    p->probing = true;
+}
+
+static void pr_tick(uv_timer_t *timer)
+{
+    pr_transport *t = timer->data;
+    uint64_t now = uv_now(t->loop);
+    pr_sync_epoch(t);
+    for (size_t i = 0; i < t->m->n; i++) {
+        pr_peer *p = &t->p[i];
+        if (!p->t->ops->ready(p->t))
+            pr_fail(t, i, now);
+        /* Commands out and no answer for the whole wait: a peer that hangs. */
+        if (p->inflight > 0 && now - p->waiting_since_ms >= SL_PEERS_DOWN_MS)
+            pr_fail(t, i, p->waiting_since_ms);
+        if (p->up && p->failing && now - p->fail_since_ms >= SL_PEERS_DOWN_MS)
+            pr_set_up(t, i, false);
+        if (p->failing && !p->probing && now >= p->probe_at_ms)
+            pr_probe(t, i, now);
+    }
+}
+
+/* Where a command of `slot` goes: its owner, or (slot -1) this node, or
+ * the first peer up. SL_OWNER_NONE when every peer is down. */
+static size_t pr_route(const pr_transport *t, int slot)
+{
+    if (slot >= 0 && slot < SL_OWNER_SLOTS)
+        return t->table[slot];
+    if (t->p[t->m->self].up)
+        return t->m->self;
+    for (size_t i = 0; i < t->m->n; i++)
+        if (t->p[i].up)
+            return i;
+    return SL_OWNER_NONE;
+}
+
+static int pr_send(sl_transport *base, int slot, const char *cmd, size_t len, sl_transport_cb *cb,
+                   void *priv)
+{
+    pr_transport *t = (pr_transport *)base;
+    size_t i = pr_route(t, slot);
+    if (t->closing || i == SL_OWNER_NONE)
+        return -1;
+    pr_peer *p = &t->p[i];
+    pr_cmd *c = malloc(sizeof *c);
+    if (!c)
+        return -1;
+    *c = (pr_cmd){t, i, cb, priv};
+    if (p->t->ops->send(p->t, -1, cmd, len, pr_cmd_cb, c) != 0) {
+        free(c);
+        return -1;
+    }
+    if (p->inflight++ == 0)
+        p->waiting_since_ms = uv_now(t->loop);
+    return 0;
+}
+
+/* Every peer that owns slots is connected. */
+static bool pr_ready(sl_transport *base)
+{
+    pr_transport *t = (pr_transport *)base;
+    if (!t->up)
+        return false;
+    for (size_t i = 0; i < t->m->n; i++)
+        if (t->p[i].up && !t->p[i].t->ops->ready(t->p[i].t))
+            return false;
+    return true;
+}
+
+static void pr_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void pr_close(sl_transport *base)
+{
+    pr_transport *t = (pr_transport *)base;
+    if (t->closing)
+        return;
+    t->closing = true;
+    uv_timer_stop(&t->timer);
+    for (size_t i = 0; i < t->m->n; i++) {
+        /* This worker's view leaves with it. */
+        if (!t->p[i].up)
+            atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_relaxed);
+        t->p[i].t->ops->close(t->p[i].t);
+    }
+    uv_close((uv_handle_t *)&t->timer, pr_closed);
+}
+
+static const sl_transport_ops pr_ops = {
+    .send = pr_send,
+    .ready = pr_ready,
+    .close = pr_close,
+};
+
+sl_transport *sl_transport_peers(uv_loop_t *loop, sl_peers *peers, const char *password,
+                                 int connect_timeout_ms)
+{
+    pr_transport *t = calloc(1, sizeof *t);
+    if (!t)
+        return NULL;
+    t->base.ops = &pr_ops;
+    t->loop = loop;
+    t->m = peers;
+    for (size_t i = 0; i < peers->n; i++) {
+        sl_transport_config tc = {peers->names[i], NULL, password, 0, connect_timeout_ms};
+        t->p[i].t = sl_transport_single(loop, &tc);
+        if (!t->p[i].t) {
+            while (i-- > 0)
+                t->p[i].t->ops->close(t->p[i].t);
+            free(t);
+            return NULL;
+        }
+        /* Up until it fails: a fleet starting together routes as it will
+         * once every peer is reached, rather than to whoever came first. */
+        t->p[i].up = true;
+        t->p[i].epoch = t->p[i].t->epoch;
+        t->up |= UINT64_C(1) << i;
+    }
+    t->base.epoch = 1;
+    sl_owner_table(peers->rank, peers->n, t->up, t->table);
+    uv_timer_init(loop, &t->timer);
+    t->timer.data = t;
+    uv_timer_start(&t->timer, pr_tick, PR_TICK_MS, PR_TICK_MS);
+    return &t->base;
+}
