@@ -638,9 +638,12 @@ static bool sl_store_is_memory(const sl_server_config *cfg)
 }
 
 /* --peers' company: --self, the memory store (each node's states are its
- * own keys'), and no --split (an owner enforces its keys' whole limits). */
-static int sl_peers_check(const sl_server_config *cfg)
+ * own keys'), and no --split (an owner enforces its keys' whole limits).
+ * Builds the membership (srv->peers) before any port is opened, so that a
+ * bad list is refused as any bad flag is. */
+static int sl_peers_check(sl_server *srv)
 {
+    const sl_server_config *cfg = &srv->cfg;
     if (!cfg->peers && !cfg->self)
         return 0;
     const char *why = NULL;
@@ -654,6 +657,9 @@ static int sl_peers_check(const sl_server_config *cfg)
     else if (cfg->split > 1)
         why = "--peers and --split cannot be used together: with --peers each key's owner "
               "enforces its whole limit";
+    char err[256];
+    if (!why && !(srv->peers = sl_peers_new(cfg->peers, cfg->self, err, sizeof err)))
+        why = err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0);
     if (!why)
         return 0;
     fprintf(stderr, "sluiced: %s\n", why);
@@ -676,11 +682,6 @@ static void sl_peer_note(const char *peer, bool up)
 static int sl_peers_start(sl_server *srv)
 {
     char err[256];
-    srv->peers = sl_peers_new(srv->cfg.peers, srv->cfg.self, err, sizeof err);
-    if (!srv->peers) {
-        sl_log(SL_LOG_ERROR, "%s", err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
-        return 1;
-    }
     srv->peers->note = sl_peer_note;
     sl_redis_config rcfg = {.on_error = (sl_on_error)srv->cfg.on_store_error,
                             .timeout_ms = srv->cfg.store_timeout_ms,
@@ -1078,7 +1079,7 @@ int main(int argc, char **argv)
     }
     if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
         return 2;
-    if (sl_peers_check(&srv->cfg) != 0)
+    if (sl_peers_check(srv) != 0)
         return 2;
     if (srv->cfg.port && !srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
         sl_log(SL_LOG_WARN, "will listen on %s, not a loopback address, without --requirepass: "
@@ -1137,7 +1138,7 @@ int main(int argc, char **argv)
             sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
             return 1;
         }
-        if (srv->cfg.peers && sl_peers_start(srv) != 0)
+        if (srv->peers && sl_peers_start(srv) != 0)
             return 1;
     } else {
         /* States live in Redis: snapshots are Redis's business (RDB, AOF). */

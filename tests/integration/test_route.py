@@ -1,0 +1,466 @@
+"""A fleet that routes each key to its owner (--peers, --self): three sluiced on
+127.0.0.1, each with the same --peers and its own --self. A key's owner is the peer of
+highest rendezvous weight for the key's hash slot; the tests compute it with a model of
+their own (SipHash-2-4 and CRC16 below) and check it against where the state lives
+(SL.INSPECT answers from the node's own states). Real sluiced processes, real redis-py
+and HTTP clients, servers stopped by PID."""
+
+import http.client
+import json
+import os
+import re
+import socket
+import struct
+import threading
+import time
+
+import pytest
+
+from conftest import Sluiced
+from harness import free_port
+
+ALGORITHMS = ["gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+              "sliding_window"]
+
+# ---- the model of ownership (src/backend/owner.c, slot.c) ----
+
+MASK = (1 << 64) - 1
+OWNER_KEY = (0x736c756963652d72, 0x656e64657a766f75)
+
+
+def _rotl(x, b):
+    return ((x << b) | (x >> (64 - b))) & MASK
+
+
+def siphash24(key, data):
+    k0, k1 = key
+    v = [k0 ^ 0x736f6d6570736575, k1 ^ 0x646f72616e646f6d,
+         k0 ^ 0x6c7967656e657261, k1 ^ 0x7465646279746573]
+
+    def rounds(n):
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & MASK
+            v[1] = _rotl(v[1], 13) ^ v[0]
+            v[0] = _rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & MASK
+            v[3] = _rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & MASK
+            v[3] = _rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & MASK
+            v[1] = _rotl(v[1], 17) ^ v[2]
+            v[2] = _rotl(v[2], 32)
+
+    whole = len(data) - len(data) % 8
+    words = [struct.unpack("<Q", data[i:i + 8])[0] for i in range(0, whole, 8)]
+    last = data[whole:] + b"\0" * (8 - len(data) % 8)
+    words.append(struct.unpack("<Q", last)[0] | ((len(data) & 0xff) << 56))
+    for m in words:
+        v[3] ^= m
+        rounds(2)
+        v[0] ^= m
+    v[2] ^= 0xff
+    rounds(4)
+    return v[0] ^ v[1] ^ v[2] ^ v[3]
+
+
+def crc16(data):
+    crc = 0
+    for byte in data:
+        crc ^= byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) & 0xffff if crc & 0x8000 else (crc << 1) & 0xffff
+    return crc
+
+
+def slot_of(key):
+    k = key.encode()
+    open_ = k.find(b"{")
+    if open_ >= 0:
+        close = k.find(b"}", open_ + 1)
+        if close > open_ + 1:
+            k = k[open_ + 1:close]
+    return crc16(k) % 16384
+
+
+def ranking(peers, key):
+    """The peers' texts for the key's slot, best first."""
+    s = slot_of(key)
+    weight = {p: siphash24(OWNER_KEY, p.encode() + bytes([s & 0xff, s >> 8])) for p in peers}
+    return sorted(peers, key=lambda p: (-weight[p], p))
+
+
+def keys_owned(peers, owner, prefix, n=1, alive=None):
+    """n keys whose owner among the `alive` peers (default: all) is `owner`."""
+    alive = alive if alive is not None else peers
+    out, i = [], 0
+    while len(out) < n:
+        k = "%s:%d" % (prefix, i)
+        if [p for p in ranking(peers, k) if p in alive][0] == owner:
+            out.append(k)
+        i += 1
+    return out
+
+
+# ---- the fleet ----
+
+def as_map(reply):
+    return {reply[i].decode() if isinstance(reply[i], bytes) else reply[i]: reply[i + 1]
+            for i in range(0, len(reply), 2)}
+
+
+def info(node, section="peers"):
+    """An INFO section as redis-py reads it, every value as text."""
+    return {k: str(v) for k, v in node.redis().info(section).items()}
+
+
+def wait_for(what, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if what():
+            return
+        time.sleep(0.05)
+    pytest.fail("timed out waiting for %s" % what.__doc__)
+
+
+def wait_steady(nodes, down):
+    """Every node sees `down` peers down, and still does a peer's down time later (so that
+    a view not yet settled at start has had the time to change)."""
+    def steady():
+        for _ in range(4):
+            if any(int(info(n)["peers_down"]) != down for n in nodes):
+                return False
+            time.sleep(0.1)
+        return True
+    steady.__doc__ = "every node to see %d peers down, steadily" % down
+    wait_for(steady)
+
+
+def start_node(tmp_path, peers, self_, name, extra=(), http=False):
+    args = ["--peers", ",".join(peers), "--self", self_, "--store-timeout-ms", "2000"]
+    args += list(extra)
+    hp = None
+    if http:
+        hp = free_port()
+        args += ["--http-port", str(hp)]
+    s = Sluiced(args=args, workdir=str(tmp_path / name))
+    os.makedirs(s.workdir, exist_ok=True)
+    s.start(port=int(self_.rsplit(":", 1)[1]))
+    s.http_port = hp
+    s.self_ = self_
+    return s
+
+
+@pytest.fixture
+def fleet(tmp_path):
+    peers = ["127.0.0.1:%d" % free_port() for _ in range(3)]
+    nodes = [start_node(tmp_path, peers, p, "n%d" % i, http=True) for i, p in enumerate(peers)]
+    wait_steady(nodes, 0)
+    yield peers, nodes
+    for n in nodes:
+        if n.alive():
+            n.stop()
+
+
+def holders(nodes, key):
+    """The nodes that hold a state for key in their own memory."""
+    return [n.self_ for n in nodes if n.redis().execute_command("SL.INSPECT", key)]
+
+
+def http_get(node, path):
+    c = http.client.HTTPConnection("127.0.0.1", node.http_port, timeout=10)
+    try:
+        c.request("GET", path)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+# ---- exact while all are up ----
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_a_burst_over_three_nodes_admits_exactly_the_limit(fleet, algorithm):
+    peers, nodes = fleet
+    clients = [n.redis() for n in nodes]
+    key = "burst:" + algorithm
+    allowed = 0
+    for i in range(30):
+        reply = clients[i % 3].execute_command("SL.TAKE", key, 10, "1h", "ALGORITHM", algorithm)
+        allowed += as_map(reply)["allowed"]
+    assert allowed == 10
+    # Decided by the owner the model names, and held there only.
+    assert holders(nodes, key) == [ranking(peers, key)[0]]
+    for n in nodes:
+        st = info(n, "store")
+        assert st["decisions_fail_open"] == "0" and st["store"] == "peers", st
+
+
+def test_every_owner_holds_its_own_keys(fleet):
+    peers, nodes = fleet
+    c = nodes[0].redis()
+    keys = ["spread:%d" % i for i in range(60)]
+    for k in keys:
+        assert as_map(c.execute_command("SL.TAKE", k, 5, "1h"))["allowed"] == 1
+    for k in keys:
+        assert holders(nodes, k) == [ranking(peers, k)[0]], k
+    owners = {ranking(peers, k)[0] for k in keys}
+    assert owners == set(peers), "60 keys fell on every peer"
+
+
+def test_cl_throttle_over_three_nodes(fleet):
+    _, nodes = fleet
+    clients = [n.redis() for n in nodes]
+    replies = [clients[i % 3].execute_command("CL.THROTTLE", "cell", 4, 1, 3600)
+               for i in range(12)]
+    assert [r[0] for r in replies] == [0] * 5 + [1] * 7
+    assert replies[0][:3] == [0, 5, 4] and replies[5][:3] == [1, 5, 0]
+
+
+def test_http_over_three_nodes(fleet):
+    _, nodes = fleet
+    statuses = [http_get(nodes[i % 3], "/v1/check?key=h:gcra&limit=5&period=3600")[0]
+                for i in range(15)]
+    assert statuses.count(200) == 5 and statuses.count(429) == 10
+
+
+def test_a_take_of_keys_of_different_owners_is_all_or_nothing(fleet):
+    peers, nodes = fleet
+    a = keys_owned(peers, peers[0], "many-a")[0]
+    b = keys_owned(peers, peers[1], "many-b")[0]
+    clients = [n.redis() for n in nodes]
+    got = []
+    for i in range(6):
+        r = as_map(clients[i % 3].execute_command("SL.TAKEMANY", 2, a, b, "LIMIT", 5, "1h",
+                                                  "LIMIT", 3, "1h"))
+        got.append(r["allowed"])
+    assert got == [1, 1, 1, 0, 0, 0]
+    # The refused takes gave back what they took of a: 5 - 3 left, not 5 - 6 (a peek
+    # answers what a take would: one fewer). The give-backs follow the answers: a
+    # concurrent take may see one before it lands, never after.
+    def given_back():
+        return as_map(clients[2].execute_command("SL.PEEK", a, 5, "1h"))["remaining"] == 1
+    given_back.__doc__ = "the give-backs of the refused takes of %s" % a
+    wait_for(given_back)
+    assert holders(nodes, a) == [peers[0]] and holders(nodes, b) == [peers[1]]
+
+
+POLICIES = """\
+policies:
+  api:
+    limit: 6
+    period: 1h
+    tiers:
+      paid: {limit: 100, period: 1h}
+    global: {limit: 8, period: 1h}
+"""
+
+
+def test_policies_with_a_global_limit_over_three_nodes(tmp_path):
+    conf = tmp_path / "sluice.yaml"
+    conf.write_text(POLICIES)
+    peers = ["127.0.0.1:%d" % free_port() for _ in range(3)]
+    nodes = [start_node(tmp_path, peers, p, "p%d" % i, ["--config", str(conf)])
+             for i, p in enumerate(peers)]
+    try:
+        wait_steady(nodes, 0)
+        c = [n.redis() for n in nodes]
+        got = [as_map(c[i % 3].execute_command("SL.POLICY", "api", "alice"))["allowed"]
+               for i in range(10)]
+        assert got == [1] * 6 + [0] * 4
+        got = [as_map(c[i % 3].execute_command("SL.POLICY", "api", "bob", "TIER", "paid"))
+               for i in range(3)]
+        assert [g["allowed"] for g in got] == [1, 1, 0]
+        assert got[2]["rejected_by"] == 1 and got[2]["scope"] == b"global"
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+# ---- a node dies, and comes back ----
+
+def test_a_dead_nodes_keys_move_and_come_back(fleet):
+    peers, nodes = fleet
+    victim, survivors = nodes[2], nodes[:2]
+    live = [s.self_ for s in survivors]
+    mine = {s.self_: keys_owned(peers, s.self_, "keep")[0] for s in survivors}
+    lost = keys_owned(peers, victim.self_, "lost")[0]
+    clients = [s.redis() for s in survivors]
+    for k in list(mine.values()) + [lost]:
+        for i in range(4):
+            assert as_map(clients[i % 2].execute_command("SL.TAKE", k, 10, "1h"))["allowed"]
+
+    # Traffic on the survivors' keys while the node dies: every take is answered, by
+    # its owner (not a store-down policy), so their states stay exact.
+    stop = threading.Event()
+    taken = {k: 0 for k in mine.values()}
+    errors = []
+
+    def run():
+        cs = [s.redis() for s in survivors]
+        i = 0
+        while not stop.is_set():
+            k = list(mine.values())[i % 2]
+            try:
+                r = as_map(cs[i % 2].execute_command("SL.TAKE", k, 10, "1h"))
+                taken[k] += r["allowed"]
+            except Exception as e:  # noqa: BLE001
+                errors.append(e)
+            i += 1
+            time.sleep(0.01)
+
+    t = threading.Thread(target=run)
+    t.start()
+    try:
+        time.sleep(0.2)
+        victim.kill()
+        wait_steady(survivors, 1)
+        time.sleep(0.2)
+    finally:
+        stop.set()
+        t.join()
+    assert not errors, errors
+    for s in survivors:
+        assert info(s, "store")["decisions_fail_open"] == "0"
+    for k in mine.values():
+        for c in clients:
+            left = as_map(c.execute_command("SL.PEEK", k, 10, "1h"))["remaining"]
+            assert left == max(0, 5 - taken[k]), (k, left, taken[k])
+    for s in survivors:
+        text = http_get(s, "/metrics")[1].decode()
+        assert re.search(r'^sluice_peer_up\{peer="%s"\} 0$' % re.escape(victim.self_), text,
+                         re.M), text
+    assert "does not answer: marked down" in survivors[0].stderr()
+
+    # The dead node's key is decided at its next owner, which starts it afresh.
+    heir = [p for p in ranking(peers, lost) if p in live][0]
+    got = [as_map(clients[i % 2].execute_command("SL.TAKE", lost, 10, "1h"))["allowed"]
+           for i in range(14)]
+    assert sum(got) == 10
+    assert holders(survivors, lost) == [heir]
+
+    # Back on its port: its keys come back to it (fresh: it kept no snapshot).
+    victim.start(port=victim.port)
+    wait_steady(nodes, 0)
+    assert as_map(clients[0].execute_command("SL.TAKE", lost, 10, "1h"))["remaining"] == 9
+    assert victim.redis().execute_command("SL.INSPECT", lost)
+    assert "answers again" in survivors[0].stderr()
+    for k in mine.values():
+        left = as_map(victim.redis().execute_command("SL.PEEK", k, 10, "1h"))["remaining"]
+        assert left == max(0, 5 - taken[k])
+
+
+# ---- bad peers ----
+
+def garbage_server():
+    """A socket that answers anything with bytes that are not RESP."""
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    ls.settimeout(0.2)
+    stop = threading.Event()
+
+    def serve():
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+                c.sendall(b"\x00\x01garbage that is not RESP\xff\r\n")
+                conns.append(c)
+            except OSError:
+                pass
+        for c in conns:
+            c.close()
+        ls.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    return ls.getsockname()[1], stop, t
+
+
+@pytest.mark.parametrize("kind", ["nobody_listens", "garbage"])
+def test_a_peer_that_is_not_sluiced_is_marked_down(tmp_path, kind):
+    stop = t = None
+    if kind == "garbage":
+        port, stop, t = garbage_server()
+    else:
+        port = free_port()
+    me = "127.0.0.1:%d" % free_port()
+    bad = "127.0.0.1:%d" % port
+    peers = [me, bad]
+    node = start_node(tmp_path, peers, me, "bad", ["--on-store-error", "fail_closed"])
+    try:
+        wait_steady([node], 1)
+        # The bad peer's keys are this node's now: exact, decided here.
+        k = keys_owned(peers, bad, "orphan")[0]
+        c = node.redis()
+        got = [as_map(c.execute_command("SL.TAKE", k, 5, "1h"))["allowed"] for _ in range(8)]
+        assert got == [1] * 5 + [0] * 3
+        assert node.redis().execute_command("SL.INSPECT", k)
+        assert "peer %s does not answer" % bad in node.stderr()
+        node.assert_serving()
+    finally:
+        node.stop()
+        if stop:
+            stop.set()
+            t.join()
+
+
+def test_a_request_sent_to_a_dead_peer_is_decided_by_the_fallback(tmp_path):
+    """Before the peer is marked down, its keys' takes fail and --on-store-error decides
+    (here fail_closed): a refusal, not an error, and the node keeps serving."""
+    me = "127.0.0.1:%d" % free_port()
+    bad = "127.0.0.1:%d" % free_port()
+    peers = [me, bad]
+    node = start_node(tmp_path, peers, me, "fb", ["--on-store-error", "fail_closed"])
+    try:
+        k = keys_owned(peers, bad, "early")[0]
+        c = node.redis()
+        r = as_map(c.execute_command("SL.TAKE", k, 5, "1h"))
+        st = info(node, "store")
+        if st["decisions_fail_closed"] != "0":
+            assert r["allowed"] == 0
+        else:  # already marked down on that worker: decided here
+            assert r["allowed"] == 1
+        node.assert_serving()
+    finally:
+        node.stop()
+
+
+def test_peers_lists_that_disagree_are_counted_and_logged(tmp_path):
+    """Node b names node a as localhost:PORT, node a itself as 127.0.0.1:PORT: the two
+    weigh different texts, so b sends a some keys a does not own by its own list. a
+    decides them (never routes a SL.DECIDE again), counts them, and says so."""
+    pa, pb = free_port(), free_port()
+    a_view = ["127.0.0.1:%d" % pa, "127.0.0.1:%d" % pb]
+    b_view = ["localhost:%d" % pa, "127.0.0.1:%d" % pb]
+    a = start_node(tmp_path, a_view, a_view[0], "a", http=True)
+    b = start_node(tmp_path, b_view, b_view[1], "b")
+    try:
+        wait_steady([a, b], 0)
+        # Keys b sends to a, that a's list gives to b.
+        keys = [k for k in ("d:%d" % i for i in range(400))
+                if ranking(b_view, k)[0] == b_view[0] and ranking(a_view, k)[0] == a_view[1]]
+        assert keys
+        c = b.redis()
+        for k in keys[:20]:
+            assert as_map(c.execute_command("SL.TAKE", k, 5, "1h"))["allowed"] == 1
+        # Decided at a, where b sent them, not forwarded back to b.
+        assert a.redis().execute_command("SL.INSPECT", keys[0])
+        assert not b.redis().execute_command("SL.INSPECT", keys[0])
+        assert int(info(a)["peer_disagreements"]) >= min(20, len(keys))
+        text = http_get(a, "/metrics")[1].decode()
+        m = re.search(r"^sluice_peer_disagreements_total (\d+)$", text, re.M)
+        assert m and int(m.group(1)) >= min(20, len(keys)), text
+        assert "the nodes' --peers lists disagree" in a.stderr()
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_info_names_the_fleet(fleet):
+    peers, nodes = fleet
+    for n in nodes:
+        i = info(n)
+        assert i["peers"] == "3" and i["peer_self"] == n.self_ and i["peers_down"] == "0"
+        assert i["peer_disagreements"] == "0"
