@@ -111,6 +111,15 @@ size_t sl_peers_down_count(const sl_peers *p)
     return down;
 }
 
+uint64_t sl_peers_up_mask(const sl_peers *p)
+{
+    uint64_t up = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (atomic_load_explicit(&p->down[i], memory_order_relaxed) == 0)
+            up |= UINT64_C(1) << i;
+    return up;
+}
+
 bool sl_peers_owns(const sl_peers *p, int slot)
 {
     const uint8_t *r = p->rank + (size_t)slot * p->n;
@@ -139,7 +148,8 @@ typedef struct pr_transport {
     sl_transport base;
     uv_loop_t *loop;
     sl_peers *m;
-    uint64_t up; /* bit i: peer i is up */
+    uint64_t up;         /* bit i: peer i is up on this worker */
+    uint64_t generation; /* the membership's, when the table was made */
     bool closing;
     uv_timer_t timer;
     uint8_t table[SL_OWNER_SLOTS];
@@ -167,22 +177,41 @@ static void pr_sync_epoch(pr_transport *t)
     }
 }
 
+/* The owner table of the peers the node sees up, made again when that
+ * changed (on any worker). */
+static void pr_refresh_table(pr_transport *t)
+{
+    uint64_t g = atomic_load_explicit(&t->m->generation, memory_order_acquire);
+    if (g == t->generation)
+        return;
+    t->generation = g;
+    sl_owner_table(t->m->rank, t->m->n, sl_peers_up_mask(t->m), t->table);
+}
+
+/* This worker's view of peer i, and through it the node's: the first
+ * worker to see a peer down takes it down for all, the last to see it up
+ * again brings it back. */
 static void pr_set_up(pr_transport *t, size_t i, bool up)
 {
     pr_peer *p = &t->p[i];
     if (p->up == up)
         return;
     p->up = up;
+    sl_peers *m = t->m;
+    bool changed;
     if (up) {
         t->up |= UINT64_C(1) << i;
-        if (atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_relaxed) == 1 && t->m->note)
-            t->m->note(t->m->names[i], true);
+        changed = atomic_fetch_sub_explicit(&m->down[i], 1, memory_order_acq_rel) == 1;
     } else {
         t->up &= ~(UINT64_C(1) << i);
-        if (atomic_fetch_add_explicit(&t->m->down[i], 1, memory_order_relaxed) == 0 && t->m->note)
-            t->m->note(t->m->names[i], false);
+        changed = atomic_fetch_add_explicit(&m->down[i], 1, memory_order_acq_rel) == 0;
     }
-    sl_owner_table(t->m->rank, t->m->n, t->up, t->table);
+    if (!changed)
+        return;
+    atomic_fetch_add_explicit(&m->generation, 1, memory_order_acq_rel);
+    if (m->note)
+        m->note(m->names[i], up);
+    pr_refresh_table(t);
 }
 
 static void pr_ok(pr_transport *t, size_t i)
@@ -280,14 +309,16 @@ static void pr_tick(uv_timer_t *timer)
 
 /* Where a command of `slot` goes: its owner, or (slot -1) this node, or
  * the first peer up. SL_OWNER_NONE when every peer is down. */
-static size_t pr_route(const pr_transport *t, int slot)
+static size_t pr_route(pr_transport *t, int slot)
 {
+    pr_refresh_table(t);
     if (slot >= 0 && slot < SL_OWNER_SLOTS)
         return t->table[slot];
-    if (t->p[t->m->self].up)
+    uint64_t up = sl_peers_up_mask(t->m);
+    if (up & (UINT64_C(1) << t->m->self))
         return t->m->self;
     for (size_t i = 0; i < t->m->n; i++)
-        if (t->p[i].up)
+        if (up & (UINT64_C(1) << i))
             return i;
     return SL_OWNER_NONE;
 }
@@ -339,8 +370,8 @@ static void pr_close(sl_transport *base)
     uv_timer_stop(&t->timer);
     for (size_t i = 0; i < t->m->n; i++) {
         /* This worker's view leaves with it. */
-        if (!t->p[i].up)
-            atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_relaxed);
+        if (!t->p[i].up && atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_acq_rel) == 1)
+            atomic_fetch_add_explicit(&t->m->generation, 1, memory_order_acq_rel);
         t->p[i].t->ops->close(t->p[i].t);
     }
     uv_close((uv_handle_t *)&t->timer, pr_closed);
@@ -377,7 +408,8 @@ sl_transport *sl_transport_peers(uv_loop_t *loop, sl_peers *peers, const char *p
         t->up |= UINT64_C(1) << i;
     }
     t->base.epoch = 1;
-    sl_owner_table(peers->rank, peers->n, t->up, t->table);
+    t->generation = atomic_load_explicit(&peers->generation, memory_order_acquire) - 1;
+    pr_refresh_table(t);
     uv_timer_init(loop, &t->timer);
     t->timer.data = t;
     uv_timer_start(&t->timer, pr_tick, PR_TICK_MS, PR_TICK_MS);

@@ -8,9 +8,9 @@
  * slot among the peers that are up.
  *
  * A peer whose commands fail (no connection, a lost one, no reply, a reply
- * that is not sluiced's) for SL_PEERS_DOWN_MS in a row is marked down on
- * that worker: its slots go to their next-ranked peer, which holds no state
- * for them and starts them fresh. The peer is asked (COMMAND INFO
+ * that is not sluiced's) for SL_PEERS_DOWN_MS in a row on a worker is
+ * marked down for the node: its slots go to their next-ranked peer, which
+ * holds no state for them and starts them fresh. The peer is asked (COMMAND INFO
  * sl.decide) every SL_PEERS_PROBE_MS meanwhile; when it answers as a
  * sluiced does, it is up again and its slots come back.
  */
@@ -33,8 +33,11 @@ typedef struct sl_peers {
     size_t self;                /* this node's index */
     char *names[SL_PEERS_MAX];  /* "host:port" as given */
     uint8_t *rank;              /* sl_owner_rank's, SL_OWNER_SLOTS * n bytes */
-    /* How many workers see each peer down (0: up for all). */
+    /* How many workers see each peer down (0: up for all). A peer that one
+     * worker sees down is down for the whole node, so that every worker
+     * routes a key to the same owner; `generation` moves with each change. */
     _Atomic int down[SL_PEERS_MAX];
+    _Atomic uint64_t generation;
     /* SL.DECIDEs that arrived for a slot this node does not own by its
      * view: the peers' lists disagree (or their views of who is down). */
     _Atomic uint64_t disagreements;
@@ -58,6 +61,9 @@ void sl_peers_free(sl_peers *p);
 /* Peers that at least one worker sees down. */
 size_t sl_peers_down_count(const sl_peers *p);
 
+/* Bit i set: no worker sees peer i down. */
+uint64_t sl_peers_up_mask(const sl_peers *p);
+
 /* Does this node own the slot, by its view: is it the best-ranked of the
  * peers that no worker sees down? (A slot whose better-ranked peers are
  * down is this node's while they are.) */
@@ -76,15 +82,18 @@ sl_transport *sl_transport_peers(uv_loop_t *loop, sl_peers *peers, const char *p
 
 /*
  * route.c: the backend of a routing fleet's node, over two it owns: `local`
- * (the memory backend: this node's own states, which a peer's SL.DECIDE is
- * decided on) and `remote` (the redis backend over the peers transport,
- * which every other request goes through, this node's own keys included,
- * over loopback). Its store is local's (snapshots, sweeps, SL.INSPECT).
- * NULL when out of memory (neither is freed then).
+ * (the memory backend: this node's own states) and `remote` (the redis
+ * backend over the peers transport). A request whose keys this node owns
+ * all (sl_peers_owns) is decided on local, in the call; any other goes
+ * through remote, to the owners (this node's own keys among them over
+ * loopback). A peer's SL.DECIDE is decided on local always (the server's
+ * dispatch, sl_backend_route_local). Its store is local's (snapshots,
+ * sweeps, SL.INSPECT). NULL when out of memory (neither is freed then).
  */
 struct sl_backend;
 struct sl_backend_worker;
-struct sl_backend *sl_backend_route(struct sl_backend *local, struct sl_backend *remote);
+struct sl_backend *sl_backend_route(struct sl_backend *local, struct sl_backend *remote,
+                                    const sl_peers *peers);
 
 /* The local backend of a route backend and its handle for worker w (w is
  * the route backend's handle). */

@@ -694,7 +694,7 @@ static int sl_peers_start(sl_server *srv)
         sl_log(SL_LOG_ERROR, "--peers: %s", err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
         return 1;
     }
-    if (!(route = sl_backend_route(srv->backend, remote))) {
+    if (!(route = sl_backend_route(srv->backend, remote, srv->peers))) {
         remote->ops->free(remote);
         sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
         return 1;

@@ -464,3 +464,24 @@ def test_info_names_the_fleet(fleet):
         i = info(n)
         assert i["peers"] == "3" and i["peer_self"] == n.self_ and i["peers_down"] == "0"
         assert i["peer_disagreements"] == "0"
+
+
+def test_a_nodes_own_keys_are_decided_in_it_without_a_hop(fleet):
+    """A check whose keys this node owns is decided on its memory, not sent over loopback
+    to itself: the peers' transport counts no request for it; a key of another owner
+    counts one."""
+    peers, nodes = fleet
+    own = keys_owned(peers, peers[0], "own", 2)
+    far = keys_owned(peers, peers[1], "far")[0]
+    c = nodes[0].redis()
+    before = int(info(nodes[0], "store")["store_requests"])
+    assert as_map(c.execute_command("SL.TAKE", own[0], 5, "1h"))["allowed"] == 1
+    r = as_map(c.execute_command("SL.TAKEMANY", 2, own[0], own[1], "LIMIT", 5, "1h",
+                                 "LIMIT", 5, "1h"))
+    assert r["allowed"] == 1
+    assert int(info(nodes[0], "store")["store_requests"]) == before
+    assert as_map(c.execute_command("SL.TAKE", far, 5, "1h"))["allowed"] == 1
+    assert int(info(nodes[0], "store")["store_requests"]) == before + 1
+    # Either way the state is the owner's, exact: a third take leaves 2 of 5.
+    assert as_map(nodes[2].redis().execute_command("SL.TAKE", own[0], 5, "1h"))["remaining"] == 2
+    assert holders(nodes, own[0]) == [peers[0]] and holders(nodes, far) == [peers[1]]
