@@ -485,3 +485,35 @@ def test_a_nodes_own_keys_are_decided_in_it_without_a_hop(fleet):
     # Either way the state is the owner's, exact: a third take leaves 2 of 5.
     assert as_map(nodes[2].redis().execute_command("SL.TAKE", own[0], 5, "1h"))["remaining"] == 2
     assert holders(nodes, own[0]) == [peers[0]] and holders(nodes, far) == [peers[1]]
+
+
+def test_a_fleet_with_a_password_routes_with_it(tmp_path):
+    """The peers AUTH with the --requirepass they share: a fleet behind a password routes
+    exactly; a node with another password is not a peer (its keys go to the next)."""
+    peers = ["127.0.0.1:%d" % free_port() for _ in range(3)]
+    nodes = []
+    for i, p in enumerate(peers):
+        s = Sluiced(args=["--peers", ",".join(peers), "--self", p, "--store-timeout-ms", "2000"],
+                    password="s3cret" if i < 2 else "other", workdir=str(tmp_path / ("a%d" % i)))
+        os.makedirs(s.workdir, exist_ok=True)
+        s.start(port=int(p.rsplit(":", 1)[1]))
+        s.self_ = p
+        nodes.append(s)
+    try:
+        wait_steady(nodes[:2], 1)
+        c = [n.redis() for n in nodes[:2]]
+        k = keys_owned(peers, peers[1], "auth")[0]
+        got = [as_map(c[i % 2].execute_command("SL.TAKE", k, 4, "1h"))["allowed"]
+               for i in range(8)]
+        assert got == [1] * 4 + [0] * 4
+        assert holders(nodes[:2], k) == [peers[1]]
+        # The one with another password: marked down by the two others, its keys theirs.
+        lost = keys_owned(peers, peers[2], "auth-lost")[0]
+        heir = [p for p in ranking(peers, lost) if p != peers[2]][0]
+        got = [as_map(c[i % 2].execute_command("SL.TAKE", lost, 4, "1h"))["allowed"]
+               for i in range(6)]
+        assert sum(got) == 4
+        assert holders(nodes[:2], lost) == [heir]
+    finally:
+        for n in nodes:
+            n.stop()
