@@ -54,6 +54,10 @@ sl_peers *sl_peers_new(const char *list, const char *self, char *err, size_t n)
         return NULL;
     }
     p->self = SIZE_MAX;
+    if (!(p->list = strdup(list ? list : ""))) {
+        snprintf(err, n, "ERR out of memory");
+        goto fail;
+    }
     for (const char *s = list ? list : "";;) {
         size_t len = strcspn(s, ",");
         if (!pr_valid(s, len, err, n))
@@ -95,12 +99,28 @@ fail:
 
 void sl_peers_free(sl_peers *p)
 {
-    if (!p)
-        return;
-    for (size_t i = 0; i < p->n; i++)
-        free(p->names[i]);
-    free(p->rank);
-    free(p);
+    while (p) {
+        sl_peers *next = atomic_load(&p->successor);
+        for (size_t i = 0; i < p->n; i++)
+            free(p->names[i]);
+        free(p->rank);
+        free(p->list);
+        free(p);
+        p = next;
+    }
+}
+
+sl_peers *sl_peers_latest(sl_peers *p)
+{
+    sl_peers *s;
+    while ((s = atomic_load_explicit(&p->successor, memory_order_acquire)))
+        p = s;
+    return p;
+}
+
+void sl_peers_replace(sl_peers *p, sl_peers *next)
+{
+    atomic_store_explicit(&sl_peers_latest(p)->successor, next, memory_order_release);
 }
 
 size_t sl_peers_down_count(const sl_peers *p)
@@ -151,6 +171,9 @@ typedef struct pr_transport {
     uint64_t up;         /* bit i: peer i is up on this worker */
     uint64_t generation; /* the membership's, when the table was made */
     bool closing;
+    bool quiet; /* the old list's connections closing: their failures say nothing */
+    char *password;
+    int connect_timeout_ms;
     uv_timer_t timer;
     uint8_t table[SL_OWNER_SLOTS];
     pr_peer p[SL_PEERS_MAX];
@@ -249,7 +272,7 @@ static void pr_cmd_cb(void *priv, redisReply *reply, const char *err)
     pr_cmd *c = priv;
     pr_transport *t = c->t;
     pr_peer *p = &t->p[c->peer];
-    if (!t->closing) {
+    if (!t->closing && !t->quiet) {
         uint64_t now = uv_now(t->loop);
         if (c->cb) {
             p->inflight--;
@@ -288,9 +311,59 @@ static void pr_probe(pr_transport *t, size_t i, uint64_t now)
     p->probing = true;
 }
 
+static void pr_close_peers(pr_transport *t)
+{
+    for (size_t i = 0; i < t->m->n; i++) {
+        /* This worker's view leaves with it. */
+        if (!t->p[i].up && atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_acq_rel) == 1)
+            atomic_fetch_add_explicit(&t->m->generation, 1, memory_order_acq_rel);
+        t->p[i].t->ops->close(t->p[i].t);
+    }
+}
+
+/* One connection per peer of m, each up until it fails; false (none made)
+ * when out of memory. */
+static bool pr_open_peers(pr_transport *t, sl_peers *m, pr_peer *p, const char *password,
+                          int connect_timeout_ms)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        sl_transport_config tc = {m->names[i], NULL, password, 0, connect_timeout_ms};
+        p[i] = (pr_peer){.t = sl_transport_single(t->loop, &tc), .up = true};
+        if (!p[i].t) {
+            while (i-- > 0)
+                p[i].t->ops->close(p[i].t);
+            return false;
+        }
+        p[i].epoch = p[i].t->epoch;
+    }
+    return true;
+}
+
+/* A reload replaced the membership: the old list's connections close (what
+ * they carried is answered as lost, by its store-down policy) and the new
+ * list's open. */
+static void pr_take_membership(pr_transport *t, sl_peers *next)
+{
+    pr_peer fresh[SL_PEERS_MAX];
+    if (!pr_open_peers(t, next, fresh, t->password, t->connect_timeout_ms))
+        return; /* out of memory: the next tick tries again */
+    t->quiet = true;
+    pr_close_peers(t);
+    t->quiet = false;
+    t->m = next;
+    memcpy(t->p, fresh, sizeof t->p);
+    t->up = next->n == 64 ? UINT64_MAX : (UINT64_C(1) << next->n) - 1;
+    t->generation = atomic_load_explicit(&next->generation, memory_order_acquire) - 1;
+    pr_refresh_table(t);
+    t->base.epoch++; /* new connections: the backend asks again what answers */
+}
+
 static void pr_tick(uv_timer_t *timer)
 {
     pr_transport *t = timer->data;
+    sl_peers *latest = sl_peers_latest(t->m);
+    if (latest != t->m)
+        pr_take_membership(t, latest);
     uint64_t now = uv_now(t->loop);
     pr_sync_epoch(t);
     for (size_t i = 0; i < t->m->n; i++) {
@@ -358,7 +431,9 @@ static bool pr_ready(sl_transport *base)
 
 static void pr_closed(uv_handle_t *h)
 {
-    free(h->data);
+    pr_transport *t = h->data;
+    free(t->password);
+    free(t);
 }
 
 static void pr_close(sl_transport *base)
@@ -368,12 +443,7 @@ static void pr_close(sl_transport *base)
         return;
     t->closing = true;
     uv_timer_stop(&t->timer);
-    for (size_t i = 0; i < t->m->n; i++) {
-        /* This worker's view leaves with it. */
-        if (!t->p[i].up && atomic_fetch_sub_explicit(&t->m->down[i], 1, memory_order_acq_rel) == 1)
-            atomic_fetch_add_explicit(&t->m->generation, 1, memory_order_acq_rel);
-        t->p[i].t->ops->close(t->p[i].t);
-    }
+    pr_close_peers(t);
     uv_close((uv_handle_t *)&t->timer, pr_closed);
 }
 
@@ -391,22 +461,17 @@ sl_transport *sl_transport_peers(uv_loop_t *loop, sl_peers *peers, const char *p
         return NULL;
     t->base.ops = &pr_ops;
     t->loop = loop;
-    t->m = peers;
-    for (size_t i = 0; i < peers->n; i++) {
-        sl_transport_config tc = {peers->names[i], NULL, password, 0, connect_timeout_ms};
-        t->p[i].t = sl_transport_single(loop, &tc);
-        if (!t->p[i].t) {
-            while (i-- > 0)
-                t->p[i].t->ops->close(t->p[i].t);
-            free(t);
-            return NULL;
-        }
-        /* Up until it fails: a fleet starting together routes as it will
-         * once every peer is reached, rather than to whoever came first. */
-        t->p[i].up = true;
-        t->p[i].epoch = t->p[i].t->epoch;
-        t->up |= UINT64_C(1) << i;
+    t->m = peers = sl_peers_latest(peers);
+    t->connect_timeout_ms = connect_timeout_ms;
+    if ((password && !(t->password = strdup(password))) ||
+        /* Each up until it fails: a fleet starting together routes as it
+         * will once every peer is reached, rather than to whoever came first. */
+        !pr_open_peers(t, peers, t->p, password, connect_timeout_ms)) {
+        free(t->password);
+        free(t);
+        return NULL;
     }
+    t->up = peers->n == 64 ? UINT64_MAX : (UINT64_C(1) << peers->n) - 1;
     t->base.epoch = 1;
     t->generation = atomic_load_explicit(&peers->generation, memory_order_acquire) - 1;
     pr_refresh_table(t);

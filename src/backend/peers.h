@@ -13,6 +13,9 @@
  * holds no state for them and starts them fresh. The peer is asked (COMMAND INFO
  * sl.decide) every SL_PEERS_PROBE_MS meanwhile; when it answers as a
  * sluiced does, it is up again and its slots come back.
+ *
+ * A reload (SIGHUP) replaces the membership (sl_peers_replace): the old one
+ * stays readable, pointing to its successor, so that no reader needs a lock.
  */
 #ifndef SL_BACKEND_PEERS_H
 #define SL_BACKEND_PEERS_H
@@ -39,12 +42,18 @@ typedef struct sl_peers {
     _Atomic int down[SL_PEERS_MAX];
     _Atomic uint64_t generation;
     /* SL.DECIDEs that arrived for a slot this node does not own by its
-     * view: the peers' lists disagree (or their views of who is down). */
+     * view: the peers' lists disagree (or their views of who is down).
+     * Counted in the first membership, so that a reload keeps the count. */
     _Atomic uint64_t disagreements;
     _Atomic int64_t disagreement_logged_ns; /* the last such log line (one a minute) */
     /* Optional (the server's log): called on a worker's thread when the
      * first worker sees a peer down, and when the last sees it up again. */
     void (*note)(const char *peer, bool up);
+    /* The membership that replaced this one (a reload), or NULL: holders of
+     * this one follow it (sl_peers_latest). A replaced membership stays
+     * until sl_peers_free of the first, at exit. */
+    _Atomic(struct sl_peers *) successor;
+    char *list; /* --peers as given */
 } sl_peers;
 
 /*
@@ -56,7 +65,19 @@ typedef struct sl_peers {
  * not in the list, or out of memory.
  */
 sl_peers *sl_peers_new(const char *list, const char *self, char *err, size_t n);
+
+/* Frees p and every membership that replaced it. */
 void sl_peers_free(sl_peers *p);
+
+/* The membership in force: p, or the last of those that replaced it. */
+sl_peers *sl_peers_latest(sl_peers *p);
+
+/* Puts `next` in force after the membership in force (which p is or was),
+ * for every worker: their transports take it at their next tick (within
+ * 50 ms), closing the connections of the old list and opening the new
+ * one's; the peers' health starts afresh (every peer up). next must keep
+ * this node as its self; it is freed with p. */
+void sl_peers_replace(sl_peers *p, sl_peers *next);
 
 /* Peers that at least one worker sees down. */
 size_t sl_peers_down_count(const sl_peers *p);
@@ -93,7 +114,7 @@ sl_transport *sl_transport_peers(uv_loop_t *loop, sl_peers *peers, const char *p
 struct sl_backend;
 struct sl_backend_worker;
 struct sl_backend *sl_backend_route(struct sl_backend *local, struct sl_backend *remote,
-                                    const sl_peers *peers);
+                                    sl_peers *peers);
 
 /* The local backend of a route backend and its handle for worker w (w is
  * the route backend's handle). */

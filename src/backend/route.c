@@ -10,7 +10,7 @@
 typedef struct rt_backend {
     sl_backend base;
     sl_backend *local, *remote;
-    const sl_peers *peers;
+    sl_peers *peers; /* the first membership: the one in force is its latest */
 } rt_backend;
 
 struct sl_backend_worker {
@@ -61,7 +61,7 @@ static bool rt_local(const sl_peers *p, const sl_backend_req *r)
 
 static int rt_submit(sl_backend_worker *w, sl_backend_req *r)
 {
-    if (rt_local(w->b->peers, r)) {
+    if (rt_local(sl_peers_latest(w->b->peers), r)) {
         r->errstr = NULL; /* the memory backend has no words of a remote store's */
         return w->b->local->ops->submit(w->local, r);
     }
@@ -101,7 +101,7 @@ static const sl_backend_ops rt_ops = {
     .free = rt_free,
 };
 
-sl_backend *sl_backend_route(sl_backend *local, sl_backend *remote, const sl_peers *peers)
+sl_backend *sl_backend_route(sl_backend *local, sl_backend *remote, sl_peers *peers)
 {
     rt_backend *b = calloc(1, sizeof *b);
     if (!b)

@@ -463,7 +463,7 @@ static const sl_command sl_conn_commands[];
  * not own by its own view: the peer that sent it routes by another list. */
 static void sl_decide_check_owner(sl_conn *conn, int argc, const sl_resp_slice *argv)
 {
-    sl_peers *p = conn->w->srv->peers;
+    sl_peers *p = sl_peers_latest(conn->w->srv->peers);
     int64_t n;
     if (argc < 5 || !sl_parse_i64(argv[3].ptr, argv[3].len, SL_INT_NO_SIGN, &n) || n < 1 ||
         n > argc - 4)
@@ -472,10 +472,12 @@ static void sl_decide_check_owner(sl_conn *conn, int argc, const sl_resp_slice *
         const sl_resp_slice *key = &argv[4 + k];
         if (sl_peers_owns(p, sl_slot_of(key->ptr, key->len)))
             continue;
-        atomic_fetch_add_explicit(&p->disagreements, 1, memory_order_relaxed);
-        int64_t now = conn->w->now, last = atomic_load(&p->disagreement_logged_ns);
+        /* Counted with the first membership, so that a reload keeps the count. */
+        sl_peers *first = conn->w->srv->peers;
+        atomic_fetch_add_explicit(&first->disagreements, 1, memory_order_relaxed);
+        int64_t now = conn->w->now, last = atomic_load(&first->disagreement_logged_ns);
         if ((last == 0 || now - last >= SL_DISAGREEMENT_LOG_NS) &&
-            atomic_compare_exchange_strong(&p->disagreement_logged_ns, &last, now))
+            atomic_compare_exchange_strong(&first->disagreement_logged_ns, &last, now))
             sl_log(SL_LOG_WARN, "a peer sent SL.DECIDE for key '%.*s', which this node does not "
                                 "own: the nodes' --peers lists disagree (peer_disagreements in "
                                 "INFO counts them; logged once a minute)",
@@ -807,13 +809,15 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                         (unsigned long long)fallbacks[SL_DECIDED_FAIL_CLOSED],
                         (unsigned long long)fallbacks[SL_DECIDED_LOCAL]);
     }
-    if (srv->peers)
+    if (srv->peers) {
+        /* The counter lives with the first membership: a reload keeps it. */
+        const sl_peers *p = sl_peers_latest(srv->peers);
         sl_info_section(text, sizeof text, &len, argc, argv, "peers",
                         "peers:%zu\r\npeers_down:%zu\r\npeer_self:%s\r\n"
                         "peer_disagreements:%llu\r\n",
-                        srv->peers->n, sl_peers_down_count(srv->peers),
-                        srv->peers->names[srv->peers->self],
+                        p->n, sl_peers_down_count(p), p->names[p->self],
                         (unsigned long long)atomic_load(&srv->peers->disagreements));
+    }
     c->reply->bulk(c->sink, text, len < sizeof text ? len : sizeof text - 1);
 }
 

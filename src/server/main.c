@@ -9,7 +9,8 @@
  * sweep); the workers own the connections. SIGTERM and SIGINT: stop
  * accepting, finish what is in flight, write the snapshot, exit 0 (1 when
  * that final snapshot fails). SIGHUP: read --config again; its policies
- * take effect at once, its server settings at the next start. What cannot
+ * (and a fleet's peers:) take effect at once, its other server settings
+ * at the next start. What cannot
  * work is refused before serving: a port in use, a snapshot that cannot be
  * written, nothing to serve.
  */
@@ -228,7 +229,8 @@ static const sl_flag sl_flags[F_COUNT] = {
                  "a fleet that routes each key to its owner: the RESP addresses "
                  "HOST:PORT,HOST:PORT,... of every sluiced of the fleet, this one included, "
                  "written the same on every node (at most 64); with --self, and the "
-                 "memory store (docs/deployment.md)",
+                 "memory store; as the config file's peers:, reloaded on SIGHUP "
+                 "(docs/deployment.md)",
                  "HOST:PORT,HOST:PORT,... (at most 64)", 0},
     [F_SELF] = {"self", "HOST:PORT", NULL,
                 "this sluiced's entry in --peers, written as there",
@@ -754,8 +756,8 @@ static const char *sl_setting_find(const sl_config_setting *list, size_t n, cons
 
 /* Writes into buf the names of the settings that differ between the start's
  * and next's server: sections (set in one only, or to other values), comma
- * separated; returns how many. */
-static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
+ * separated, but for `skip` (NULL: none); returns how many. */
+static int sl_settings_changed(const sl_config *next, const char *skip, char *buf, size_t len)
 {
     int count = 0;
     size_t used = 0;
@@ -769,6 +771,8 @@ static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
             const char *theirs = sl_setting_find(other, nother, list[i].name);
             /* A setting in both lists is named by the first pass only. */
             if (theirs && (pass == 1 || strcmp(theirs, list[i].value) == 0))
+                continue;
+            if (skip && strcmp(list[i].name, skip) == 0)
                 continue;
             int m = snprintf(buf + used, len - used, "%s%s", count ? ", " : "", list[i].name);
             if (m > 0 && (size_t)m < len - used)
@@ -813,6 +817,45 @@ static void sl_say_reload(void *arg, const char *line)
     sl_log(SL_LOG_WARN, "SIGHUP: %s", line);
 }
 
+/*
+ * A reloaded file's peers: setting, put in force when it changed (the
+ * fleet's transports take it within a tick), so that a node can be added
+ * or removed without restarting the others. --self stays: a node does not
+ * change its own address. Returns whether the setting was handled here (it
+ * is then no setting to restart for); false when there is none, or when
+ * --peers came from the command line (which wins over the file).
+ */
+static bool sl_reload_peers(sl_server *srv, const sl_config *next)
+{
+    const char *list = sl_setting_find(next->settings, next->nsettings, "peers");
+    const char *start = sl_setting_find(sl_start_settings, sl_start_nsettings, "peers");
+    if (!srv->peers || !list || srv->cfg.peers != start)
+        return false;
+    const char *self = sl_setting_find(next->settings, next->nsettings, "self");
+    sl_peers *cur = sl_peers_latest(srv->peers);
+    if (self && strcmp(self, srv->cfg.self) != 0) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: peers not reloaded: self changed (%s, now %s), which "
+                             "takes a restart",
+               srv->cfg.self, self);
+        return true;
+    }
+    if (strcmp(list, cur->list) == 0)
+        return true;
+    char err[256];
+    sl_peers *p = sl_peers_new(list, srv->cfg.self, err, sizeof err);
+    if (!p) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: peers not reloaded, keeping %zu: %s", cur->n,
+               err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        return true;
+    }
+    p->note = sl_peer_note;
+    sl_peers_replace(srv->peers, p);
+    sl_log(SL_LOG_INFO, "SIGHUP: routing keys among %zu peers now (%zu before): the keys that "
+                        "move start afresh at their new owners",
+           p->n, cur->n);
+    return true;
+}
+
 /* Loads the config file again and puts it in force. A bad file is refused
  * with where and why, and the old policies stay; what the new one changes
  * for the keys' states is logged, policy by policy. Server settings take
@@ -840,8 +883,9 @@ static void sl_reload(sl_server *srv)
     }
     sl_config_align(next, srv->clock_offset_ns);
     sl_config_describe_reload(atomic_load(&srv->config), next, sl_say_reload, NULL);
+    bool peers = sl_reload_peers(srv, next);
     char changed[512];
-    if (sl_settings_changed(next, changed, sizeof changed) > 0)
+    if (sl_settings_changed(next, peers ? "peers" : NULL, changed, sizeof changed) > 0)
         sl_log(SL_LOG_WARN, "SIGHUP: server settings take effect at the next start, not now: "
                             "%s changed in %s",
                changed, srv->cfg.config_path);

@@ -228,8 +228,9 @@ static void sl_label(char *dst, size_t cap, const char *name)
 
 /* A routing fleet's peers: which this node sees up, and the SL.DECIDEs
  * that came for keys it does not own (the nodes' lists disagree). */
-static void sl_metrics_render_peers(const sl_peers *p, sl_buf *out)
+static void sl_metrics_render_peers(sl_peers *first, sl_buf *out)
 {
+    const sl_peers *p = sl_peers_latest(first);
     sl_out(out, "# HELP sluice_peer_up Whether this node routes to the peer (0: marked down, "
                 "its keys at their next owner).\n# TYPE sluice_peer_up gauge\n");
     for (size_t i = 0; i < p->n; i++)
@@ -239,7 +240,7 @@ static void sl_metrics_render_peers(const sl_peers *p, sl_buf *out)
                 "does not own: the nodes' --peers lists disagree.\n"
                 "# TYPE sluice_peer_disagreements_total counter\n"
                 "sluice_peer_disagreements_total %llu\n",
-           (unsigned long long)atomic_load_explicit(&p->disagreements, memory_order_relaxed));
+           (unsigned long long)atomic_load_explicit(&first->disagreements, memory_order_relaxed));
 }
 
 void sl_metrics_render(sl_server *srv, sl_buf *out)

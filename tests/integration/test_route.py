@@ -9,6 +9,7 @@ import http.client
 import json
 import os
 import re
+import signal
 import socket
 import struct
 import threading
@@ -517,3 +518,95 @@ def test_a_fleet_with_a_password_routes_with_it(tmp_path):
     finally:
         for n in nodes:
             n.stop()
+
+
+# ---- membership reloaded on SIGHUP ----
+
+def write_conf(path, peers, self_):
+    path.write_text("server:\n  peers: %s\n  self: %s\n" % (",".join(peers), self_))
+
+
+def test_sighup_reloads_the_peers_of_the_config_file(tmp_path):
+    """Two nodes, then a third: the two reload their config file's peers: on SIGHUP, the
+    keys the new node now owns go to it (afresh), the others keep their exact states."""
+    ports = [free_port() for _ in range(3)]
+    peers = ["127.0.0.1:%d" % p for p in ports]
+    two = peers[:2]
+    nodes = []
+    for i in range(2):
+        conf = tmp_path / ("n%d.yaml" % i)
+        write_conf(conf, two, peers[i])
+        s = Sluiced(args=["--config", str(conf), "--store-timeout-ms", "2000"],
+                    workdir=str(tmp_path / ("h%d" % i)))
+        os.makedirs(s.workdir, exist_ok=True)
+        s.start(port=ports[i])
+        s.self_, s.conf = peers[i], conf
+        nodes.append(s)
+    try:
+        wait_steady(nodes, 0)
+        # A key that stays with its owner (the best of three is one of the two, so the
+        # best of the two), and one that the third node will own.
+        stay = next(k for k in ("stay:%d" % i for i in range(500)) if ranking(peers, k)[0] in two)
+        move = keys_owned(peers, peers[2], "move")[0]
+        c = [n.redis() for n in nodes]
+        for k in (stay, move):
+            for i in range(3):
+                assert as_map(c[i % 2].execute_command("SL.TAKE", k, 10, "1h"))["allowed"]
+
+        third = start_node(tmp_path, peers, peers[2], "h2")
+        nodes.append(third)
+        for n in nodes[:2]:
+            write_conf(n.conf, peers, n.self_)
+            os.kill(n.proc.pid, signal.SIGHUP)
+
+        def reloaded():
+            return all(info(n)["peers"] == "3" for n in nodes)
+        reloaded.__doc__ = "both nodes to route among three peers"
+        wait_for(reloaded)
+        wait_steady(nodes, 0)
+        time.sleep(0.2)  # past the transports' next tick: every worker on the new list
+        assert "routing keys among 3 peers now (2 before)" in nodes[0].stderr()
+        assert "server settings take effect" not in nodes[0].stderr()
+
+        cs = [n.redis() for n in nodes]
+        # The moved key starts afresh at the third node; the other keeps 7 of 10.
+        got = [as_map(cs[i % 3].execute_command("SL.TAKE", move, 10, "1h"))["allowed"]
+               for i in range(12)]
+        assert sum(got) == 10
+        assert third.redis().execute_command("SL.INSPECT", move)
+        r = as_map(cs[2].execute_command("SL.TAKE", stay, 10, "1h"))
+        assert r["remaining"] == 6, r
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def test_sighup_keeps_the_peers_when_self_would_change(tmp_path):
+    pa, pb = free_port(), free_port()
+    peers = ["127.0.0.1:%d" % pa, "127.0.0.1:%d" % pb]
+    conf = tmp_path / "n.yaml"
+    write_conf(conf, peers, peers[0])
+    s = Sluiced(args=["--config", str(conf)], workdir=str(tmp_path / "s"))
+    os.makedirs(s.workdir, exist_ok=True)
+    s.start(port=pa)
+    try:
+        write_conf(conf, peers, peers[1])
+        os.kill(s.proc.pid, signal.SIGHUP)
+
+        def said():
+            return "peers not reloaded: self changed" in s.stderr()
+        said.__doc__ = "the refusal in the log"
+        wait_for(said)
+        assert info(s)["peers"] == "2"
+        # A list that is refused keeps the one in force too.
+        write_conf(conf, [peers[0], "nonsense"], peers[0])
+        os.kill(s.proc.pid, signal.SIGHUP)
+
+        def refused():
+            return "peers not reloaded, keeping 2: invalid --peers" in s.stderr()
+        refused.__doc__ = "the bad list's refusal in the log"
+        wait_for(refused)
+        assert info(s)["peers"] == "2"
+        s.assert_serving()
+    finally:
+        s.stop()
