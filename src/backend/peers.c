@@ -14,6 +14,10 @@
 #include "common/parse.h"
 
 #define PR_TICK_MS 50
+/* A probe unanswered this long: the connection is dropped and made again,
+ * so that one lost to a silent network (no reset, a peer stopped) does not
+ * wait for TCP's own timeout, many minutes. */
+#define PR_PROBE_WAIT_MS 1000
 
 /* ---- the membership ---- */
 
@@ -159,7 +163,7 @@ typedef struct pr_peer {
     bool up;          /* owns its slots in this worker's table */
     bool failing;     /* failed since its last good answer */
     bool probing;
-    uint64_t fail_since_ms, probe_at_ms, waiting_since_ms;
+    uint64_t fail_since_ms, probe_at_ms, probe_sent_ms, waiting_since_ms;
     size_t inflight;  /* commands sent to it and not answered */
     uint64_t epoch;   /* t->epoch as last added into the transport's */
 } pr_peer;
@@ -300,6 +304,7 @@ static void pr_probe(pr_transport *t, size_t i, uint64_t now)
     static const char info[] = "*3\r\n$7\r\nCOMMAND\r\n$4\r\nINFO\r\n$9\r\nsl.decide\r\n";
     pr_peer *p = &t->p[i];
     p->probe_at_ms = now + SL_PEERS_PROBE_MS;
+    p->probe_sent_ms = now;
     pr_cmd *c = malloc(sizeof *c);
     if (!c)
         return;
@@ -358,6 +363,24 @@ static void pr_take_membership(pr_transport *t, sl_peers *next)
     t->base.epoch++; /* new connections: the backend asks again what answers */
 }
 
+/* Drops peer i's connection for a new one: what it carried is answered as
+ * lost (its callbacks run now, the probe's among them). */
+static void pr_reconnect(pr_transport *t, size_t i)
+{
+    pr_peer *p = &t->p[i];
+    sl_transport_config tc = {t->m->names[i], NULL, t->password, 0, t->connect_timeout_ms};
+    sl_transport *fresh = sl_transport_single(t->loop, &tc);
+    if (!fresh)
+        return; /* out of memory: tried again at the next tick */
+    sl_transport *old = p->t;
+    p->t = fresh;
+    p->epoch = fresh->epoch;
+    old->ops->close(old);
+    p->probing = false;
+    p->inflight = 0;
+    t->base.epoch++;
+}
+
 static void pr_tick(uv_timer_t *timer)
 {
     pr_transport *t = timer->data;
@@ -375,6 +398,8 @@ static void pr_tick(uv_timer_t *timer)
             pr_fail(t, i, p->waiting_since_ms);
         if (p->up && p->failing && now - p->fail_since_ms >= SL_PEERS_DOWN_MS)
             pr_set_up(t, i, false);
+        if (p->probing && now - p->probe_sent_ms >= PR_PROBE_WAIT_MS)
+            pr_reconnect(t, i);
         if (p->failing && !p->probing && now >= p->probe_at_ms)
             pr_probe(t, i, now);
     }

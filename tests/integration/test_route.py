@@ -407,25 +407,103 @@ def test_a_peer_that_is_not_sluiced_is_marked_down(tmp_path, kind):
             t.join()
 
 
-def test_a_request_sent_to_a_dead_peer_is_decided_by_the_fallback(tmp_path):
-    """Before the peer is marked down, its keys' takes fail and --on-store-error decides
-    (here fail_closed): a refusal, not an error, and the node keeps serving."""
+def silent_server():
+    """A socket that accepts connections, reads what comes, and never answers."""
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    ls.settimeout(0.1)
+    stop = threading.Event()
+    accepted = []
+
+    def serve():
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = ls.accept()
+                c.setblocking(False)
+                conns.append(c)
+                accepted.append(c)
+            except OSError:
+                pass
+            for c in conns:
+                try:
+                    c.recv(65536)
+                except OSError:
+                    pass
+        for c in conns:
+            c.close()
+        ls.close()
+
+    t = threading.Thread(target=serve)
+    t.start()
+    return ls.getsockname()[1], stop, t, accepted
+
+
+def test_a_check_sent_to_a_silent_peer_is_decided_by_the_fallback(tmp_path):
+    """A peer that takes the connection and never answers: the first check of its keys
+    waits --store-timeout-ms and --on-store-error decides it (fail_closed: refused); the
+    peer is then marked down, and its keys are decided here, exactly."""
+    port, stop, t, accepted = silent_server()
     me = "127.0.0.1:%d" % free_port()
-    bad = "127.0.0.1:%d" % free_port()
+    bad = "127.0.0.1:%d" % port
     peers = [me, bad]
-    node = start_node(tmp_path, peers, me, "fb", ["--on-store-error", "fail_closed"])
+    node = start_node(tmp_path, peers, me, "silent",
+                      ["--on-store-error", "fail_closed", "--store-timeout-ms", "100"])
     try:
-        k = keys_owned(peers, bad, "early")[0]
+        k = keys_owned(peers, bad, "hush")[0]
         c = node.redis()
         r = as_map(c.execute_command("SL.TAKE", k, 5, "1h"))
-        st = info(node, "store")
-        if st["decisions_fail_closed"] != "0":
-            assert r["allowed"] == 0
-        else:  # already marked down on that worker: decided here
-            assert r["allowed"] == 1
+        assert r["allowed"] == 0
+        assert info(node, "store")["decisions_fail_closed"] == "1"
+        wait_steady([node], 1)
+        got = [as_map(c.execute_command("SL.TAKE", k, 5, "1h"))["allowed"] for _ in range(7)]
+        assert got == [1] * 5 + [0] * 2
+        assert info(node, "store")["decisions_fail_closed"] == "1"
+        # Its probe unanswered, the connection is made again (not left to TCP's own
+        # timeout): more connections than the workers' first ones.
+        first = len(accepted)
+
+        def reconnected():
+            return len(accepted) > first
+        reconnected.__doc__ = "a new connection to the silent peer"
+        wait_for(reconnected)
         node.assert_serving()
     finally:
         node.stop()
+        stop.set()
+        t.join()
+
+
+def test_a_node_that_hangs_is_marked_down_and_comes_back(fleet):
+    """SIGSTOP: no reset, no refusal, only silence. The others mark it down when their
+    checks and probes go unanswered, its keys go to their next owner, and when it runs
+    again (SIGCONT) it is up again everywhere."""
+    peers, nodes = fleet
+    victim, survivors = nodes[1], [nodes[0], nodes[2]]
+    live = [s.self_ for s in survivors]
+    lost, poke = keys_owned(peers, victim.self_, "hang", 2)
+    clients = [s.redis() for s in survivors]
+    assert as_map(clients[0].execute_command("SL.TAKE", lost, 5, "1h"))["allowed"] == 1
+    os.kill(victim.proc.pid, signal.SIGSTOP)
+    try:
+        # A check to it now waits, is answered by the fallback (fail_open), and marks it
+        # down on the node that sent it.
+        for c in clients:
+            assert as_map(c.execute_command("SL.TAKE", poke, 5, "1h"))["allowed"] == 1
+        wait_steady(survivors, 1)
+        heir = [p for p in ranking(peers, lost) if p in live][0]
+        got = [as_map(clients[i % 2].execute_command("SL.TAKE", lost, 5, "1h"))["allowed"]
+               for i in range(7)]
+        assert sum(got) == 5
+        assert holders(survivors, lost) == [heir]
+    finally:
+        os.kill(victim.proc.pid, signal.SIGCONT)
+    wait_steady(nodes, 0)
+    # Back at its owner, which kept its state: 1 taken before it stopped.
+    r = as_map(clients[1].execute_command("SL.TAKE", lost, 5, "1h"))
+    assert r["remaining"] == 3, r
 
 
 def test_peers_lists_that_disagree_are_counted_and_logged(tmp_path):
