@@ -10,9 +10,8 @@
  * accepting, finish what is in flight, write the snapshot, exit 0 (1 when
  * that final snapshot fails). SIGHUP: read --config again; its policies
  * (and a fleet's peers:) take effect at once, its other server settings
- * at the next start. What cannot
- * work is refused before serving: a port in use, a snapshot that cannot be
- * written, nothing to serve.
+ * at the next start. What cannot work is refused before serving: a port
+ * in use, a snapshot that cannot be written, nothing to serve.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
