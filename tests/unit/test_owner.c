@@ -131,3 +131,63 @@ Test(owner, the_ranking_is_by_weight_then_text)
     cr_assert_neq(sl_owner_weight("a:1", 3, 0), sl_owner_weight("a:1", 3, 1));
     free(rank);
 }
+
+/* ---- the membership (backend/peers.h) ---- */
+
+#include "backend/peers.h"
+
+Test(peers, the_list_is_parsed_and_self_found)
+{
+    char err[256];
+    sl_peers *p = sl_peers_new("a:1,b:2,c:3", "b:2", err, sizeof err);
+    cr_assert_not_null(p, "%s", err);
+    cr_assert_eq(p->n, 3);
+    cr_assert_eq(p->self, 1);
+    cr_assert_str_eq(p->names[2], "c:3");
+    cr_assert_str_eq(p->list, "a:1,b:2,c:3");
+    sl_peers_free(p);
+    cr_assert_null(sl_peers_new("a:1,b:2", "c:3", err, sizeof err));
+    cr_assert(strstr(err, "--self must be one of --peers"), "%s", err);
+    cr_assert_null(sl_peers_new("a:1,a:1", "a:1", err, sizeof err));
+    cr_assert(strstr(err, "listed twice"), "%s", err);
+    cr_assert_null(sl_peers_new("a:1,", "a:1", err, sizeof err));
+    cr_assert(strstr(err, "empty"), "%s", err);
+    cr_assert_null(sl_peers_new(":1", ":1", err, sizeof err));
+    cr_assert(strstr(err, "not HOST:PORT"), "%s", err);
+    cr_assert_null(sl_peers_new("a:0", "a:0", err, sizeof err));
+    cr_assert(strstr(err, "between 1 and 65535"), "%s", err);
+}
+
+Test(peers, a_node_owns_its_slots_and_those_of_peers_down_before_it)
+{
+    char err[256];
+    sl_peers *p = sl_peers_new("a:1,b:1,c:1", "a:1", err, sizeof err);
+    cr_assert_not_null(p, "%s", err);
+    static uint8_t table[SL_OWNER_SLOTS];
+    sl_owner_table(p->rank, p->n, 0x7, table);
+    for (int s = 0; s < SL_OWNER_SLOTS; s++)
+        cr_assert_eq(sl_peers_owns(p, s), table[s] == 0, "slot %d", s);
+    /* b down (on any worker): a owns what b owned and ranked a next. */
+    atomic_store(&p->down[1], 1);
+    cr_assert_eq(sl_peers_up_mask(p), 0x5);
+    cr_assert_eq(sl_peers_down_count(p), 1);
+    sl_owner_table(p->rank, p->n, 0x5, table);
+    for (int s = 0; s < SL_OWNER_SLOTS; s++)
+        cr_assert_eq(sl_peers_owns(p, s), table[s] == 0, "slot %d", s);
+    sl_peers_free(p);
+}
+
+Test(peers, a_replaced_membership_leads_to_the_latest)
+{
+    char err[256];
+    sl_peers *first = sl_peers_new("a:1,b:1", "a:1", err, sizeof err);
+    sl_peers *second = sl_peers_new("a:1,b:1,c:1", "a:1", err, sizeof err);
+    sl_peers *third = sl_peers_new("a:1", "a:1", err, sizeof err);
+    cr_assert(first && second && third);
+    cr_assert_eq(sl_peers_latest(first), first);
+    sl_peers_replace(first, second);
+    sl_peers_replace(first, third); /* after the one in force, whichever is named */
+    cr_assert_eq(sl_peers_latest(first), third);
+    cr_assert_eq(sl_peers_latest(second), third);
+    sl_peers_free(first); /* and those that replaced it: ASan sees none leak */
+}
