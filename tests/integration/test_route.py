@@ -688,3 +688,47 @@ def test_sighup_keeps_the_peers_when_self_would_change(tmp_path):
         s.assert_serving()
     finally:
         s.stop()
+
+
+def test_a_node_with_a_snapshot_comes_back_with_its_keys_states(tmp_path):
+    """Each node's --snapshot holds the states of the keys it owns: stopped and started
+    again, a node answers for them where it left off."""
+    peers = ["127.0.0.1:%d" % free_port() for _ in range(3)]
+    nodes = [start_node(tmp_path, peers, p, "z%d" % i,
+                        ["--snapshot", str(tmp_path / ("z%d.snap" % i))])
+             for i, p in enumerate(peers)]
+    try:
+        wait_steady(nodes, 0)
+        k = keys_owned(peers, peers[1], "snap")[0]
+        c = nodes[0].redis()
+        for _ in range(3):
+            assert as_map(c.execute_command("SL.TAKE", k, 10, "1h"))["allowed"] == 1
+        nodes[1].stop()
+        nodes[1].start(port=nodes[1].port)
+        wait_steady(nodes, 0)
+        r = as_map(nodes[2].redis().execute_command("SL.TAKE", k, 10, "1h"))
+        assert r["remaining"] == 6, r
+    finally:
+        for n in nodes:
+            n.stop()
+
+
+def test_a_reset_at_any_node_forgets_the_key_at_its_owner(fleet):
+    peers, nodes = fleet
+    k1, k2 = keys_owned(peers, peers[2], "forget", 2)
+    c = nodes[0].redis()
+    for k in (k1, k2):
+        assert as_map(c.execute_command("SL.TAKE", k, 3, "1h"))["allowed"] == 1
+    assert holders(nodes, k1) == [peers[2]]
+    # Over RESP at one non-owner, over HTTP at the other.
+    assert c.execute_command("SL.RESET", k1) == 1
+    hc = http.client.HTTPConnection("127.0.0.1", nodes[1].http_port, timeout=10)
+    hc.request("DELETE", "/v1/keys/" + k2)
+    resp = hc.getresponse()
+    assert resp.status == 200 and json.loads(resp.read())["reset"] is True
+    hc.close()
+    assert holders(nodes, k1) == [] and holders(nodes, k2) == []
+    # GET /v1/keys/{key} answers what the asked node holds: the owner has it.
+    c.execute_command("SL.TAKE", k1, 3, "1h")
+    assert http_get(nodes[2], "/v1/keys/" + k1)[0] == 200
+    assert http_get(nodes[0], "/v1/keys/" + k1)[0] == 404
