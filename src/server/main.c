@@ -661,10 +661,20 @@ static int sl_peers_check(sl_server *srv)
     char err[256];
     if (!why && !(srv->peers = sl_peers_new(cfg->peers, cfg->self, err, sizeof err)))
         why = err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0);
-    if (!why)
-        return 0;
-    fprintf(stderr, "sluiced: %s\n", why);
-    return 2;
+    if (why) {
+        fprintf(stderr, "sluiced: %s\n", why);
+        return 2;
+    }
+    /* Behind a port mapping the two may differ; more often --self names
+     * another node, which would then get this node's keys counted twice. */
+    const char *port = strrchr(cfg->self, ':') + 1;
+    char mine[16];
+    snprintf(mine, sizeof mine, "%d", cfg->port);
+    if (strcmp(port, mine) != 0)
+        sl_log(SL_LOG_WARN, "--self %s is not on --port %d: the other nodes send this node's "
+                            "keys to %s",
+               cfg->self, cfg->port, cfg->self);
+    return 0;
 }
 
 /* A peer that the first worker sees down, or the last sees up again. */

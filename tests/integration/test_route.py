@@ -732,3 +732,17 @@ def test_a_reset_at_any_node_forgets_the_key_at_its_owner(fleet):
     c.execute_command("SL.TAKE", k1, 3, "1h")
     assert http_get(nodes[2], "/v1/keys/" + k1)[0] == 200
     assert http_get(nodes[0], "/v1/keys/" + k1)[0] == 404
+
+
+def test_a_self_on_another_port_is_warned_of(tmp_path):
+    me, other = free_port(), free_port()
+    peers = ["127.0.0.1:%d" % other, "127.0.0.1:%d" % free_port()]
+    s = Sluiced(args=["--peers", ",".join(peers), "--self", peers[0]],
+                workdir=str(tmp_path / "w"))
+    os.makedirs(s.workdir, exist_ok=True)
+    s.start(port=me)
+    try:
+        assert "--self %s is not on --port %d" % (peers[0], me) in s.stderr()
+        s.assert_serving()
+    finally:
+        s.stop()
