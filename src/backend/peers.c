@@ -356,7 +356,7 @@ static void pr_take_membership(pr_transport *t, sl_peers *next)
     pr_close_peers(t);
     t->quiet = false;
     t->m = next;
-    memcpy(t->p, fresh, sizeof t->p);
+    memcpy(t->p, fresh, next->n * sizeof fresh[0]);
     t->up = next->n == 64 ? UINT64_MAX : (UINT64_C(1) << next->n) - 1;
     t->generation = atomic_load_explicit(&next->generation, memory_order_acquire) - 1;
     pr_refresh_table(t);
