@@ -309,7 +309,9 @@ static int rd_local_limit(const rd_backend *b, const rd_item *it, sl_limit *l)
     }
     if (rc != SL_OK)
         return rc;
-    if (sl_limit_share(&whole, b->fleet_nodes, l) != SL_OK)
+    /* Over peers, N is the membership in force (a reload changes it). */
+    int64_t nodes = b->peers ? (int64_t)sl_peers_latest(b->peers)->n : b->fleet_nodes;
+    if (sl_limit_share(&whole, nodes, l) != SL_OK)
         *l = whole;
     return SL_OK;
 }

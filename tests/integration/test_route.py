@@ -746,3 +746,24 @@ def test_a_self_on_another_port_is_warned_of(tmp_path):
         s.assert_serving()
     finally:
         s.stop()
+
+
+def test_the_local_fallback_enforces_the_limit_over_the_peers(tmp_path):
+    """--on-store-error local over peers: a check its owner does not answer is decided by
+    a limiter in this node at limit / N, N the peers (2 here)."""
+    port, stop, t, _ = silent_server()
+    me = "127.0.0.1:%d" % free_port()
+    bad = "127.0.0.1:%d" % port
+    peers = [me, bad]
+    node = start_node(tmp_path, peers, me, "local",
+                      ["--on-store-error", "local", "--store-timeout-ms", "100"])
+    try:
+        k = keys_owned(peers, bad, "share")[0]
+        r = as_map(node.redis().execute_command("SL.TAKE", k, 10, "1h",
+                                                "ALGORITHM", "fixed_window"))
+        assert r["allowed"] == 1 and r["limit"] == 5, r
+        assert info(node, "store")["decisions_local"] == "1"
+    finally:
+        node.stop()
+        stop.set()
+        t.join()
