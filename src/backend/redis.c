@@ -25,6 +25,7 @@
 #include <time.h>
 
 #include "algo/share.h"
+#include "backend/peers.h"
 #include "backend/redis.h"
 #include "backend/reply.h"
 #include "common/clock.h"
@@ -57,6 +58,7 @@ typedef struct rd_counters {
 typedef struct rd_backend {
     sl_backend base;
     bool cluster;
+    sl_peers *peers; /* a routing fleet (--peers): the peers transport */
     char *hosts, *user, *password;
     int db;
     sl_on_error on_error;
@@ -307,7 +309,9 @@ static int rd_local_limit(const rd_backend *b, const rd_item *it, sl_limit *l)
     }
     if (rc != SL_OK)
         return rc;
-    if (sl_limit_share(&whole, b->fleet_nodes, l) != SL_OK)
+    /* Over peers, N is the membership in force (a reload changes it). */
+    int64_t nodes = b->peers ? (int64_t)sl_peers_latest(b->peers)->n : b->fleet_nodes;
+    if (sl_limit_share(&whole, nodes, l) != SL_OK)
         *l = whole;
     return SL_OK;
 }
@@ -467,7 +471,10 @@ static uint64_t rd_probe_delay(sl_backend_worker *w, unsigned attempt)
 
 static void rd_fail(sl_backend_worker *w)
 {
-    if (w->open)
+    /* Over peers, one peer that fails is marked down by the transport and
+     * its slots go to the next; a breaker for all of them would stop
+     * asking the peers that answer. */
+    if (w->open || w->b->peers)
         return;
     if (++w->fails >= RD_BREAKER_FAILURES) {
         w->open = true;
@@ -615,7 +622,9 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err);
  * command share a slot); -1 for one server, which holds every slot. */
 static int rd_slot(const sl_backend_worker *w, const rd_op *op)
 {
-    return w->b->cluster ? sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len) : -1;
+    return w->b->cluster || w->b->peers
+               ? sl_slot_of(op->buf + op->items[0].key_off, op->items[0].key_len)
+               : -1;
 }
 
 /* Formats op for the mode and hands it to the transport. Returns 0, or -1
@@ -916,6 +925,8 @@ static void rd_arm(sl_backend_worker *w)
 static sl_transport *rd_transport_new(sl_backend_worker *w)
 {
     const rd_backend *b = w->b;
+    if (b->peers)
+        return sl_transport_peers(w->loop, b->peers, b->password, b->connect_timeout_ms);
     sl_transport_config tc = {b->hosts, b->user, b->password, b->db, b->connect_timeout_ms};
     return b->cluster ? sl_transport_cluster(w->loop, &tc) : sl_transport_single(w->loop, &tc);
 }
@@ -1310,7 +1321,7 @@ static int rd_take_split(sl_backend_worker *w, sl_backend_req *r)
 /* Do a request's keys share one hash slot (always, on one server)? */
 static bool rd_one_slot(const sl_backend_worker *w, const sl_backend_req *r)
 {
-    if (!w->b->cluster || r->n < 2)
+    if ((!w->b->cluster && !w->b->peers) || r->n < 2)
         return true;
     int first = sl_slot_of(r->items[0].key, r->items[0].keylen);
     for (size_t k = 1; k < r->n; k++)
@@ -1511,6 +1522,15 @@ static void rd_free(sl_backend *base)
 
 static const sl_backend_ops rd_ops = {
     .name = "redis",
+    .attach = rd_attach,
+    .detach = rd_detach,
+    .submit = rd_submit,
+    .stats = rd_stats,
+    .free = rd_free,
+};
+
+static const sl_backend_ops rd_peers_ops = {
+    .name = "peers",
     .attach = rd_attach,
     .detach = rd_detach,
     .submit = rd_submit,
@@ -1722,7 +1742,7 @@ fail:
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n)
 {
     *out = NULL;
-    if (!cfg || !cfg->url) {
+    if (!cfg || (!cfg->url && !cfg->peers)) {
         snprintf(err, n, "ERR no --store URL");
         return SL_ERR_ARGUMENT;
     }
@@ -1745,7 +1765,16 @@ int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, si
         return SL_ERR_NOMEM;
     }
     pthread_mutex_init(&b->lock, NULL);
-    int rc = rd_parse_url(b, cfg->url, err, n);
+    int rc = SL_OK;
+    if (cfg->peers) {
+        b->peers = cfg->peers;
+        if (cfg->peer_password && !(b->password = strdup(cfg->peer_password))) {
+            snprintf(err, n, "ERR out of memory");
+            rc = SL_ERR_NOMEM;
+        }
+    } else {
+        rc = rd_parse_url(b, cfg->url, err, n);
+    }
     if (rc != SL_OK) {
         rd_free(&b->base);
         return rc;
@@ -1757,7 +1786,7 @@ int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, si
         return SL_ERR_ARGUMENT;
     }
 #endif
-    b->base.ops = b->cluster ? &rd_cluster_ops : &rd_ops;
+    b->base.ops = b->peers ? &rd_peers_ops : b->cluster ? &rd_cluster_ops : &rd_ops;
     b->base.defers = true;
     b->on_error = cfg->on_error;
     b->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : SL_REDIS_TIMEOUT_MS_DEFAULT;

@@ -28,6 +28,11 @@ typedef struct sl_redis_config {
     int32_t fleet_nodes;  /* sluiced nodes sharing the store: local enforces limit / N */
     size_t local_memory;  /* the local limiter's memory cap in bytes; 0: 16 MiB */
     int32_t connect_timeout_ms; /* 0: 1000 */
+    /* A routing fleet (--peers): the url is not read; each request goes to
+     * the owner of its keys among these sluiced (peers.h), AUTH'd with
+     * peer_password (their shared --requirepass) when not NULL. */
+    struct sl_peers *peers;
+    const char *peer_password;
 } sl_redis_config;
 
 #define SL_REDIS_TIMEOUT_MS_DEFAULT 50

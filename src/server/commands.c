@@ -14,7 +14,9 @@
 #include <string.h>
 #include <strings.h>
 
+#include "backend/peers.h"
 #include "common/clock.h"
+#include "common/parse.h"
 #include "common/secret.h"
 #include "common/units.h"
 #include "policy/config.h"
@@ -23,6 +25,8 @@
 #include "server/server.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
+
+static void sl_call(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl_resp_slice *argv);
 
 /* ---- the backend: decisions now, or in reply slots ---- */
 
@@ -373,7 +377,7 @@ static void sl_cmd_exec(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_workers_pause(conn->w);
         for (size_t i = 0; i < m.n; i++) {
             c->sink = sl_conn_out(conn); /* past the replies in flight */
-            sl_command_call(m.queue[i]->cmd, c, m.queue[i]->argc, m.queue[i]->argv);
+            sl_call(c, m.queue[i]->cmd, m.queue[i]->argc, m.queue[i]->argv);
         }
         sl_workers_resume(conn->w);
     }
@@ -450,6 +454,57 @@ static void sl_multi_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc,
 }
 
 static const sl_command sl_conn_commands[];
+
+/* ---- a routing fleet's SL.DECIDE ---- */
+
+#define SL_DISAGREEMENT_LOG_NS (INT64_C(60) * 1000000000)
+
+/* Counts (and logs, once a minute) a SL.DECIDE whose keys this node does
+ * not own by its own view: the peer that sent it routes by another list. */
+static void sl_decide_check_owner(sl_conn *conn, int argc, const sl_resp_slice *argv)
+{
+    sl_peers *p = sl_peers_latest(conn->w->srv->peers);
+    int64_t n;
+    if (argc < 5 || !sl_parse_i64(argv[3].ptr, argv[3].len, SL_INT_NO_SIGN, &n) || n < 1 ||
+        n > argc - 4)
+        return; /* malformed: SL.DECIDE itself says so */
+    for (int64_t k = 0; k < n; k++) {
+        const sl_resp_slice *key = &argv[4 + k];
+        if (sl_peers_owns(p, sl_slot_of(key->ptr, key->len)))
+            continue;
+        /* Counted with the first membership, so that a reload keeps the count. */
+        sl_peers *first = conn->w->srv->peers;
+        atomic_fetch_add_explicit(&first->disagreements, 1, memory_order_relaxed);
+        int64_t now = conn->w->now, last = atomic_load(&first->disagreement_logged_ns);
+        if ((last == 0 || now - last >= SL_DISAGREEMENT_LOG_NS) &&
+            atomic_compare_exchange_strong(&first->disagreement_logged_ns, &last, now))
+            sl_log(SL_LOG_WARN, "a peer sent SL.DECIDE for key '%.*s', which this node does not "
+                                "own: the nodes' --peers lists disagree (peer_disagreements in "
+                                "INFO counts them; logged once a minute)",
+                   (int)(key->len > 64 ? 64 : key->len), key->ptr);
+        return;
+    }
+}
+
+/* Runs a command. With --peers, SL.DECIDE is the backend protocol's command,
+ * sent by a peer to the owner of its keys: it is decided on this node's own
+ * states (the memory backend), never routed again. */
+static void sl_call(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl_resp_slice *argv)
+{
+    sl_conn *conn = CONN(c);
+    sl_server *srv = conn->w->srv;
+    if (__builtin_expect(srv->peers == NULL, 1) || strcmp(cmd->name, "sl.decide") != 0) {
+        sl_command_call(cmd, c, argc, argv);
+        return;
+    }
+    sl_decide_check_owner(conn, argc, argv);
+    const sl_backend *be = c->be;
+    sl_backend_worker *bw = c->bw;
+    sl_backend_route_local(be, bw, &c->be, &c->bw);
+    sl_command_call(cmd, c, argc, argv);
+    c->be = be;
+    c->bw = bw;
+}
 
 static size_t sl_command_count(const sl_command *t)
 {
@@ -754,6 +809,15 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                         (unsigned long long)fallbacks[SL_DECIDED_FAIL_CLOSED],
                         (unsigned long long)fallbacks[SL_DECIDED_LOCAL]);
     }
+    if (srv->peers) {
+        /* The counter lives with the first membership: a reload keeps it. */
+        const sl_peers *p = sl_peers_latest(srv->peers);
+        sl_info_section(text, sizeof text, &len, argc, argv, "peers",
+                        "peers:%zu\r\npeers_down:%zu\r\npeer_self:%s\r\n"
+                        "peer_disagreements:%llu\r\n",
+                        p->n, sl_peers_down_count(p), p->names[p->self],
+                        (unsigned long long)atomic_load(&srv->peers->disagreements));
+    }
     c->reply->bulk(c->sink, text, len < sizeof text ? len : sizeof text - 1);
 }
 
@@ -812,7 +876,7 @@ __attribute__((noinline)) static void sl_dispatch_rare(sl_cmd_ctx *c, const sl_c
     else if (cmd->fn == sl_cmd_exec && !sl_command_arity_ok(cmd, argc))
         sl_exec_refused(c);
     else
-        sl_command_call(cmd, c, argc, argv);
+        sl_call(c, cmd, argc, argv);
 }
 
 void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl_resp_slice *argv)
@@ -827,5 +891,5 @@ void sl_server_dispatch(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl
     if (__builtin_expect(conn->multi.active || !cmd || cmd->fn == sl_cmd_exec, 0))
         sl_dispatch_rare(c, cmd, argc, argv);
     else
-        sl_command_call(cmd, c, argc, argv);
+        sl_call(c, cmd, argc, argv);
 }

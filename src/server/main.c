@@ -9,9 +9,9 @@
  * sweep); the workers own the connections. SIGTERM and SIGINT: stop
  * accepting, finish what is in flight, write the snapshot, exit 0 (1 when
  * that final snapshot fails). SIGHUP: read --config again; its policies
- * take effect at once, its server settings at the next start. What cannot
- * work is refused before serving: a port in use, a snapshot that cannot be
- * written, nothing to serve.
+ * (and a fleet's peers:) take effect at once, its other server settings
+ * at the next start. What cannot work is refused before serving: a port
+ * in use, a snapshot that cannot be written, nothing to serve.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -35,6 +35,7 @@
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
+#include "backend/peers.h"
 #include "backend/redis.h"
 #include "server/server.h"
 
@@ -108,11 +109,11 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
-    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_PEERS, F_SELF, F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_GRPC_PORT, F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -223,6 +224,16 @@ static const sl_flag sl_flags[F_COUNT] = {
                  "an integer from 1 to 10000", SL_FLAG_APPLIED},
     [F_FLEET_NODES] = {"fleet-nodes", "N", "1", "the old name of --split",
                        "an integer from 1 to 10000", SL_FLAG_APPLIED},
+    [F_PEERS] = {"peers", "LIST", NULL,
+                 "a fleet that routes each key to its owner: the RESP addresses "
+                 "HOST:PORT,HOST:PORT,... of every sluiced of the fleet, this one included, "
+                 "written the same on every node (at most 64); with --self, and the "
+                 "memory store; as the config file's peers:, reloaded on SIGHUP "
+                 "(docs/deployment.md)",
+                 "HOST:PORT,HOST:PORT,... (at most 64)", 0},
+    [F_SELF] = {"self", "HOST:PORT", NULL,
+                "this sluiced's entry in --peers, written as there",
+                "one of --peers' entries", 0},
     [F_AUTH_HEADER] = {"http-auth-header", "NAME", "X-Api-Key",
                        "forward-auth (GET /v1/auth/POLICY): the request header holding the key; "
                        "X-Forwarded-For takes the first address of its list",
@@ -254,8 +265,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_PEERS] = {"peers", "LIST", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
-    [F_SELF] = {"self", "HOST:PORT", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
 };
@@ -512,6 +521,16 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 goto bad;
             cfg->split = (int)v;
             break;
+        case F_PEERS:
+            if (!optarg[0])
+                goto bad;
+            cfg->peers = optarg;
+            break;
+        case F_SELF:
+            if (!optarg[0])
+                goto bad;
+            cfg->self = optarg;
+            break;
         case F_VERSION: printf("sluiced %s\n", SLUICE_VERSION); exit(0);
         case F_HELP: sl_usage(stdout); exit(0);
         case F_HELP_MARKDOWN: sl_usage_markdown(stdout); exit(0);
@@ -619,6 +638,84 @@ static bool sl_store_is_memory(const sl_server_config *cfg)
     return cfg->store_url == NULL || strcmp(cfg->store_url, "memory://") == 0;
 }
 
+/* --peers' company: --self, the memory store (each node's states are its
+ * own keys'), and no --split (an owner enforces its keys' whole limits).
+ * Builds the membership (srv->peers) before any port is opened, so that a
+ * bad list is refused as any bad flag is. */
+static int sl_peers_check(sl_server *srv)
+{
+    const sl_server_config *cfg = &srv->cfg;
+    if (!cfg->peers && !cfg->self)
+        return 0;
+    const char *why = NULL;
+    if (!cfg->peers)
+        why = "--self is this node's entry in --peers: give --peers too";
+    else if (!cfg->self)
+        why = "--peers needs --self, this node's entry in the list";
+    else if (!sl_store_is_memory(cfg))
+        why = "--peers routes keys between the memory stores of sluiced nodes: it cannot be "
+              "used with a remote --store (the store already shares the limits)";
+    else if (cfg->split > 1)
+        why = "--peers and --split cannot be used together: with --peers each key's owner "
+              "enforces its whole limit";
+    char err[256];
+    if (!why && !(srv->peers = sl_peers_new(cfg->peers, cfg->self, err, sizeof err)))
+        why = err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0);
+    if (why) {
+        fprintf(stderr, "sluiced: %s\n", why);
+        return 2;
+    }
+    /* Behind a port mapping the two may differ; more often --self names
+     * another node, which would then get this node's keys counted twice. */
+    const char *port = strrchr(cfg->self, ':') + 1;
+    char mine[16];
+    snprintf(mine, sizeof mine, "%d", cfg->port);
+    if (strcmp(port, mine) != 0)
+        sl_log(SL_LOG_WARN, "--self %s is not on --port %d: the other nodes send this node's "
+                            "keys to %s",
+               cfg->self, cfg->port, cfg->self);
+    return 0;
+}
+
+/* A peer that the first worker sees down, or the last sees up again. */
+static void sl_peer_note(const char *peer, bool up)
+{
+    if (up)
+        sl_log(SL_LOG_INFO, "peer %s answers again: its keys are routed to it again", peer);
+    else
+        sl_log(SL_LOG_WARN, "peer %s does not answer: marked down, its keys go to their next "
+                            "owner, where they start afresh", peer);
+}
+
+/* With --peers, the backend becomes a route over the memory backend (this
+ * node's states, which a peer's SL.DECIDE is decided on) and the redis
+ * backend over the peers (every other request). */
+static int sl_peers_start(sl_server *srv)
+{
+    char err[256];
+    srv->peers->note = sl_peer_note;
+    sl_redis_config rcfg = {.on_error = (sl_on_error)srv->cfg.on_store_error,
+                            .timeout_ms = srv->cfg.store_timeout_ms,
+                            .fleet_nodes = (int32_t)srv->peers->n,
+                            .local_memory = srv->cfg.max_memory,
+                            .peers = srv->peers,
+                            .peer_password = srv->cfg.requirepass};
+    sl_backend *remote = NULL, *route = NULL;
+    if (sl_backend_redis(&rcfg, &remote, err, sizeof err) != SL_OK) {
+        sl_log(SL_LOG_ERROR, "--peers: %s", err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        return 1;
+    }
+    if (!(route = sl_backend_route(srv->backend, remote, srv->peers))) {
+        remote->ops->free(remote);
+        sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
+        return 1;
+    }
+    srv->backend = route;
+    sl_log(SL_LOG_INFO, "routing keys among %zu peers, this node %s", srv->peers->n,
+           srv->peers->names[srv->peers->self]);
+    return 0;
+}
+
 static void sl_on_snapshot_timer(uv_timer_t *t)
 {
     sl_snapshot_write(t->data, "periodic");
@@ -668,8 +765,8 @@ static const char *sl_setting_find(const sl_config_setting *list, size_t n, cons
 
 /* Writes into buf the names of the settings that differ between the start's
  * and next's server: sections (set in one only, or to other values), comma
- * separated; returns how many. */
-static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
+ * separated, but for `skip` (NULL: none); returns how many. */
+static int sl_settings_changed(const sl_config *next, const char *skip, char *buf, size_t len)
 {
     int count = 0;
     size_t used = 0;
@@ -683,6 +780,8 @@ static int sl_settings_changed(const sl_config *next, char *buf, size_t len)
             const char *theirs = sl_setting_find(other, nother, list[i].name);
             /* A setting in both lists is named by the first pass only. */
             if (theirs && (pass == 1 || strcmp(theirs, list[i].value) == 0))
+                continue;
+            if (skip && strcmp(list[i].name, skip) == 0)
                 continue;
             int m = snprintf(buf + used, len - used, "%s%s", count ? ", " : "", list[i].name);
             if (m > 0 && (size_t)m < len - used)
@@ -727,6 +826,45 @@ static void sl_say_reload(void *arg, const char *line)
     sl_log(SL_LOG_WARN, "SIGHUP: %s", line);
 }
 
+/*
+ * A reloaded file's peers: setting, put in force when it changed (the
+ * fleet's transports take it within a tick), so that a node can be added
+ * or removed without restarting the others. --self stays: a node does not
+ * change its own address. Returns whether the setting was handled here (it
+ * is then no setting to restart for); false when there is none, or when
+ * --peers came from the command line (which wins over the file).
+ */
+static bool sl_reload_peers(sl_server *srv, const sl_config *next)
+{
+    const char *list = sl_setting_find(next->settings, next->nsettings, "peers");
+    const char *start = sl_setting_find(sl_start_settings, sl_start_nsettings, "peers");
+    if (!srv->peers || !list || srv->cfg.peers != start)
+        return false;
+    const char *self = sl_setting_find(next->settings, next->nsettings, "self");
+    sl_peers *cur = sl_peers_latest(srv->peers);
+    if (self && strcmp(self, srv->cfg.self) != 0) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: peers not reloaded: self changed (%s, now %s), which "
+                             "takes a restart",
+               srv->cfg.self, self);
+        return true;
+    }
+    if (strcmp(list, cur->list) == 0)
+        return true;
+    char err[256];
+    sl_peers *p = sl_peers_new(list, srv->cfg.self, err, sizeof err);
+    if (!p) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: peers not reloaded, keeping %zu: %s", cur->n,
+               err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        return true;
+    }
+    p->note = sl_peer_note;
+    sl_peers_replace(srv->peers, p);
+    sl_log(SL_LOG_INFO, "SIGHUP: routing keys among %zu peers now (%zu before): the keys that "
+                        "move start afresh at their new owners",
+           p->n, cur->n);
+    return true;
+}
+
 /* Loads the config file again and puts it in force. A bad file is refused
  * with where and why, and the old policies stay; what the new one changes
  * for the keys' states is logged, policy by policy. Server settings take
@@ -754,8 +892,9 @@ static void sl_reload(sl_server *srv)
     }
     sl_config_align(next, srv->clock_offset_ns);
     sl_config_describe_reload(atomic_load(&srv->config), next, sl_say_reload, NULL);
+    bool peers = sl_reload_peers(srv, next);
     char changed[512];
-    if (sl_settings_changed(next, changed, sizeof changed) > 0)
+    if (sl_settings_changed(next, peers ? "peers" : NULL, changed, sizeof changed) > 0)
         sl_log(SL_LOG_WARN, "SIGHUP: server settings take effect at the next start, not now: "
                             "%s changed in %s",
                changed, srv->cfg.config_path);
@@ -993,6 +1132,8 @@ int main(int argc, char **argv)
     }
     if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
         return 2;
+    if (sl_peers_check(srv) != 0)
+        return 2;
     if (srv->cfg.port && !srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
         sl_log(SL_LOG_WARN, "will listen on %s, not a loopback address, without --requirepass: "
                             "anyone who can reach it can take from and reset any limit",
@@ -1050,6 +1191,8 @@ int main(int argc, char **argv)
             sl_log(SL_LOG_ERROR, "cannot create the store: out of memory");
             return 1;
         }
+        if (srv->peers && sl_peers_start(srv) != 0)
+            return 1;
     } else {
         /* States live in Redis: snapshots are Redis's business (RDB, AOF). */
         if (srv->cfg.snapshot) {
@@ -1127,6 +1270,7 @@ int main(int argc, char **argv)
      * so that a service manager does not see a clean stop. */
     int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;
     srv->backend->ops->free(srv->backend);
+    sl_peers_free(srv->peers);
     if (srv->store)
         sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));

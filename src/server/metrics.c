@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "backend/peers.h"
 #include "common/clock.h"
 #include "policy/config.h"
 #include "server/log.h"
@@ -225,6 +226,23 @@ static void sl_label(char *dst, size_t cap, const char *name)
     dst[j] = '\0';
 }
 
+/* A routing fleet's peers: which this node sees up, and the SL.DECIDEs
+ * that came for keys it does not own (the nodes' lists disagree). */
+static void sl_metrics_render_peers(sl_peers *first, sl_buf *out)
+{
+    const sl_peers *p = sl_peers_latest(first);
+    sl_out(out, "# HELP sluice_peer_up Whether this node routes to the peer (0: marked down, "
+                "its keys at their next owner).\n# TYPE sluice_peer_up gauge\n");
+    for (size_t i = 0; i < p->n; i++)
+        sl_out(out, "sluice_peer_up{peer=\"%s\"} %d\n", p->names[i],
+               atomic_load_explicit(&p->down[i], memory_order_relaxed) == 0);
+    sl_out(out, "# HELP sluice_peer_disagreements_total SL.DECIDEs from peers for keys this node "
+                "does not own: the nodes' --peers lists disagree.\n"
+                "# TYPE sluice_peer_disagreements_total counter\n"
+                "sluice_peer_disagreements_total %llu\n",
+           (unsigned long long)atomic_load_explicit(&first->disagreements, memory_order_relaxed));
+}
+
 void sl_metrics_render(sl_server *srv, sl_buf *out)
 {
     static const char *const outcome[SL_OUTCOMES] = {"allowed", "rejected", "shadow_rejected"};
@@ -274,6 +292,8 @@ void sl_metrics_render(sl_server *srv, sl_buf *out)
         sl_store_get_stats(srv->store, &st);
     if (srv->backend && srv->backend->ops->stats)
         sl_metrics_render_store(srv, cfg, out);
+    if (srv->peers)
+        sl_metrics_render_peers(srv->peers, out);
     uint64_t store_errors = 0;
     for (int w = 0; w < srv->nworkers; w++)
         store_errors += sl_load(&srv->workers[w].metrics.store_errors);

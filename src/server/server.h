@@ -42,6 +42,8 @@ typedef struct sl_server_config {
     int store_timeout_ms;    /* a check's time budget with a remote store */
     int split;               /* --split: nodes sharing each limit, each enforcing limit / N
                                 (with a remote store, its local store-down limiter) */
+    const char *peers;       /* --peers: the routing fleet's nodes, or NULL */
+    const char *self;        /* --self: this node among them */
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
@@ -134,6 +136,7 @@ typedef struct sl_server {
     sl_server_config cfg;
     sl_store *store;      /* the memory backend's, else NULL */
     sl_backend *backend;  /* where states live: every take goes through it */
+    struct sl_peers *peers; /* --peers: the routing fleet's membership, else NULL */
     sl_worker *workers;
     int nworkers;
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */

@@ -107,11 +107,47 @@ def test_flags_of_later_versions_are_refused_as_such():
     table = doc_table()
     later = [l for l in table.splitlines() if l.startswith("Not in this version")]
     assert len(later) == 1, table
-    for name in ("peers", "self", "grpc-port"):
+    for name in ("grpc-port", "envoy-config"):
         assert "`--%s`" % name in later[0], later
         rc, _, err = run("--" + name, "1")
         assert rc == 2 and "--%s is not available in this version" % name in err, err
         assert not re.search(r"^\| `--%s" % name, table, re.M), "documented as working: " + name
+
+
+def test_peers_and_self_are_documented_flags():
+    table = doc_table()
+    for name in ("peers", "self"):
+        assert re.search(r"^\| `--%s " % name, table, re.M), table
+
+
+def test_a_bad_peers_list_is_refused_before_listening():
+    """Each rule of --peers and --self, refused with exit status 2 and words naming
+    it, before any port is opened (port 1 would need root: reaching it is a failure)."""
+    ok = "127.0.0.1:7001,127.0.0.1:7002"
+    cases = [
+        (("--peers", ok), "--peers needs --self"),
+        (("--self", "127.0.0.1:7001"), "give --peers too"),
+        (("--peers", ok, "--self", "127.0.0.1:7003"), "--self must be one of --peers"),
+        (("--peers", ok, "--self", "localhost:7001"), "--self must be one of --peers"),
+        (("--peers", "127.0.0.1:7001,,127.0.0.1:7002", "--self", "127.0.0.1:7001"),
+         "an entry is empty"),
+        (("--peers", "127.0.0.1:7001,127.0.0.1", "--self", "127.0.0.1:7001"),
+         "'127.0.0.1' is not HOST:PORT"),
+        (("--peers", "127.0.0.1:7001,127.0.0.1:70000", "--self", "127.0.0.1:7001"),
+         "must be between 1 and 65535"),
+        (("--peers", "127.0.0.1:7001,127.0.0.1:7001", "--self", "127.0.0.1:7001"),
+         "'127.0.0.1:7001' is listed twice"),
+        (("--peers", ",".join("127.0.0.1:%d" % (7000 + i) for i in range(65)),
+          "--self", "127.0.0.1:7000"), "at most 64 peers"),
+        (("--peers", ok, "--self", "127.0.0.1:7001", "--store", "redis://127.0.0.1:6379"),
+         "cannot be used with a remote --store"),
+        (("--peers", ok, "--self", "127.0.0.1:7001", "--split", "2"),
+         "--peers and --split cannot be used together"),
+    ]
+    for args, words in cases:
+        rc, _, err = run(*args, "--port", 1, "--http-port", 0)
+        assert rc == 2 and words in err, (args, err)
+        assert "cannot listen" not in err, err
 
 
 def test_a_command_line_flag_is_not_a_setting(tmp_path):
