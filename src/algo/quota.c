@@ -135,10 +135,11 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
         if (o->demand == 0) {
             /* A node that has not synced yet may be spending its static
              * share (B/N and r/N since the key's first sync): while the key
-             * is younger than a lease, that is kept for it. Later, a node
-             * that never synced has not seen the key. */
+             * is younger than an interval, that is kept for it. A node that
+             * saw the key before its first sync syncs within an interval;
+             * one that sees it later is the bound's last term. */
             int64_t age = now > s->first ? now - s->first : 0;
-            if (age < c->lease_ns) {
+            if (age < c->interval_ns) {
                 int64_t frac = 0;
                 others += c->burst / c->nodes + quota_accrue(c, c->rate / c->nodes, age, &frac);
                 others_rate += c->rate / c->nodes;

@@ -32,7 +32,7 @@
  *                                                others' rates leave)
  *     take against hold + rate * elapsed
  *
- * While a key is younger than a lease, the central also keeps, for every
+ * While a key is younger than an interval, the central also keeps, for every
  * node that has not synced it yet, the static share that node may be
  * spending (B/N and r/N): the first node to sync a new key does not take
  * the whole budget from under the others.

@@ -301,8 +301,8 @@ Test(quota, a_silent_node_gives_its_lease_back_after_three_intervals)
     sl_quota_central s;
     memset(&s, 0, sizeof s);
     sl_quota_grant g;
-    int64_t t0 = NS_PER_SEC + c.lease_ns;
-    /* Node 0 asks a lot and, once the key is older than a lease (node 1
+    int64_t t0 = NS_PER_SEC + c.interval_ns;
+    /* Node 0 asks a lot and, once the key is older than an interval (node 1
      * has not seen it: nothing is kept for it), gets the whole brim as its
      * hold. */
     sl_quota_report busy = {0, 0, 100000, 100 * NS_PER_MS};
