@@ -75,6 +75,33 @@ static int64_t quota_entitled(const sl_quota_config *c, const sl_quota_slot *j, 
     return sl_min64(j->hold + acc, QUOTA_SUB_MAX);
 }
 
+static int64_t quota_clamp(int64_t v, int64_t lo, int64_t hi)
+{
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* Brings every field of *s into the range the rules keep it in. A state
+ * the rules wrote is unchanged; one written under another limit (a config
+ * reload that lowered the burst or the rate) or bytes no sync wrote (a
+ * Redis key can be SET to anything) are read as the nearest state this
+ * limit allows, so that the arithmetic below never overflows. */
+static void quota_central_clamp(const sl_quota_config *c, sl_quota_central *s)
+{
+    if (s->seen != 0 && s->seen != 1)
+        s->seen = 1;
+    s->remaining = quota_clamp(s->remaining, -QUOTA_DEBT_MAX, c->burst);
+    s->anchor = quota_clamp(s->anchor, 0, SL_TIME_MAX);
+    s->first = quota_clamp(s->first, 0, SL_TIME_MAX);
+    s->frac = quota_clamp(s->frac, 0, c->period_ns - 1);
+    for (int j = 0; j < SL_QUOTA_NODES_MAX; j++) {
+        sl_quota_slot *o = &s->node[j];
+        o->synced_at = quota_clamp(o->synced_at, 0, SL_TIME_MAX);
+        o->demand = quota_clamp(o->demand, 0, SL_QUOTA_UNITS_MAX + 1);
+        o->hold = quota_clamp(o->hold, 0, c->burst);
+        o->rate = quota_clamp(o->rate, 0, c->rate);
+    }
+}
+
 int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
                   const sl_quota_report *r, sl_quota_grant *g)
 {
@@ -83,6 +110,7 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
     if (r->node < 0 || r->node >= c->nodes || r->admitted < 0 || r->asked < r->admitted ||
         r->asked > SL_QUOTA_UNITS_MAX || r->length_ns < 0)
         return SL_ERR_ARGUMENT;
+    quota_central_clamp(c, s);
 
     /* 1. Charge what the node admitted, then refill to now; debt is kept
      * (down to QUOTA_DEBT_MAX), so that an overshoot is paid back. The
@@ -126,7 +154,7 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
     /* 3. What the other live leases may still spend, their rates, and the
      * fleet's demand. Slots whose lease ran out are cleared. */
     __int128 others = 0;
-    int64_t others_rate = 0;
+    __int128 others_rate = 0; /* up to 16 rates of at most 2^60 each */
     sl_u128 demand = 0;
     for (int j = 0; j < c->nodes; j++) {
         sl_quota_slot *o = &s->node[j];
@@ -153,7 +181,7 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
             continue;
         }
         others += quota_entitled(c, o, now);
-        others_rate += o->rate; /* each <= c->rate, at most 16 of them */
+        others_rate += o->rate;
         demand += (uint64_t)o->demand;
     }
     demand += (uint64_t)me->demand;
@@ -180,8 +208,9 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
         hold -= hold % SL_QUOTA_SCALE;
     }
     int64_t rate = quota_share(c->rate, (uint64_t)me->demand, demand);
-    int64_t free_rate = c->rate - others_rate;
-    rate = sl_max64(sl_min64(rate, free_rate), 0);
+    __int128 free_rate = (__int128)c->rate - others_rate;
+    if ((__int128)rate > free_rate)
+        rate = free_rate > 0 ? (int64_t)free_rate : 0;
     me->hold = hold;
     me->rate = rate;
     g->hold = hold;
@@ -257,8 +286,6 @@ void sl_quota_report_of(const sl_quota_node *n, int id, int64_t now, sl_quota_re
 void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now,
                     const sl_quota_report *r, const sl_quota_grant *g)
 {
-    if (n->mode == 0)
-        n->since = now;
     n->mode = 2;
     n->tokens = g->hold;
     n->rate = g->rate;

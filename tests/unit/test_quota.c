@@ -494,3 +494,57 @@ Test(quota, huge_and_tiny_rates_do_not_overflow)
     extreme(SL_QUOTA_UNITS_MAX, SL_SPAN_MAX / 2, SL_QUOTA_UNITS_MAX, NS_PER_SEC, 1,
             SL_SPAN_MAX / 3);
 }
+
+Test(quota, any_bytes_as_a_central_state_are_read_safely)
+{
+    /* A central state will live in a Redis key, which can be SET to
+     * anything: every sync on random bytes stays within the limit's ranges
+     * (the sanitizers check the arithmetic). */
+    sl_limit lim;
+    sl_quota_config c;
+    cr_assert_eq(sl_limit_init(&lim, SL_GCRA, 1000, NS_PER_SEC, 100), SL_OK);
+    cr_assert_eq(sl_quota_config_init(&c, &lim, SL_QUOTA_NODES_MAX, 100 * NS_PER_MS), SL_OK);
+    test_rng rng = {7};
+    for (int i = 0; i < 2000; i++) {
+        sl_quota_central s;
+        uint64_t *w = (uint64_t *)&s;
+        for (size_t k = 0; k < sizeof s / sizeof *w; k++)
+            w[k] = test_next(&rng) >> (test_next(&rng) % 64);
+        sl_quota_report r = {(int)test_range(&rng, 0, SL_QUOTA_NODES_MAX - 1), 0,
+                             test_range(&rng, 0, 1000), test_range(&rng, 0, NS_PER_SEC)};
+        r.admitted = test_range(&rng, 0, r.asked);
+        sl_quota_grant g;
+        int64_t now = test_range(&rng, 0, SL_TIME_MAX);
+        cr_assert_eq(sl_quota_sync(&c, &s, now, &r, &g), SL_OK);
+        cr_assert(g.hold >= 0 && g.hold <= c.burst, "hold %lld", (long long)g.hold);
+        cr_assert(g.rate >= 0 && g.rate <= c.rate, "rate %lld", (long long)g.rate);
+        cr_assert_leq(s.remaining, c.burst);
+        /* And the next sync reads what this one wrote unchanged. */
+        sl_quota_central again = s;
+        cr_assert_eq(sl_quota_sync(&c, &again, now, &r, &g), SL_OK);
+    }
+}
+
+Test(quota, a_lower_limit_reads_the_old_state_within_its_own)
+{
+    /* A reload that lowers the limit: leases and budget granted under the
+     * old one are cut to the new brim and rate. */
+    sl_limit big, small;
+    sl_quota_config cb, cs;
+    cr_assert_eq(sl_limit_init(&big, SL_GCRA, 10000, NS_PER_SEC, 10000), SL_OK);
+    cr_assert_eq(sl_limit_init(&small, SL_GCRA, 10, NS_PER_SEC, 10), SL_OK);
+    cr_assert_eq(sl_quota_config_init(&cb, &big, 2, 100 * NS_PER_MS), SL_OK);
+    cr_assert_eq(sl_quota_config_init(&cs, &small, 2, 100 * NS_PER_MS), SL_OK);
+    sl_quota_central s;
+    memset(&s, 0, sizeof s);
+    sl_quota_grant g;
+    sl_quota_report r = {0, 0, 100, 100 * NS_PER_MS};
+    cr_assert_eq(sl_quota_sync(&cb, &s, NS_PER_SEC, &r, &g), SL_OK);
+    cr_assert_gt(g.hold, cs.burst);
+    r.node = 1;
+    cr_assert_eq(sl_quota_sync(&cs, &s, NS_PER_SEC + NS_PER_MS, &r, &g), SL_OK);
+    cr_assert_leq(g.hold, cs.burst);
+    cr_assert_leq(g.rate, cs.rate);
+    cr_assert_leq(s.node[0].hold, cs.burst);
+    cr_assert_leq(s.node[0].rate, cs.rate);
+}
