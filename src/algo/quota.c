@@ -264,7 +264,7 @@ bool sl_quota_take(const sl_quota_config *c, sl_quota_node *n, int64_t now, int6
     quota_node_advance(c, n, now);
     if (cost == 0)
         return true;
-    if (cost > c->burst_units)
+    if (cost < 0 || cost > c->burst_units)
         return false; /* never fits: not a demand the budget could serve */
     n->asked = sl_min64(n->asked + cost, SL_QUOTA_UNITS_MAX);
     int64_t need = cost * SL_QUOTA_SCALE; /* <= 2^60 */

@@ -56,7 +56,9 @@
  * Overflow. sl_quota_config_init refuses a limit or a burst above
  * SL_QUOTA_UNITS_MAX units, so that every budget fits in 60 bits and every
  * product below in 128; counts are saturated at SL_QUOTA_UNITS_MAX; a report
- * out of range is refused (SL_ERR_ARGUMENT) and changes nothing.
+ * out of range is refused (SL_ERR_ARGUMENT) and changes nothing. A central
+ * state is read into the limit's ranges before a sync (a Redis key can hold
+ * any bytes; a reload can lower the limit under leases the old one gave).
  *
  * The bound. While every node syncs at least every SL_QUOTA_LEASES
  * intervals, the fleet admits in any span of length L at most
@@ -69,13 +71,20 @@
  * central charges an interval's admissions before that interval's refill,
  * so that a node spending its whole lease loses nothing to the brim, and so
  * cannot tell that refill from a share spent later); and a key a node sees
- * before its first sync: it starts from B/N and r/N, a guess the central may
- * not hold when other nodes have spent the key's budget already. Under
+ * for the first time: until its first sync it spends the static share, B/N
+ * and r/N, which the central may not hold when other nodes have spent the
+ * key's budget already. Under
  * steady traffic neither term recurs: the total over a long run stays within
  * the rounding above of what one exact limiter admits. A node cut off from
  * the central for longer than its lease falls back to that same static share
  * (B/N, r/N), as sl_limit_share gives it: the bound then grows by r/N * L
  * per node cut off.
+ *
+ * Large costs. A take is decided on one node's lease, so a cost above what
+ * a lease holds (about w_i * (B + r*I)) waits for a node whose share of the
+ * demand, and so of the budget, is large enough; a cost near B fits only
+ * while the other nodes ask little. One exact limiter would admit it once
+ * its whole bucket refills.
  *
  * Time. sl_quota_apply must be given the `now` the central's sync was given
  * (the report's time, which the node sends): the node's lease and the
@@ -193,10 +202,11 @@ typedef struct sl_quota_node {
 /*
  * Decides a take of `cost` units at `now` on the node's own state: admitted
  * when its lease (or, before its first sync and after a lease that ran out,
- * its static share) holds cost units. A cost above the burst can never fit
- * and is refused without being counted; a cost of 0 is admitted and counts
- * nothing. Returns true when admitted. The inputs are the caller's to check
- * (sl_take_check's: cost in [0, SL_QUOTA_UNITS_MAX], now in [0, SL_TIME_MAX]).
+ * its static share) holds cost units. A cost above the burst can never fit,
+ * and a negative one is no take: both are refused without being counted; a
+ * cost of 0 is admitted and counts nothing. Returns true when admitted. `now`
+ * must lie in [0, SL_TIME_MAX] (the caller's to check, as sl_take_check
+ * does).
  */
 bool sl_quota_take(const sl_quota_config *c, sl_quota_node *n, int64_t now, int64_t cost);
 

@@ -371,6 +371,8 @@ Test(quota, costs_above_the_burst_never_fit_and_are_not_counted)
     sl_quota_node n;
     memset(&n, 0, sizeof n);
     cr_assert_not(sl_quota_take(&c, &n, NS_PER_SEC, 11));
+    cr_assert_not(sl_quota_take(&c, &n, NS_PER_SEC, INT64_MAX));
+    cr_assert_not(sl_quota_take(&c, &n, NS_PER_SEC, -1));
     cr_assert_eq(n.asked, 0);
     cr_assert(sl_quota_take(&c, &n, NS_PER_SEC, 0));
     cr_assert(sl_quota_take(&c, &n, NS_PER_SEC, 10));
