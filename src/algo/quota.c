@@ -304,3 +304,15 @@ int64_t sl_quota_node_tokens(const sl_quota_config *c, const sl_quota_node *n, i
     quota_node_advance(c, &copy, now);
     return copy.tokens;
 }
+
+int64_t sl_quota_excess(const sl_quota_config *c)
+{
+    /* 3*r*I + (N-1)/N * (B + r*I), r = limit / period, over the common
+     * denominator N * period: every product fits in 128 bits (limit *
+     * interval < 2^105, times 3N < 2^6). */
+    sl_u128 n = (uint64_t)c->nodes, p = (uint64_t)c->period_ns;
+    sl_u128 ri = (sl_u128)(uint64_t)(c->rate / SL_QUOTA_SCALE) * (uint64_t)c->interval_ns;
+    sl_u128 num = SL_QUOTA_LEASES * ri * n + (n - 1) * ((sl_u128)(uint64_t)c->burst_units * p + ri);
+    sl_u128 den = n * p;
+    return sl_sat64(num / den + (num % den != 0));
+}

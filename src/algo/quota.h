@@ -221,6 +221,10 @@ void sl_quota_report_of(const sl_quota_node *n, int id, int64_t now, sl_quota_re
 void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now,
                     const sl_quota_report *r, const sl_quota_grant *g);
 
+/* The bound's excess in units, rounded up: what the fleet may admit in a
+ * span beyond B + r*L (the bound above), saturated at INT64_MAX. */
+int64_t sl_quota_excess(const sl_quota_config *c);
+
 /* The sub-units the node may spend at `now` (its tokens after accrual),
  * without changing it: for tests and the simulator's plot. */
 int64_t sl_quota_node_tokens(const sl_quota_config *c, const sl_quota_node *n, int64_t now);

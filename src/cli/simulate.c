@@ -605,6 +605,14 @@ int cmd_simulate(int argc, char **argv)
                (long long)nodes, (long long)sync_ns);
     printf("\n\n");
     print_table(stdout, &s, res, (size_t)nres);
+    for (int i = 0; i < nres; i++) {
+        sl_quota_config qc;
+        if (strategy && strcmp(res[i].name, "sync") == 0 &&
+            sl_quota_config_init(&qc, &res[i].lim, (int)nodes, sync_ns) == SL_OK)
+            printf("\nsync's bound: in any span, at most burst + rate x span + %lld units "
+                   "(3 r I + (N-1)/N (B + r I))\n",
+                   (long long)sl_quota_excess(&qc));
+    }
 
     if (fl[F_CSV].seen) {
         FILE *f = open_out(fl[F_CSV].value);

@@ -1,6 +1,7 @@
 """`sluice simulate`: the guarantees of docs/algorithms.md, checked on its output."""
 
 import csv
+import math
 import os
 import xml.etree.ElementTree as ET
 from fractions import Fraction
@@ -326,6 +327,16 @@ def test_fleet_strategies():
     # sync: within its stated bound in any period, and about the limit over the run.
     assert t["sync"]["max_in_period"] <= 200 + sync_bound(4, 100, 100, 1, Fraction(1, 4))
     assert abs(t["sync"]["admitted"] - t["central"]["admitted"]) <= 0.02 * t["central"]["admitted"]
+
+
+def test_fleet_sync_prints_its_bound():
+    p = run("simulate", "--limit", 1000, "--period", "1s", "--burst", 100, "--nodes", 3,
+            "--strategy", "all", "--sync-interval", "100ms", check=0)
+    want = math.ceil(sync_bound(3, 1000, 100, 1, Fraction(1, 10)))
+    assert "sync's bound: in any span, at most burst + rate x span + %d units" % want in p.stdout
+    p = run("simulate", "--limit", 1000, "--period", "1s", "--nodes", 3, "--strategy", "split",
+            check=0)
+    assert "sync's bound" not in p.stdout
 
 
 def test_fleet_sync_leaves_windows_out_with_a_note():

@@ -130,12 +130,15 @@ static int64_t most_beyond_rate(const run *r, const int64_t *adm)
     return (int64_t)((best + r->period - 1) / r->period);
 }
 
-/* The header's bound on what the fleet admits beyond B + r*L. */
+/* The header's bound on what the fleet admits beyond B + r*L, as
+ * sl_quota_excess computes it, checked against the formula in doubles. */
 static int64_t stated_bound(const run *r)
 {
-    int64_t ri = r->limit * r->interval / r->period; /* r * I, units */
-    return r->limit * SL_QUOTA_LEASES * r->interval / r->period +
-           (r->n - 1) * (r->burst + ri) / r->n + 1;
+    double ri = (double)r->limit * (double)r->interval / (double)r->period;
+    double want = SL_QUOTA_LEASES * ri + (double)(r->n - 1) / r->n * ((double)r->burst + ri);
+    int64_t got = sl_quota_excess(&r->cfg);
+    cr_assert(got >= want && got < want + 1, "excess %lld for %f", (long long)got, want);
+    return got;
 }
 
 static run steady_run(int64_t rate_mult, const int64_t split[3])
