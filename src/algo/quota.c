@@ -56,6 +56,15 @@ static int64_t quota_share(int64_t a, uint64_t b, sl_u128 d)
     return q > (sl_u128)QUOTA_SUB_MAX ? QUOTA_SUB_MAX : (int64_t)q;
 }
 
+/* The static share's brim: B/N in whole units (0 when the burst is below
+ * the number of nodes). A fraction of a unit could never be spent, and
+ * carried across syncs by every node it would hold units of the budget that
+ * no node can take. */
+static int64_t quota_static_brim(const sl_quota_config *c)
+{
+    return c->burst_units / c->nodes * SL_QUOTA_SCALE;
+}
+
 /* Is slot j's lease alive at now? A node silent for a whole lease is not:
  * its lease has ended on its side too (sl_quota_take stops at lease_end,
  * which is synced_at + lease). */
@@ -64,15 +73,15 @@ static bool quota_live(const sl_quota_config *c, const sl_quota_slot *j, int64_t
     return j->demand > 0 && now - j->synced_at < c->lease_ns;
 }
 
-/* What slot j may still spend of its lease by `now`, at most: its hold plus
- * its rate's accrual since it synced (the node's own arithmetic, from the
+/* What slot j may still spend of its lease by `now`, at most: its hold, its
+ * carry and its rate's accrual since it synced (the node's own arithmetic, from the
  * same instant, so never less than the node can have admitted). */
 static int64_t quota_entitled(const sl_quota_config *c, const sl_quota_slot *j, int64_t now)
 {
     int64_t frac = 0;
     int64_t dt = now > j->synced_at ? now - j->synced_at : 0;
     int64_t acc = quota_accrue(c, j->rate, dt, &frac);
-    return sl_min64(j->hold + acc, QUOTA_SUB_MAX);
+    return sl_min64(j->hold + j->carry + acc, QUOTA_SUB_MAX);
 }
 
 static int64_t quota_clamp(int64_t v, int64_t lo, int64_t hi)
@@ -99,6 +108,7 @@ static void quota_central_clamp(const sl_quota_config *c, sl_quota_central *s)
         o->demand = quota_clamp(o->demand, 0, SL_QUOTA_UNITS_MAX + 1);
         o->hold = quota_clamp(o->hold, 0, c->burst);
         o->rate = quota_clamp(o->rate, 0, c->rate);
+        o->carry = quota_clamp(o->carry, 0, SL_QUOTA_SCALE);
     }
 }
 
@@ -108,7 +118,8 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
     if (now < 0 || now > SL_TIME_MAX)
         return SL_ERR_TIME;
     if (r->node < 0 || r->node >= c->nodes || r->admitted < 0 || r->asked < r->admitted ||
-        r->asked > SL_QUOTA_UNITS_MAX || r->length_ns < 0)
+        r->asked > SL_QUOTA_UNITS_MAX || r->length_ns < 0 || r->carry < 0 ||
+        r->carry > SL_QUOTA_SCALE)
         return SL_ERR_ARGUMENT;
     quota_central_clamp(c, s);
 
@@ -126,7 +137,13 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
         s->frac = 0;
         s->first = now;
     }
-    s->remaining = sl_max64(s->remaining - r->admitted * SL_QUOTA_SCALE, -QUOTA_DEBT_MAX);
+    /* What the node carries into its next lease is charged as it grows,
+     * and given back as it shrinks (a node that restarted carries
+     * nothing): the central then counts every sub-unit once. */
+    sl_quota_slot *me = &s->node[r->node];
+    int64_t charge = r->admitted * SL_QUOTA_SCALE + (r->carry - me->carry);
+    s->remaining = quota_clamp(s->remaining - charge, -QUOTA_DEBT_MAX, c->burst);
+    me->carry = r->carry;
     if (now > s->anchor) {
         int64_t add = quota_accrue(c, c->rate, now - s->anchor, &s->frac);
         s->anchor = now;
@@ -142,7 +159,6 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
      * what it admitted was charged), and record its demand: units asked per
      * interval, plus 1 so that a node that asked nothing keeps a sliver of
      * the budget and all-idle nodes share it evenly. */
-    sl_quota_slot *me = &s->node[r->node];
     int64_t per = r->asked;
     if (r->length_ns > 0)
         per = quota_share(r->asked, (uint64_t)c->interval_ns, (sl_u128)(uint64_t)r->length_ns);
@@ -169,12 +185,14 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
             int64_t age = now > s->first ? now - s->first : 0;
             if (age < c->interval_ns) {
                 int64_t frac = 0;
-                others += c->burst / c->nodes + quota_accrue(c, c->rate / c->nodes, age, &frac);
+                others += quota_static_brim(c) + quota_accrue(c, c->rate / c->nodes, age, &frac);
                 others_rate += c->rate / c->nodes;
             }
             continue;
         }
         if (!quota_live(c, o, now)) {
+            /* Its carry stays charged: the node may still spend it, from
+             * its static share. */
             o->hold = 0;
             o->rate = 0;
             o->demand = 0;
@@ -226,7 +244,7 @@ static void quota_node_advance(const sl_quota_config *c, sl_quota_node *n, int64
     if (n->mode == 0) {
         /* A key this node has not seen: its guess before the first sync. */
         n->mode = 1;
-        n->cap = c->burst / c->nodes;
+        n->cap = quota_static_brim(c);
         n->tokens = n->cap;
         n->rate = c->rate / c->nodes;
         n->anchor = now;
@@ -250,7 +268,7 @@ static void quota_node_advance(const sl_quota_config *c, sl_quota_node *n, int64
         /* The lease ran out without a sync: back to the static share,
          * keeping what is left of the lease up to its brim. */
         n->mode = 1;
-        n->cap = c->burst / c->nodes;
+        n->cap = quota_static_brim(c);
         n->tokens = sl_min64(n->tokens, n->cap);
         n->rate = c->rate / c->nodes;
         n->anchor = n->lease_end;
@@ -275,19 +293,24 @@ bool sl_quota_take(const sl_quota_config *c, sl_quota_node *n, int64_t now, int6
     return true;
 }
 
-void sl_quota_report_of(const sl_quota_node *n, int id, int64_t now, sl_quota_report *r)
+void sl_quota_report_of(const sl_quota_config *c, const sl_quota_node *n, int id, int64_t now,
+                        sl_quota_report *r)
 {
     r->node = id;
     r->admitted = n->admitted;
     r->asked = n->asked;
     r->length_ns = n->mode != 0 && now > n->since ? now - n->since : 0;
+    /* Up to one unit of what it has left: a rate share below a unit per
+     * interval would otherwise start again from nothing at every sync, and
+     * never add up to a take (a sparse key over many nodes). */
+    r->carry = n->mode == 0 ? 0 : sl_min64(sl_quota_node_tokens(c, n, now), SL_QUOTA_SCALE);
 }
 
 void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now,
                     const sl_quota_report *r, const sl_quota_grant *g)
 {
     n->mode = 2;
-    n->tokens = g->hold;
+    n->tokens = g->hold + r->carry;
     n->rate = g->rate;
     n->anchor = now;
     n->frac = 0;
@@ -307,12 +330,13 @@ int64_t sl_quota_node_tokens(const sl_quota_config *c, const sl_quota_node *n, i
 
 int64_t sl_quota_excess(const sl_quota_config *c)
 {
-    /* 3*r*I + (N-1)/N * (B + r*I), r = limit / period, over the common
+    /* 3*r*I + (N-1)/N * (B + r*I) + N, r = limit / period, over the common
      * denominator N * period: every product fits in 128 bits (limit *
      * interval < 2^105, times 3N < 2^6). */
     sl_u128 n = (uint64_t)c->nodes, p = (uint64_t)c->period_ns;
     sl_u128 ri = (sl_u128)(uint64_t)(c->rate / SL_QUOTA_SCALE) * (uint64_t)c->interval_ns;
-    sl_u128 num = SL_QUOTA_LEASES * ri * n + (n - 1) * ((sl_u128)(uint64_t)c->burst_units * p + ri);
+    sl_u128 num = SL_QUOTA_LEASES * ri * n + (n - 1) * ((sl_u128)(uint64_t)c->burst_units * p + ri) +
+                  n * n * p;
     sl_u128 den = n * p;
     return sl_sat64(num / den + (num % den != 0));
 }

@@ -32,10 +32,16 @@
  *                                                others' rates leave)
  *     take against hold + rate * elapsed
  *
+ * A node keeps up to one unit of what it has left across a sync (its
+ * carry, which it reports and the central charges as it grows and gives
+ * back as it shrinks): a share of the rate below one unit an interval (a
+ * sparse key over many nodes) would otherwise start from nothing at every
+ * sync and never add up to a take.
+ *
  * While a key is younger than an interval, the central also keeps, for every
  * node that has not synced it yet, the static share that node may be
- * spending (B/N and r/N): the first node to sync a new key does not take
- * the whole budget from under the others.
+ * spending (B/N, in whole units, and r/N): the first node to sync a new key
+ * does not take the whole budget from under the others.
  *
  * Why it converges to the limit: under overload every node spends its lease,
  * `remaining` hovers at 0 and each node admits its rate share; the shares are
@@ -63,7 +69,7 @@
  * The bound. While every node syncs at least every SL_QUOTA_LEASES
  * intervals, the fleet admits in any span of length L at most
  *
- *     B + r*L + r*SL_QUOTA_LEASES*I + (N-1)/N * (B + r*I)
+ *     B + r*L + r*SL_QUOTA_LEASES*I + (N-1)/N * (B + r*I) + N
  *
  * units, N the nodes, r the rate, B the burst, I the interval (what one
  * exact limiter admits is B + r*L). The terms, in order: the refill a node's
@@ -73,12 +79,13 @@
  * cannot tell that refill from a share spent later); and a key a node sees
  * for the first time: until its first sync it spends the static share, B/N
  * and r/N, which the central may not hold when other nodes have spent the
- * key's budget already. Under
- * steady traffic neither term recurs: the total over a long run stays within
+ * key's budget already; and the nodes' carries, a unit each at most, which
+ * the central has charged but a brim it reached since does not cut. Under
+ * steady traffic none of these recurs: the total over a long run stays within
  * the rounding above of what one exact limiter admits. A node cut off from
  * the central for longer than its lease falls back to that same static share
- * (B/N, r/N), as sl_limit_share gives it: the bound then grows by r/N * L
- * per node cut off.
+ * (B/N in whole units, r/N): the bound then grows by r/N * L per node cut
+ * off.
  *
  * Large costs. A take is decided on one node's lease, so a cost above what
  * a lease holds (about w_i * (B + r*I)) waits for a node whose share of the
@@ -147,6 +154,7 @@ typedef struct sl_quota_slot {
     int64_t demand;    /* units asked per interval over its last interval, plus 1 */
     int64_t hold;      /* sub-units of budget leased at synced_at */
     int64_t rate;      /* sub-units per period_ns leased at synced_at */
+    int64_t carry;     /* sub-units the node carries across syncs, as last charged */
 } sl_quota_slot;
 
 /* The central state of one key. All zero: never seen (a full bucket). */
@@ -165,6 +173,7 @@ typedef struct sl_quota_report {
     int64_t admitted;  /* units admitted since its last sync, c_i */
     int64_t asked;     /* units asked, admitted or refused, q_i >= c_i */
     int64_t length_ns; /* the span they were counted over, >= 0 */
+    int64_t carry;     /* sub-units it keeps into its next lease, [0, SL_QUOTA_SCALE] */
 } sl_quota_report;
 
 /* The central's answer: a lease. */
@@ -179,7 +188,8 @@ typedef struct sl_quota_grant {
  * at the top). Returns SL_OK; SL_ERR_TIME for a `now` outside
  * [0, SL_TIME_MAX]; SL_ERR_ARGUMENT for a report out of range (node id,
  * negative counts or length, admitted above asked, counts above
- * SL_QUOTA_UNITS_MAX), and then *s is unchanged. A `now` before the state's
+ * SL_QUOTA_UNITS_MAX, a carry outside [0, SL_QUOTA_SCALE]), and then *s is
+ * unchanged. A `now` before the state's
  * last sync refills nothing (time never goes back for a state).
  */
 int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
@@ -213,7 +223,8 @@ bool sl_quota_take(const sl_quota_config *c, sl_quota_node *n, int64_t now, int6
 /* The report node `id` sends at `now`. Changes nothing: the counts are
  * taken off only when its answer is applied, so a sync that fails loses
  * nothing. */
-void sl_quota_report_of(const sl_quota_node *n, int id, int64_t now, sl_quota_report *r);
+void sl_quota_report_of(const sl_quota_config *c, const sl_quota_node *n, int id, int64_t now,
+                        sl_quota_report *r);
 
 /* Applies the central's answer *g to report *r, both at `now` (the time the
  * central's sync was given): the node's lease restarts from it, and the

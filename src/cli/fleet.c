@@ -105,7 +105,7 @@ static int fleet_sync_until(fleet_sync *fs, int nodes, int64_t until, char *errb
                 continue; /* a key this node has not seen */
             sl_quota_report rep;
             sl_quota_grant g;
-            sl_quota_report_of(n, k, now, &rep);
+            sl_quota_report_of(&fs->cfg, n, k, now, &rep);
             int rc = sl_quota_sync(&fs->cfg, &fs->central[key], now, &rep, &g);
             if (rc != SL_OK) {
                 snprintf(errbuf, errcap, "sync: node %d at %lld ns: %s", k, (long long)now,

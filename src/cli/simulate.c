@@ -64,6 +64,9 @@ static const sl_algorithm default_algs[] = {SL_GCRA,         SL_TOKEN_BUCKET, SL
 /* Most state a run may allocate for all keys of one algorithm. */
 #define SIM_MAX_STATE_BYTES ((size_t)1 << 30)
 #define SIM_MAX_BUCKETS 100000
+/* The most syncs of one key by one node a fleet's run may make (a few
+ * seconds of work). */
+#define SIM_MAX_SYNC_VISITS 200000000u
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -568,6 +571,25 @@ int cmd_simulate(int argc, char **argv)
         fprintf(events, "algorithm,t_ns,key,cost,allowed,delay_ns\n");
     }
 
+    /* Every sync visits every key of every node: cap the work, which a
+     * short interval over a long span of many keys could make endless. */
+    bool runs_sync = strategy && !skip_sync &&
+                     (strcmp(strategy, "sync") == 0 || strcmp(strategy, "all") == 0);
+    if (runs_sync) {
+        unsigned __int128 visits = (unsigned __int128)(uint64_t)(tr.end_ns / sync_ns + 1) * (uint64_t)nodes *
+                         (uint64_t)(tr.nkeys ? tr.nkeys : 1);
+        if (visits > SIM_MAX_SYNC_VISITS) {
+            cli_usage_error("simulate",
+                            "--sync-interval %s over %lld ns of %zu keys on %lld nodes is more "
+                            "than %llu syncs of a key: a longer --sync-interval, or a shorter "
+                            "--duration",
+                            fl[F_SYNC].seen ? fl[F_SYNC].value : "100ms", (long long)tr.end_ns,
+                            tr.nkeys, (long long)nodes, (unsigned long long)SIM_MAX_SYNC_VISITS);
+            status = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
+
     if (strategy) {
         static const char *const all[] = {"central", "sync", "split", "route"};
         bool every = strcmp(strategy, "all") == 0;
@@ -610,7 +632,7 @@ int cmd_simulate(int argc, char **argv)
         if (strategy && strcmp(res[i].name, "sync") == 0 &&
             sl_quota_config_init(&qc, &res[i].lim, (int)nodes, sync_ns) == SL_OK)
             printf("\nsync's bound: in any span, at most burst + rate x span + %lld units "
-                   "(3 r I + (N-1)/N (B + r I))\n",
+                   "(3 r I + (N-1)/N (B + r I) + N)\n",
                    (long long)sl_quota_excess(&qc));
     }
 

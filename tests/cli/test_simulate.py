@@ -286,6 +286,8 @@ def test_trace_file_missing_or_empty(tmp_path):
     (["--limit", "10", "--period", "1s", "--nodes", "3", "--strategy", "sync",
       "--shift-at", "0"], "--shift-at"),
     (["--limit", "10", "--period", "1s", "--node-weights", "1,2"], "--nodes"),
+    (["--limit", "10", "--period", "1h", "--rate", "0.01", "--nodes", "16", "--strategy", "all",
+      "--sync-interval", "1us"], "--sync-interval"),
 ])
 def test_bad_flags_exit_2_naming_the_flag(args, flag):
     p = run("simulate", *args, check=2)
@@ -307,10 +309,10 @@ def test_unwritable_output_fails_with_1(tmp_path):
 
 def sync_bound(nodes, limit, burst, period_s, interval_s):
     """What the fleet may admit beyond burst + rate * span (src/algo/quota.h):
-    r*3*I + (N-1)/N * (B + r*I), r the rate, I the interval."""
+    r*3*I + (N-1)/N * (B + r*I) + N, r the rate, I the interval."""
     r = Fraction(limit) / Fraction(period_s)
     i = Fraction(interval_s)
-    return r * 3 * i + Fraction(nodes - 1, nodes) * (burst + r * i)
+    return r * 3 * i + Fraction(nodes - 1, nodes) * (burst + r * i) + nodes
 
 
 def test_fleet_strategies():
@@ -337,6 +339,16 @@ def test_fleet_sync_prints_its_bound():
     p = run("simulate", "--limit", 1000, "--period", "1s", "--nodes", 3, "--strategy", "split",
             check=0)
     assert "sync's bound" not in p.stdout
+
+
+def test_fleet_sync_admits_a_sparse_key_over_many_nodes():
+    # Half the limit over 16 nodes: each node's share is below one unit an
+    # interval; only each node's first request, before its first sync, may
+    # be refused (its static share, 10/16 of a unit, is none).
+    t = simulate("--limit", 10, "--period", "1s", "--rate", 5, "--duration", "60s",
+                 "--nodes", 16, "--strategy", "all")
+    assert t["central"]["rejected"] == 0
+    assert t["sync"]["rejected"] <= 16
 
 
 def test_fleet_sync_leaves_windows_out_with_a_note():
