@@ -205,9 +205,11 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
     demand += (uint64_t)me->demand;
 
     /* 4 and 5. The node's weight is its share of the demand; its hold is
-     * that share of the remaining budget, never more than the others leave;
-     * its rate that share of the limit's, never more than the others'
-     * rates leave, so that the live rates never sum above the limit's. */
+     * that share of what the other leases leave of the budget (a share of
+     * the whole budget would let the busy nodes' holds, reserved first,
+     * starve a quiet node of any); its rate that share of the limit's,
+     * never more than the others' rates leave, so that the live rates
+     * never sum above the limit's. */
     __int128 avail = (__int128)s->remaining - others;
     int64_t hold = 0;
     if (avail > 0) {
