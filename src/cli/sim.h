@@ -57,13 +57,30 @@ size_t sim_bucket_of(const sim_setup *s, int64_t t_ns);
 /* Writes the plot; 0, or -1 with errno set by stdio. */
 int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr);
 
+/* The most nodes a fleet may have (--nodes), and the most the sync
+ * strategy's central table holds (SL_QUOTA_NODES_MAX). */
+#define SIM_FLEET_NODES_MAX 1024
+
+/* How a fleet shares the traffic and the limit. */
+typedef struct sim_fleet {
+    int nodes;
+    const char *strategy;  /* central, sync, split, route */
+    int64_t sync_ns;       /* sync: the interval between a node's syncs */
+    /* The share of the requests each node gets (a smooth weighted
+     * round-robin; every weight 1 when weights is NULL); route ignores it:
+     * a key's owner takes all its requests. */
+    const int64_t *weights;
+    /* From this time on, node k's requests go to node k + 1 (mod nodes):
+     * traffic that moves. 0: never. */
+    int64_t shift_at_ns;
+} sim_fleet;
+
 /*
- * The fleet: runs `alg` over the traffic as `nodes` nodes sharing the limit
- * by `strategy` (central, sync, split, route), requests spread over the
- * nodes round-robin; sync merges every sync_ns. Fills *r (name
- * "STRATEGY"). Returns 0, or -1 with errbuf.
+ * The fleet: runs `alg` over the traffic as f->nodes nodes sharing the limit
+ * by f->strategy, the requests spread over the nodes by f->weights. Fills
+ * *r (name "STRATEGY"). Returns 0, or -1 with errbuf.
  */
-int sim_fleet_run(const sim_setup *s, sl_algorithm alg, int nodes, const char *strategy,
-                  int64_t sync_ns, sim_result *r, char *errbuf, size_t errcap);
+int sim_fleet_run(const sim_setup *s, sl_algorithm alg, const sim_fleet *f, sim_result *r,
+                  char *errbuf, size_t errcap);
 
 #endif

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "algo/quota.h"
 #include "cli/sim.h"
 
 static const char simulate_usage[] =
@@ -41,6 +42,9 @@ static const char simulate_usage[] =
     "  --nodes N --strategy central|sync|split|route [--sync-interval DURATION]\n"
     "                         simulate a fleet of N nodes sharing the limit (one\n"
     "                         algorithm, default gcra; --strategy all compares them)\n"
+    "  --node-weights W,W,... the share of the requests each node gets (default:\n"
+    "                         round-robin, all equal)\n"
+    "  --shift-at DURATION    from then on, node k's requests go to node k+1\n"
     "\n"
     "Table columns: admitted and rejected requests; max_in_period, the most units\n"
     "admitted for one key in any window of one period (exact, over the admitted\n"
@@ -60,6 +64,9 @@ static const sl_algorithm default_algs[] = {SL_GCRA,         SL_TOKEN_BUCKET, SL
 /* Most state a run may allocate for all keys of one algorithm. */
 #define SIM_MAX_STATE_BYTES ((size_t)1 << 30)
 #define SIM_MAX_BUCKETS 100000
+/* The most syncs of one key by one node a fleet's run may make (a few
+ * seconds of work). */
+#define SIM_MAX_SYNC_VISITS 200000000u
 
 static int cmp_i64(const void *a, const void *b)
 {
@@ -252,6 +259,48 @@ static int parse_algorithms(const char *list, sl_algorithm *algs, int cap)
     }
 }
 
+/* Parses --node-weights into w[0 .. nodes): one non-negative integer per
+ * node, not all 0. Returns 0, or -1 after a usage error. */
+static int parse_weights(const char *list, int64_t *w, int nodes)
+{
+    const char *p = list;
+    int64_t total = 0;
+    for (int k = 0; k < nodes; k++) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char num[32];
+        if (len == 0 || len >= sizeof num) {
+            cli_usage_error("simulate", "--node-weights: '%s' is not %d integers in 0..1000000",
+                            list, nodes);
+            return -1;
+        }
+        memcpy(num, p, len);
+        num[len] = '\0';
+        if (cli_parse_int(num, 0, 1000000, &w[k]) != 0) {
+            cli_usage_error("simulate", "--node-weights: '%s' is not an integer in 0..1000000",
+                            num);
+            return -1;
+        }
+        total += w[k];
+        if ((k + 1 < nodes) != (comma != NULL)) {
+            if (comma)
+                cli_usage_error("simulate", "--node-weights: more weights than --nodes %d",
+                                nodes);
+            else
+                cli_usage_error("simulate", "--node-weights: %d weights for --nodes %d", k + 1,
+                                nodes);
+            return -1;
+        }
+        if (comma)
+            p = comma + 1;
+    }
+    if (total == 0) {
+        cli_usage_error("simulate", "--node-weights: every weight is 0");
+        return -1;
+    }
+    return 0;
+}
+
 /* Parses a duration flag into ns; > 0 unless allow_zero. Reports a usage error. */
 static int flag_duration(const cli_flag *f, int64_t *ns)
 {
@@ -283,6 +332,8 @@ enum {
     F_NODES,
     F_STRATEGY,
     F_SYNC,
+    F_WEIGHTS,
+    F_SHIFT,
     F_COUNT
 };
 
@@ -304,6 +355,8 @@ int cmd_simulate(int argc, char **argv)
         [F_NODES] = {"--nodes", true, NULL, false},
         [F_STRATEGY] = {"--strategy", true, NULL, false},
         [F_SYNC] = {"--sync-interval", true, NULL, false},
+        [F_WEIGHTS] = {"--node-weights", true, NULL, false},
+        [F_SHIFT] = {"--shift-at", true, NULL, false},
     };
     size_t npos;
     int pr = cli_parse_flags("simulate", argc, argv, fl, F_COUNT, NULL, 0, &npos);
@@ -394,16 +447,19 @@ int cmd_simulate(int argc, char **argv)
     }
 
     /* The fleet's flags go together. */
-    int64_t nodes = 0, sync_ns = 100 * 1000000LL;
+    int64_t nodes = 0, sync_ns = 100 * 1000000LL, shift_ns = 0;
+    static int64_t weights[SIM_FLEET_NODES_MAX];
     const char *strategy = NULL;
-    if (fl[F_NODES].seen || fl[F_STRATEGY].seen || fl[F_SYNC].seen) {
+    bool skip_sync = false;
+    if (fl[F_NODES].seen || fl[F_STRATEGY].seen || fl[F_SYNC].seen || fl[F_WEIGHTS].seen ||
+        fl[F_SHIFT].seen) {
         if (!fl[F_NODES].seen || !fl[F_STRATEGY].seen) {
             cli_usage_error("simulate", "a fleet needs both --nodes and --strategy");
             return CLI_EXIT_USAGE;
         }
-        if (cli_parse_int(fl[F_NODES].value, 1, 1024, &nodes) != 0) {
-            cli_usage_error("simulate", "--nodes: '%s' is not an integer in 1..1024",
-                            fl[F_NODES].value);
+        if (cli_parse_int(fl[F_NODES].value, 1, SIM_FLEET_NODES_MAX, &nodes) != 0) {
+            cli_usage_error("simulate", "--nodes: '%s' is not an integer in 1..%d",
+                            fl[F_NODES].value, SIM_FLEET_NODES_MAX);
             return CLI_EXIT_USAGE;
         }
         strategy = fl[F_STRATEGY].value;
@@ -415,6 +471,10 @@ int cmd_simulate(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
         if (fl[F_SYNC].seen && flag_duration(&fl[F_SYNC], &sync_ns) != 0)
+            return CLI_EXIT_USAGE;
+        if (fl[F_SHIFT].seen && flag_duration(&fl[F_SHIFT], &shift_ns) != 0)
+            return CLI_EXIT_USAGE;
+        if (fl[F_WEIGHTS].seen && parse_weights(fl[F_WEIGHTS].value, weights, (int)nodes) != 0)
             return CLI_EXIT_USAGE;
         if (fl[F_EVENTS].seen) {
             cli_usage_error("simulate", "--events is not written for a fleet (use --csv)");
@@ -428,6 +488,25 @@ int cmd_simulate(int argc, char **argv)
             algs[0] = SL_GCRA;
             nalg = 1;
         }
+        /* The sync strategy leases a rate, to a fleet its central's table holds. */
+        const char *no_sync = NULL;
+        char why[128];
+        if (algs[0] != SL_GCRA && algs[0] != SL_TOKEN_BUCKET && algs[0] != SL_LEAKY_BUCKET) {
+            snprintf(why, sizeof why, "%s is not a rate (sync leases gcra, token_bucket or "
+                     "leaky_bucket)", sl_algorithm_name(algs[0]));
+            no_sync = why;
+        } else if (nodes > SL_QUOTA_NODES_MAX) {
+            snprintf(why, sizeof why, "sync shares a limit between at most %d nodes",
+                     SL_QUOTA_NODES_MAX);
+            no_sync = why;
+        }
+        if (no_sync && strcmp(strategy, "sync") == 0) {
+            cli_usage_error("simulate", "--strategy sync: %s", no_sync);
+            return CLI_EXIT_USAGE;
+        }
+        if (no_sync)
+            fprintf(stderr, "sluice simulate: sync left out: %s\n", no_sync);
+        skip_sync = no_sync != NULL;
     }
 
     /* Every limit first: a bad combination is a usage error before any work. */
@@ -492,16 +571,38 @@ int cmd_simulate(int argc, char **argv)
         fprintf(events, "algorithm,t_ns,key,cost,allowed,delay_ns\n");
     }
 
+    /* Every sync visits every key of every node: cap the work, which a
+     * short interval over a long span of many keys could make endless. */
+    bool runs_sync = strategy && !skip_sync &&
+                     (strcmp(strategy, "sync") == 0 || strcmp(strategy, "all") == 0);
+    if (runs_sync) {
+        unsigned __int128 visits = (unsigned __int128)(uint64_t)(tr.end_ns / sync_ns + 1) * (uint64_t)nodes *
+                         (uint64_t)(tr.nkeys ? tr.nkeys : 1);
+        if (visits > SIM_MAX_SYNC_VISITS) {
+            cli_usage_error("simulate",
+                            "--sync-interval %s over %lld ns of %zu keys on %lld nodes is more "
+                            "than %llu syncs of a key: a longer --sync-interval, or a shorter "
+                            "--duration",
+                            fl[F_SYNC].seen ? fl[F_SYNC].value : "100ms", (long long)tr.end_ns,
+                            tr.nkeys, (long long)nodes, (unsigned long long)SIM_MAX_SYNC_VISITS);
+            status = CLI_EXIT_USAGE;
+            goto out;
+        }
+    }
+
     if (strategy) {
         static const char *const all[] = {"central", "sync", "split", "route"};
         bool every = strcmp(strategy, "all") == 0;
         sl_algorithm a = res[0].alg;
         nres = 0;
         for (int k = 0; k < 4; k++) {
-            if (!every && strcmp(strategy, all[k]) != 0)
+            if ((!every && strcmp(strategy, all[k]) != 0) ||
+                (skip_sync && strcmp(all[k], "sync") == 0))
                 continue;
-            if (sim_fleet_run(&s, a, (int)nodes, all[k], sync_ns, &res[nres], errbuf,
-                              sizeof errbuf) != 0) {
+            sim_fleet f = {.nodes = (int)nodes, .strategy = all[k], .sync_ns = sync_ns,
+                           .weights = fl[F_WEIGHTS].seen ? weights : NULL,
+                           .shift_at_ns = shift_ns};
+            if (sim_fleet_run(&s, a, &f, &res[nres], errbuf, sizeof errbuf) != 0) {
                 cli_error("simulate", "%s", errbuf);
                 status = CLI_EXIT_FAIL;
                 nres++;
@@ -526,6 +627,14 @@ int cmd_simulate(int argc, char **argv)
                (long long)nodes, (long long)sync_ns);
     printf("\n\n");
     print_table(stdout, &s, res, (size_t)nres);
+    for (int i = 0; i < nres; i++) {
+        sl_quota_config qc;
+        if (strategy && strcmp(res[i].name, "sync") == 0 &&
+            sl_quota_config_init(&qc, &res[i].lim, (int)nodes, sync_ns) == SL_OK)
+            printf("\nsync's bound: in any span, at most burst + rate x span + %lld units "
+                   "(3 r I + (N-1)/N (B + r I) + N)\n",
+                   (long long)sl_quota_excess(&qc));
+    }
 
     if (fl[F_CSV].seen) {
         FILE *f = open_out(fl[F_CSV].value);
