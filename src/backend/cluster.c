@@ -57,6 +57,7 @@
 
 #include "backend/reply.h"
 #include "common/alloc.h"
+#include "common/parse.h"
 
 #define CL_SLOTS 16384
 #define CL_MAX_NODES 1024      /* addresses known at once */
@@ -216,13 +217,9 @@ static bool cl_parse_addr(const char *s, size_t len, bool empty_host, size_t *hl
         colon--;
     if (colon == 0 || colon == len || len - colon > 5)
         return false;
-    long p = 0;
-    for (size_t i = colon; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return false;
-        p = p * 10 + (s[i] - '0');
-    }
-    if (p < 1 || p > 65535 || !(cl_host_ok(s, colon - 1) || (empty_host && colon == 1)))
+    int64_t p;
+    if (!sl_parse_i64(s + colon, len - colon, SL_INT_NO_SIGN, &p) || p < 1 || p > 65535 ||
+        !(cl_host_ok(s, colon - 1) || (empty_host && colon == 1)))
         return false;
     *hlen = colon - 1;
     *port = (int)p;
@@ -749,11 +746,10 @@ static const char *cl_why_unrouted(cl_cluster *cl, const cl_cmd *c)
 
 bool sl_cluster_parse_redirect(const char *s, size_t len, int *slot, size_t *hlen, int *port)
 {
-    size_t i = 0;
-    long v = 0;
-    while (i < len && i < 5 && s[i] >= '0' && s[i] <= '9')
-        v = v * 10 + (s[i++] - '0');
-    if (i == 0 || i == len || s[i] != ' ' || v >= CL_SLOTS)
+    const char *sp = memchr(s, ' ', len < 6 ? len : 6);
+    size_t i = sp ? (size_t)(sp - s) : 0;
+    int64_t v;
+    if (!sp || !sl_parse_i64(s, i, SL_INT_NO_SIGN, &v) || v >= CL_SLOTS)
         return false;
     i++;
     if (!cl_parse_addr(s + i, len - i, true, hlen, port))
