@@ -29,7 +29,9 @@
 # counted admitted: 3 x LIMIT spread round robin over the nodes, the same at 60/30/10 of
 # the requests per node (a smooth weighted round robin), and LIMIT requests at 60/30/10.
 # The sync row runs the same requests in the simulator, evenly spaced over the median time
-# the measured even bursts took, with --sync-interval $SYNC_INTERVAL.
+# the measured even bursts took, with --sync-interval $SYNC_INTERVAL; then, since a burst
+# that short ends before the first sync, every strategy in the simulator on the same
+# requests spread over $SPREAD (several syncs).
 #
 # The rounds are interleaved (every configuration once per round); the tables give the
 # median of each figure.
@@ -37,7 +39,7 @@
 # Environment: SLUICED (build/bin/sluiced), SLUICE (build/bin/sluice), MODULE
 # (build/lib/sluice-redis.so), REDIS_SERVER (redis-server), SERVER_CPU (0), CLIENT_CPU (1),
 # CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (200000), REQUESTS_P16 (1000000), ROUNDS (3),
-# LIMIT (100), PERIOD_S (10), SYNC_INTERVAL (100ms).
+# LIMIT (100), PERIOD_S (10), SYNC_INTERVAL (100ms), SPREAD (1s).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +57,7 @@ ROUNDS=${ROUNDS:-3}
 LIMIT=${LIMIT:-100}
 PERIOD_S=${PERIOD_S:-10}
 SYNC_INTERVAL=${SYNC_INTERVAL:-100ms}
+SPREAD=${SPREAD:-1s}
 CELL_ARGS=(99 100 3600) # CL.THROTTLE key max_burst count period_s: keys stay all run
 NODES=3
 
@@ -248,16 +251,20 @@ p50_mean() { # entry
 # measured even bursts took (their median over every configuration), one key.
 span_us=$(for c in "${CONFIGS[@]}"; do printf '%s' "${R[${c}_burst]}"; done | awk 'NF { print $4 }' |
   sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }')
-simulate() { # requests weights -> admitted
-  awk -v n="$1" -v us="$span_us" 'BEGIN { for (i = 0; i < n; i++) printf "%dus\n", int(i * us / n) }' \
+simulate() { # requests span-us weights strategy -> admitted
+  awk -v n="$1" -v us="$2" 'BEGIN { for (i = 0; i < n; i++) printf "%dus\n", int(i * us / n) }' \
     >"$work/trace"
   "$SLUICE" simulate --limit "$LIMIT" --period "${PERIOD_S}s" --burst "$LIMIT" \
-    --traffic "$work/trace" --nodes "$NODES" --strategy sync --sync-interval "$SYNC_INTERVAL" \
-    --node-weights "$2" | tee -a /dev/stderr | awk '$1 == "sync" { print $2 }'
+    --traffic "$work/trace" --nodes "$NODES" --strategy "$4" --sync-interval "$SYNC_INTERVAL" \
+    --node-weights "$3" | tee -a /dev/stderr | awk -v s="$4" '$1 == s { print $2 }'
 }
-sim_even=$(simulate $((3 * LIMIT)) 1,1,1)
-sim_uneven=$(simulate $((3 * LIMIT)) 60,30,10)
-sim_small=$(simulate "$LIMIT" 60,30,10)
+sim_even=$(simulate $((3 * LIMIT)) "$span_us" 1,1,1 sync)
+sim_uneven=$(simulate $((3 * LIMIT)) "$span_us" 60,30,10 sync)
+sim_small=$(simulate "$LIMIT" "$span_us" 60,30,10 sync)
+# SPREAD in microseconds, through the simulator's own reading of durations (its header).
+spread_us=$("$SLUICE" simulate --limit 1 --period 1s --duration "$SPREAD" --algorithms gcra |
+  awk '/ ns simulated/ { for (i = 1; i < NF; i++) if ($(i + 1) == "ns") print int($i / 1000) }')
+[[ -n $spread_us ]] || bench_fail "SPREAD $SPREAD is not a duration sluice simulate reads"
 
 label() {
   case $1 in
@@ -293,3 +300,11 @@ for c in "${CONFIGS[@]}"; do
 done
 printf '| sync (simulated: `sluice simulate --strategy sync --sync-interval %s`) | %s | %s | %s |\n' \
   "$SYNC_INTERVAL" "$sim_even" "$sim_uneven" "$sim_small"
+echo
+echo "Simulated (\`sluice simulate --nodes $NODES --sync-interval $SYNC_INTERVAL\`): the same key and limit, the requests spread evenly over $SPREAD; admitted."
+echo "| strategy | $((3 * LIMIT)) requests, even | $((3 * LIMIT)) requests, 60/30/10 | $LIMIT requests, 60/30/10 |"
+echo "|---|---:|---:|---:|"
+for s in central route split sync; do
+  printf '| %s | %s | %s | %s |\n' "$s" "$(simulate $((3 * LIMIT)) "$spread_us" 1,1,1 "$s")" \
+    "$(simulate $((3 * LIMIT)) "$spread_us" 60,30,10 "$s")" "$(simulate "$LIMIT" "$spread_us" 60,30,10 "$s")"
+done
