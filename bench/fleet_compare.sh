@@ -309,7 +309,7 @@ for c in "${CONFIGS[@]}"; do
   printf '| %s | %s | %s | %s |\n' "$(label "$c")" "$(median "${c}_burst" 1)" \
     "$(median "${c}_burst" 2)" "$(median "${c}_burst" 3)"
 done
-printf '| sync (simulated: `sluice simulate --strategy sync --sync-interval %s`) | %s | %s | %s |\n' \
+printf "| sync (simulated: \`sluice simulate --strategy sync --sync-interval %s\`) | %s | %s | %s |\n" \
   "$SYNC_INTERVAL" "$sim_even" "$sim_uneven" "$sim_small"
 echo
 echo "Simulated (\`sluice simulate --nodes $NODES --sync-interval $SYNC_INTERVAL\`): the same key and limit, the requests spread evenly over $SPREAD; admitted."
