@@ -22,7 +22,7 @@ packages=(
   clang             # fuzz targets (libFuzzer)
   libclang-rt-14-dev # libFuzzer, ASan and UBSan runtimes for clang
   python3-pytest    # integration tests (tests/integration, run with /usr/bin/python3)
-  python3-redis     # integration tests: redis-py as a real client
+  python3-redis     # integration tests: redis-py as a real client; bench/fleet_compare.sh
   redis-tools       # integration tests: redis-cli; bench: redis-benchmark
   redis-server      # module tests and bench: a real Redis 7 to load sluice-redis.so into
   nginx             # HTTP tests: a real nginx with auth_request in front of sluiced; bench: limit_req
