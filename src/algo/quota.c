@@ -172,11 +172,13 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
     __int128 others = 0;
     __int128 others_rate = 0; /* up to 16 rates of at most 2^60 each */
     sl_u128 demand = 0;
-    for (int j = 0; j < c->nodes; j++) {
+    for (int j = 0; j < SL_QUOTA_NODES_MAX; j++) {
         sl_quota_slot *o = &s->node[j];
         if (j == r->node)
             continue;
         if (o->demand == 0) {
+            if (j >= c->nodes)
+                continue;
             /* A node that has not synced yet may be spending its static
              * share (B/N and r/N since the key's first sync): while the key
              * is younger than an interval, that is kept for it. A node that
@@ -267,12 +269,12 @@ static void quota_node_advance(const sl_quota_config *c, sl_quota_node *n, int64
         }
         if (n->mode != 2 || now < n->lease_end)
             return;
-        /* The lease ran out without a sync: back to the static share,
-         * keeping what is left of the lease up to its brim. */
+        /* The lease ran out without a sync (the central is out of reach):
+         * the node goes on at its last share of the rate, keeping what is
+         * left of the lease up to the static share's brim. */
         n->mode = 1;
         n->cap = quota_static_brim(c);
         n->tokens = sl_min64(n->tokens, n->cap);
-        n->rate = c->rate / c->nodes;
         n->anchor = n->lease_end;
         n->frac = 0;
         n->lease_end = SL_TIME_MAX;
@@ -308,7 +310,7 @@ void sl_quota_report_of(const sl_quota_config *c, const sl_quota_node *n, int id
     r->carry = n->mode == 0 ? 0 : sl_min64(sl_quota_node_tokens(c, n, now), SL_QUOTA_SCALE);
 }
 
-void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now,
+void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now, int64_t sent,
                     const sl_quota_report *r, const sl_quota_grant *g)
 {
     n->mode = 2;
@@ -317,10 +319,22 @@ void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now,
     n->anchor = now;
     n->frac = 0;
     n->cap = 0;
-    n->lease_end = sl_add_clamp(now, c->lease_ns, SL_TIME_MAX);
+    /* The central counts the lease from its sync, which came after `sent`
+     * and before `now`: it starts here at the latest and ends a lease
+     * after the earliest, so that the node never spends what the central
+     * does not count. */
+    n->lease_end = sl_add_clamp(sent < now ? sent : now, c->lease_ns, SL_TIME_MAX);
     n->admitted = sl_max64(n->admitted - r->admitted, 0);
     n->asked = sl_max64(n->asked - r->asked, 0);
     n->since = now;
+}
+
+void sl_quota_give_back(sl_quota_node *n, int64_t cost)
+{
+    if (cost <= 0 || cost > n->admitted)
+        return;
+    n->tokens = sl_min64(n->tokens + cost * SL_QUOTA_SCALE, QUOTA_SUB_MAX);
+    n->admitted -= cost;
 }
 
 int64_t sl_quota_node_tokens(const sl_quota_config *c, const sl_quota_node *n, int64_t now)

@@ -83,9 +83,12 @@
  * the central has charged but a brim it reached since does not cut. Under
  * steady traffic none of these recurs: the total over a long run stays within
  * the rounding above of what one exact limiter admits. A node cut off from
- * the central for longer than its lease falls back to that same static share
- * (B/N in whole units, r/N): the bound then grows by r/N * L per node cut
- * off.
+ * the central for longer than its lease goes on at its last share of the
+ * rate, w_i * r, its tokens capped at the static share's brim (B/N in whole
+ * units); a key it holds no lease for gets the static share, B/N and r/N.
+ * While the whole fleet is cut off the rates still sum to at most r; while
+ * only some nodes are, the central hands their rates to the others once
+ * their leases end, and the bound grows by each cut-off node's rate * L.
  *
  * Large costs. A take is decided on one node's lease, so a cost above what
  * a lease holds (about w_i * (B + r*I)) waits for a node whose share of the
@@ -93,10 +96,12 @@
  * while the other nodes ask little. One exact limiter would admit it once
  * its whole bucket refills.
  *
- * Time. sl_quota_apply must be given the `now` the central's sync was given
- * (the report's time, which the node sends): the node's lease and the
- * central's view of what it may spend are then the same arithmetic from the
- * same instant. A node's admissions between its report and the answer count
+ * Time. The central decides on its own clock, and a node's lease starts on
+ * the node's clock when the answer arrives and ends a lease after the
+ * report left (sl_quota_apply): the node then spends no more than the
+ * central counts it may, whatever the clocks' offset, and loses the rate's
+ * accrual over half a round trip per sync (the central hands it out again
+ * as budget). A node's admissions between its report and the answer count
  * in its next report.
  *
  * Algorithms: GCRA, the token bucket and the leaky bucket (the rates; the
@@ -226,11 +231,18 @@ bool sl_quota_take(const sl_quota_config *c, sl_quota_node *n, int64_t now, int6
 void sl_quota_report_of(const sl_quota_config *c, const sl_quota_node *n, int id, int64_t now,
                         sl_quota_report *r);
 
-/* Applies the central's answer *g to report *r, both at `now` (the time the
- * central's sync was given): the node's lease restarts from it, and the
- * reported counts are taken off its own. */
-void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now,
+/* Applies the central's answer *g to report *r, sent at `sent` and answered
+ * at `now` (the central's sync lies between): the node's lease restarts
+ * from `now`, ends a lease after `sent`, and the reported counts are taken
+ * off its own. A simulator without latency passes the same time twice. */
+void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now, int64_t sent,
                     const sl_quota_report *r, const sl_quota_grant *g);
+
+/* Gives back a take of `cost` that sl_quota_take admitted at the same
+ * `now` (a multi-limit take refused by a later limit): its tokens and its
+ * count, not its demand. A cost above what is counted as admitted is
+ * ignored. */
+void sl_quota_give_back(sl_quota_node *n, int64_t cost);
 
 /* The bound's excess in units, rounded up: what the fleet may admit in a
  * span beyond B + r*L (the bound above), saturated at INT64_MAX. */

@@ -112,7 +112,7 @@ static int fleet_sync_until(fleet_sync *fs, int nodes, int64_t until, char *errb
                          sl_strerror(rc));
                 return -1;
             }
-            sl_quota_apply(&fs->cfg, n, now, &rep, &g);
+            sl_quota_apply(&fs->cfg, n, now, now, &rep, &g);
         }
         fs->next[k] = now > SL_TIME_MAX - fs->cfg.interval_ns ? INT64_MAX
                                                                : now + fs->cfg.interval_ns;

@@ -82,7 +82,7 @@ static void run_fleet(run *r)
             sl_quota_grant g;
             sl_quota_report_of(&r->cfg, &nodes[k], k, now, &rep);
             cr_assert_eq(sl_quota_sync(&r->cfg, &r->cen, now, &rep, &g), SL_OK);
-            sl_quota_apply(&r->cfg, &nodes[k], now, &rep, &g);
+            sl_quota_apply(&r->cfg, &nodes[k], now, now, &rep, &g);
         }
         while (p + 1 < r->nph && r->ph[p + 1].from <= t)
             p++;
@@ -333,7 +333,7 @@ Test(quota, a_silent_node_gives_its_lease_back_after_three_intervals)
     memset(&n, 0, sizeof n);
     sl_quota_report r0 = {0, 0, 0, 0, 0};
     sl_quota_grant lease = {0, c.rate};
-    sl_quota_apply(&c, &n, t0, &r0, &lease);
+    sl_quota_apply(&c, &n, t0, t0, &r0, &lease);
     int64_t at_end = sl_quota_node_tokens(&c, &n, t0 + c.lease_ns - 1);
     cr_assert_leq(sl_quota_node_tokens(&c, &n, t0 + 100 * c.lease_ns), c.burst / 2);
     cr_assert_gt(at_end, c.burst / 2);
@@ -477,7 +477,7 @@ static void extreme(int64_t limit, int64_t period, int64_t burst, int64_t interv
             cr_assert_geq(g.rate, 0);
             cr_assert_leq(g.rate, c.rate);
             cr_assert_leq(s.remaining, c.burst);
-            sl_quota_apply(&c, &n[k], now, &r, &g);
+            sl_quota_apply(&c, &n[k], now, now, &r, &g);
         }
         int64_t rates = 0;
         for (int k = 0; k < 3; k++)
@@ -579,7 +579,7 @@ Test(quota, a_sparse_key_over_many_nodes_is_admitted)
             sl_quota_grant g;
             sl_quota_report_of(&c, &n[k], k, t, &r);
             cr_assert_eq(sl_quota_sync(&c, &s, t, &r, &g), SL_OK);
-            sl_quota_apply(&c, &n[k], t, &r, &g);
+            sl_quota_apply(&c, &n[k], t, t, &r, &g);
         }
         if (t % NS_PER_SEC == 0 && t > NS_PER_SEC) {
             int k = (int)(offered % SL_QUOTA_NODES_MAX);
