@@ -24,6 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "algo/quota.h"    /* the sync strategy's report and grant (SL_OP_SYNC) */
 #include "policy/config.h" /* sl_on_error: a policy's store-down mode */
 #include "sluice.h"
 
@@ -40,7 +41,18 @@ typedef enum sl_op {
     SL_OP_RELEASE, /* one item: gives lease lease_id back */
     SL_OP_REFUND,  /* one item: gives a take of its cost back (sl_refund), so that takes
                       made key by key (across Redis Cluster slots) stay all or nothing */
+    SL_OP_SYNC,    /* one item (its key and limit): the sync strategy's trade of a node's
+                      report for a lease (sync.c), with r->sync; no store-down policy */
 } sl_op;
+
+/* SL_OP_SYNC's arguments and answer: the central's SL.SYNC (docs/commands.md). */
+typedef struct sl_sync_call {
+    int nodes;              /* the fleet's size, as the node sees it */
+    int64_t interval_ns;    /* between a node's syncs */
+    sl_quota_report report; /* the node's */
+    sl_quota_grant grant;   /* the answer: the node's new lease */
+    int64_t remaining;      /* the answer: the central's budget after the sync, in sub-units */
+} sl_sync_call;
 
 /* What decided, when not the store: a store-down policy (--on-store-error). */
 typedef enum sl_fallback {
@@ -69,6 +81,7 @@ typedef struct sl_backend_req {
     int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not;
                            REFUND: the units given back */
     sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */
+    sl_sync_call *sync; /* SYNC: the report in, the grant out */
     sl_fallback by;     /* SL_DECIDED_BY_STORE unless a store-down policy decided */
 
     /* Called once, on the submitting worker's loop, for a request that
@@ -97,6 +110,16 @@ typedef struct sl_backend_stats {
     uint64_t rtt[SL_RTT_BUCKETS]; /* round trips by the buckets above */
     uint64_t rtt_sum_ns;
     bool module;          /* the store runs sluice-redis.so (else the Lua script) */
+    /* The sync strategy (sync.c); all zero for the other backends. */
+    bool sync;
+    bool sync_central_down; /* the last sync failed: takes are decided on the last share */
+    int sync_node, sync_nodes;
+    int64_t sync_interval_ns;
+    uint64_t sync_keys;     /* keys this node holds a share of */
+    uint64_t syncs;         /* syncs the central answered */
+    uint64_t sync_failures; /* syncs it did not (out of reach, too slow) */
+    uint64_t sync_waits;    /* takes that waited for their key's first sync */
+    uint64_t sync_unleased; /* takes decided without a live lease: the central out of reach */
 } sl_backend_stats;
 typedef struct sl_backend_worker sl_backend_worker; /* a backend's per-thread handle */
 

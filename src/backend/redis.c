@@ -39,6 +39,7 @@
 #define RD_TICK_MS 100               /* the health check's period, with nothing due sooner */
 #define RD_STALL_MIN_MS 1000         /* a connection silent this long (at least) is dropped */
 #define RD_GROUP 8                   /* SL.DECIDE's arguments per key */
+#define RD_SYNC_ARGS 11              /* SL.SYNC's arguments after the key */
 #define RD_MAX_ARGS (4 + SL_TAKE_MANY_MAX + SL_TAKE_MANY_MAX * RD_GROUP)
 #define RD_NUM 24                    /* room for one formatted integer */
 #define RD_KEY_MAX (1u << 20)        /* longest key: an op's offsets are 32-bit */
@@ -340,6 +341,13 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
     r->failed = -1;
     r->count = 0;
     int64_t now = rd_now_ns(w);
+    if (r->op == SL_OP_SYNC) {
+        /* A lease only the central can give: the sync backend decides on
+         * the node's last share meanwhile. */
+        r->by = SL_DECIDED_BY_STORE;
+        r->rc = SL_ERR_UNAVAILABLE;
+        return;
+    }
 
     if (policy == SL_ON_ERROR_LOCAL) {
         sl_limit limits[SL_TAKE_MANY_MAX];
@@ -399,6 +407,8 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
             for (size_t k = 0; k < n; k++)
                 sl_store_reset(b->local, items[k].key, items[k].keylen);
             r->rc = SL_ERR_UNAVAILABLE;
+            break;
+        case SL_OP_SYNC: /* answered above */
             break;
         }
         return;
@@ -582,7 +592,7 @@ static bool rd_format(sl_backend_worker *w, rd_op *op)
     bool module = w->mode == RD_MODE_MODULE;
     int nkeys = op->r->op == SL_OP_RESET ? op->argc - 3 : (int)op->r->n;
     size_t sha_len = strlen(sl_redis_script_sha);
-    int argc = op->argc + (module ? 1 : 2);
+    int argc = op->argc + (module ? 1 : 2) - (module && op->r->op == SL_OP_SYNC ? 3 : 0);
     size_t bytes = 16 + (module ? 9 + 16 : 7 + 16 + sha_len + 16);
     for (int i = 0; i < op->argc; i++)
         bytes += op->arg_len[i] + 16; /* "$" digits "\r\n" ... "\r\n" */
@@ -597,7 +607,12 @@ static bool rd_format(sl_backend_worker *w, rd_op *op)
     *o++ = '\r';
     *o++ = '\n';
 #define RD_ARG(i) op->buf + op->arg_off[i], op->arg_len[i]
-    if (module) {
+    if (module && op->r->op == SL_OP_SYNC) {
+        /* SL.SYNC key group: without the op, the lease and numkeys. */
+        o = rd_put_bulk(o, "SL.SYNC", 7);
+        for (int i = 3; i < op->argc; i++)
+            o = rd_put_bulk(o, RD_ARG(i));
+    } else if (module) {
         o = rd_put_bulk(o, "SL.DECIDE", 9);
         for (int i = 0; i < op->argc; i++)
             o = rd_put_bulk(o, RD_ARG(i));
@@ -763,6 +778,23 @@ static int rd_decode(sl_backend_worker *w, sl_backend_req *r, const redisReply *
         r->rc = SL_OK;
         return SL_OK;
     }
+    if (r->op == SL_OP_SYNC) {
+        /* hold, rate, remaining: a lease the node can hold (never
+         * negative, never above the burst's sub-units). */
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 3)
+            return SL_ERR_UNAVAILABLE;
+        for (size_t i = 0; i < 3; i++)
+            if (reply->element[i]->type != REDIS_REPLY_INTEGER)
+                return SL_ERR_UNAVAILABLE;
+        long long hold = reply->element[0]->integer, rate = reply->element[1]->integer;
+        if (hold < 0 || hold > SL_QUOTA_UNITS_MAX * SL_QUOTA_SCALE || rate < 0 ||
+            rate > SL_QUOTA_UNITS_MAX * SL_QUOTA_SCALE)
+            return SL_ERR_UNAVAILABLE;
+        r->sync->grant = (sl_quota_grant){hold, rate};
+        r->sync->remaining = reply->element[2]->integer;
+        r->rc = SL_OK;
+        return SL_OK;
+    }
     if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 1 + 6 * r->n)
         return SL_ERR_UNAVAILABLE;
     for (size_t i = 0; i < reply->elements; i++)
@@ -857,7 +889,9 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
         return;
     }
     if (rd_decode(w, r, reply) != SL_OK) {
-        rd_set_err(w, "unexpected reply to SL.DECIDE / EVALSHA", NULL, 0);
+        rd_set_err(w, r->op == SL_OP_SYNC ? "unexpected reply to SL.SYNC / EVALSHA"
+                                          : "unexpected reply to SL.DECIDE / EVALSHA",
+                   NULL, 0);
         rd_answer_fallback(w, op, false);
         rd_free_op(op);
         return;
@@ -975,10 +1009,11 @@ static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
  * command's name). NULL when out of memory. */
 static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
 {
-    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE", "REFUND"};
+    static const char *const ops[] = {"TAKE",    "PEEK",   "RESET", "ACQUIRE",
+                                      "RELEASE", "REFUND", "SYNC"};
     size_t bytes = 3 * RD_NUM + 16;
     for (size_t k = 0; k < r->n; k++)
-        bytes += r->items[k].keylen + RD_GROUP * RD_NUM + 16;
+        bytes += r->items[k].keylen + RD_SYNC_ARGS * RD_NUM + 16;
     rd_op *op;
     if (bytes <= RD_OP_BUF / 2 && w->op_cached > 0) {
         op = w->op_cache[--w->op_cached];
@@ -1030,6 +1065,22 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         op->args_used = used;
         return op;
     }
+    if (r->op == SL_OP_SYNC) {
+        /* algorithm limit period_ns burst interval_ns nodes node admitted asked length_ns
+         * carry (RD_SYNC_ARGS). */
+        const rd_item *it = &op->items[0];
+        const sl_sync_call *y = r->sync;
+        const char *name = sl_algorithm_name(it->algorithm);
+        rd_put(op, &used, name, strlen(name));
+        const int64_t v[] = {it->limit,           it->period_ns,        it->burst,
+                             y->interval_ns,      y->nodes,             y->report.node,
+                             y->report.admitted,  y->report.asked,      y->report.length_ns,
+                             y->report.carry};
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++)
+            rd_fmt_int(op, &used, v[i]);
+        op->args_used = used;
+        return op;
+    }
     for (size_t k = 0; k < r->n; k++) {
         const rd_item *it = &op->items[k];
         if (it->flags & SL_LIMIT_CELL) {
@@ -1064,7 +1115,9 @@ static bool rd_valid(const sl_backend_req *r)
         return false;
     if (r->op == SL_OP_REFUND && r->n != 1)
         return false;
-    if (r->op != SL_OP_RESET) {
+    if (r->op == SL_OP_SYNC && (r->n != 1 || !r->sync || !r->items[0].limit))
+        return false;
+    if (r->op != SL_OP_RESET && r->op != SL_OP_SYNC) {
         if (!r->d)
             return false;
         for (size_t k = 0; k < r->n; k++)
@@ -1074,7 +1127,7 @@ static bool rd_valid(const sl_backend_req *r)
     for (size_t k = 0; k < r->n; k++)
         if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > RD_KEY_MAX)
             return false;
-    return r->op <= SL_OP_REFUND;
+    return r->op <= SL_OP_SYNC;
 }
 
 /* Answers r by its policy inside submit (a store that cannot even be

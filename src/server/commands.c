@@ -809,6 +809,15 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                         (unsigned long long)fallbacks[SL_DECIDED_FAIL_CLOSED],
                         (unsigned long long)fallbacks[SL_DECIDED_LOCAL]);
     }
+    if (bs.sync)
+        sl_info_section(text, sizeof text, &len, argc, argv, "sync",
+                        "sync_node:%d\r\nsync_nodes:%d\r\nsync_interval_ms:%lld\r\n"
+                        "sync_central:%s\r\nsync_keys:%llu\r\nsyncs:%llu\r\n"
+                        "sync_failures:%llu\r\nsync_waits:%llu\r\nsync_unleased_takes:%llu\r\n",
+                        bs.sync_node, bs.sync_nodes, (long long)(bs.sync_interval_ns / 1000000),
+                        bs.sync_central_down ? "down" : "up", (unsigned long long)bs.sync_keys,
+                        (unsigned long long)bs.syncs, (unsigned long long)bs.sync_failures,
+                        (unsigned long long)bs.sync_waits, (unsigned long long)bs.sync_unleased);
     if (srv->peers) {
         /* The counter lives with the first membership: a reload keeps it. */
         const sl_peers *p = sl_peers_latest(srv->peers);

@@ -37,6 +37,7 @@
 #include "server/persist.h"
 #include "backend/peers.h"
 #include "backend/redis.h"
+#include "backend/sync.h"
 #include "server/server.h"
 
 /* With --snapshot and no --snapshot-interval: a crash loses at most this
@@ -205,8 +206,11 @@ static const sl_flag sl_flags[F_COUNT] = {
                  "where state lives: memory:// (in this process), redis://[USER:PASS@]HOST:PORT"
                  "[/DB] (one central Redis; also ?password=P&user=U) or "
                  "redis-cluster://HOST:PORT[,HOST:PORT...] (a Redis Cluster), so that every "
-                 "sluiced on the store enforces one limit (docs/deployment.md)",
-                 "memory://, redis://HOST:PORT[/DB] or redis-cluster://HOST:PORT[,...]",
+                 "sluiced on the store enforces one limit; sync+redis://HOST:PORT?node=I&nodes=N"
+                 "[&interval_ms=M] (or sync+redis-cluster://) decides here on a lease of each "
+                 "limit traded with the store every interval (docs/deployment.md)",
+                 "memory://, redis://HOST:PORT[/DB], redis-cluster://HOST:PORT[,...], or either "
+                 "after sync+",
                  SL_FLAG_APPLIED},
     [F_ONERR] = {"on-store-error", "MODE", "fail_open",
                  "what decides when the store does not answer within --store-timeout-ms: "
@@ -499,7 +503,9 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             break;
         case F_STORE:
             if (strcmp(optarg, "memory://") != 0 && strncmp(optarg, "redis://", 8) != 0 &&
-                strncmp(optarg, "redis-cluster://", 16) != 0)
+                strncmp(optarg, "redis-cluster://", 16) != 0 &&
+                strncmp(optarg, "sync+redis://", 13) != 0 &&
+                strncmp(optarg, "sync+redis-cluster://", 21) != 0)
                 goto bad;
             cfg->store_url = optarg;
             break;
@@ -1206,7 +1212,9 @@ int main(int argc, char **argv)
                                 .timeout_ms = srv->cfg.store_timeout_ms,
                                 .fleet_nodes = srv->cfg.split,
                                 .local_memory = srv->cfg.max_memory};
-        if (sl_backend_redis(&rcfg, &srv->backend, err, sizeof err) != SL_OK) {
+        bool sync = strncmp(srv->cfg.store_url, "sync+", 5) == 0;
+        if ((sync ? sl_backend_sync(&rcfg, &srv->backend, err, sizeof err)
+                  : sl_backend_redis(&rcfg, &srv->backend, err, sizeof err)) != SL_OK) {
             /* Not the URL: it may hold a password. The backend words its
              * errors as Redis replies do ("ERR ..."): a log line needs no
              * prefix. */

@@ -182,6 +182,26 @@ static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_buf
     }
     sl_out(out, "sluice_store_rtt_seconds_sum %.9f\nsluice_store_rtt_seconds_count %llu\n",
            (double)bs.rtt_sum_ns / 1e9, (unsigned long long)cum);
+    if (bs.sync) {
+        sl_out(out, "# HELP sluice_sync_central_up Whether the last sync with the central store "
+                    "was answered (0: takes are decided on this node's last share).\n"
+                    "# TYPE sluice_sync_central_up gauge\nsluice_sync_central_up %d\n"
+                    "# HELP sluice_sync_keys Keys this node holds a share of.\n"
+                    "# TYPE sluice_sync_keys gauge\nsluice_sync_keys %llu\n",
+               !bs.sync_central_down, (unsigned long long)bs.sync_keys);
+        sl_out(out, "# HELP sluice_syncs_total Syncs with the central store, by outcome.\n"
+                    "# TYPE sluice_syncs_total counter\n"
+                    "sluice_syncs_total{outcome=\"answered\"} %llu\n"
+                    "sluice_syncs_total{outcome=\"failed\"} %llu\n",
+               (unsigned long long)bs.syncs, (unsigned long long)bs.sync_failures);
+        sl_out(out, "# HELP sluice_sync_waits_total Takes that waited for their key's first "
+                    "sync.\n# TYPE sluice_sync_waits_total counter\nsluice_sync_waits_total %llu\n"
+                    "# HELP sluice_sync_unleased_takes_total Takes decided without a live lease "
+                    "(the central out of reach): on the last share.\n"
+                    "# TYPE sluice_sync_unleased_takes_total counter\n"
+                    "sluice_sync_unleased_takes_total %llu\n",
+               (unsigned long long)bs.sync_waits, (unsigned long long)bs.sync_unleased);
+    }
     sl_out(out, "# HELP sluice_store_fallback_decisions_total Decisions taken by a store-down "
                 "policy, by policy and mode.\n"
                 "# TYPE sluice_store_fallback_decisions_total counter\n");
