@@ -106,6 +106,8 @@ struct sl_backend_worker {
     uv_timer_t poll;  /* waiting takes, while there are any */
     sy_wait *waiting; /* in arrival order */
     size_t inflight;  /* syncs out */
+    bool running;     /* in sy_run_waiting: a sync answered inside it only asks again */
+    bool again;
     bool detaching;
     int closing;      /* timers whose close has not called back yet */
 };
@@ -242,7 +244,7 @@ static uint64_t sy_hash(const sy_backend *b, const void *key, size_t len)
 
 /* ---- syncs ---- */
 
-static void sy_run_waiting(sl_backend_worker *w, bool expired_only);
+static void sy_run_waiting(sl_backend_worker *w);
 
 /* Prepares a sync of e (its stripe locked): the report is taken now and
  * kept, so that the answer is applied to exactly what was reported. NULL
@@ -307,7 +309,7 @@ static void sy_sync_done(sl_backend_req *r)
     w->inflight--;
     free(y);
     if (!w->detaching)
-        sy_run_waiting(w, false);
+        sy_run_waiting(w);
 }
 
 /* Hands prepared syncs to the redis backend (no stripe locked: an answer
@@ -482,10 +484,9 @@ static sy_wait *sy_wait_new(sl_backend_worker *w, sl_backend_req *r)
 static void sy_poll(uv_timer_t *t);
 
 /* Decides the waiting takes that can be (all of their keys answered, or
- * their budget spent); with expired_only, only the latter. In order: a
- * take that still waits does not hold back the ones behind it, which are
- * of other keys or would wait as long. */
-static void sy_run_waiting(sl_backend_worker *w, bool expired_only)
+ * their budget spent), in order: a take that still waits does not hold
+ * back the ones behind it, which are of other keys or would wait as long. */
+static void sy_run_waiting_once(sl_backend_worker *w)
 {
     uint64_t nowms = uv_now(w->loop);
     int64_t now = sl_now_mono();
@@ -496,7 +497,7 @@ static void sy_run_waiting(sl_backend_worker *w, bool expired_only)
         sl_backend_req *r = q->r;
         const sl_take_item *mine = r->items;
         r->items = q->items;
-        int rc = (expired_only && !expired) ? SL_PENDING : sy_decide(w, r, now, expired);
+        int rc = sy_decide(w, r, now, expired);
         r->items = mine;
         if (rc == SL_PENDING) {
             p = &q->next;
@@ -507,6 +508,21 @@ static void sy_run_waiting(sl_backend_worker *w, bool expired_only)
         r->by = SL_DECIDED_BY_STORE;
         r->done(r);
     }
+}
+
+/* sy_run_waiting_once until no sync answered inside it asks again. */
+static void sy_run_waiting(sl_backend_worker *w)
+{
+    if (w->running) {
+        w->again = true;
+        return;
+    }
+    w->running = true;
+    do {
+        w->again = false;
+        sy_run_waiting_once(w);
+    } while (w->again);
+    w->running = false;
     if (w->waiting && !w->detaching && !uv_is_active((uv_handle_t *)&w->poll))
         uv_timer_start(&w->poll, sy_poll, SY_POLL_MS, SY_POLL_MS);
     else if (!w->waiting)
@@ -516,7 +532,7 @@ static void sy_run_waiting(sl_backend_worker *w, bool expired_only)
 /* Another worker's sync may have answered: look again. */
 static void sy_poll(uv_timer_t *t)
 {
-    sy_run_waiting(t->data, false);
+    sy_run_waiting(t->data);
 }
 
 /* ---- the interval ---- */
@@ -714,7 +730,9 @@ static int sy_submit(sl_backend_worker *w, sl_backend_req *r)
             return SL_OK;
         }
     int64_t now = *w->now;
-    if (sy_decide(w, r, now, false) == SL_OK)
+    /* Twice: a sync the redis backend answered in the call (the central
+     * known to be down) leaves nothing to wait for. */
+    if (sy_decide(w, r, now, false) == SL_OK || sy_decide(w, r, now, false) == SL_OK)
         return SL_OK;
     atomic_fetch_add_explicit(&w->b->waits, 1, memory_order_relaxed);
     sy_wait *q = sy_wait_new(w, r);
