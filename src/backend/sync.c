@@ -868,7 +868,8 @@ int sl_backend_sync(const sl_redis_config *cfg, sl_backend **out, char *err, siz
         return SL_ERR_ARGUMENT;
     }
     sy_backend *b = calloc(1, sizeof *b);
-    char *inner = malloc(strlen(cfg->url) + 1);
+    size_t cap = strlen(cfg->url) + 1;
+    char *inner = calloc(1, cap);
     if (!b || !inner) {
         free(b);
         free(inner);
@@ -882,7 +883,7 @@ int sl_backend_sync(const sl_redis_config *cfg, sl_backend **out, char *err, siz
         rc = sl_backend_redis(&rc2, &b->inner, err, n);
     }
     /* The inner URL may hold a password: gone before anything else. */
-    memset(inner, 0, strlen(inner));
+    memset(inner, 0, cap);
     free(inner);
     if (rc != SL_OK) {
         free(b);
