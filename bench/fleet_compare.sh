@@ -9,8 +9,9 @@
 #   - central: three sluiced --store redis:// on one redis-server with sluice-redis.so
 #   - split: three sluiced --split 3
 #   - route: three sluiced --peers A,B,C --self X (each key decided by its owner)
-#   - sync: only in the simulator (build/bin/sluice simulate --strategy sync), on the same
-#     burst: its row is simulated, not measured
+#   - sync: three sluiced --store sync+redis://...?node=I&nodes=3 on that redis-server (each
+#     decides on its own leases, traded with Redis every $SYNC_INTERVAL); the simulator's
+#     prediction for the same bursts (sluice simulate --strategy sync) is printed beside it
 # The servers (every sluiced, --threads 1, and Redis) share $SERVER_CPU and the load
 # generators have $CLIENT_CPU: on two cores the load generator needs one to itself, so a
 # fleet of three here is three nodes taking turns on one core, and its throughput is that
@@ -26,6 +27,10 @@
 # Where the servers answer faster than the three processes can ask (memory, split), the
 # three take turns on $CLIENT_CPU and their latencies include the turns: AT_ONCE=0 runs
 # them one after the other instead (throughput: the whole run's requests over its time).
+#
+# With $KEYSPACE keys each key sees a few checks a second: sync then trades nearly every key
+# every interval, and Redis works for the keys touched rather than for the checks. KEYSPACE=100
+# (hot keys, many checks per key per interval) shows the other end.
 #
 # Overshoot: one key, $LIMIT per $PERIOD_S s with a burst of $LIMIT (CL.THROTTLE key
 # LIMIT-1 LIMIT PERIOD_S), requests sent one after the other by one client (redis-py),
@@ -60,7 +65,7 @@ ROUNDS=${ROUNDS:-3}
 AT_ONCE=${AT_ONCE:-1}
 LIMIT=${LIMIT:-100}
 PERIOD_S=${PERIOD_S:-10}
-SYNC_INTERVAL=${SYNC_INTERVAL:-100ms}
+SYNC_INTERVAL=${SYNC_INTERVAL:-100ms} # whole milliseconds: also sluiced's interval_ms
 SPREAD=${SPREAD:-1s}
 CELL_ARGS=(99 100 3600) # CL.THROTTLE key max_burst count period_s: keys stay all run
 NODES=3
@@ -74,6 +79,7 @@ bench_need "$REDIS_SERVER" redis-benchmark redis-cli taskset
 (($(nproc) >= 2)) || bench_fail "needs 2 cores; this machine has $(nproc)"
 ((CLIENTS >= NODES)) || bench_fail "CLIENTS must be at least $NODES"
 ((LIMIT >= NODES && LIMIT <= 1000000)) || bench_fail "LIMIT must be in $NODES..1000000"
+[[ $SYNC_INTERVAL =~ ^[1-9][0-9]*ms$ ]] || bench_fail "SYNC_INTERVAL must be whole milliseconds (100ms)"
 /usr/bin/python3 -c 'import redis' 2>/dev/null || bench_fail "redis-py not found (scripts/deps.sh)"
 bench_workdir
 
@@ -117,7 +123,13 @@ PEERS="127.0.0.1:${RP[0]},127.0.0.1:${RP[1]},127.0.0.1:${RP[2]}"
 for p in "${RP[@]}"; do
   start_node route "$p" --peers "$PEERS" --self "127.0.0.1:$p" --store-timeout-ms 1000
 done
-CONFIGS=(memory central split route)
+i=0
+for p in $(three_ports); do
+  start_node sync "$p" --store-timeout-ms 1000 \
+    --store "sync+redis://127.0.0.1:$RD_PORT?node=$i&nodes=$NODES&interval_ms=${SYNC_INTERVAL%ms}"
+  i=$((i + 1))
+done
+CONFIGS=(memory central split route sync)
 for c in "${CONFIGS[@]}"; do
   read -r -a ports <<<"${NODE_PORTS[$c]}"
   read -r -a ps <<<"${NODE_PIDS[$c]}"
@@ -127,23 +139,25 @@ done
 # Each node answers CL.THROTTLE as redis-cell would (redis-benchmark does not look at
 # replies): the whole limit, or with --split 3 the node's share (a burst of 100 / 3 = 33,
 # at 100 per 3 periods). A route node is asked one key of each owner's, so that the probe
-# crosses every forwarding path.
+# crosses every forwarding path. A sync node admits the first check of a new key on the lease
+# its first trade brings: "0 100" and what that lease leaves.
 probe() { # config
   local want="0 100 99 -1 36 " port got k
   [[ $1 == split ]] && want="0 33 32 -1 108 "
   for port in ${NODE_PORTS[$1]}; do
     for k in a b c d e f; do
       got=$(redis-cli -p "$port" CL.THROTTLE "probe:$1:$port:$k" "${CELL_ARGS[@]}" | tr '\n' ' ')
-      [[ $got == "$want" ]] || bench_fail "$1 node on port $port answered CL.THROTTLE with: $got"
+      [[ $got == "$want" || ($1 == sync && $got == "0 100 "*) ]] ||
+        bench_fail "$1 node on port $port answered CL.THROTTLE with: $got"
     done
   done
 }
 for c in "${CONFIGS[@]}"; do probe "$c"; done
 
-# Every server of a configuration: its nodes, and Redis for central.
+# Every server of a configuration: its nodes, and Redis for central and sync.
 servers_of() { # config
   echo "${NODE_PIDS[$1]}"
-  [[ $1 == central ]] && echo "$RD_PID"
+  [[ $1 == central || $1 == sync ]] && echo "$RD_PID"
   return 0
 }
 cpu_sum() { # pids...
@@ -238,6 +252,11 @@ for c in central route; do
     ((fb == 0)) || bench_fail "$c node on port $p let a store-down policy decide $fb times"
   done
 done
+for p in ${NODE_PORTS[sync]}; do
+  bad=$(redis-cli -p "$p" INFO sync | tr -d '\r' |
+    awk -F: '/^(sync_failures|sync_unleased_takes):/ { s += $2 } END { print s + 0 }')
+  ((bad == 0)) || bench_fail "sync node on port $p saw $bad failed trades or unleased takes"
+done
 for p in ${NODE_PORTS[route]}; do
   bad=$(redis-cli -p "$p" INFO peers | tr -d '\r' |
     awk -F: '/^(peers_down|peer_disagreements):/ { s += $2 } END { print s + 0 }')
@@ -281,6 +300,7 @@ label() {
     central) echo "central Redis (\`--store redis://\`, module)" ;;
     split) echo "split (\`--split 3\`)" ;;
     route) echo "route (\`--peers\`, \`--self\`)" ;;
+    sync) echo "sync (\`--store sync+redis://\`, module, every $SYNC_INTERVAL)" ;;
   esac
 }
 

@@ -11,9 +11,9 @@
  * The node's states are the process's, shared by its workers (one key's
  * traffic reaches every worker): a table of keys in SY_STRIPES stripes,
  * each under its own mutex. The worker that owns a stripe (stripe index
- * modulo the workers) sends its keys' syncs, one pipelined exchange per
- * interval; at most one sync of a key is out at a time, and a take made
- * meanwhile counts in the next one.
+ * modulo the workers) sends its keys' syncs once an interval, pipelined,
+ * the stripes' turns spread over the interval; at most one sync of a key
+ * is out at a time, and a take made meanwhile counts in the next one.
  *
  * A key this node holds no live lease for (seen for the first time, or idle
  * past its lease) is synced before its first take: the take waits for the
@@ -102,12 +102,11 @@ struct sl_backend_worker {
     uv_loop_t *loop;
     const int64_t *now;
     int index;
-    uv_timer_t tick;  /* the interval's syncs */
+    uv_timer_t tick;  /* the interval's syncs, looked at every millisecond */
+    int64_t due[SY_STRIPES]; /* ns: each stripe's next syncs; 0 before the first */
     uv_timer_t poll;  /* waiting takes, while there are any */
     sy_wait *waiting; /* in arrival order */
     size_t inflight;  /* syncs out */
-    bool running;     /* in sy_run_waiting: a sync answered inside it only asks again */
-    bool again;
     bool detaching;
     int closing;      /* timers whose close has not called back yet */
 };
@@ -244,7 +243,7 @@ static uint64_t sy_hash(const sy_backend *b, const void *key, size_t len)
 
 /* ---- syncs ---- */
 
-static void sy_run_waiting(sl_backend_worker *w);
+static void sy_poll(uv_timer_t *t);
 
 /* Prepares a sync of e (its stripe locked): the report is taken now and
  * kept, so that the answer is applied to exactly what was reported. NULL
@@ -308,8 +307,10 @@ static void sy_sync_done(sl_backend_req *r)
     }
     w->inflight--;
     free(y);
-    if (!w->detaching)
-        sy_run_waiting(w);
+    /* The waiting takes are looked at once the loop has run every callback
+     * of this turn (many syncs answer in one read), not once per answer. */
+    if (!w->detaching && w->waiting)
+        uv_timer_start(&w->poll, sy_poll, 0, SY_POLL_MS);
 }
 
 /* Hands prepared syncs to the redis backend (no stripe locked: an answer
@@ -481,12 +482,10 @@ static sy_wait *sy_wait_new(sl_backend_worker *w, sl_backend_req *r)
     return q;
 }
 
-static void sy_poll(uv_timer_t *t);
-
 /* Decides the waiting takes that can be (all of their keys answered, or
  * their budget spent), in order: a take that still waits does not hold
  * back the ones behind it, which are of other keys or would wait as long. */
-static void sy_run_waiting_once(sl_backend_worker *w)
+static void sy_run_waiting(sl_backend_worker *w)
 {
     uint64_t nowms = uv_now(w->loop);
     int64_t now = sl_now_mono();
@@ -508,28 +507,11 @@ static void sy_run_waiting_once(sl_backend_worker *w)
         r->by = SL_DECIDED_BY_STORE;
         r->done(r);
     }
-}
-
-/* sy_run_waiting_once until no sync answered inside it asks again. */
-static void sy_run_waiting(sl_backend_worker *w)
-{
-    if (w->running) {
-        w->again = true;
-        return;
-    }
-    w->running = true;
-    do {
-        w->again = false;
-        sy_run_waiting_once(w);
-    } while (w->again);
-    w->running = false;
-    if (w->waiting && !w->detaching && !uv_is_active((uv_handle_t *)&w->poll))
-        uv_timer_start(&w->poll, sy_poll, SY_POLL_MS, SY_POLL_MS);
-    else if (!w->waiting)
+    if (!w->waiting)
         uv_timer_stop(&w->poll);
 }
 
-/* Another worker's sync may have answered: look again. */
+/* A sync answered on this worker, or may have on another: look again. */
 static void sy_poll(uv_timer_t *t)
 {
     sy_run_waiting(t->data);
@@ -537,10 +519,44 @@ static void sy_poll(uv_timer_t *t)
 
 /* ---- the interval ---- */
 
-/* Every interval: syncs the keys of this worker's stripes taken from since
- * their last sync, and forgets the keys idle past their lease (nothing
- * counted is lost: a key not taken from since its last sync holds no
- * count). */
+/* Syncs the keys of stripe si taken from since their last sync, and
+ * forgets those idle past their lease (nothing counted is lost: a key not
+ * taken from since its last sync holds no count). In batches, the stripe
+ * unlocked between them so that takes go on. */
+static void sy_sync_stripe(sl_backend_worker *w, int si, int64_t now)
+{
+    sy_backend *b = w->b;
+    enum { BATCH = 256 };
+    sy_sync *ys[BATCH];
+    sy_stripe *s = &b->stripes[si];
+    size_t slot = 0;
+    for (;;) {
+        size_t n = 0;
+        pthread_mutex_lock(&s->lock);
+        for (; slot < s->cap && n < BATCH; slot++) {
+            for (sy_entry *e = s->slots[slot], *next; e; e = next) {
+                next = e->next;
+                if (e->touched && !e->out) {
+                    if ((ys[n] = sy_sync_prepare(w, s, e, now, 0)))
+                        n++;
+                } else if (!e->out && !e->touched &&
+                           now - e->used_at > e->cfg.lease_ns + e->cfg.interval_ns) {
+                    sy_unlink(b, s, e);
+                }
+            }
+        }
+        bool more = slot < s->cap;
+        pthread_mutex_unlock(&s->lock);
+        sy_sync_send(w, ys, n);
+        if (!more)
+            break;
+    }
+}
+
+/* Every millisecond: the stripes of this worker (stripe index modulo the
+ * workers) whose time has come, each once an interval, their times spread
+ * over the interval by index, so that a worker's syncs go out a few at a
+ * time rather than all at once, and no take waits behind all of them. */
 static void sy_tick(uv_timer_t *t)
 {
     sl_backend_worker *w = t->data;
@@ -549,36 +565,17 @@ static void sy_tick(uv_timer_t *t)
     if (workers < 1)
         workers = 1;
     int64_t now = sl_now_mono();
-    enum { BATCH = 256 };
-    sy_sync *ys[BATCH];
     for (int si = 0; si < SY_STRIPES; si++) {
         if (si % workers != w->index % workers)
             continue;
-        sy_stripe *s = &b->stripes[si];
-        size_t slot = 0;
-        sy_entry *e = NULL;
-        for (;;) {
-            size_t n = 0;
-            pthread_mutex_lock(&s->lock);
-            for (; slot < s->cap && n < BATCH; slot++) {
-                for (e = s->slots[slot]; e;) {
-                    sy_entry *next = e->next;
-                    if (e->touched && !e->out) {
-                        if ((ys[n] = sy_sync_prepare(w, s, e, now, 0)))
-                            n++;
-                    } else if (!e->out && !e->touched &&
-                               now - e->used_at > e->cfg.lease_ns + e->cfg.interval_ns) {
-                        sy_unlink(b, s, e);
-                    }
-                    e = next;
-                }
-            }
-            bool more = slot < s->cap;
-            pthread_mutex_unlock(&s->lock);
-            sy_sync_send(w, ys, n);
-            if (!more)
-                break;
-        }
+        if (w->due[si] == 0)
+            w->due[si] = now + b->interval_ns / SY_STRIPES * si;
+        if (now < w->due[si])
+            continue;
+        sy_sync_stripe(w, si, now);
+        w->due[si] += b->interval_ns;
+        if (w->due[si] <= now) /* the loop was held up: from now on */
+            w->due[si] = now + b->interval_ns;
     }
 }
 
@@ -604,11 +601,7 @@ static sl_backend_worker *sy_attach(sl_backend *base, uv_loop_t *loop, const int
     uv_timer_init(loop, &w->tick);
     uv_timer_init(loop, &w->poll);
     w->tick.data = w->poll.data = w;
-    /* The workers' exchanges spread over the interval. */
-    uint64_t ms = (uint64_t)(b->interval_ns / 1000000);
-    if (ms < 1)
-        ms = 1;
-    uv_timer_start(&w->tick, sy_tick, ms / 2 + (uint64_t)w->index * 7 % ms, ms);
+    uv_timer_start(&w->tick, sy_tick, 1, 1);
     return w;
 }
 
