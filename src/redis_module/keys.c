@@ -175,6 +175,11 @@ static int slm_read(slm_call *m, slm_key *key, const sl_limit *l, slm_state *st)
     int rc = slm_check(key, &v, &n);
     if (rc != SL_OK)
         return rc;
+    /* A sync record (SL.SYNC's, sync.c) is no limit's state: refused as a
+     * foreign value by every op, a refund too (which answers 0 for a state
+     * it cannot carry over, and would hide that the key is not a limit's). */
+    if (v[2] == SLM_SYNC_TAG)
+        return SLM_ERR_NOT_STATE;
     unsigned carried = (l->flags & SL_LIMIT_CARRY) ? 1 : 0;
     if (v[2] == (unsigned)l->algorithm && v[3] == carried && n - SLM_HEADER == st->size) {
         memcpy(st->p, v + SLM_HEADER, st->size);
@@ -246,6 +251,25 @@ static void slm_write(slm_call *m, slm_key *key, const sl_limit *l, const slm_st
     RedisModule_Replicate(m->ctx, "SET", "sbsb", key->name, (const char *)v, vlen, slm_pxat,
                           first, (size_t)(digits + sizeof digits - first));
     key->exists = key->compatible = true;
+}
+
+int slm_put_value(slm_call *m, RedisModuleKey *k, RedisModuleString *name, const void *v,
+                  size_t len, int64_t expires_ns)
+{
+    if (RedisModule_StringTruncate(k, len) != REDISMODULE_OK)
+        return REDISMODULE_ERR;
+    size_t n;
+    char *p = RedisModule_StringDMA(k, &n, REDISMODULE_WRITE);
+    if (!p || n != len)
+        return REDISMODULE_ERR;
+    memcpy(p, v, len);
+    long long at = slm_expiry_ms(expires_ns);
+    RedisModule_SetAbsExpire(k, at);
+    char digits[20];
+    char *first = sl_dec_put(digits + sizeof digits, (uint64_t)at);
+    RedisModule_Replicate(m->ctx, "SET", "sbsb", name, (const char *)v, len, slm_pxat, first,
+                          (size_t)(digits + sizeof digits - first));
+    return REDISMODULE_OK;
 }
 
 /* ---- the executor ---- */
@@ -476,7 +500,7 @@ static void slm_answer(sl_backend_req *r, int rc)
     switch (rc) {
     case SLM_ERR_NOT_STATE:
         r->rc = SL_ERR_ARGUMENT;
-        r->errstr = "WRONGTYPE Operation against a key holding the wrong kind of value";
+        r->errstr = SLM_WRONGTYPE;
         r->errstr_is_reply = true;
         break;
     case SLM_ERR_BAD_VERSION:

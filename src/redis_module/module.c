@@ -221,6 +221,16 @@ static const RedisModuleCmdFunc slm_callbacks[SLM_MAX_COMMANDS] = {
     slm_cmd_8, slm_cmd_9, slm_cmd_10, slm_cmd_11, slm_cmd_12, slm_cmd_13, slm_cmd_14, slm_cmd_15,
 };
 
+/* SL.SYNC (sync.c), the sync strategy's central command: sluiced's nodes
+ * send it and sluiced does not serve it, so it is the module's own, not an
+ * entry of the shared table. It reads the clock once, as every command. */
+static int slm_cmd_sync(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    slm_call m = {.ctx = ctx, .argv = argv, .argc = argc, .now = slm_now()};
+    slm_sync(&m);
+    return REDISMODULE_OK;
+}
+
 /* ---- loading ---- */
 
 /*
@@ -307,6 +317,12 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
             RedisModule_Log(ctx, "warning", "sluice: cannot register %s", cmd->name);
             return REDISMODULE_ERR;
         }
+    }
+    /* Its one key is argument 1: Redis Cluster routes it by that key. */
+    if (RedisModule_CreateCommand(ctx, "sl.sync", slm_cmd_sync, "write deny-oom fast", 1, 1, 1) !=
+        REDISMODULE_OK) {
+        RedisModule_Log(ctx, "warning", "sluice: cannot register sl.sync");
+        return REDISMODULE_ERR;
     }
     return REDISMODULE_OK;
 }

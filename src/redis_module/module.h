@@ -38,4 +38,29 @@ void slm_keys_free(RedisModuleCtx *ctx);
 #define SLM_VERSION 1u    /* refuse any other: written by another sluice */
 #define SLM_HEADER 4u     /* magic, version, algorithm, reserved (0) */
 
+/* Byte 2 of a sync record (SL.SYNC's value, sync.c) in place of the
+ * algorithm: no sl_algorithm comes near it, so no other command reads a
+ * sync record as a state of its own, and SL.SYNC reads nothing else. */
+#define SLM_SYNC_TAG 0xFEu
+
+/* The reply to a key that holds something a command cannot read (another
+ * type, a string of the application's, another command's state). */
+#define SLM_WRONGTYPE "WRONGTYPE Operation against a key holding the wrong kind of value"
+
+/* SL.SYNC key algorithm limit ... (sync.c), run on the command's call m:
+ * parses, syncs the key's record at m->now (or at AT) and replies. */
+void slm_sync(slm_call *m);
+
+/*
+ * Stores the `len` bytes at v (a whole value, header included) as the value
+ * of key k, opened for writing under `name`, expiring at expires_ns (Unix
+ * ns, rounded up to a millisecond), and replicates the effect as every
+ * write of keys.c does: SET name <bytes> PXAT <ms>. An expiry in the past
+ * is written all the same (Redis then drops the key). The caller has
+ * checked that k is empty or a string. Returns REDISMODULE_OK, or
+ * REDISMODULE_ERR when the value cannot be written (nothing replicated).
+ */
+int slm_put_value(slm_call *m, RedisModuleKey *k, RedisModuleString *name, const void *v,
+                  size_t len, int64_t expires_ns);
+
 #endif /* SLM_MODULE_H */
