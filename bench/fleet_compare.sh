@@ -9,7 +9,8 @@
 #   - central: three sluiced --store redis:// on one redis-server with sluice-redis.so
 #   - split: three sluiced --split 3
 #   - route: three sluiced --peers A,B,C --self X (each key decided by its owner)
-#   - sync: three sluiced --store sync+redis://...?node=I&nodes=3 on that redis-server (each
+#   - sync: three sluiced --store sync+redis://...?node=I&nodes=3 on that redis-server, its
+#     database 1 (central's states are in 0, and the same keys hold sync records here; each
 #     decides on its own leases, traded with Redis every $SYNC_INTERVAL); the simulator's
 #     prediction for the same bursts (sluice simulate --strategy sync) is printed beside it
 # The servers (every sluiced, --threads 1, and Redis) share $SERVER_CPU and the load
@@ -126,7 +127,7 @@ done
 i=0
 for p in $(three_ports); do
   start_node sync "$p" --store-timeout-ms 1000 \
-    --store "sync+redis://127.0.0.1:$RD_PORT?node=$i&nodes=$NODES&interval_ms=${SYNC_INTERVAL%ms}"
+    --store "sync+redis://127.0.0.1:$RD_PORT/1?node=$i&nodes=$NODES&interval_ms=${SYNC_INTERVAL%ms}"
   i=$((i + 1))
 done
 CONFIGS=(memory central split route sync)
@@ -181,12 +182,12 @@ bench() { # config pipeline requests
     total=$((total + m))
     taskset -c "$CLIENT_CPU" redis-benchmark -h 127.0.0.1 -p "${ports[$i]}" -c "$c" -n "$m" \
       -P "$pipe" -r "$KEYSPACE" --csv CL.THROTTLE "key:__rand_int__" "${CELL_ARGS[@]}" \
-      >"$work/rb.$i" 2>/dev/null &
+      >"$work/rb.$i" 2>"$work/rb.$i.err" &
     bp+=("$!")
-    ((AT_ONCE)) || wait "$!" || bench_fail "redis-benchmark against port ${ports[$i]} failed"
+    ((AT_ONCE)) || wait "$!" || bench_fail "redis-benchmark against port ${ports[$i]} failed: $(tail -n 2 "$work/rb.$i.err")"
   done
   if ((AT_ONCE)); then
-    for i in 0 1 2; do wait "${bp[$i]}" || bench_fail "redis-benchmark against port ${ports[$i]} failed"; done
+    for i in 0 1 2; do wait "${bp[$i]}" || bench_fail "redis-benchmark against port ${ports[$i]} failed: $(tail -n 2 "$work/rb.$i.err")"; done
   fi
   c1=$(cpu_sum "${srv[@]}")
   for i in 0 1 2; do echo "$config,$pipe,$(tail -n 1 "$work/rb.$i")" >&2; done

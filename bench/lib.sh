@@ -5,6 +5,7 @@
 #   bench_need TOOL...      exits with a message when a tool is not on the PATH
 #   bench_workdir           makes $work (a temporary directory) and the $pids list;
 #                           on exit every process in $pids is stopped, $work removed
+#                           (kept, with the servers' logs, when BENCH_KEEP is set)
 #   free_port               a free TCP port on 127.0.0.1
 #   wait_ping PORT PID [LOG]  waits for a RESP server's PONG (10 s), or exits (with
 #                           the tail of LOG when the server has exited)
@@ -35,7 +36,11 @@ bench_cleanup() {
   local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  rm -rf "$work"
+  if [[ -n ${BENCH_KEEP:-} ]]; then
+    echo "$BENCH_NAME: the servers' logs are kept in $work (BENCH_KEEP)" >&2
+  else
+    rm -rf "$work"
+  fi
 }
 
 free_port() {

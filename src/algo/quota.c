@@ -326,7 +326,18 @@ void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now, int
     n->lease_end = sl_add_clamp(sent < now ? sent : now, c->lease_ns, SL_TIME_MAX);
     n->admitted = sl_max64(n->admitted - r->admitted, 0);
     n->asked = sl_max64(n->asked - r->asked, 0);
+    n->reported = r->asked;
     n->since = now;
+}
+
+bool sl_quota_due(const sl_quota_node *n)
+{
+    return n->mode != 0 && (n->asked > 0 || n->admitted > 0 || n->reported > 0);
+}
+
+bool sl_quota_unleased(const sl_quota_node *n, int64_t now)
+{
+    return n->mode != 2 || now >= n->lease_end;
 }
 
 void sl_quota_give_back(sl_quota_node *n, int64_t cost)

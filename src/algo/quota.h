@@ -212,6 +212,7 @@ typedef struct sl_quota_node {
     int64_t since;     /* ns: where the counts below began */
     int64_t admitted;  /* units admitted since the last applied sync */
     int64_t asked;     /* units asked since then */
+    int64_t reported;  /* units asked that the last applied sync reported */
 } sl_quota_node;
 
 /*
@@ -237,6 +238,20 @@ void sl_quota_report_of(const sl_quota_config *c, const sl_quota_node *n, int id
  * off its own. A simulator without latency passes the same time twice. */
 void sl_quota_apply(const sl_quota_config *c, sl_quota_node *n, int64_t now, int64_t sent,
                     const sl_quota_report *r, const sl_quota_grant *g);
+
+/* Whether the node holds no live lease at `now`: a key it has not synced,
+ * whose lease ran out, or that it decides on the static or last share. Such
+ * a key is synced before its take (sluiced waits for the answer, the
+ * simulator syncs it at once), so that a node that restarts, or a key that
+ * was idle, starts from the central's state, not a fresh share. */
+bool sl_quota_unleased(const sl_quota_node *n, int64_t now);
+
+/* Whether the node's next interval should sync the key: it was asked for
+ * units since its last sync, or that sync reported demand, which a sync
+ * reporting none must give back (the central would otherwise keep leasing
+ * it a share of the rate that it no longer uses, for the lease's length,
+ * and traffic that moved to another node would wait for it). */
+bool sl_quota_due(const sl_quota_node *n);
 
 /* Gives back a take of `cost` that sl_quota_take admitted at the same
  * `now` (a multi-limit take refused by a later limit): its tokens and its

@@ -58,7 +58,6 @@ typedef struct sy_entry {
     int refused;            /* the central's answer to its last sync, when it was an error
                                of the key (WRONGTYPE, a limit it refuses): takes get it */
     bool out;               /* a sync is out */
-    bool touched;           /* taken from since its last sync left */
     bool ready;             /* a sync has answered since the lease was last found ended */
     size_t keylen;
     char key[];
@@ -262,7 +261,6 @@ static sy_sync *sy_sync_prepare(sl_backend_worker *w, sy_stripe *s, sy_entry *e,
         e->sent.asked = sl_min64(e->sent.asked + want, SL_QUOTA_UNITS_MAX);
     e->sent_at = now;
     e->out = true;
-    e->touched = false;
     y->limit = e->limit;
     y->item = (sl_take_item){e->key, e->keylen, &y->limit, 0};
     y->args = (sl_sync_call){.nodes = b->nodes, .interval_ns = b->interval_ns,
@@ -292,9 +290,7 @@ static void sy_sync_done(sl_backend_req *r)
         e->refused = r->rc;
     }
     /* Counts a failed sync reported are still the node's: the next
-     * interval reports them again. */
-    if (!ok && (e->node.admitted > 0 || e->node.asked > 0))
-        e->touched = true;
+     * interval reports them again (sl_quota_due). */
     e->ready = true;
     e->out = false;
     pthread_mutex_unlock(&y->stripe->lock);
@@ -386,8 +382,8 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
         int rc = SL_OK;
         pthread_mutex_lock(&s->lock);
         sy_entry *e = sy_get(b, s, hs[i], it->key, it->keylen, it->limit, now, &rc);
-        if (e && e->ready && e->node.mode == 2 && now >= e->node.lease_end && !down)
-            e->ready = false; /* idle past its lease: the fleet's state first */
+        if (e && e->ready && !down && sl_quota_unleased(&e->node, now))
+            e->ready = false; /* idle past its lease, or the central back: its state first */
         if (e && !e->ready && !force) {
             wait = true;
             if (!e->out && (ys[nys] = sy_sync_prepare(w, s, e, now, it->cost)))
@@ -423,12 +419,11 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
             r->rc = rc;
             break;
         }
-        if (!e->ready || e->node.mode != 2 || now >= e->node.lease_end)
+        if (sl_quota_unleased(&e->node, now))
             atomic_fetch_add_explicit(&b->unleased, 1, memory_order_relaxed);
         bool ok;
         if (take) {
             ok = sl_quota_take(&e->cfg, &e->node, now, it->cost);
-            e->touched = true;
             e->used_at = now;
         } else {
             ok = it->cost <= e->cfg.burst_units && it->cost >= 0 &&
@@ -519,9 +514,10 @@ static void sy_poll(uv_timer_t *t)
 
 /* ---- the interval ---- */
 
-/* Syncs the keys of stripe si taken from since their last sync, and
- * forgets those idle past their lease (nothing counted is lost: a key not
- * taken from since its last sync holds no count). In batches, the stripe
+/* Syncs the keys of stripe si whose sync is due (sl_quota_due: taken
+ * from since their last sync, or that sync reported a demand to give
+ * back), and forgets those idle past their lease (nothing counted is lost:
+ * a key whose sync is not due holds no count). In batches, the stripe
  * unlocked between them so that takes go on. */
 static void sy_sync_stripe(sl_backend_worker *w, int si, int64_t now)
 {
@@ -536,11 +532,12 @@ static void sy_sync_stripe(sl_backend_worker *w, int si, int64_t now)
         for (; slot < s->cap && n < BATCH; slot++) {
             for (sy_entry *e = s->slots[slot], *next; e; e = next) {
                 next = e->next;
-                if (e->touched && !e->out) {
+                if (e->out)
+                    continue;
+                if (sl_quota_due(&e->node)) {
                     if ((ys[n] = sy_sync_prepare(w, s, e, now, 0)))
                         n++;
-                } else if (!e->out && !e->touched &&
-                           now - e->used_at > e->cfg.lease_ns + e->cfg.interval_ns) {
+                } else if (now - e->used_at > e->cfg.lease_ns + e->cfg.interval_ns) {
                     sy_unlink(b, s, e);
                 }
             }
@@ -664,7 +661,6 @@ static void sy_forget(sy_backend *b, const sl_backend_req *r)
         } else if (e) {
             memset(&e->node, 0, sizeof e->node);
             e->ready = false;
-            e->touched = false;
         }
         pthread_mutex_unlock(&s->lock);
     }

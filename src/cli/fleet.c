@@ -86,8 +86,30 @@ typedef struct fleet_sync {
     int64_t next[SL_QUOTA_NODES_MAX]; /* each node's next sync */
 } fleet_sync;
 
+/* One sync of node k's state n for `key` at now; `want` units a take
+ * waiting for it asks on top of the counts. */
+static int fleet_sync_one(fleet_sync *fs, int k, size_t key, sl_quota_node *n, int64_t now,
+                          int64_t want, char *errbuf, size_t errcap)
+{
+    sl_quota_report rep;
+    sl_quota_grant g;
+    sl_quota_report_of(&fs->cfg, n, k, now, &rep);
+    if (want > 0 && want <= fs->cfg.burst_units)
+        rep.asked = rep.asked + want < SL_QUOTA_UNITS_MAX ? rep.asked + want : SL_QUOTA_UNITS_MAX;
+    int rc = sl_quota_sync(&fs->cfg, &fs->central[key], now, &rep, &g);
+    if (rc != SL_OK) {
+        snprintf(errbuf, errcap, "sync: node %d at %lld ns: %s", k, (long long)now,
+                 sl_strerror(rc));
+        return -1;
+    }
+    sl_quota_apply(&fs->cfg, n, now, now, &rep, &g);
+    return 0;
+}
+
 /* Runs every node's syncs due at or before `until`, in time order: each
- * node trades, for every key it has seen, its counts for a new lease. */
+ * node trades, for every key whose sync is due (sl_quota_due), its counts
+ * for a new lease, as sluiced does: an idle key's lease runs out, and its
+ * next take syncs it first. */
 static int fleet_sync_until(fleet_sync *fs, int nodes, int64_t until, char *errbuf,
                             size_t errcap)
 {
@@ -101,18 +123,10 @@ static int fleet_sync_until(fleet_sync *fs, int nodes, int64_t until, char *errb
             return 0;
         for (size_t key = 0; key < fs->nkeys; key++) {
             sl_quota_node *n = &fs->local[(size_t)k * fs->nkeys + key];
-            if (n->mode == 0)
-                continue; /* a key this node has not seen */
-            sl_quota_report rep;
-            sl_quota_grant g;
-            sl_quota_report_of(&fs->cfg, n, k, now, &rep);
-            int rc = sl_quota_sync(&fs->cfg, &fs->central[key], now, &rep, &g);
-            if (rc != SL_OK) {
-                snprintf(errbuf, errcap, "sync: node %d at %lld ns: %s", k, (long long)now,
-                         sl_strerror(rc));
+            if (!sl_quota_due(n))
+                continue;
+            if (fleet_sync_one(fs, k, key, n, now, 0, errbuf, errcap) != 0)
                 return -1;
-            }
-            sl_quota_apply(&fs->cfg, n, now, now, &rep, &g);
         }
         fs->next[k] = now > SL_TIME_MAX - fs->cfg.interval_ns ? INT64_MAX
                                                                : now + fs->cfg.interval_ns;
@@ -195,7 +209,11 @@ int sim_fleet_run(const sim_setup *s, sl_algorithm alg, const sim_fleet *f, sim_
         if (sync) {
             if ((rc = fleet_sync_until(&fs, nodes, e->t_ns, errbuf, errcap)) != 0)
                 break;
-            d.allowed = sl_quota_take(&fs.cfg, (sl_quota_node *)state, e->t_ns, e->cost);
+            sl_quota_node *n = (sl_quota_node *)state;
+            if (sl_quota_unleased(n, e->t_ns) &&
+                (rc = fleet_sync_one(&fs, node, e->key, n, e->t_ns, e->cost, errbuf, errcap)) != 0)
+                break;
+            d.allowed = sl_quota_take(&fs.cfg, n, e->t_ns, e->cost);
         } else if ((rc = sl_take(&lim, state, e->t_ns, e->cost, &d)) != SL_OK) {
             snprintf(errbuf, errcap, "%s: request %zu: %s", strategy, i + 1, sl_strerror(rc));
             break;
