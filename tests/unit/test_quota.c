@@ -594,3 +594,75 @@ Test(quota, a_sparse_key_over_many_nodes_is_admitted)
     /* The first round, before any node has carried a unit, may refuse. */
     cr_assert_geq(admitted, offered - SL_QUOTA_NODES_MAX);
 }
+
+Test(quota, a_lease_lives_from_the_answer_to_a_lease_after_the_report)
+{
+    sl_limit lim;
+    sl_quota_config c;
+    cr_assert_eq(sl_limit_init(&lim, SL_GCRA, 100, NS_PER_SEC, 100), SL_OK);
+    cr_assert_eq(sl_quota_config_init(&c, &lim, 3, 100 * NS_PER_MS), SL_OK);
+    sl_quota_node n;
+    memset(&n, 0, sizeof n);
+    cr_assert(sl_quota_unleased(&n, 0));
+    cr_assert_not(sl_quota_due(&n), "a key never seen has nothing to report");
+    sl_quota_report r = {0, 0, 3, 0, 0};
+    sl_quota_grant g = {10 * SL_QUOTA_SCALE, 50 * SL_QUOTA_SCALE};
+    const int64_t sent = NS_PER_SEC, now = sent + 2 * NS_PER_MS; /* a 2 ms round trip */
+    sl_quota_apply(&c, &n, now, sent, &r, &g);
+    /* Its tokens start at the answer (nothing accrued over the round trip)
+     * and the lease ends a lease after the report left. */
+    cr_assert_eq(sl_quota_node_tokens(&c, &n, now), g.hold);
+    cr_assert_eq(n.lease_end, sent + c.lease_ns);
+    cr_assert_not(sl_quota_unleased(&n, sent + c.lease_ns - 1));
+    cr_assert(sl_quota_unleased(&n, sent + c.lease_ns));
+    /* The sync reported demand: the next one is due, to give it back. */
+    cr_assert(sl_quota_due(&n));
+    sl_quota_report zero;
+    sl_quota_report_of(&c, &n, 0, now + c.interval_ns, &zero);
+    cr_assert_eq(zero.asked, 0);
+    sl_quota_apply(&c, &n, now + c.interval_ns, now + c.interval_ns, &zero, &g);
+    cr_assert_not(sl_quota_due(&n), "no demand reported and none since: nothing to trade");
+    cr_assert(sl_quota_take(&c, &n, now + c.interval_ns, 1));
+    cr_assert(sl_quota_due(&n));
+}
+
+Test(quota, a_take_given_back_restores_its_tokens_and_count)
+{
+    sl_limit lim;
+    sl_quota_config c;
+    cr_assert_eq(sl_limit_init(&lim, SL_GCRA, 10, NS_PER_SEC, 10), SL_OK);
+    cr_assert_eq(sl_quota_config_init(&c, &lim, 1, 100 * NS_PER_MS), SL_OK);
+    sl_quota_node n;
+    memset(&n, 0, sizeof n);
+    cr_assert(sl_quota_take(&c, &n, 0, 4));
+    int64_t before = sl_quota_node_tokens(&c, &n, 0);
+    sl_quota_give_back(&n, 4);
+    cr_assert_eq(sl_quota_node_tokens(&c, &n, 0), before + 4 * SL_QUOTA_SCALE);
+    cr_assert_eq(n.admitted, 0);
+    cr_assert_eq(n.asked, 4, "the demand stays: it was asked");
+    /* More than was admitted is no take of this node's: ignored. */
+    sl_quota_give_back(&n, 1);
+    cr_assert_eq(sl_quota_node_tokens(&c, &n, 0), before + 4 * SL_QUOTA_SCALE);
+}
+
+Test(quota, a_cut_off_node_goes_on_at_its_last_share)
+{
+    sl_limit lim;
+    sl_quota_config c;
+    cr_assert_eq(sl_limit_init(&lim, SL_GCRA, 100, NS_PER_SEC, 90), SL_OK);
+    cr_assert_eq(sl_quota_config_init(&c, &lim, 3, 100 * NS_PER_MS), SL_OK);
+    sl_quota_node n;
+    memset(&n, 0, sizeof n);
+    sl_quota_report r = {0, 0, 0, 0, 0};
+    /* Its last lease: 60% of the rate, nothing held. */
+    sl_quota_grant g = {0, 60 * SL_QUOTA_SCALE};
+    sl_quota_apply(&c, &n, 0, 0, &r, &g);
+    /* Ten seconds with no sync: after the lease it goes on at 60 a second,
+     * spending as it goes, never holding more than the static brim (30). */
+    int64_t admitted = 0;
+    for (int64_t t = 0; t < 10 * NS_PER_SEC; t += NS_PER_MS)
+        admitted += sl_quota_take(&c, &n, t, 1);
+    cr_assert_geq(admitted, 599);
+    cr_assert_leq(admitted, 601);
+    cr_assert_leq(sl_quota_node_tokens(&c, &n, 100 * NS_PER_SEC), 30 * SL_QUOTA_SCALE);
+}
