@@ -162,6 +162,9 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
     int64_t per = r->asked;
     if (r->length_ns > 0)
         per = quota_share(r->asked, (uint64_t)c->interval_ns, (sl_u128)(uint64_t)r->length_ns);
+    /* Was the static share being kept for this node (a young key it had
+     * not synced yet, step 3)? Then its first lease holds at least that. */
+    bool reserved = me->demand == 0 && r->node < c->nodes && now - s->first < c->interval_ns;
     me->synced_at = now;
     me->demand = sl_min64(per, SL_QUOTA_UNITS_MAX) + 1;
     me->hold = 0;
@@ -225,6 +228,11 @@ int sl_quota_sync(const sl_quota_config *c, sl_quota_central *s, int64_t now,
          * someone. */
         if (r->asked > 0 && hold < SL_QUOTA_SCALE)
             hold = SL_QUOTA_SCALE;
+        /* On a young key, a node's first sync gets the static share kept
+         * for it: a burst from idle over every node is then spread over
+         * the nodes' first leases whole, not as shares of shares. */
+        if (reserved && hold < quota_static_brim(c))
+            hold = quota_static_brim(c);
         if ((__int128)hold > avail)
             hold = (int64_t)avail;
         hold -= hold % SL_QUOTA_SCALE;

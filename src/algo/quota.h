@@ -27,7 +27,9 @@
  *                                                last interval, plus 1
  *     sl_quota_apply  <-- hold, rate ----     5. hold = w_i * avail in whole
  *                                                units (at least 1 when it
- *                                                asked and 1 is free), rate =
+ *                                                asked and 1 is free; on its
+ *                                                first sync of a young key
+ *                                                at least B/N), rate =
  *                                                min(w_i * rate, what the
  *                                                others' rates leave)
  *     take against hold + rate * elapsed
