@@ -57,6 +57,7 @@ typedef struct sy_entry {
     sl_quota_report sent;   /* that sync's report */
     int refused;            /* the central's answer to its last sync, when it was an error
                                of the key (WRONGTYPE, a limit it refuses): takes get it */
+    char *why;              /* and the central's words for it (NULL: none) */
     bool out;               /* a sync is out */
     bool ready;             /* a sync has answered since the lease was last found ended */
     size_t keylen;
@@ -108,6 +109,7 @@ struct sl_backend_worker {
     size_t inflight;  /* syncs out */
     bool detaching;
     int closing;      /* timers whose close has not called back yet */
+    char why[256];    /* the errstr of the request being answered: a refused key's words */
 };
 
 /* One sync out: a request of the redis backend's, and what it answers. */
@@ -169,6 +171,7 @@ static void sy_unlink(sy_backend *b, sy_stripe *s, sy_entry *e)
     *p = e->next;
     s->n--;
     atomic_fetch_sub_explicit(&b->keys, 1, memory_order_relaxed);
+    free(e->why);
     free(e);
 }
 
@@ -286,8 +289,11 @@ static void sy_sync_done(sl_backend_req *r)
         e->refused = SL_OK;
     } else if (r->rc != SL_ERR_UNAVAILABLE) {
         /* The central refused the key itself (it holds something else, or
-         * a limit it cannot take): its takes are answered so. */
+         * a limit it cannot take): its takes are answered so, in its
+         * words. */
         e->refused = r->rc;
+        free(e->why);
+        e->why = r->errstr ? strdup(r->errstr) : NULL;
     }
     /* Counts a failed sync reported are still the node's: the next
      * interval reports them again (sl_quota_due). */
@@ -412,8 +418,14 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
         pthread_mutex_lock(&s->lock);
         int rc = SL_OK;
         sy_entry *e = sy_get(b, s, hs[k], it->key, it->keylen, it->limit, now, &rc);
-        if (e && e->refused != SL_OK)
+        if (e && e->refused != SL_OK) {
             rc = e->refused;
+            if (e->why) {
+                snprintf(w->why, sizeof w->why, "%s", e->why);
+                r->errstr = w->why;
+                r->errstr_is_reply = rc == SL_ERR_WRONGTYPE;
+            }
+        }
         if (rc != SL_OK) {
             pthread_mutex_unlock(&s->lock);
             r->rc = rc;
@@ -761,6 +773,7 @@ static void sy_free(sl_backend *base)
         for (size_t j = 0; j < s->cap; j++)
             for (sy_entry *e = s->slots[j], *next; e; e = next) {
                 next = e->next;
+                free(e->why);
                 free(e);
             }
         free(s->slots);
