@@ -26,6 +26,7 @@
  * resets and leases) passes through to the redis backend: decided in the
  * store, as with redis://.
  */
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -44,6 +45,7 @@
 #define SY_STRIPES 64        /* a power of two */
 #define SY_SLOTS_MIN 64      /* a stripe's first hash table */
 #define SY_POLL_MS 1         /* how often takes waiting on another worker's sync look again */
+#define SY_FULL INT_MIN      /* sy_get's: the table holds max_keys keys */
 
 /* One key's half of the quota on this node. */
 typedef struct sy_entry {
@@ -208,7 +210,7 @@ static sy_entry *sy_get(sy_backend *b, sy_stripe *s, uint64_t h, const char *key
         return e;
     }
     if (atomic_load_explicit(&b->keys, memory_order_relaxed) >= b->max_keys) {
-        *rc = SL_ERR_NOMEM;
+        *rc = SY_FULL;
         return NULL;
     }
     if ((s->n + 1 > s->cap / 2 * 3 || !s->slots) && !sy_grow(s)) {
@@ -330,6 +332,22 @@ static void sy_sync_send(sl_backend_worker *w, sy_sync *const *ys, size_t n)
 
 /* ---- decisions ---- */
 
+/* Answers r with sy_get's refusal: SY_FULL is the table at max_keys,
+ * told as such (an out-of-memory error with its words). */
+static void sy_refuse(sl_backend_worker *w, sl_backend_req *r, int rc)
+{
+    r->failed = -1;
+    if (rc == SY_FULL) {
+        snprintf(w->why, sizeof w->why,
+                 "this node holds a lease of max_keys (%zu) keys already: a new key is refused "
+                 "until idle ones are forgotten (raise max_keys in the --store URL)",
+                 w->b->max_keys);
+        r->errstr = w->why;
+        rc = SL_ERR_NOMEM;
+    }
+    r->rc = rc;
+}
+
 /* The decision of a take of `cost` on e at now, admitted or not. */
 static void sy_fill(const sy_entry *e, int64_t now, int64_t cost, bool ok, sl_decision *d)
 {
@@ -398,8 +416,7 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
         pthread_mutex_unlock(&s->lock);
         if (rc != SL_OK) {
             sy_sync_send(w, ys, nys);
-            r->rc = rc;
-            r->failed = -1;
+            sy_refuse(w, r, rc);
             return SL_OK;
         }
     }
@@ -428,7 +445,7 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
         }
         if (rc != SL_OK) {
             pthread_mutex_unlock(&s->lock);
-            r->rc = rc;
+            sy_refuse(w, r, rc);
             break;
         }
         if (sl_quota_unleased(&e->node, now))

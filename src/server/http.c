@@ -68,7 +68,12 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
     sl_buf *out = c->sink;
     bool keep = k->face_flags & SL_HTTP_KEEP, head = k->face_flags & SL_HTTP_HEAD;
     if (k->req.rc != SL_OK) {
-        sl_http_write_error(out, sl_http_status(k->req.rc), keep, sl_strerror(k->req.rc),
+        /* A remote store's own words when it has some (a key of another
+         * type in Redis, a sync node's table full), as RESP gives them. */
+        const char *why = k->req.errstr ? k->req.errstr : sl_strerror(k->req.rc);
+        if (strncmp(why, "ERR ", 4) == 0)
+            why += 4;
+        sl_http_write_error(out, sl_http_status(k->req.rc), keep, why,
                             k->face_flags & SL_HTTP_RESET ? "key" : NULL);
         return;
     }

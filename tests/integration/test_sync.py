@@ -21,6 +21,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -426,3 +427,26 @@ def test_sync_over_a_redis_cluster_keeps_each_record_on_its_slots_primary(make_r
     finally:
         for n in nodes:
             n.stop()
+
+
+def test_a_node_at_max_keys_refuses_a_new_key_saying_which_limit(tmp_path):
+    redis = RedisServer(str(tmp_path / "redis")).start()
+    node = start(tmp_path, sync_url(redis, 0, nodes=1, extra="&max_keys=2"), "full", http=True)
+    try:
+        c = node.redis()
+        for k in ["a", "b"]:
+            assert c.execute_command("SL.TAKE", k, 10, "1s")[1] == 1
+        with pytest.raises(Exception) as e:
+            c.execute_command("SL.TAKE", "c", 10, "1s")
+        assert "max_keys (2)" in str(e.value), str(e.value)
+        with pytest.raises(urllib.error.HTTPError) as h:
+            urllib.request.urlopen("http://127.0.0.1:%d/v1/check?key=d&limit=5&period=1s"
+                                   % node.http_port, timeout=10)
+        assert h.value.code == 503
+        assert "max_keys (2)" in h.value.read().decode()
+        # The keys it holds go on being answered.
+        assert c.execute_command("SL.TAKE", "a", 10, "1s")[1] == 1
+        c.close()
+    finally:
+        node.stop()
+        redis.stop()
