@@ -27,6 +27,39 @@
 -- ("-" for an ad-hoc one), and expires (PXAT) when the state is "never seen"
 -- again. A value without that prefix (a string of the application's, the
 -- module's binary states, another type) is WRONGTYPE and is never written.
+--
+-- Op SYNC is the sync strategy's central command, SL.SYNC (src/algo/quota.h
+-- is its specification), one key at a time:
+--
+--   EVALSHA <sha> 1 key SYNC 0 algorithm limit period_ns burst interval_ns
+--           nodes node admitted asked length_ns carry [AT unix_ns]
+--
+-- answered {hold, rate, remaining} in sub-units (65536 a unit), as
+-- sl_quota_sync answers, exactly: its products (up to 2^115 here) and its
+-- times (Unix nanoseconds, up to SL_TIME_MAX = 2^62 - 1) are kept as wide
+-- integers, exact at any size. Where a value must be a double, the script
+-- takes less than SL.SYNC, and its errors name its own ranges:
+--
+--   limit, burst, admitted   at most 137438953471 (2^37 - 1; SL.SYNC: 2^44),
+--                            so that a budget in sub-units, and a charge,
+--                            stays below 2^53
+--   period_ns, interval_ns,  at most 9007199254740991 (2^53 - 1; SL.SYNC:
+--   length_ns                2^61 - 1)
+--
+-- and the others SL.SYNC's: nodes 1 to 16, node 0 to nodes - 1, asked from
+-- admitted to 2^44, carry 0 to 65536, AT 0 to SL_TIME_MAX (without AT,
+-- TIME decides, in whole microseconds). The deepest debt the central
+-- records is 2^53 sub-units, the deepest a double holds exactly (the C's is
+-- 2^61): a sync that would go deeper records -2^53, and from there the two
+-- answer otherwise. Within these ranges, nothing else differs.
+--
+-- A sync's key holds "sluice.lua/1 sync" and the 85 fields of
+-- sl_quota_central in the record's order (seen first remaining anchor frac,
+-- then synced_at demand hold rate carry for each of 16 slots), as decimal
+-- integers, times in Unix nanoseconds. It expires (PXAT) when the record
+-- is as good as never seen (sync_expiry says when). A value that is not
+-- such a record is WRONGTYPE for SYNC, and a sync record is WRONGTYPE for
+-- every other op but RESET, which deletes it as any state of the script's.
 
 local PREFIX = 'sluice.lua/1 '
 local NEVER = math.huge             -- a retry that no wait will ever do
