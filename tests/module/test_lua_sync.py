@@ -373,7 +373,8 @@ EDGES = [
 def test_range_tops_are_taken(conn, sha, key, config, s, at):
     s = (at,) + s[1:]
     _, grants, state = replay(config, [s])
-    got = call(conn, "EVALSHA", sha, 1, key, "SYNC", "0", *sync_args(config, s)[:-2], "at", str(at))
+    args = sync_args(config, s)[:-2] + ["at", str(at)]  # AT in any case
+    got = call(conn, "EVALSHA", sha, 1, key, "SYNC", "0", *args)
     assert got == grants[0]
     if at >= TIME_MAX - 1:  # only there does the record outlive the call
         assert record(conn, key) == state
@@ -513,6 +514,29 @@ def test_a_record_of_another_limit_is_read_within_this_ones(conn, sha, key, shif
     # 1 ns refills nothing; node 0's lease (hold 10 units) and node 2's static share
     # (3 units, rate 10/3 a second) leave no budget and no rate to node 1
     assert got == [0, 0, 10 * SCALE]
+
+
+def test_a_record_out_of_every_range_is_read_within_them(conn, sha, key, shift):
+    """Text no sync wrote, every field out of its range, is read as quota.c's
+    quota_central_clamp reads a state: the nearest within the ranges (its debt at the
+    script's floor, 2^53), and the sync goes on from there (worked out by hand)."""
+    head = ["7", "-5", "-99999999999999999999", "99999999999999999999", "-1"]
+    slot = ["-1", "99999999999999999999", "-3", "99999999999999999999", "70000"]
+    call(conn, "SET", key, "sluice.lua/1 sync " + " ".join(head + slot * 16))
+    now = T0 + shift
+    got = sync(conn, sha, key, GOOD, (now, 0, 0, 1, 0, 0))
+    # seen 1, first 0, remaining -2^53, anchor SL_TIME_MAX (so no refill), frac 0;
+    # each slot synced at 0 with the largest demand (so long dead: cleared), hold 0,
+    # GOOD's rate, a carry of a unit. Node 0 gives its unit back and, alone, gets the
+    # whole rate and no budget.
+    rate = 100 * SCALE
+    assert got == [0, rate, -LUA_DEBT_MAX + SCALE]
+    want = [1, 0, -LUA_DEBT_MAX + SCALE, TIME_MAX, 0, now, 2, 0, rate, 0]
+    want += [0, 0, 0, 0, SCALE] * 15
+    f = record(conn, key)
+    assert f == want
+    assert expiry_ms(GOOD, f) == ceil_div(TIME_MAX, 10**6)
+    check_expiry(conn, key, GOOD, f)
 
 
 # ---- the exact product ----
