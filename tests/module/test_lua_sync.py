@@ -541,26 +541,50 @@ def test_a_record_out_of_every_range_is_read_within_them(conn, sha, key, shift):
 
 # ---- the exact product ----
 
+# Run after the script's definitions, in place of its dispatcher: ARGV holds cases
+# of n, a's n limbs (24 bits each, least significant first), b, c, d; the answer,
+# for each, the quotient's limbs and the remainder.
 MULDIV = """
-local out = {}
-for i = 1, #ARGV, 4 do
-  local q, r, wq = muldiv(wide_of_digits(ARGV[i]), tonumber(ARGV[i + 1]), tonumber(ARGV[i + 2]),
-                          tonumber(ARGV[i + 3]))
-  out[#out + 1] = wide_text(wq or wide(q))
-  out[#out + 1] = string.format('%.0f', r)
-  out[#out + 1] = wide_text(wide_of_digits(ARGV[i]))
+local muldiv = sync_section().muldiv
+local out, i = {}, 1
+while i <= #ARGV do
+  local n, a = tonumber(ARGV[i]), {}
+  for k = 1, n do a[k] = tonumber(ARGV[i + k]) end
+  local b, c, d = tonumber(ARGV[i + n + 1]), tonumber(ARGV[i + n + 2]), tonumber(ARGV[i + n + 3])
+  local q, r, wq = muldiv(a, b, c, d)
+  local limbs = {}
+  if wq then
+    for k, l in ipairs(wq) do limbs[k] = l end
+  else
+    while q > 0 do -- a number below 2^53
+      local l = math.fmod(q, 16777216)
+      limbs[#limbs + 1] = l
+      q = (q - l) / 16777216
+    end
+  end
+  out[#out + 1] = #limbs
+  for _, l in ipairs(limbs) do out[#out + 1] = l end
+  out[#out + 1] = r
+  i = i + n + 4
 end
 return out
 """
 
 
+def limbs(x):
+    out = []
+    while x:
+        out.append(x % 2**24)
+        x >>= 24
+    return out
+
+
 def test_muldiv_is_exact(conn):
     """The script's floor((a * b + c) / d), a up to 2^64, b and c up to 2^53, d below
-    2^53, through both of its paths and both ways of dividing, against Python's
-    integers; and its decimal text both ways."""
+    2^53, through both of its paths (a double below 2^53, wide integers above) and both
+    ways of dividing (a limb or a bit at a time), against Python's integers."""
     text = script_text()
-    cut = text.index("local out = main()")
-    probe = text[:cut] + MULDIV
+    probe = text[:text.index("local out = main()")] + MULDIV
     rng = random.Random(7)
     edges_a = [0, 1, 2, 2**24 - 1, 2**24, 2**53 - 1, 2**53, 2**53 + 1, 2**62 - 1, 2**64 - 1]
     edges_b = [0, 1, 3, 2**26 + 1, 2**53 - 1, 2**53]
@@ -577,11 +601,18 @@ def test_muldiv_is_exact(conn):
                       rng.randrange(2**rng.choice([10, 30, 53]) + 1), rng.randrange(d), d))
     for k in range(0, len(cases), 500):
         batch = cases[k:k + 500]
-        got = call(conn, "EVAL", probe, 0, *[str(x) for cs in batch for x in cs])
+        args = []
+        for a, b, c, d in batch:
+            args += [len(limbs(a))] + limbs(a) + [b, c, d]
+        got = call(conn, "EVAL", probe, 0, *[str(x) for x in args])
         assert not isinstance(got, Error), got
-        for i, (a, b, c, d) in enumerate(batch):
-            want = [str((a * b + c) // d).encode(), str((a * b + c) % d).encode(), str(a).encode()]
-            assert got[3 * i:3 * i + 3] == want, (a, b, c, d)
+        at = 0
+        for a, b, c, d in batch:
+            n = got[at]
+            q = sum(l << (24 * i) for i, l in enumerate(got[at + 1:at + 1 + n]))
+            r = got[at + 1 + n]
+            at += n + 2
+            assert (q, r) == divmod(a * b + c, d), (a, b, c, d)
 
 
 # ---- 6. a stress near the ranges' tops ----
@@ -639,6 +670,29 @@ def test_stress_against_quota_replay(conn, sha, key, shift, seed):
             check_expiry(conn, key, config, f)
     finally:
         oracle.close()
+
+
+SPANS = [2**53 - 2, 2**53 - 1, 2**53, 2**53 + 1, 9007198 * SEC - 1, 9007198 * SEC,
+         9007199 * SEC - 1, 9007199 * SEC, 9007199 * SEC + 1, 9007200 * SEC - 1]
+
+
+@pytest.mark.parametrize("interval", [2**53 - 1, 2**53 - 2, 9007199 * SEC, 3 * 10**15])
+def test_spans_around_2_53(conn, sha, key, shift, interval):
+    """Spans between syncs where the script's spans turn from doubles into wide
+    integers (2^53 ns, and 9007198 s, where it stops forming them as doubles), against
+    intervals and leases on either side: the same grants and record as the C."""
+    config = ("gcra", 1000, 2**52 + 1, 5000, interval, 4)
+    t = T0 + shift
+    syncs = [(t, 0, 0, 10, 0, 0)]
+    for i, gap in enumerate(SPANS * 2):
+        t += gap if i % 3 else 1
+        syncs.append((t, i % 4, 1, 3, min(gap, LUA_SPAN_MAX), i % 2 * SCALE))
+    _, grants, state = replay(config, syncs)
+    for i, s in enumerate(syncs):
+        assert sync(conn, sha, key, config, s) == grants[i], (i, s)
+    f = record(conn, key)
+    assert f == state
+    check_expiry(conn, key, config, f)
 
 
 def test_the_debt_floor(conn, sha, key, shift):
