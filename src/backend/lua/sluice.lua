@@ -35,10 +35,11 @@
 --           nodes node admitted asked length_ns carry [AT unix_ns]
 --
 -- answered {hold, rate, remaining} in sub-units (65536 a unit), as
--- sl_quota_sync answers, exactly: its products (up to 2^115 here) and its
--- times (Unix nanoseconds, up to SL_TIME_MAX = 2^62 - 1) are kept as wide
--- integers, exact at any size. Where a value must be a double, the script
--- takes less than SL.SYNC, and its errors name its own ranges:
+-- sl_quota_sync answers, exactly: its products (up to 2^115 here) are kept
+-- as wide integers, exact at any size, and its times (Unix nanoseconds, up
+-- to SL_TIME_MAX = 2^62 - 1) as pairs of seconds and nanoseconds. Where a
+-- value must be a double, the script takes less than SL.SYNC, and its
+-- errors name its own ranges:
 --
 --   limit, burst, admitted   at most 137438953471 (2^37 - 1; SL.SYNC: 2^44),
 --                            so that a budget in sub-units, and a charge,
@@ -1612,8 +1613,8 @@ local function sync_section()
         if time_cmp(e, at) > 0 then at = e end
       end
     end
-    local sub = math.fmod(at[2], 1000000)
-    return at[1] * 1000 + (at[2] - sub) / 1000000 + (sub > 0 and 1 or 0)
+    local rest = math.fmod(at[2], 1000000)
+    return at[1] * 1000 + (at[2] - rest) / 1000000 + (rest > 0 and 1 or 0)
   end
 
   -- SL.SYNC's integer arguments in order, with this script's ranges (the top
@@ -1667,9 +1668,9 @@ local function sync_section()
       return fail('ERR syntax error')
     end
 
-    -- sl_quota_config_init (a burst of 0 is the limit); the lease, 3 intervals,
-  -- as a double (exact below 2^53, at least 2^53 above: see span_below) and
-  -- as a wide integer
+    -- sl_quota_config_init (a burst of 0 is the limit); the lease, 3
+    -- intervals, as a double (exact below 2^53, at least 2^53 above: see
+    -- span_below) and as a wide integer
     local limit, burst, nodes = v[1], v[3] == 0 and v[1] or v[3], v[5]
     local c = {rate = limit * SCALE, period = v[2], burst = burst * SCALE, interval = v[4],
                lease = LEASES * v[4], lease_wide = wide_mul(wide(v[4]), LEASES), nodes = nodes,
