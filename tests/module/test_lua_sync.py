@@ -114,10 +114,9 @@ def record(c, key):
 
 
 def parse_line(line):
+    """A grant or a state line as its integers, an error line as ("error", name)."""
     w = line.split()
-    if w[0] == "grant":
-        return [int(x) for x in w[1:]]
-    if w[0] == "state":
+    if w[0] in ("grant", "state"):
         return [int(x) for x in w[1:]]
     return ("error", w[1])
 
