@@ -27,6 +27,40 @@
 -- ("-" for an ad-hoc one), and expires (PXAT) when the state is "never seen"
 -- again. A value without that prefix (a string of the application's, the
 -- module's binary states, another type) is WRONGTYPE and is never written.
+--
+-- Op SYNC is the sync strategy's central command, SL.SYNC (src/algo/quota.h
+-- is its specification), one key at a time:
+--
+--   EVALSHA <sha> 1 key SYNC 0 algorithm limit period_ns burst interval_ns
+--           nodes node admitted asked length_ns carry [AT unix_ns]
+--
+-- answered {hold, rate, remaining} in sub-units (65536 a unit), as
+-- sl_quota_sync answers, exactly: its products (up to 2^115 here) are kept
+-- as wide integers, exact at any size, and its times (Unix nanoseconds, up
+-- to SL_TIME_MAX = 2^62 - 1) as pairs of seconds and nanoseconds. Where a
+-- value must be a double, the script takes less than SL.SYNC, and its
+-- errors name its own ranges:
+--
+--   limit, burst, admitted   at most 137438953471 (2^37 - 1; SL.SYNC: 2^44),
+--                            so that a budget in sub-units, and a charge,
+--                            stays below 2^53
+--   period_ns, interval_ns,  at most 9007199254740991 (2^53 - 1; SL.SYNC:
+--   length_ns                2^61 - 1)
+--
+-- and the others SL.SYNC's: nodes 1 to 16, node 0 to nodes - 1, asked from
+-- admitted to 2^44, carry 0 to 65536, AT 0 to SL_TIME_MAX (without AT,
+-- TIME decides, in whole microseconds). The deepest debt the central
+-- records is 2^53 sub-units, the deepest a double holds exactly (the C's is
+-- 2^61): a sync that would go deeper records -2^53, and from there the two
+-- answer otherwise. Within these ranges, nothing else differs.
+--
+-- A sync's key holds "sluice.lua/1 sync" and the 85 fields of
+-- sl_quota_central in the record's order (seen first remaining anchor frac,
+-- then synced_at demand hold rate carry for each of 16 slots), as decimal
+-- integers, times in Unix nanoseconds. It expires (PXAT) when the record
+-- is as good as never seen (sync_expiry says when). A value that is not
+-- such a record is WRONGTYPE for SYNC, and a sync record is WRONGTYPE for
+-- every other op but RESET, which deletes it as any state of the script's.
 
 local PREFIX = 'sluice.lua/1 '
 local NEVER = math.huge             -- a retry that no wait will ever do
@@ -906,6 +940,26 @@ end
 
 -- ---- keys ----
 
+-- sl_quota_central's int64 fields: seen first remaining anchor frac, then
+-- synced_at demand hold rate carry for each of the 16 nodes' slots.
+local SYNC_FIELDS = 85
+
+-- The fields of a sync record, "sync" and the 85 fields as decimal integers
+-- (v is the value after the prefix): their texts and their numbers, or nil
+-- when v is no such record. Made of digits, '-' and spaces, a word is a
+-- decimal integer exactly when tonumber reads it ("5-3" and "-" it does not).
+local function sync_record(v)
+  if not string.find(v, '^sync [%d%- ]*$') then return nil end
+  local f, n = {}, {}
+  for w in string.gmatch(string.sub(v, 6), '%S+') do
+    local x = tonumber(w)
+    if not x then return nil end
+    f[#f + 1], n[#n + 1] = w, x + 0 -- + 0: "-0" is 0, as the C's int64 holds it
+  end
+  if #f ~= SYNC_FIELDS then return nil end
+  return f, n
+end
+
 -- The key's value: {exists, st = {algo, tag, s}}, or an error.
 local function load(key)
   if key == '' then return nil, 'key' end
@@ -915,6 +969,9 @@ local function load(key)
   if string.sub(v, 1, #PREFIX) ~= PREFIX then return nil, 'foreign' end
   local f = {}
   for w in string.gmatch(string.sub(v, #PREFIX + 1), '%S+') do f[#f + 1] = w end
+  -- the sync strategy's record (op SYNC): a state no decision can read, which
+  -- RESET deletes as any other of the script's
+  if f[1] == 'sync' and sync_record(string.sub(v, #PREFIX + 1)) then return nil, 'wrongtype' end
   local alg = A[f[1] or '']
   if not alg or not f[3] then return nil, 'foreign' end
   local tag = f[2] ~= '-' and {f[2], f[3]} or nil
@@ -1038,7 +1095,7 @@ end
 local function op_reset()
   for _, key in ipairs(KEYS) do -- every key is checked before any is deleted
     local _, e = load(key)
-    if e then return fail(e) end
+    if e and e ~= 'wrongtype' then return fail(e) end -- a sync record goes too
   end
   local held = 0
   for _, key in ipairs(KEYS) do held = held + redis.call('DEL', key) end
@@ -1154,10 +1211,487 @@ local function op_refund(l)
   return given
 end
 
+-- ---- the sync strategy's central: op SYNC (src/algo/quota.c) ----
+--
+-- sl_quota_sync, ported rule for rule. Its products reach 2^115 (a time span
+-- of up to 2^62 ns times a rate below 2^53), beyond what a double holds:
+-- they are kept as wide integers, tables of 24-bit limbs, least significant
+-- first ({l1, l2, ...} is l1 + l2 * 2^24 + ...), never negative, with no
+-- zero limb on top. Every sum and product of two limbs stays below 2^53, so
+-- every step below is exact. A time (Unix nanoseconds, up to 2^62) is a
+-- pair {seconds, nanoseconds beyond}, which its decimal text splits into at
+-- its ninth digit from the right; a span between two times is a number
+-- while it stays below 2^53 ns (104 days), else a wide integer.
+--
+-- The section is one function, run by op SYNC alone: the script's top runs
+-- on every call, and the other ops need not build these helpers each time.
+local function sync_section()
+  local LIMB = 16777216               -- 2^24
+  local TWO53 = 9007199254740992      -- 2^53: every integer below is a double
+  local SCALE = 65536                 -- quota.h's SL_QUOTA_SCALE: sub-units per unit
+  local NODES_MAX = 16                -- SL_QUOTA_NODES_MAX
+  local LEASES = 3                    -- SL_QUOTA_LEASES: intervals a lease lives
+  local UNITS_MAX = 17592186044416    -- SL_QUOTA_UNITS_MAX (2^44)
+  local SYNC_UNITS_MAX = 137438953471 -- 2^37 - 1: this script's limit, burst and admitted
+  local SYNC_SPAN_MAX = 9007199254740991 -- 2^53 - 1: this script's period, interval, length
+  local DEBT_MAX = TWO53              -- the deepest debt recorded (the C's: 2^61)
+  local TIME_MAX_TEXT = '4611686018427387903' -- sluice.h's SL_TIME_MAX (2^62 - 1)
+  local TIME_MAX = {4611686018, 427387903}
+  local SEC = 1000000000
+
+  -- n, an integer in [0, 2^53], as a wide integer.
+  local function wide(n)
+    local w, i = {}, 0
+    while n > 0 do
+      local l = math.fmod(n, LIMB)
+      i = i + 1
+      w[i] = l
+      n = (n - l) / LIMB
+    end
+    return w
+  end
+
+  local function wide_trim(w)
+    while #w > 0 and w[#w] == 0 do w[#w] = nil end
+    return w
+  end
+
+  -- The value of w as a double: exact below 2^53, and at least 2^53 above
+  -- (rounding never goes below a double it passed).
+  local function wide_num(w)
+    local v = 0
+    for i = #w, 1, -1 do v = v * LIMB + w[i] end
+    return v
+  end
+
+  local function wide_cmp(a, b)
+    for i = math.max(#a, #b), 1, -1 do
+      local x, y = a[i] or 0, b[i] or 0
+      if x ~= y then return x < y and -1 or 1 end
+    end
+    return 0
+  end
+
+  local function wide_add(a, b)
+    local s, carry = {}, 0
+    for i = 1, math.max(#a, #b) do
+      local t = (a[i] or 0) + (b[i] or 0) + carry
+      if t >= LIMB then s[i], carry = t - LIMB, 1 else s[i], carry = t, 0 end
+    end
+    if carry > 0 then s[#s + 1] = carry end
+    return s
+  end
+
+  -- a - b, for a >= b.
+  local function wide_sub(a, b)
+    local s, borrow = {}, 0
+    for i = 1, #a do
+      local t = a[i] - (b[i] or 0) - borrow
+      if t < 0 then s[i], borrow = t + LIMB, 1 else s[i], borrow = t, 0 end
+    end
+    return wide_trim(s)
+  end
+
+  -- a * m, for an integer m in [0, 2^53]: each step adds a product of two
+  -- limbs (below 2^48) to a limb and a carry, below 2^49.
+  local function wide_mul(a, m)
+    local b, p = wide(m), {}
+    for k = 1, #a + #b do p[k] = 0 end
+    for i = 1, #a do
+      local carry = 0
+      for j = 1, #b do
+        local t = p[i + j - 1] + a[i] * b[j] + carry
+        local l = math.fmod(t, LIMB)
+        p[i + j - 1] = l
+        carry = (t - l) / LIMB
+      end
+      p[i + #b] = carry
+    end
+    return wide_trim(p)
+  end
+
+  -- The bits of a limb, from the top.
+  local BITS = {}
+  for k = 23, 0, -1 do BITS[#BITS + 1] = 2 ^ k end
+
+  -- floor(a / d) as a wide integer and a mod d, for an integer d in [1, 2^53).
+  -- A divisor up to 2^29 takes a limb at a time (r * 2^24 + limb stays below
+  -- 2^53); a larger one a bit at a time, where the remainder r < d doubles
+  -- without ever being formed above d: 2r + b >= d exactly when r >= d - r - b.
+  local function wide_divmod(a, d)
+    local q, r = {}, 0
+    for i = #a, 1, -1 do
+      local x, ql = a[i], 0
+      if d <= 536870912 then
+        local t = r * LIMB + x
+        r = math.fmod(t, d)
+        ql = (t - r) / d
+      else
+        for _, bit in ipairs(BITS) do
+          local b = 0
+          if x >= bit then b, x = 1, x - bit end
+          local gap = d - r - b
+          if r >= gap then r, ql = r - gap, ql + bit else r = r + r + b end
+        end
+      end
+      q[i] = ql
+    end
+    return wide_trim(q), r
+  end
+
+  -- floor((a * b + c) / d) and its remainder, exactly, for a >= 0 (a number
+  -- below 2^53 or a wide integer), b and c in [0, 2^53] and d in [1, 2^53):
+  -- quota.c's quota_accrue and quota_share. The quotient comes back as a
+  -- number (exact below 2^53, else at least 2^53: the C's saturation at 2^61,
+  -- where only its comparison with a budget below 2^53 matters) and, when it
+  -- was computed wide, as the wide integer too. Below 2^53 the double product
+  -- is exact, and fmod always is.
+  local function muldiv(a, b, c, d)
+    if type(a) == 'table' then
+      local v = wide_num(a)
+      if v < TWO53 then a = v end
+    end
+    if type(a) == 'number' then
+      local p = a * b
+      if p < TWO53 then
+        p = p + c
+        if p < TWO53 then
+          local r = math.fmod(p, d)
+          return (p - r) / d, r
+        end
+      end
+      a = wide(a)
+    end
+    local q, r = wide_divmod(wide_add(wide_mul(a, b), wide(c)), d)
+    return wide_num(q), r, q
+  end
+
+  -- A decimal integer as a time, the nearest within [0, SL_TIME_MAX] (as
+  -- quota.c reads a state's times).
+  local function time_of_text(text)
+    if string.byte(text, 1) == 45 then return {0, 0} end -- '-'
+    local digits = text
+    if #text > 9 and string.byte(text, 1) == 48 then digits = string.gsub(text, '^0+', '') end
+    if #digits > #TIME_MAX_TEXT or (#digits == #TIME_MAX_TEXT and digits > TIME_MAX_TEXT) then
+      return {TIME_MAX[1], TIME_MAX[2]}
+    end
+    if #digits <= 9 then return {0, tonumber(digits) or 0} end
+    return {tonumber(string.sub(digits, 1, -10)), tonumber(string.sub(digits, -9))}
+  end
+
+  local function time_text(t)
+    if t[1] == 0 then return string.format('%.0f', t[2]) end
+    return string.format('%.0f%09.0f', t[1], t[2])
+  end
+
+  local function time_cmp(a, b)
+    if a[1] ~= b[1] then return a[1] < b[1] and -1 or 1 end
+    if a[2] ~= b[2] then return a[2] < b[2] and -1 or 1 end
+    return 0
+  end
+
+  -- The span from t to now in ns, 0 when now is not later: a number below
+  -- 2^53 (9007198 s and up to a second more stay below), else a wide integer.
+  local function since(now, t)
+    if time_cmp(now, t) <= 0 then return 0 end
+    local ds, dn = now[1] - t[1], now[2] - t[2]
+    if ds <= 9007198 then return ds * SEC + dn end
+    if dn < 0 then ds, dn = ds - 1, dn + SEC end
+    return wide_add(wide_mul(wide(ds), SEC), wide(dn))
+  end
+
+  -- Is span (as since() gives it) below the integer d? d is given as a double
+  -- (exact below 2^53, at least 2^53 above, which no number span reaches),
+  -- and as d_wide when it may lie above 2^53.
+  local function span_below(span, d, d_wide)
+    if type(span) == 'number' then return span < d end
+    return wide_cmp(span, d_wide or wide(d)) < 0
+  end
+
+  -- The time span ns (a number or a wide integer) after t, saturated at
+  -- SL_TIME_MAX.
+  local function time_after(t, span)
+    local s, n
+    if type(span) == 'number' then
+      n = math.fmod(span, SEC)
+      s = (span - n) / SEC
+    else
+      local q
+      q, n = wide_divmod(span, SEC)
+      s = wide_num(q) -- beyond 2^53 s, far beyond SL_TIME_MAX
+    end
+    s, n = t[1] + s, t[2] + n
+    if n >= SEC then s, n = s + 1, n - SEC end
+    local out = {s, n}
+    return time_cmp(out, TIME_MAX) > 0 and {TIME_MAX[1], TIME_MAX[2]} or out
+  end
+
+  local function between(v, lo, hi) return v < lo and lo or (v > hi and hi or v) end
+
+  -- floor(a / b) for integers a >= 0 below 2^53 and b > 0, as C divides.
+  local function idiv(a, b) return (a - math.fmod(a, b)) / b end
+
+  -- A zeroed sl_quota_central: a key never seen.
+  local function sync_fresh()
+    local s = {seen = 0, first = {0, 0}, remaining = 0, anchor = {0, 0}, frac = 0, node = {}}
+    for j = 1, NODES_MAX do
+      s.node[j] = {synced_at = {0, 0}, demand = 0, hold = 0, rate = 0, carry = 0}
+    end
+    return s
+  end
+
+  -- The key's sync record, a fresh one when it is absent, or an error:
+  -- 'foreign' for a value that is no state of the script's (nor a well-formed
+  -- sync record), 'wrongtype' for a state of one of its algorithms.
+  local function sync_load(key)
+    local v = redis.pcall('GET', key)
+    if type(v) == 'table' then return nil, 'foreign' end -- a hash, a list...
+    if not v then return sync_fresh() end
+    if string.sub(v, 1, #PREFIX) ~= PREFIX then return nil, 'foreign' end
+    local f, n = sync_record(string.sub(v, #PREFIX + 1))
+    if not f then
+      local alg, tag = string.match(v, '^%s*(%S+)%s+(%S+)%s+%S', #PREFIX + 1) -- as load reads
+      if alg and A[alg] and tag then return nil, 'wrongtype' end
+      return nil, 'foreign'
+    end
+    local s = {seen = n[1], first = time_of_text(f[2]), remaining = n[3],
+               anchor = time_of_text(f[4]), frac = n[5], node = {}}
+    for j = 1, NODES_MAX do
+      local at = 5 * j
+      s.node[j] = {synced_at = time_of_text(f[at + 1]), demand = n[at + 2], hold = n[at + 3],
+                   rate = n[at + 4], carry = n[at + 5]}
+    end
+    return s
+  end
+
+  -- The record's text, in one format (times already as text).
+  local RECORD = PREFIX .. 'sync %.0f %s %.0f %s %.0f' ..
+                 string.rep(' %s %.0f %.0f %.0f %.0f', NODES_MAX)
+  local function sync_encode(s)
+    local v = {s.seen, time_text(s.first), s.remaining, time_text(s.anchor), s.frac}
+    for j = 1, NODES_MAX do
+      local o, at = s.node[j], 5 * j
+      v[at + 1], v[at + 2], v[at + 3] = time_text(o.synced_at), o.demand, o.hold
+      v[at + 4], v[at + 5] = o.rate, o.carry
+    end
+    return string.format(RECORD, unpack(v))
+  end
+
+  -- quota_central_clamp: every field into the range the rules keep it in (a
+  -- record written under another limit, or text no sync wrote), the times
+  -- already (time_of_text).
+  local function sync_clamp(c, s)
+    if s.seen ~= 0 and s.seen ~= 1 then s.seen = 1 end
+    s.remaining = between(s.remaining, -DEBT_MAX, c.burst)
+    s.frac = between(s.frac, 0, c.period - 1)
+    for j = 1, NODES_MAX do
+      local o = s.node[j]
+      o.demand = between(o.demand, 0, UNITS_MAX + 1)
+      o.hold = between(o.hold, 0, c.burst)
+      o.rate = between(o.rate, 0, c.rate)
+      o.carry = between(o.carry, 0, SCALE)
+    end
+  end
+
+  -- quota_live: slot o has synced, less than a lease ago.
+  local function sync_live(c, o, now)
+    return o.demand > 0 and span_below(since(now, o.synced_at), c.lease, c.lease_wide)
+  end
+
+  -- quota_entitled: what slot o may still spend of its lease by now, at most.
+  -- Below 2^53 exact; above, at least 2^53, which no budget reaches.
+  local function sync_entitled(c, o, now)
+    return o.hold + o.carry + muldiv(since(now, o.synced_at), o.rate, 0, c.period)
+  end
+
+  -- sl_quota_sync: report r at now (a time) on state s under config c;
+  -- returns the grant, hold and rate. The arguments are in range (checked by
+  -- op_sync), so it cannot refuse.
+  --
+  -- Every sum below is of integers below 2^53 and exact while it stays below;
+  -- a sum that passes 2^53 rounds to a double at least 2^53, above every
+  -- budget, so that each comparison comes out as the C's. remaining lies in
+  -- [-2^53, burst], and a charge in [-65536, 2^53], so remaining - charge
+  -- rounds only below -2^53, where it is clamped anyway.
+  local function sync_step(c, s, now, r)
+    sync_clamp(c, s)
+    -- 1. Charge what the node admitted (and its carry's change), then refill.
+    if s.seen == 0 then
+      s.seen, s.remaining, s.anchor, s.frac, s.first = 1, c.burst, now, 0, now
+    end
+    local me = s.node[r.node + 1]
+    local charge = r.admitted * SCALE + (r.carry - me.carry)
+    s.remaining = between(s.remaining - charge, -DEBT_MAX, c.burst)
+    me.carry = r.carry
+    if time_cmp(now, s.anchor) > 0 then
+      local add, frac, wadd = muldiv(since(now, s.anchor), c.rate, s.frac, c.period)
+      s.anchor = now
+      local left -- the budget after the refill, when it stays below the brim
+      if add < TWO53 then
+        left = s.remaining + add -- at least 2^53, so above the brim, when it rounds
+      elseif s.remaining < 0 then
+        -- a refill beyond 2^53 that a debt beyond 2^53 - burst may still absorb
+        local missing = wide_add(wide(c.burst), wide(-s.remaining))
+        if wide_cmp(wadd, missing) < 0 then left = wide_num(wide_sub(wadd, wide(-s.remaining))) end
+      end
+      if left and left < c.burst then
+        s.remaining, s.frac = left, frac
+      else
+        s.remaining, s.frac = c.burst, 0 -- the part beyond the brim is lost
+      end
+    end
+
+    -- 2. Release the node's old lease; record its demand per interval, plus 1.
+    local per = r.asked
+    if r.length > 0 then per = muldiv(r.asked, c.interval, 0, r.length) end
+    me.synced_at, me.demand, me.hold, me.rate = now, math.min(per, UNITS_MAX) + 1, 0, 0
+
+    -- 3. What the other live leases may still spend, their rates, the demand;
+    -- a node that has not synced a key younger than an interval keeps its
+    -- static share; slots whose lease ran out are cleared.
+    local others, others_rate, demand = 0, 0, 0
+    for j = 1, NODES_MAX do
+      local o = s.node[j]
+      if j == r.node + 1 then
+        -- the node itself
+      elseif o.demand == 0 then
+        local age = since(now, s.first)
+        if j <= c.nodes and span_below(age, c.interval) then
+          others = others + c.brim + muldiv(age, c.share_rate, 0, c.period)
+          others_rate = others_rate + c.share_rate
+        end
+      elseif not sync_live(c, o, now) then
+        o.hold, o.rate, o.demand = 0, 0, 0
+      else
+        others = others + sync_entitled(c, o, now)
+        others_rate = others_rate + o.rate
+        demand = demand + o.demand
+      end
+    end
+    demand = demand + me.demand -- at most 16 * (2^44 + 1)
+
+    -- 4 and 5. The node's share of the demand: of what the others leave of
+    -- the budget, in whole units (at least one when it asked and one is
+    -- free), and of the rate, within what the others' rates leave.
+    local avail = s.remaining - others
+    local hold = 0
+    if avail > 0 then
+      hold = muldiv(avail, me.demand, 0, demand)
+      if r.asked > 0 and hold < SCALE then hold = SCALE end
+      if hold > avail then hold = avail end
+      hold = hold - math.fmod(hold, SCALE)
+    end
+    local rate = muldiv(c.rate, me.demand, 0, demand)
+    local free = c.rate - others_rate
+    if rate > free then rate = free > 0 and free or 0 end
+    me.hold, me.rate = hold, rate
+    return hold, rate
+  end
+
+  -- The PXAT of a record: Unix milliseconds, rounded up, of the moment it is
+  -- as good as never seen, the latest of every lease's end (synced_at + lease
+  -- for each slot with a demand) and of the budget's return to the brim,
+  -- anchor + ceil((burst - remaining) * period / rate). The refill's
+  -- remainder (frac) is left out: the moment is then up to period / rate ns
+  -- late, never early. Saturated at SL_TIME_MAX.
+  local function sync_expiry(c, s)
+    local missing = s.remaining >= 0 and c.burst - s.remaining or
+                    wide_add(wide(c.burst), wide(-s.remaining))
+    local q, rem, wq = muldiv(missing, c.period, 0, c.rate)
+    local back -- ceil(missing * period / rate): a number below 2^53, else wide
+    if q < TWO53 then
+      back = rem > 0 and q + 1 or q
+    else
+      back = rem > 0 and wide_add(wq, {1}) or wq
+    end
+    local at = time_after(s.anchor, back)
+    local lease = c.lease < TWO53 and c.lease or c.lease_wide
+    for j = 1, NODES_MAX do
+      local o = s.node[j]
+      if o.demand > 0 then
+        local e = time_after(o.synced_at, lease)
+        if time_cmp(e, at) > 0 then at = e end
+      end
+    end
+    local rest = math.fmod(at[2], 1000000)
+    return at[1] * 1000 + (at[2] - rest) / 1000000 + (rest > 0 and 1 or 0)
+  end
+
+  -- SL.SYNC's integer arguments in order, with this script's ranges (the top
+  -- says why some are narrower than the module's): name, lo, hi; node's hi
+  -- is nodes - 1, asked's lo the admitted value given.
+  local SYNC_ARGS = {
+    {'limit', 1, SYNC_UNITS_MAX}, {'period_ns', 1, SYNC_SPAN_MAX}, {'burst', 0, SYNC_UNITS_MAX},
+    {'interval_ns', 1, SYNC_SPAN_MAX}, {'nodes', 1, NODES_MAX}, {'node', 0, 0},
+    {'admitted', 0, SYNC_UNITS_MAX}, {'asked', 0, UNITS_MAX}, {'length_ns', 0, SYNC_SPAN_MAX},
+    {'carry', 0, SCALE},
+  }
+  local RATES = {gcra = true, token_bucket = true, leaky_bucket = true}
+
+  -- SYNC 0 algorithm limit period_ns burst interval_ns nodes node admitted
+  -- asked length_ns carry [AT unix_ns]: {hold, rate, remaining}.
+  local function op_sync()
+    if ARGV[2] ~= '0' then
+      return fail('ERR syntax error: the lease is 16 hex digits for ACQUIRE and RELEASE, else 0')
+    end
+    if #KEYS ~= 1 then return fail('ERR numkeys must be 1 for SYNC') end
+    if #ARGV < 13 then return fail("ERR wrong number of arguments for 'sl.sync' command") end
+    local name = string.lower(ARGV[3])
+    if not RATES[name] then
+      -- sl_algorithm_parse's names; "cell" is SL.DECIDE's alone
+      if ALGORITHMS[name] and name ~= 'cell' then
+        return fail('ERR sync leases rates only: gcra, token_bucket or leaky_bucket')
+      end
+      return fail('algorithm')
+    end
+    local v = {}
+    for i, arg in ipairs(SYNC_ARGS) do
+      local lo, hi = arg[2], arg[3]
+      if arg[1] == 'node' then hi = v[5] - 1 elseif arg[1] == 'asked' then lo = v[7] end
+      local n = int_arg(ARGV[3 + i])
+      if not n or n < lo or n > hi then
+        return fail(string.format('ERR %s must be an integer from %.0f to %.0f', arg[1], lo, hi))
+      end
+      v[i] = n
+    end
+    local now
+    if #ARGV == 13 then
+      local us = math.fmod(NOW, 1000000)
+      now = {(NOW - us) / 1000000, us * 1000}
+    elseif #ARGV == 15 and string.upper(ARGV[14]) == 'AT' then
+      local n = int_arg(ARGV[15])
+      if not n or n < 0 or above_span(ARGV[15], n, TIME_MAX_TEXT) then
+        return fail('ERR AT must be an integer from 0 to ' .. TIME_MAX_TEXT)
+      end
+      now = time_of_text(ARGV[15])
+    else
+      return fail('ERR syntax error')
+    end
+
+    -- sl_quota_config_init (a burst of 0 is the limit); the lease, 3
+    -- intervals, as a double (exact below 2^53, at least 2^53 above: see
+    -- span_below) and as a wide integer
+    local limit, burst, nodes = v[1], v[3] == 0 and v[1] or v[3], v[5]
+    local c = {rate = limit * SCALE, period = v[2], burst = burst * SCALE, interval = v[4],
+               lease = LEASES * v[4], lease_wide = wide_mul(wide(v[4]), LEASES), nodes = nodes,
+               share_rate = idiv(limit * SCALE, nodes), brim = idiv(burst, nodes) * SCALE}
+    local s, err = sync_load(KEYS[1])
+    if not s then return fail(err) end
+    local hold, rate = sync_step(c, s, now,
+                                 {node = v[6], admitted = v[7], asked = v[8], length = v[9],
+                                  carry = v[10]})
+    redis.call('SET', KEYS[1], sync_encode(s), 'PXAT', string.format('%.0f', sync_expiry(c, s)))
+    return {hold, rate, s.remaining}
+  end
+
+  return {op_sync = op_sync, muldiv = muldiv} -- muldiv: for the tests
+end
+
 local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = true,
              REFUND = true}
 
 local function main()
+  if string.upper(ARGV[1] or '') == 'SYNC' then return sync_section().op_sync() end
   -- Redis's own arity check of SL.DECIDE (op lease numkeys key, at least)
   if 2 + #KEYS + #ARGV < 5 then
     return fail("ERR wrong number of arguments for 'sl.decide' command")
