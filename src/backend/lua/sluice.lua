@@ -1542,6 +1542,10 @@ local function sync_section()
     end
 
     -- 2. Release the node's old lease; record its demand per interval, plus 1.
+    -- Was the static share kept for it (a key younger than an interval it
+    -- had not synced)? Then its first lease holds at least that.
+    local reserved = me.demand == 0 and r.node < c.nodes and
+                     span_below(since(now, s.first), c.interval)
     local per = r.asked
     if r.length > 0 then per = muldiv(r.asked, c.interval, 0, r.length) end
     me.synced_at, me.demand, me.hold, me.rate = now, math.min(per, UNITS_MAX) + 1, 0, 0
@@ -1572,12 +1576,14 @@ local function sync_section()
 
     -- 4 and 5. The node's share of the demand: of what the others leave of
     -- the budget, in whole units (at least one when it asked and one is
-    -- free), and of the rate, within what the others' rates leave.
+    -- free, at least the static share kept for it on its first sync of a
+    -- young key), and of the rate, within what the others' rates leave.
     local avail = s.remaining - others
     local hold = 0
     if avail > 0 then
       hold = muldiv(avail, me.demand, 0, demand)
       if r.asked > 0 and hold < SCALE then hold = SCALE end
+      if reserved and hold < c.brim then hold = c.brim end
       if hold > avail then hold = avail end
       hold = hold - math.fmod(hold, SCALE)
     end
