@@ -47,16 +47,21 @@
 #define SY_POLL_MS 1         /* how often takes waiting on another worker's sync look again */
 #define SY_FULL INT_MIN      /* sy_get's: the table holds max_keys keys */
 
+/* What a limit's lease depends on: the parameters the central is sent. */
+typedef struct sy_params {
+    sl_algorithm algorithm;
+    uint32_t flags;
+    int64_t limit, period_ns, burst;
+} sy_params;
+
 /* One key's half of the quota on this node. */
 typedef struct sy_entry {
     struct sy_entry *next; /* in its stripe's chain */
     uint64_t hash;
-    sl_limit limit;        /* the limit it is leased for */
+    sy_params limit;       /* the limit it is leased for */
     sl_quota_config cfg;
     sl_quota_node node;
     int64_t used_at;        /* ns: its last take, for eviction */
-    int64_t sent_at;        /* ns: when the sync out left */
-    sl_quota_report sent;   /* that sync's report */
     int refused;            /* the central's answer to its last sync, when it was an error
                                of the key (WRONGTYPE, a limit it refuses): takes get it */
     char *why;              /* and the central's words for it (NULL: none) */
@@ -118,8 +123,9 @@ struct sl_backend_worker {
 typedef struct sy_sync {
     sl_backend_req req;
     sl_take_item item;
-    sl_limit limit;
-    sl_sync_call args;
+    sl_limit limit;   /* the entry's parameters, for the redis backend to send */
+    sl_sync_call args; /* the report, kept to apply the answer to exactly it */
+    int64_t sent_at;  /* ns: when it left */
     sy_stripe *stripe;
     sy_entry *e;
     struct sl_backend_worker *w;
@@ -187,11 +193,11 @@ static int sy_configure(const sy_backend *b, sy_entry *e, const sl_limit *l)
         q.burst = q.limit;
     int rc = sl_quota_config_init(&e->cfg, &q, b->nodes, b->interval_ns);
     if (rc == SL_OK)
-        e->limit = *l;
+        e->limit = (sy_params){l->algorithm, l->flags, l->limit, l->period_ns, l->burst};
     return rc;
 }
 
-static bool sy_same_limit(const sl_limit *a, const sl_limit *b)
+static bool sy_same_limit(const sy_params *a, const sl_limit *b)
 {
     return a->algorithm == b->algorithm && a->flags == b->flags && a->limit == b->limit &&
            a->period_ns == b->period_ns && a->burst == b->burst;
@@ -259,17 +265,21 @@ static sy_sync *sy_sync_prepare(sl_backend_worker *w, sy_stripe *s, sy_entry *e,
     if (!y)
         return NULL;
     const sy_backend *b = w->b;
-    sl_quota_report_of(&e->cfg, &e->node, b->node, now, &e->sent);
+    y->args = (sl_sync_call){.nodes = b->nodes, .interval_ns = b->interval_ns};
+    sl_quota_report_of(&e->cfg, &e->node, b->node, now, &y->args.report);
     /* A take waiting for this sync is demand the central should know of:
      * it then leases at least that unit when one is free. */
     if (want > 0 && want <= e->cfg.burst_units)
-        e->sent.asked = sl_min64(e->sent.asked + want, SL_QUOTA_UNITS_MAX);
-    e->sent_at = now;
+        y->args.report.asked = sl_min64(y->args.report.asked + want, SL_QUOTA_UNITS_MAX);
+    y->sent_at = now;
     e->out = true;
-    y->limit = e->limit;
+    /* The redis backend reads the algorithm, flags, limit, period and burst. */
+    y->limit.algorithm = e->limit.algorithm;
+    y->limit.flags = e->limit.flags;
+    y->limit.limit = e->limit.limit;
+    y->limit.period_ns = e->limit.period_ns;
+    y->limit.burst = e->limit.burst;
     y->item = (sl_take_item){e->key, e->keylen, &y->limit, 0};
-    y->args = (sl_sync_call){.nodes = b->nodes, .interval_ns = b->interval_ns,
-                                .report = e->sent};
     y->req = (sl_backend_req){.op = SL_OP_SYNC, .n = 1, .items = &y->item, .sync = &y->args,
                               .timeout_ms = b->timeout_ms, .owner = y};
     y->stripe = s;
@@ -287,7 +297,8 @@ static void sy_sync_done(sl_backend_req *r)
     bool ok = r->rc == SL_OK;
     pthread_mutex_lock(&y->stripe->lock);
     if (ok) {
-        sl_quota_apply(&e->cfg, &e->node, sl_now_mono(), e->sent_at, &e->sent, &y->args.grant);
+        sl_quota_apply(&e->cfg, &e->node, sl_now_mono(), y->sent_at, &y->args.report,
+                       &y->args.grant);
         e->refused = SL_OK;
     } else if (r->rc != SL_ERR_UNAVAILABLE) {
         /* The central refused the key itself (it holds something else, or
