@@ -43,7 +43,17 @@ typedef enum sl_op {
                       made key by key (across Redis Cluster slots) stay all or nothing */
     SL_OP_SYNC,    /* one item (its key and limit): the sync strategy's trade of a node's
                       report for a lease (sync.c), with r->sync; no store-down policy */
+    SL_OP_CLAIM,   /* one item (the fleet's registry key, no limit): a sync node's id, with
+                      r->claim; no store-down policy */
 } sl_op;
+
+/* SL_OP_CLAIM's arguments and answer: the script's CLAIM (docs/commands.md). */
+typedef struct sl_claim_call {
+    const char *token; /* this node's, 1 to 64 bytes, no spaces */
+    int64_t ttl_ms;    /* how long the id stays this node's unless claimed again */
+    int id;            /* the answer: this node's id, -1 when every id is taken */
+    int nodes;         /* the answer: 1 + the highest id live */
+} sl_claim_call;
 
 /* SL_OP_SYNC's arguments and answer: the central's SL.SYNC (docs/commands.md). */
 typedef struct sl_sync_call {
@@ -82,6 +92,7 @@ typedef struct sl_backend_req {
                            REFUND: the units given back */
     sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */
     sl_sync_call *sync; /* SYNC: the report in, the grant out */
+    sl_claim_call *claim; /* CLAIM: the token in, the id out */
     sl_fallback by;     /* SL_DECIDED_BY_STORE unless a store-down policy decided */
 
     /* Called once, on the submitting worker's loop, for a request that

@@ -341,7 +341,7 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
     r->failed = -1;
     r->count = 0;
     int64_t now = rd_now_ns(w);
-    if (r->op == SL_OP_SYNC) {
+    if (r->op == SL_OP_SYNC || r->op == SL_OP_CLAIM) {
         /* A lease only the central can give: the sync backend decides on
          * the node's last share meanwhile. */
         r->by = SL_DECIDED_BY_STORE;
@@ -409,6 +409,7 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
             r->rc = SL_ERR_UNAVAILABLE;
             break;
         case SL_OP_SYNC: /* answered above */
+        case SL_OP_CLAIM:
             break;
         }
         return;
@@ -589,7 +590,9 @@ static bool rd_format(sl_backend_worker *w, rd_op *op)
     if (op->cmd && !rd_cmd_inline(op))
         free(op->cmd);
     op->cmd = NULL;
-    bool module = w->mode == RD_MODE_MODULE;
+    /* CLAIM is the script's alone: sent as EVALSHA with the module too
+     * (a NOSCRIPT loads the script, and the op is sent again). */
+    bool module = w->mode == RD_MODE_MODULE && op->r->op != SL_OP_CLAIM;
     int nkeys = op->r->op == SL_OP_RESET ? op->argc - 3 : (int)op->r->n;
     size_t sha_len = strlen(sl_redis_script_sha);
     int argc = op->argc + (module ? 1 : 2) - (module && op->r->op == SL_OP_SYNC ? 3 : 0);
@@ -775,6 +778,19 @@ static int rd_decode(sl_backend_worker *w, sl_backend_req *r, const redisReply *
         if (reply->type != REDIS_REPLY_INTEGER)
             return SL_ERR_UNAVAILABLE;
         r->count = reply->integer;
+        r->rc = SL_OK;
+        return SL_OK;
+    }
+    if (r->op == SL_OP_CLAIM) {
+        if (reply->type != REDIS_REPLY_ARRAY || reply->elements != 2 ||
+            reply->element[0]->type != REDIS_REPLY_INTEGER ||
+            reply->element[1]->type != REDIS_REPLY_INTEGER)
+            return SL_ERR_UNAVAILABLE;
+        long long id = reply->element[0]->integer, nodes = reply->element[1]->integer;
+        if (id < -1 || id >= SL_QUOTA_NODES_MAX || nodes < 0 || nodes > SL_QUOTA_NODES_MAX)
+            return SL_ERR_UNAVAILABLE;
+        r->claim->id = (int)id;
+        r->claim->nodes = (int)nodes;
         r->rc = SL_OK;
         return SL_OK;
     }
@@ -1009,8 +1025,8 @@ static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
  * command's name). NULL when out of memory. */
 static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
 {
-    static const char *const ops[] = {"TAKE",    "PEEK",   "RESET", "ACQUIRE",
-                                      "RELEASE", "REFUND", "SYNC"};
+    static const char *const ops[] = {"TAKE",   "PEEK", "RESET", "ACQUIRE", "RELEASE",
+                                      "REFUND", "SYNC", "CLAIM"};
     size_t bytes = 3 * RD_NUM + 16;
     for (size_t k = 0; k < r->n; k++)
         bytes += r->items[k].keylen + RD_SYNC_ARGS * RD_NUM + 16;
@@ -1062,6 +1078,12 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         it->cost = r->op == SL_OP_RELEASE ? 0 : in->cost;
     }
     if (r->op == SL_OP_RESET) {
+        op->args_used = used;
+        return op;
+    }
+    if (r->op == SL_OP_CLAIM) {
+        rd_put(op, &used, r->claim->token, strlen(r->claim->token));
+        rd_fmt_int(op, &used, r->claim->ttl_ms);
         op->args_used = used;
         return op;
     }
@@ -1117,7 +1139,10 @@ static bool rd_valid(const sl_backend_req *r)
         return false;
     if (r->op == SL_OP_SYNC && (r->n != 1 || !r->sync || !r->items[0].limit))
         return false;
-    if (r->op != SL_OP_RESET && r->op != SL_OP_SYNC) {
+    if (r->op == SL_OP_CLAIM &&
+        (r->n != 1 || !r->claim || !r->claim->token || strlen(r->claim->token) > 64))
+        return false;
+    if (r->op != SL_OP_RESET && r->op != SL_OP_SYNC && r->op != SL_OP_CLAIM) {
         if (!r->d)
             return false;
         for (size_t k = 0; k < r->n; k++)
@@ -1127,7 +1152,7 @@ static bool rd_valid(const sl_backend_req *r)
     for (size_t k = 0; k < r->n; k++)
         if (!r->items[k].key || r->items[k].keylen == 0 || r->items[k].keylen > RD_KEY_MAX)
             return false;
-    return r->op <= SL_OP_SYNC;
+    return r->op <= SL_OP_CLAIM;
 }
 
 /* Answers r by its policy inside submit (a store that cannot even be

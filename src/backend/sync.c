@@ -31,6 +31,8 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include <uv.h>
 
@@ -46,6 +48,9 @@
 #define SY_SLOTS_MIN 64      /* a stripe's first hash table */
 #define SY_POLL_MS 1         /* how often takes waiting on another worker's sync look again */
 #define SY_FULL INT_MIN      /* sy_get's: the table holds max_keys keys */
+#define SY_CLAIM_MS 1000     /* how often a node claims its id again */
+#define SY_CLAIM_TTL_MS 5000 /* how long an id stays a node's that stopped claiming it */
+#define SY_REGISTRY "{sluice:sync}:nodes" /* the fleet's registry: one hash, one slot */
 
 /* What a limit's lease depends on: the parameters the central is sent. */
 typedef struct sy_params {
@@ -80,7 +85,11 @@ typedef struct sy_stripe {
 typedef struct sy_backend {
     sl_backend base;
     sl_backend *inner; /* the redis backend: syncs, and what the quota does not lease */
-    int node, nodes;
+    /* This node's id and the fleet's size: the URL's, or claimed from the
+     * fleet's registry in Redis (`claims`), node -1 until one is. */
+    _Atomic int node, nodes;
+    bool claims;
+    char token[33];    /* this process's, in the registry: 32 hex digits */
     int64_t interval_ns;
     int32_t timeout_ms;
     size_t max_keys;
@@ -117,6 +126,12 @@ struct sl_backend_worker {
     bool detaching;
     int closing;      /* timers whose close has not called back yet */
     char why[256];    /* the errstr of the request being answered: a refused key's words */
+    /* The registry's claim (worker 0, when the backend claims its id). */
+    uv_timer_t claim_timer;
+    sl_backend_req claim_req;
+    sl_take_item claim_item;
+    sl_claim_call claim;
+    bool claim_out;
 };
 
 /* One sync out: a request of the redis backend's, and what it answers. */
@@ -191,7 +206,8 @@ static int sy_configure(const sy_backend *b, sy_entry *e, const sl_limit *l)
     sl_limit q = *l;
     if (q.burst <= 0)
         q.burst = q.limit;
-    int rc = sl_quota_config_init(&e->cfg, &q, b->nodes, b->interval_ns);
+    int nodes = atomic_load_explicit(&b->nodes, memory_order_relaxed);
+    int rc = sl_quota_config_init(&e->cfg, &q, nodes, b->interval_ns);
     if (rc == SL_OK)
         e->limit = (sy_params){l->algorithm, l->flags, l->limit, l->period_ns, l->burst};
     return rc;
@@ -211,7 +227,10 @@ static sy_entry *sy_get(sy_backend *b, sy_stripe *s, uint64_t h, const char *key
 {
     sy_entry *e = sy_find(s, h, key, len);
     if (e) {
-        if (!sy_same_limit(&e->limit, l) && (*rc = sy_configure(b, e, l)) != SL_OK)
+        /* A reload changed its limit, or the fleet's size changed. */
+        if ((!sy_same_limit(&e->limit, l) ||
+             e->cfg.nodes != atomic_load_explicit(&b->nodes, memory_order_relaxed)) &&
+            (*rc = sy_configure(b, e, l)) != SL_OK)
             return NULL;
         return e;
     }
@@ -238,7 +257,8 @@ static sy_entry *sy_get(sy_backend *b, sy_stripe *s, uint64_t h, const char *key
     e->used_at = now;
     /* With the central out of reach there is nothing to wait for: the
      * static share decides until a sync answers. */
-    e->ready = atomic_load_explicit(&b->central_down, memory_order_relaxed);
+    e->ready = atomic_load_explicit(&b->central_down, memory_order_relaxed) ||
+               atomic_load_explicit(&b->node, memory_order_relaxed) < 0;
     e->next = s->slots[h & (s->cap - 1)];
     s->slots[h & (s->cap - 1)] = e;
     s->n++;
@@ -261,12 +281,15 @@ static void sy_poll(uv_timer_t *t);
 static sy_sync *sy_sync_prepare(sl_backend_worker *w, sy_stripe *s, sy_entry *e, int64_t now,
                                 int64_t want)
 {
+    const sy_backend *b = w->b;
+    int id = atomic_load_explicit(&b->node, memory_order_relaxed);
+    if (id < 0 || id >= e->cfg.nodes)
+        return NULL; /* no id yet (or one beyond the size it was configured for) */
     sy_sync *y = calloc(1, sizeof *y);
     if (!y)
         return NULL;
-    const sy_backend *b = w->b;
-    y->args = (sl_sync_call){.nodes = b->nodes, .interval_ns = b->interval_ns};
-    sl_quota_report_of(&e->cfg, &e->node, b->node, now, &y->args.report);
+    y->args = (sl_sync_call){.nodes = e->cfg.nodes, .interval_ns = b->interval_ns};
+    sl_quota_report_of(&e->cfg, &e->node, id, now, &y->args.report);
     /* A take waiting for this sync is demand the central should know of:
      * it then leases at least that unit when one is free. */
     if (want > 0 && want <= e->cfg.burst_units)
@@ -407,7 +430,10 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
     size_t nys = 0;
     bool wait = false;
     uint64_t hs[SL_TAKE_MANY_MAX];
-    bool down = atomic_load_explicit(&b->central_down, memory_order_relaxed);
+    /* With no id yet there is no one to trade as: as if the central were
+     * out of reach. */
+    bool down = atomic_load_explicit(&b->central_down, memory_order_relaxed) ||
+                atomic_load_explicit(&b->node, memory_order_relaxed) < 0;
 
     /* First: every key has a live lease, or a sync on the way. */
     for (size_t i = 0; i < r->n; i++) {
@@ -616,6 +642,44 @@ static void sy_tick(uv_timer_t *t)
     }
 }
 
+/* ---- the fleet's registry ---- */
+
+/* Without node= and nodes= in the URL, worker 0 claims this node's id in
+ * the fleet's registry (a hash in Redis, the script's CLAIM) at start and
+ * every SY_CLAIM_MS, for SY_CLAIM_TTL_MS: an id whose node stopped
+ * claiming it is free again after that, and the fleet's size is 1 + the
+ * highest id held. Until the first claim is answered the node decides as
+ * with the central out of reach, at the static share of 16 nodes. */
+static void sy_claim_done(sl_backend_req *r)
+{
+    sl_backend_worker *w = r->owner;
+    sy_backend *b = w->b;
+    w->claim_out = false;
+    if (r->rc != SL_OK)
+        return; /* kept as it was: the next claim asks again */
+    int id = w->claim.id;
+    int nodes = w->claim.nodes > id ? w->claim.nodes : id + 1;
+    if (nodes < 1)
+        nodes = SL_QUOTA_NODES_MAX; /* every id taken, this node without one */
+    atomic_store_explicit(&b->nodes, nodes, memory_order_relaxed);
+    atomic_store_explicit(&b->node, id, memory_order_relaxed);
+}
+
+static void sy_claim(uv_timer_t *t)
+{
+    sl_backend_worker *w = t->data;
+    if (w->claim_out || w->detaching)
+        return;
+    w->claim = (sl_claim_call){.token = w->b->token, .ttl_ms = SY_CLAIM_TTL_MS};
+    w->claim_item = (sl_take_item){SY_REGISTRY, sizeof SY_REGISTRY - 1, NULL, 0};
+    w->claim_req = (sl_backend_req){.op = SL_OP_CLAIM, .n = 1, .items = &w->claim_item,
+                                    .claim = &w->claim, .timeout_ms = w->b->timeout_ms,
+                                    .done = sy_claim_done, .owner = w};
+    w->claim_out = true;
+    if (w->b->inner->ops->submit(w->inner, &w->claim_req) != SL_PENDING)
+        sy_claim_done(&w->claim_req);
+}
+
 /* ---- the backend's ops ---- */
 
 static sl_backend_worker *sy_attach(sl_backend *base, uv_loop_t *loop, const int64_t *now,
@@ -637,8 +701,11 @@ static sl_backend_worker *sy_attach(sl_backend *base, uv_loop_t *loop, const int
     w->index = atomic_fetch_add(&b->attached, 1);
     uv_timer_init(loop, &w->tick);
     uv_timer_init(loop, &w->poll);
-    w->tick.data = w->poll.data = w;
+    uv_timer_init(loop, &w->claim_timer);
+    w->tick.data = w->poll.data = w->claim_timer.data = w;
     uv_timer_start(&w->tick, sy_tick, 1, 1);
+    if (b->claims && w->index == 0)
+        uv_timer_start(&w->claim_timer, sy_claim, 0, SY_CLAIM_MS);
     return w;
 }
 
@@ -667,9 +734,10 @@ static void sy_detach(sl_backend_worker *w)
     /* Syncs out are answered by the redis backend's detach. */
     w->b->inner->ops->detach(w->inner);
     atomic_fetch_sub(&w->b->attached, 1);
-    w->closing = 2;
+    w->closing = 3;
     uv_close((uv_handle_t *)&w->tick, sy_timer_closed);
     uv_close((uv_handle_t *)&w->poll, sy_timer_closed);
+    uv_close((uv_handle_t *)&w->claim_timer, sy_timer_closed);
 }
 
 /* What the quota leases: takes and peeks whose every item is a rate. */
@@ -782,8 +850,8 @@ static void sy_stats(sl_backend *base, sl_backend_stats *out)
     if (b->inner->ops->stats)
         b->inner->ops->stats(b->inner, out);
     out->sync = true;
-    out->sync_node = b->node;
-    out->sync_nodes = b->nodes;
+    out->sync_node = atomic_load_explicit(&b->node, memory_order_relaxed);
+    out->sync_nodes = atomic_load_explicit(&b->nodes, memory_order_relaxed);
     out->sync_interval_ns = b->interval_ns;
     out->sync_central_down = atomic_load_explicit(&b->central_down, memory_order_relaxed);
     out->sync_keys = atomic_load_explicit(&b->keys, memory_order_relaxed);
@@ -870,13 +938,19 @@ static int sy_parse(sy_backend *b, const char *url, char *inner, char *err, size
         q += plen;
     }
     *o = '\0';
-    if (!seen[P_NODE] || !seen[P_NODES]) {
-        snprintf(err, n, "ERR invalid --store URL: sync needs this node's id and the fleet's "
-                         "size: ?node=I&nodes=N, I from 0 to N - 1, N at most %d",
+    if (seen[P_NODE] != seen[P_NODES]) {
+        snprintf(err, n, "ERR invalid --store URL: give both node=I and nodes=N (I from 0 to "
+                         "N - 1, N at most %d), or neither (the node claims its id in Redis)",
                  SL_QUOTA_NODES_MAX);
         return SL_ERR_ARGUMENT;
     }
-    if (val[P_NODE] >= val[P_NODES]) {
+    b->claims = !seen[P_NODE];
+    if (b->claims) {
+        /* The size is 16 until the first claim says better: the static
+         * share is then the smallest, never more than the fleet's. */
+        val[P_NODE] = -1;
+        val[P_NODES] = SL_QUOTA_NODES_MAX;
+    } else if (val[P_NODE] >= val[P_NODES]) {
         snprintf(err, n, "ERR invalid --store URL: node must be below nodes (%lld): ids run "
                          "from 0 to %lld",
                  (long long)val[P_NODES], (long long)val[P_NODES] - 1);
@@ -922,6 +996,14 @@ int sl_backend_sync(const sl_redis_config *cfg, sl_backend **out, char *err, siz
     for (int i = 0; i < SY_STRIPES; i++)
         pthread_mutex_init(&b->stripes[i].lock, NULL);
     b->timeout_ms = cfg->timeout_ms > 0 ? cfg->timeout_ms : SL_REDIS_TIMEOUT_MS_DEFAULT;
+    uint8_t rnd[16];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd) {
+        uint64_t t = (uint64_t)sl_now_mono() ^ (uint64_t)getpid() << 32;
+        memcpy(rnd, &t, sizeof t);
+        memcpy(rnd + 8, &b, sizeof b < 8 ? sizeof b : 8);
+    }
+    for (size_t i = 0; i < sizeof rnd; i++)
+        snprintf(b->token + 2 * i, 3, "%02x", rnd[i]);
     b->hash_key[0] = (uint64_t)sl_now_mono() * UINT64_C(0x9E3779B97F4A7C15);
     b->hash_key[1] = (uint64_t)(uintptr_t)b ^ UINT64_C(0xD1B54A32D192ED03);
     b->base.ops = &sy_ops;

@@ -1,5 +1,5 @@
 /*
- * sync.h: the sync strategy's backend (--store sync+redis://HOST:PORT?node=I&nodes=N,
+ * sync.h: the sync strategy's backend (--store sync+redis://HOST:PORT,
  * sync+redis-cluster://...): each take of a rate decided on this node
  * against its lease of the key's budget, the leases traded with a central
  * Redis every interval (sync.c; the rules are src/algo/quota.h's).
@@ -7,8 +7,10 @@
  * The URL is a redis:// or redis-cluster:// URL (redis.h) after "sync+",
  * with sync's own parameters in its query beside the redis backend's:
  *
- *     node=I          this node's id in the fleet, 0 .. N - 1 (required)
- *     nodes=N         the fleet's size, 1 .. SL_QUOTA_NODES_MAX (required)
+ *     node=I          this node's id in the fleet, 0 .. N - 1, and
+ *     nodes=N         the fleet's size, 1 .. SL_QUOTA_NODES_MAX, both or neither:
+ *                     without them the node claims an id in the fleet's registry
+ *                     in Redis (sync.c), and learns the size there
  *     interval_ms=M   between a key's syncs; default SL_SYNC_INTERVAL_MS_DEFAULT
  *     max_keys=K      the keys this node holds a share of at most; default
  *                     SL_SYNC_MAX_KEYS_DEFAULT (a new key beyond is refused)

@@ -206,9 +206,9 @@ static const sl_flag sl_flags[F_COUNT] = {
                  "where state lives: memory:// (in this process), redis://[USER:PASS@]HOST:PORT"
                  "[/DB] (one central Redis; also ?password=P&user=U) or "
                  "redis-cluster://HOST:PORT[,HOST:PORT...] (a Redis Cluster), so that every "
-                 "sluiced on the store enforces one limit; sync+redis://HOST:PORT?node=I&nodes=N"
-                 "[&interval_ms=M] (or sync+redis-cluster://) decides here on a lease of each "
-                 "limit traded with the store every interval (docs/deployment.md)",
+                 "sluiced on the store enforces one limit; sync+redis://HOST:PORT[?interval_ms=M]"
+                 " (or sync+redis-cluster://) decides here on a lease of each limit traded "
+                 "with the store every interval (docs/deployment.md)",
                  "memory://, redis://HOST:PORT[/DB], redis-cluster://HOST:PORT[,...], or either "
                  "after sync+",
                  SL_FLAG_APPLIED},

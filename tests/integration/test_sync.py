@@ -388,8 +388,8 @@ def test_info_says_what_the_node_is(fleet):
 
 
 @pytest.mark.parametrize("query,why", [
-    ("?nodes=3", "node"),
-    ("?node=0", "node"),
+    ("?nodes=3", "give both node=I and nodes=N"),
+    ("?node=0", "give both node=I and nodes=N"),
     ("?node=3&nodes=3", "node must be below nodes"),
     ("?node=0&nodes=17", "nodes must be an integer from 1 to 16"),
     ("?node=0&nodes=3&interval_ms=0", "interval_ms must be an integer from 1 to 60000"),
@@ -454,3 +454,56 @@ def test_a_node_at_max_keys_refuses_a_new_key_saying_which_limit(tmp_path):
     finally:
         node.stop()
         redis.stop()
+
+
+def test_nodes_without_ids_claim_them_in_redis(central, tmp_path):
+    """sync+redis:// without node= and nodes=: each node claims the lowest free id in the
+    fleet's registry, renews it every second, and learns the fleet's size; a node that
+    stops renewing frees its id within 5 s, for the next node that starts."""
+    url = "sync+redis://127.0.0.1:%d?interval_ms=%d" % (central.port, INTERVAL_MS)
+    nodes = [start(tmp_path, url, "auto%d" % i) for i in range(3)]
+    try:
+        def ids():
+            out = []
+            for n in nodes:
+                c = n.redis()
+                info = c.info("sync")
+                c.close()
+                out.append((info["sync_node"], info["sync_nodes"]))
+            return out
+
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(n != 3 for _, n in ids()):
+            time.sleep(0.1)
+        got = ids()
+        assert sorted(i for i, _ in got) == [0, 1, 2] and all(n == 3 for _, n in got), got
+        # One limit across the three: a burst of 9 admits 9.
+        clients = [n.redis() for n in nodes]
+        allowed = sum(clients[i % 3].execute_command("SL.TAKE", "auto:burst", 9, "1h")[1]
+                      for i in range(30))
+        assert allowed == 9
+        for c in clients:
+            c.close()
+        gone = got[1][0]
+        nodes[1].kill()
+        r = central.client()
+
+        def held(i):
+            """Is id i held in the registry, by Redis's clock?"""
+            v = r.hget("{sluice:sync}:nodes", str(i))
+            sec, us = r.time()
+            return v is not None and int(v.split()[1]) > sec * 1000 + us // 1000
+
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and held(gone):
+            time.sleep(0.2)
+        assert not held(gone)
+        nodes[1] = start(tmp_path, url, "auto-again")
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and ids()[1][0] != gone:
+            time.sleep(0.1)
+        assert ids()[1][0] == gone, ids()
+    finally:
+        for n in nodes:
+            if n.alive():
+                n.stop()

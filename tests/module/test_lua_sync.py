@@ -708,3 +708,42 @@ def test_the_debt_floor(conn, sha, key, shift):
     assert grants[2][2] < -LUA_DEBT_MAX
     assert got[2][:2] == grants[2][:2] and got[2][2] == -LUA_DEBT_MAX
     assert record(conn, key)[2] == -LUA_DEBT_MAX
+
+
+def test_claim_hands_out_the_lowest_free_id_and_renews_it(plain, sha, key):
+    r = plain.client()
+
+    def claim(token, ttl=5000):
+        return r.evalsha(sha, 1, key, "CLAIM", "0", token, str(ttl))
+
+    assert claim("a") == [0, 1]
+    assert claim("b") == [1, 2]
+    assert claim("a") == [0, 2]           # its own id, renewed
+    assert claim("c", ttl=1) == [2, 3]
+    # A 1 ms claim lapses: its id is the next newcomer's (the lowest free one).
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and claim("d") != [2, 3]:
+        time.sleep(0.01)
+    assert r.hget(key, "2").split()[0] == b"d"
+    for i in range(3, 16):
+        assert claim("t%d" % i)[0] == i
+    assert claim("late") == [-1, 16]      # every id held by another token
+    assert 0 < r.pttl(key) <= 10000       # twice the ttl without a claim
+    r.close()
+
+
+@pytest.mark.parametrize("args,why", [
+    (["CLAIM", "0", "", "5000"], "token is 1 to 64 bytes"),
+    (["CLAIM", "0", "a b", "5000"], "token is 1 to 64 bytes"),
+    (["CLAIM", "0", "x" * 65, "5000"], "token is 1 to 64 bytes"),
+    (["CLAIM", "0", "a", "0"], "ttl_ms must be an integer from 1 to 99999999"),
+    (["CLAIM", "0", "a", "1e3"], "ttl_ms must be an integer from 1 to 99999999"),
+    (["CLAIM", "0", "a"], "wrong number of arguments for CLAIM"),
+])
+def test_claim_refuses_bad_arguments_saying_which(plain, sha, key, args, why):
+    r = plain.client()
+    with pytest.raises(Exception) as e:
+        r.evalsha(sha, 1, key, *args)
+    assert why in str(e.value)
+    assert r.exists(key) == 0
+    r.close()

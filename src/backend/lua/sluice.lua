@@ -1696,8 +1696,48 @@ end
 local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = true,
              REFUND = true}
 
+-- CLAIM: a sync node's id in its fleet (docs/commands.md), sent with the module loaded or
+-- not. KEYS[1] is the fleet's registry, a hash of id -> "token expiry_ms" for ids 0 to 15;
+-- ARGV is CLAIM 0 token ttl_ms. The id the token holds is renewed, else the lowest id
+-- free or expired is taken, for ttl_ms. Reply {id, nodes}: nodes is 1 + the highest id
+-- live; id is -1 when all 16 are held by others.
+local function op_claim()
+  if #KEYS ~= 1 or #ARGV ~= 4 then
+    return fail("ERR wrong number of arguments for CLAIM (key token ttl_ms)")
+  end
+  local token, ttl = ARGV[3], ARGV[4]
+  if #token < 1 or #token > 64 or string.find(token, '%s') then
+    return fail('ERR CLAIM: the token is 1 to 64 bytes, no spaces')
+  end
+  if not string.match(ttl, '^[1-9]%d?%d?%d?%d?%d?%d?%d?$') then
+    return fail('ERR CLAIM: ttl_ms must be an integer from 1 to 99999999')
+  end
+  ttl = tonumber(ttl)
+  local now = math.floor(NOW / 1000)
+  local mine, free, top = nil, nil, -1
+  for id = 0, 15 do
+    local v = redis.call('HGET', KEYS[1], tostring(id))
+    local t, exp = nil, nil
+    if v then t, exp = string.match(v, '^(%S+) (%d+)$') end
+    if t == token then
+      mine = id
+    elseif t and tonumber(exp) > now then
+      top = id
+    elseif not free then
+      free = id
+    end
+  end
+  local id = mine or free
+  if not id then return {-1, top + 1} end
+  redis.call('HSET', KEYS[1], tostring(id), token .. ' ' .. tostring(now + ttl))
+  redis.call('PEXPIRE', KEYS[1], 2 * ttl)
+  if id > top then top = id end
+  return {id, top + 1}
+end
+
 local function main()
   if string.upper(ARGV[1] or '') == 'SYNC' then return sync_section().op_sync() end
+  if string.upper(ARGV[1] or '') == 'CLAIM' then return op_claim() end
   -- Redis's own arity check of SL.DECIDE (op lease numkeys key, at least)
   if 2 + #KEYS + #ARGV < 5 then
     return fail("ERR wrong number of arguments for 'sl.decide' command")
