@@ -1700,7 +1700,8 @@ local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = t
 -- not. KEYS[1] is the fleet's registry, a hash of id -> "token expiry_ms" for ids 0 to 15;
 -- ARGV is CLAIM 0 token ttl_ms. The id the token holds is renewed, else the lowest id
 -- free or expired is taken, for ttl_ms. Reply {id, nodes}: nodes is 1 + the highest id
--- live; id is -1 when all 16 are held by others.
+-- live; id is -1 when all 16 are held by others. The hash expires twice the longest
+-- ttl after its last claim.
 local function op_claim()
   if #KEYS ~= 1 or #ARGV ~= 4 then
     return fail("ERR wrong number of arguments for CLAIM (key token ttl_ms)")
@@ -1730,7 +1731,8 @@ local function op_claim()
   local id = mine or free
   if not id then return {-1, top + 1} end
   redis.call('HSET', KEYS[1], tostring(id), token .. ' ' .. tostring(now + ttl))
-  redis.call('PEXPIRE', KEYS[1], 2 * ttl)
+  -- The hash outlives every claim in it by a ttl, and is never shortened by a short one.
+  if redis.call('PTTL', KEYS[1]) < 2 * ttl then redis.call('PEXPIRE', KEYS[1], 2 * ttl) end
   if id > top then top = id end
   return {id, top + 1}
 end
