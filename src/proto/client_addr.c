@@ -211,8 +211,14 @@ static bool sl_is_port(const char *s, size_t n, bool forwarded)
  */
 static int sl_node_parse(const char *s, size_t n, bool forwarded, sl_ip *out)
 {
-    if (forwarded && ((n == 7 && strncasecmp(s, "unknown", 7) == 0) || sl_is_obfuscated(s, n)))
-        return SL_NODE_HIDDEN;
+    if (forwarded) {
+        /* nodename [":" node-port]: unknown and _name may carry a port too */
+        const char *colon = memchr(s, ':', n);
+        size_t name = colon ? (size_t)(colon - s) : n;
+        if ((name == 7 && strncasecmp(s, "unknown", 7) == 0) || sl_is_obfuscated(s, name))
+            return !colon || sl_is_port(colon + 1, n - name - 1, true) ? SL_NODE_HIDDEN
+                                                                        : SL_NODE_MALFORMED;
+    }
     if (n > 0 && s[0] == '[') {
         const char *close = memchr(s, ']', n);
         if (!close)

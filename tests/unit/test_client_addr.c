@@ -269,6 +269,10 @@ Test(client_addr, forwarded_hidden_nodes)
     cr_assert_str_eq(client(&t, "127.0.0.1", F, "for=203.0.113.7, for=unknown, for=10.0.0.1"),
                      "10.0.0.1");
     cr_assert_str_eq(client(&t, "127.0.0.1", F, "for=_hidden, for=10.0.0.2"), "10.0.0.2");
+    cr_assert_str_eq(client(&t, "127.0.0.1", F, "for=\"_hidden:_port\", for=10.0.0.4"),
+                     "10.0.0.4", "an obfuscated node with a port");
+    cr_assert_str_eq(client(&t, "127.0.0.1", F, "for=\"unknown:80\", for=10.0.0.5"), "10.0.0.5");
+    cr_assert(strstr(client(&t, "127.0.0.1", F, "for=\"unknown:x\""), "ERR: Forwarded: entry 1"));
     cr_assert_str_eq(client(&t, "127.0.0.1", F, "proto=http, for=10.0.0.3"), "10.0.0.3",
                      "an element without for= is no address either");
     /* and with none right of it, there is nothing to key by */
