@@ -7,7 +7,9 @@
  *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C]
  *   POST /v1/check                      the same as JSON, or {"limits": [...]}
  *   ANY  /v1/auth/{policy}[?tier=T&cost=C]   forward-auth: the key comes from
- *                                       a request header (--http-auth-header)
+ *                                       a request header (--http-auth-header),
+ *                                       or is the client's address
+ *                                       (--trusted-proxies)
  *   ANY  /v1/auth/{policy}/{path...}    the same as Envoy's ext_authz sends it
  *                                       (the client's path and query after the
  *                                       policy: both ignored)
@@ -31,6 +33,7 @@
 #include "common/secret.h"
 #include "common/units.h"
 #include "policy/config.h"
+#include "proto/client_addr.h"
 #include "proto/http.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -207,13 +210,29 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
     sl_http_check *chk = w->check;
     int rc;
     if (forward_auth) {
-        /* The key from a header (X-Forwarded-For: its first address), the
-         * policy from the path, tier and cost from the query string. */
+        /* The key from a header, the policy from the path, tier and cost
+         * from the query string. X-Forwarded-For, Forwarded and X-Real-IP
+         * key by the client's address as --trusted-proxies finds it: the
+         * socket's peer unless it is a trusted proxy, else the right-most
+         * untrusted address the proxies wrote (proto/client_addr.h), never
+         * one the client wrote itself. */
         const sl_server_config *cfg = &w->srv->cfg;
-        const sl_http_header *h = sl_http_find_header(r, cfg->http_auth_header);
-        sl_http_slice key = h ? h->value : (sl_http_slice){NULL, 0};
-        if (h && strcasecmp(cfg->http_auth_header, "X-Forwarded-For") == 0)
-            key = sl_http_list_first(key);
+        sl_http_slice key = {NULL, 0};
+        sl_client_source src = sl_client_source_of(cfg->http_auth_header);
+        sl_client_addr_result client;
+        if (src != SL_CLIENT_NONE) {
+            if (sl_client_addr(&cfg->trusted_proxies, &c->peer, src, cfg->http_auth_header,
+                               r->headers, r->num_headers, &client) != 0) {
+                sl_http_write_error(sl_conn_out(c), 400, keep, client.err,
+                                    cfg->http_auth_header);
+                return;
+            }
+            key = (sl_http_slice){client.text, strlen(client.text)};
+        } else {
+            const sl_http_header *h = sl_http_find_header(r, cfg->http_auth_header);
+            if (h)
+                key = h->value;
+        }
         char policy[SL_HTTP_NAME_MAX + 1];
         sl_http_slice seg;
         bool envoy = sl_auth_policy_segment(r->path, &seg);

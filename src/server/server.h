@@ -16,6 +16,7 @@
 #include <uv.h>
 
 #include "cmd/cmd.h"
+#include "proto/client_addr.h"
 #include "proto/resp.h"
 #include "server/metrics.h"
 #include "sluice.h"
@@ -51,6 +52,9 @@ typedef struct sl_server_config {
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
     int http_deny_status;         /* forward-auth: the status of a denial (429, 401, 403) */
+    /* forward-auth: the proxies whose X-Forwarded-For, Forwarded or
+     * X-Real-IP is believed (--trusted-proxies; proto/client_addr.h) */
+    sl_trusted_proxies trusted_proxies;
     /* --client-output-buffer-limit, as Redis's: the replies one client may
      * be owed (queued and not yet taken by the kernel). Past the hard limit
      * it is closed at once; past the soft one (0 = none) for longer than
@@ -264,6 +268,7 @@ typedef struct sl_conn {
     struct sl_conn *flush_next;
     int proto; /* SL_PROTO_RESP or SL_PROTO_HTTP */
     struct sl_http_conn *http; /* HTTP: the parser's state, allocated on first use */
+    sl_ip peer; /* HTTP: the socket's peer, read once at accept (forward-auth's client) */
     char name[64];
     int64_t last_active;
     int64_t output_soft_since; /* when its replies owed passed the soft limit; 0 = they are under */

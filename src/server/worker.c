@@ -638,6 +638,26 @@ static void sl_conn_refuse(sl_conn *c, int http_status, const char *msg)
 
 static const char *const sl_proto_names[SL_PROTOS] = {"RESP", "HTTP"};
 
+/* Reads the socket's peer address into c->peer; false when it cannot be. */
+static bool sl_conn_read_peer(sl_conn *c)
+{
+    struct sockaddr_storage ss;
+    int len = (int)sizeof ss;
+    if (uv_tcp_getpeername(&c->handle, (struct sockaddr *)&ss, &len) != 0)
+        return false;
+    if (ss.ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        sl_ip_from_bytes(&c->peer, (const uint8_t *)&a->sin_addr, 4);
+        return true;
+    }
+    if (ss.ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        sl_ip_from_bytes(&c->peer, a->sin6_addr.s6_addr, 16);
+        return true;
+    }
+    return false;
+}
+
 static void sl_accept(uv_stream_t *listener, int status, int proto)
 {
     sl_worker *w = listener->data;
@@ -710,6 +730,13 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
         atomic_fetch_add(&srv->rejected_connections, 1);
         sl_accept_log(w, "client %llu refused: %s", (unsigned long long)c->id, msg);
         sl_conn_refuse(c, 503, msg);
+        return;
+    }
+    /* HTTP: the peer's address, once, for forward-auth's client address
+     * (proto/client_addr.h). A socket whose peer cannot be read is gone
+     * already (ENOTCONN): it is closed unread. */
+    if (proto == SL_PROTO_HTTP && !sl_conn_read_peer(c)) {
+        sl_conn_close(c);
         return;
     }
     uv_tcp_nodelay(&c->handle, 1);

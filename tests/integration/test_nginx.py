@@ -5,6 +5,7 @@ and the rate limit headers passed on. The nginx config is the one docs/deploymen
 nginx's auth_request accepts only 2xx, 401 and 403 from the auth server, so sluiced runs
 with --http-deny-status 403 and nginx turns that 403 back into a 429."""
 
+import http.client
 import os
 import shutil
 import signal
@@ -92,17 +93,18 @@ def shadow_stack(tmp_path):
     yield from run_stack(tmp_path, "policies:\n  api: {limit: 1, period: 1h, shadow: true}\n")
 
 
-def run_stack(tmp_path, policies):
-    """sluiced with these policies, nginx in front of the upstream; yields (base, sluiced)."""
+def run_stack(tmp_path, policies, sluice_args=(), nginx_conf=CONF):
+    """sluiced with these policies (and flags), nginx in front of the upstream with this
+    config; yields (base, sluiced)."""
     conf = tmp_path / "sluice.yaml"
     conf.write_text(policies)
     sluice_http = free_port()
     sl = Sluiced(args=["--http-port", str(sluice_http), "--http-deny-status", "403",
-                       "--config", str(conf)], workdir=str(tmp_path)).start()
+                       "--config", str(conf)] + list(sluice_args), workdir=str(tmp_path)).start()
     prefix = tmp_path / "nginx"
     prefix.mkdir()
     front, upstream = free_port(), free_port()
-    (prefix / "nginx.conf").write_text(CONF.format(prefix=prefix, front=front, upstream=upstream,
+    (prefix / "nginx.conf").write_text(nginx_conf.format(prefix=prefix, front=front, upstream=upstream,
                                                    sluice=sluice_http))
     ng = subprocess.Popen([NGINX, "-p", str(prefix), "-c", str(prefix / "nginx.conf")],
                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
@@ -169,3 +171,51 @@ def test_nginx_client_never_sees_a_shadow_policy(shadow_stack):
         text = c.call("INFO", "stats")
     text = text.decode() if isinstance(text, bytes) else text
     assert "decisions_shadow_rejected:2\r\n" in text, text
+
+
+# docs/deployment.md's per-address variant: nginx appends the address it sees to whatever
+# X-Forwarded-For the client sent, and sluiced believes only nginx's own entry.
+CONF_XFF = CONF.replace("proxy_set_header X-Api-Key $http_x_api_key;",
+                        "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;")
+
+
+@pytest.fixture
+def xff_stack(tmp_path):
+    yield from run_stack(tmp_path, "policies:\n  api: {limit: 2, period: 1h}\n",
+                         sluice_args=["--http-auth-header", "X-Forwarded-For",
+                                      "--trusted-proxies", "127.0.0.1"],
+                         nginx_conf=CONF_XFF)
+
+
+def test_nginx_a_forged_x_forwarded_for_does_not_escape_the_limit(xff_stack):
+    """Clients connect to nginx from 127.0.0.2 and 127.0.0.3; nginx (127.0.0.1, the one
+    trusted proxy) asks sluiced with "<what the client sent>, <its address>"."""
+    base, sl = xff_stack
+    port = int(base.rsplit(":", 1)[1])
+
+    def get(source, forged=None):
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=5,
+                                       source_address=(source, 0))
+        try:
+            c.putrequest("GET", "/orders")
+            if forged:
+                c.putheader("X-Forwarded-For", forged)
+            c.endheaders()
+            r = c.getresponse()
+            r.read()
+            return r.status
+        finally:
+            c.close()
+
+    # a new forged address on every request: the limit holds for 127.0.0.2 all the same
+    assert get("127.0.0.2", "1.1.1.1") == 200
+    assert get("127.0.0.2", "2.2.2.2, 3.3.3.3") == 200
+    assert get("127.0.0.2", "4.4.4.4") == 429
+    assert get("127.0.0.2") == 429
+    # another client has its own limit
+    assert get("127.0.0.3", "127.0.0.2") == 200
+    with sl.conn() as c:
+        assert c.call("SL.INSPECT", "api:127.0.0.2") is not None
+        assert c.call("SL.INSPECT", "api:127.0.0.3") is not None
+        for forged in ("1.1.1.1", "2.2.2.2", "3.3.3.3", "4.4.4.4"):
+            assert c.call("SL.INSPECT", "api:" + forged) is None, forged
