@@ -211,10 +211,10 @@ def test_forward_auth_deny_status_and_header_choice(make_server, tmp_path):
     make_server(args=["--http-port", str(port), "--http-deny-status", "403",
                       "--http-auth-header", "X-Forwarded-For", "--config", str(conf)])
     base = "http://127.0.0.1:%d" % port
-    first = {"X-Forwarded-For": "192.0.2.7, 10.0.0.1"}
+    first = {"X-Forwarded-For": "10.0.0.1, 192.0.2.7"}
     assert requests.get(base + "/v1/auth/one", headers=first, timeout=5).status_code == 200
     r = requests.get(base + "/v1/auth/one", headers={"X-Forwarded-For": "192.0.2.7"}, timeout=5)
-    assert r.status_code == 403, "the client is the first address of X-Forwarded-For"
+    assert r.status_code == 403, "the client is the right-most untrusted address"
     assert r.headers["X-RateLimit-Remaining"] == "0" and "Retry-After" in r.headers
     r = requests.get(base + "/v1/auth/one", headers={"X-Forwarded-For": "192.0.2.8"}, timeout=5)
     assert r.status_code == 200
