@@ -424,10 +424,12 @@ def test_sync_over_a_redis_cluster_keeps_each_record_on_its_slots_primary(make_r
         for k in keys:
             got = sum(clients[i % 3].execute_command("SL.TAKE", k, 9, "1h")[1]
                       for i in range(30))
-            # Each node's first trade of a new key leases it its third of the burst (a
-            # trade that comes when the key is older than an interval, on a machine
-            # slow enough, gets its share of what is free instead).
-            assert 6 <= got <= 9, (k, got)
+            # Each node's first trade of a new key leases it its third of the burst: 9.
+            # On a machine slow enough, a trade late for the key's first interval gets
+            # its share of what is free instead (fewer), and a node that saw a trade
+            # fail decides its first takes on the static share (more): within the bound.
+            assert 6 <= got <= 9 + stated_excess(9, 9 / 3600.0, INTERVAL_MS / 1000.0, 3), \
+                (k, got)
             owner = cluster.index_of(owners[slot_of(k)][0])
             assert cluster.clients[owner].exists(k) == 1, k
         info = clients[0].info("sync")
