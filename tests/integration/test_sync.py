@@ -515,3 +515,63 @@ def test_nodes_without_ids_claim_them_in_redis(central, tmp_path):
         for n in nodes:
             if n.alive():
                 n.stop()
+
+
+def test_peek_refund_reset_and_all_or_nothing_on_leased_keys(central, tmp_path):
+    """The other ops on a leased key, on one node: a peek consumes nothing, a refund of a
+    take not reported yet gives it back, a take of several limits consumes none when one
+    refuses, and a reset hands the key a fresh budget (its central record deleted). The
+    node trades once a minute, so that no trade changes its leases between two looks."""
+    redis = central
+    node = start(tmp_path, sync_url(redis, 0, nodes=1).replace(
+        "interval_ms=%d" % INTERVAL_MS, "interval_ms=60000"), "ops")
+    c = node.redis()
+
+    def take(key, limit):
+        return as_map(c.execute_command("SL.TAKE", key, limit, "1h"))
+
+    assert as_map(c.execute_command("SL.PEEK", "ops:peek", 3, "1h"))["allowed"] == 1
+    first = take("ops:peek", 3)
+    assert first["allowed"] == 1
+    # SL.DECIDE REFUND: the take is given back, and counts for nothing at the next trade.
+    got = c.execute_command("SL.DECIDE", "REFUND", "0", 1, "ops:peek", "gcra", 3,
+                            3600 * 10**9, 0, 1, 0, 0, 0)
+    assert got == 1
+    assert take("ops:peek", 3)["remaining"] == first["remaining"]
+    # All or nothing: b refuses its second take, and a is given back each time.
+    many = ("SL.TAKEMANY", 2, "ops:a", "ops:b", "LIMIT", 5, "1h", "LIMIT", 1, "1h")
+
+    def peek_a():
+        return as_map(c.execute_command("SL.PEEK", "ops:a", 5, "1h"))["remaining"]
+
+    assert as_map(c.execute_command(*many))["allowed"] == 1
+    left = peek_a()  # what this node's lease of a holds now
+    assert as_map(c.execute_command(*many))["allowed"] == 0
+    assert as_map(c.execute_command(*many))["allowed"] == 0
+    assert peek_a() == left
+    assert take("ops:a", 5)["remaining"] == left - 1
+    # A reset deletes the central record, and the key starts whole again.
+    while take("ops:r", 2)["allowed"]:
+        pass
+    assert c.execute_command("SL.RESET", "ops:r") == 1
+    assert redis.client().exists("ops:r") == 0
+    assert take("ops:r", 2)["allowed"] == 1
+    c.close()
+    node.stop()
+
+
+def test_a_take_of_a_leased_and_a_window_limit_at_once_is_refused_saying_why(fleet):
+    _, nodes, _ = fleet
+    c = nodes[0].redis()
+    with pytest.raises(Exception) as e:
+        c.execute_command("SL.TAKEMANY", 2, "mix:a", "mix:b", "LIMIT", 5, "1s", "LIMIT", 5,
+                          "1s", "ALGORITHM", "fixed_window")
+    assert "leased by sync" in str(e.value) and "decided in the store" in str(e.value)
+    c.close()
+
+
+def as_map(reply):
+    if isinstance(reply, dict):
+        return {k.decode() if isinstance(k, bytes) else k: v for k, v in reply.items()}
+    return {reply[i].decode() if isinstance(reply[i], bytes) else reply[i]: reply[i + 1]
+            for i in range(0, len(reply), 2)}
