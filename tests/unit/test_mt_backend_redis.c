@@ -18,6 +18,8 @@
 
 #include <uv.h>
 
+#include "mtlib.h"
+
 #include "backend/redis.h"
 
 #define WORKERS 4
@@ -25,16 +27,8 @@
 #define LIMIT 300
 
 static sl_backend *backend;
-static _Atomic int allowed, answered, bad; /* bad: a check failed off the main thread */
+static _Atomic int allowed, answered;
 
-/* A check: counts and says what failed, and goes on. */
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            atomic_fetch_add(&bad, 1);                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-        }                                                                                        \
-    } while (0)
 static atomic_bool stop;
 
 typedef struct worker_ctx {
@@ -52,7 +46,7 @@ static void count(sl_backend_req *r)
 {
     worker_ctx *c = r->owner;
     if (r->rc != SL_OK || r->by != SL_DECIDED_LOCAL)
-        atomic_fetch_add(&bad, 1);
+        atomic_fetch_add(&mt_bad, 1);
     if (r->d->allowed)
         atomic_fetch_add(&allowed, 1);
     atomic_fetch_add(&answered, 1);
@@ -65,7 +59,7 @@ static void *run_worker(void *arg)
     const char *err = NULL;
     if (sl_limit_init(&c->limit, SL_GCRA, LIMIT, INT64_C(3600000000000), 0) != SL_OK ||
         !(c->w = backend->ops->attach(backend, &c->loop, &c->now, &err))) {
-        atomic_fetch_add(&bad, 1);
+        atomic_fetch_add(&mt_bad, 1);
         return NULL;
     }
     c->item = (sl_take_item){"shared", 6, &c->limit, 1};
@@ -95,35 +89,22 @@ static void *read_stats(void *arg)
         sl_backend_stats st;
         backend->ops->stats(backend, &st);
         if (st.requests > (uint64_t)WORKERS * TAKES || st.module)
-            atomic_fetch_add(&bad, 1);
+            atomic_fetch_add(&mt_bad, 1);
     }
     return NULL;
 }
 
 static void workers_share_the_local_limiter_and_sum_their_stats(void)
 {
-    /* A port nothing listens on: bound, never listened to. */
-    uv_loop_t tmp;
-    uv_loop_init(&tmp);
+    int port = mt_dead_port();
+    CHECK(port > 0);
     char url[64];
-    {
-        struct sockaddr_in a;
-        uv_ip4_addr("127.0.0.1", 0, &a);
-        uv_tcp_t t;
-        uv_tcp_init(&tmp, &t);
-        CHECK(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0) == 0);
-        int len = sizeof a;
-        uv_tcp_getsockname(&t, (struct sockaddr *)&a, &len);
-        snprintf(url, sizeof url, "redis://127.0.0.1:%d", ntohs(a.sin_port));
-        uv_close((uv_handle_t *)&t, NULL);
-        uv_run(&tmp, UV_RUN_DEFAULT);
-        uv_loop_close(&tmp);
-    }
+    snprintf(url, sizeof url, "redis://127.0.0.1:%d", port);
     char err[256];
     sl_redis_config cfg = {.url = url, .on_error = SL_ON_ERROR_LOCAL};
     if (sl_backend_redis(&cfg, &backend, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sl_backend_redis: %s\n", err);
-        atomic_fetch_add(&bad, 1);
+        atomic_fetch_add(&mt_bad, 1);
         return;
     }
 
@@ -169,6 +150,6 @@ int main(int argc, char **argv)
     (void)argv; /* ctest passes Criterion's --jobs; there is nothing to choose here */
     workers_share_the_local_limiter_and_sum_their_stats();
     printf("[%s] mt_backend_redis::workers_share_the_local_limiter_and_sum_their_stats\n",
-           atomic_load(&bad) ? "FAIL" : "PASS");
-    return atomic_load(&bad) ? 1 : 0;
+           atomic_load(&mt_bad) ? "FAIL" : "PASS");
+    return atomic_load(&mt_bad) ? 1 : 0;
 }

@@ -18,6 +18,8 @@
 
 #include <uv.h>
 
+#include "mtlib.h"
+
 #include "backend/sync.h"
 #include "common/clock.h"
 
@@ -26,15 +28,8 @@
 #define LIMIT 300
 
 static sl_backend *backend;
-static _Atomic int allowed, answered, bad;
+static _Atomic int allowed, answered;
 
-#define CHECK(cond)                                                                              \
-    do {                                                                                         \
-        if (!(cond)) {                                                                           \
-            atomic_fetch_add(&bad, 1);                                                           \
-            fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond);             \
-        }                                                                                        \
-    } while (0)
 static atomic_bool stop;
 
 typedef struct worker_ctx {
@@ -64,7 +59,7 @@ static void *run_worker(void *arg)
     const char *err = NULL;
     if (sl_limit_init(&c->limit, SL_GCRA, LIMIT, INT64_C(3600000000000), 0) != SL_OK ||
         !(c->w = backend->ops->attach(backend, &c->loop, &c->now, &err))) {
-        atomic_fetch_add(&bad, 1);
+        atomic_fetch_add(&mt_bad, 1);
         return NULL;
     }
     c->item = (sl_take_item){"shared", 6, &c->limit, 1};
@@ -94,35 +89,22 @@ static void *read_stats(void *arg)
         memset(&st, 0, sizeof st);
         backend->ops->stats(backend, &st);
         if (!st.sync || st.sync_keys > 1 || st.syncs > 0)
-            atomic_fetch_add(&bad, 1);
+            atomic_fetch_add(&mt_bad, 1);
     }
     return NULL;
 }
 
 static void workers_share_the_node_half_of_a_key(void)
 {
-    uv_loop_t tmp;
-    uv_loop_init(&tmp);
+    int port = mt_dead_port();
+    CHECK(port > 0);
     char url[128];
-    {
-        struct sockaddr_in a;
-        uv_ip4_addr("127.0.0.1", 0, &a);
-        uv_tcp_t t;
-        uv_tcp_init(&tmp, &t);
-        CHECK(uv_tcp_bind(&t, (const struct sockaddr *)&a, 0) == 0);
-        int len = sizeof a;
-        uv_tcp_getsockname(&t, (struct sockaddr *)&a, &len);
-        snprintf(url, sizeof url, "sync+redis://127.0.0.1:%d?node=0&nodes=1&interval_ms=10",
-                 ntohs(a.sin_port));
-        uv_close((uv_handle_t *)&t, NULL);
-        uv_run(&tmp, UV_RUN_DEFAULT);
-        uv_loop_close(&tmp);
-    }
+    snprintf(url, sizeof url, "sync+redis://127.0.0.1:%d?node=0&nodes=1&interval_ms=10", port);
     char err[256];
     sl_redis_config cfg = {.url = url};
     if (sl_backend_sync(&cfg, &backend, err, sizeof err) != SL_OK) {
         fprintf(stderr, "sl_backend_sync: %s\n", err);
-        atomic_fetch_add(&bad, 1);
+        atomic_fetch_add(&mt_bad, 1);
         return;
     }
     worker_ctx *ctx = calloc(WORKERS, sizeof *ctx);
@@ -161,6 +143,6 @@ int main(int argc, char **argv)
     (void)argv;
     workers_share_the_node_half_of_a_key();
     printf("[%s] mt_sync::workers_share_the_node_half_of_a_key\n",
-           atomic_load(&bad) ? "FAIL" : "PASS");
-    return atomic_load(&bad) ? 1 : 0;
+           atomic_load(&mt_bad) ? "FAIL" : "PASS");
+    return atomic_load(&mt_bad) ? 1 : 0;
 }
