@@ -905,8 +905,9 @@ static void rd_op_cb(void *priv, redisReply *reply, const char *err)
         return;
     }
     if (rd_decode(w, r, reply) != SL_OK) {
-        rd_set_err(w, r->op == SL_OP_SYNC ? "unexpected reply to SL.SYNC / EVALSHA"
-                                          : "unexpected reply to SL.DECIDE / EVALSHA",
+        rd_set_err(w, r->op == SL_OP_SYNC    ? "unexpected reply to SL.SYNC / EVALSHA"
+                      : r->op == SL_OP_CLAIM ? "unexpected reply to the script's CLAIM"
+                                             : "unexpected reply to SL.DECIDE / EVALSHA",
                    NULL, 0);
         rd_answer_fallback(w, op, false);
         rd_free_op(op);
