@@ -88,9 +88,11 @@ static void sl_kv_int(sl_cmd_ctx *c, const char *k, int64_t v)
 /* A policy's answer beside its decision: which of its limits refused and
  * which binds, and whether it is a dry run. */
 typedef struct sl_policy_answer {
-    int rejected_by; /* -1 admitted; 0 the key's limit, 1 the global limit (the first that refused) */
-    bool global;     /* the numbers shown are the global limit's */
+    int rejected_by; /* -1 admitted, else the index of the first limit that refused: the
+                        key's limits come first, then the global ones */
+    bool global;     /* the numbers shown are a global limit's */
     bool shadow;     /* a dry-run policy */
+    const char *binding; /* the name of the limit whose numbers are shown */
 } sl_policy_answer;
 
 /* A wait in milliseconds as replies give it: 0 when admitted, -1 never. */
@@ -102,8 +104,9 @@ static int64_t sl_retry_ms(const sl_decision *d)
 }
 
 /*
- * A decision; pa (NULL for a plain one) makes it a policy's: rejected_by and
- * scope ("key" or "global": the limit whose numbers follow) after allowed.
+ * A decision; pa (NULL for a plain one) makes it a policy's: rejected_by,
+ * scope ("key" or "global") and binding (the name of the limit whose numbers
+ * follow: sl_policy_limit_name) after allowed.
  * A shadow (dry-run) policy is invisible to its caller: every field a client
  * acts on says go (allowed 1, rejected_by -1, retry_after_ms and delay_ms
  * 0), and shadow 1, would_allow and would_retry_after_ms carry the real
@@ -114,7 +117,7 @@ static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_deci
 {
     bool queue = l->algorithm == SL_LEAKY_BUCKET;
     bool shadow = pa && pa->shadow;
-    R->map(c->sink, (queue ? 6u : 5u) + (pa ? 2u : 0u) + (shadow ? 3u : 0u));
+    R->map(c->sink, (queue ? 6u : 5u) + (pa ? 3u : 0u) + (shadow ? 3u : 0u));
     sl_kv_int(c, "allowed", shadow || d->allowed);
     if (pa) {
         sl_kv_int(c, "rejected_by", shadow ? -1 : pa->rejected_by);
@@ -123,6 +126,8 @@ static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_deci
             R->bulk(c->sink, "global", 6);
         else
             R->bulk(c->sink, "key", 3);
+        R->bulk(c->sink, "binding", 7);
+        R->bulk(c->sink, pa->binding, strlen(pa->binding));
     }
     sl_kv_int(c, "limit", d->limit);
     sl_kv_int(c, "remaining", d->remaining);
@@ -335,6 +340,10 @@ void sl_check_own(sl_check *k)
     if (k->name && k->name != k->name_buf) {
         snprintf(k->name_buf, sizeof k->name_buf, "%s", k->name);
         k->name = k->name_buf;
+        for (size_t i = 0; i < k->n; i++) {
+            snprintf(k->lname_buf[i], sizeof k->lname_buf[i], "%s", k->lname[i]);
+            k->lname[i] = k->lname_buf[i];
+        }
     }
 }
 
@@ -419,9 +428,13 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
          * one when its remaining is the smaller, or its wait the longer),
          * as HTTP's headers show them: a key with room left under a spent
          * global limit has, in truth, no room. */
-        const sl_decision *dp[2] = {&k->d[0], &k->d[1]};
+        const sl_decision *dp[SL_TAKE_MANY_MAX];
+        for (size_t i = 0; i < k->n; i++)
+            dp[i] = &k->d[i];
         size_t b = sl_http_binding(dp, k->n, k->req.failed);
-        sl_policy_answer pa = {k->req.failed, b == 1, k->shadow};
+        char binding[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(k->name, k->lname[b], b >= k->nkey, binding, sizeof binding);
+        sl_policy_answer pa = {k->req.failed, b >= k->nkey, k->shadow, binding};
         sl_reply_decision_as(c, k->lim[b], &k->d[b], &pa);
         break;
     }
@@ -448,15 +461,21 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
 }
 
 int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const char *tier,
-                    size_t tier_len, const char *key, size_t key_len, int64_t cost, char *kbuf,
-                    size_t kcap, char *gbuf, size_t gcap, sl_take_item *items)
+                    size_t tier_len, const char *key, size_t key_len, int64_t cost,
+                    int64_t tokens, char *kbuf, size_t kcap, sl_take_item items[SL_TAKE_MANY_MAX])
 {
-    int n = sl_policy_items(p, tier, tier_len, key, key_len, cost, kbuf, kcap, gbuf, gcap, items);
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey = 0;
+    int n = sl_policy_items(p, tier, tier_len, key, key_len, cost, tokens, kbuf, kcap, items,
+                            which, &nkey);
     if (n <= 0)
         return n;
     sl_check_init(k, SL_OP_TAKE, SL_RENDER_POLICY, (size_t)n, items);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < n; i++) {
         k->lim[i] = items[i].limit;
+        k->lname[i] = which[i]->name;
+    }
+    k->nkey = nkey;
     k->policy = (int)(p - cfg->policies);
     k->name = p->name;
     k->shadow = p->shadow;
@@ -704,9 +723,10 @@ static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_check_submit(c, &k);
 }
 
-/* SL.POLICY policy key [COST cost] [TIER tier] */
+/* SL.POLICY policy key [COST cost] [TOKENS tokens] [TIER tier] */
 static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
+    static const char usage[] = "SL.POLICY policy key [COST cost] [TOKENS tokens] [TIER tier]";
     const sl_resp_slice *name = &argv[1], *tier = NULL;
     const sl_policy *p = sl_config_policy(c->config, name->ptr, name->len);
     if (!p) {
@@ -714,27 +734,29 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                         name->ptr);
         return;
     }
-    int64_t cost = 1;
-    bool seen_cost = false;
+    int64_t cost = 1, tokens = 0;
+    bool seen_cost = false, seen_tokens = false;
     for (int i = 3; i < argc; i += 2) {
         if (i + 1 >= argc) {
-            sl_reply_errorf(c, "syntax error: SL.POLICY policy key [COST cost] [TIER tier]");
+            sl_reply_errorf(c, "syntax error: %s", usage);
             return;
         }
-        bool is_cost = sl_arg_is(&argv[i], "COST"), is_tier = sl_arg_is(&argv[i], "TIER");
-        if ((is_cost && seen_cost) || (is_tier && tier)) {
-            sl_reply_errorf(c, "syntax error: option '%s' is given twice", is_cost ? "COST" : "TIER");
+        bool is_cost = sl_arg_is(&argv[i], "COST"), is_tokens = sl_arg_is(&argv[i], "TOKENS");
+        bool is_tier = sl_arg_is(&argv[i], "TIER");
+        if ((is_cost && seen_cost) || (is_tokens && seen_tokens) || (is_tier && tier)) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice",
+                            is_cost ? "COST" : is_tokens ? "TOKENS" : "TIER");
             return;
         }
-        if (is_cost) {
-            seen_cost = true;
-            if (!sl_arg_int(c, &argv[i + 1], &cost))
+        if (is_cost || is_tokens) {
+            *(is_cost ? &seen_cost : &seen_tokens) = true;
+            if (!sl_arg_int(c, &argv[i + 1], is_cost ? &cost : &tokens))
                 return;
         } else if (is_tier) {
             tier = &argv[i + 1];
         } else {
-            sl_reply_errorf(c, "syntax error: unknown option '%.*s'",
-                            (int)(argv[i].len > 32 ? 32 : argv[i].len), argv[i].ptr);
+            sl_reply_errorf(c, "syntax error: unknown option '%.*s' (%s)",
+                            (int)(argv[i].len > 32 ? 32 : argv[i].len), argv[i].ptr, usage);
             return;
         }
     }
@@ -742,12 +764,15 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_status(c, SL_ERR_COST);
         return;
     }
-    char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
-    sl_take_item items[2];
+    if (tokens < 0) {
+        sl_reply_errorf(c, "tokens must be a non-negative integer");
+        return;
+    }
+    char keys[SL_POLICY_KEYS_ROOM];
+    sl_take_item items[SL_TAKE_MANY_MAX];
     sl_check k;
     int n = sl_check_policy(&k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
-                            argv[2].ptr, argv[2].len, cost, key, sizeof key, gkey, sizeof gkey,
-                            items);
+                            argv[2].ptr, argv[2].len, cost, tokens, keys, sizeof keys, items);
     if (n < 0) {
         sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
                         (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
@@ -886,7 +911,8 @@ const sl_command sl_rate_commands[] = {
      "[LIMIT ...]",
      1},
     {"sl.policy", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_policy,
-     "Takes from a policy of the config file", "policy key [COST cost] [TIER tier]", 0},
+     "Takes from a policy's limits of the config file, all or nothing",
+     "policy key [COST cost] [TOKENS tokens] [TIER tier]", 0},
     {"sl.reset", -2, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, -1, 1, sl_cmd_reset,
      "Forgets keys: their next take starts afresh", "key [key ...]", 0},
     {"sl.acquire", -4, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_acquire,

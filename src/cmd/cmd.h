@@ -102,6 +102,10 @@ typedef struct sl_check {
     bool shadow;               /* a dry-run policy */
     int policy;                /* the config's policy index, -1 ad hoc */
     const char *name;          /* the policy's name, or NULL */
+    /* A policy's: how many of the limits are the key's (the rest are its
+     * global ones), and each limit's own name ("" for an unnamed one). */
+    size_t nkey;
+    const char *lname[SL_TAKE_MANY_MAX];
     int64_t lease_max;         /* SL.ACQUIRE: the max_in_flight the lease id carries */
     size_t n;                  /* the limits below (req.n but for RESET) */
     const sl_limit *lim[SL_TAKE_MANY_MAX];
@@ -112,6 +116,7 @@ typedef struct sl_check {
     /* What sl_check_own() copies the limits and the name into. */
     sl_limit own[SL_TAKE_MANY_MAX];
     char name_buf[SL_POLICY_NAME_MAX + 8];
+    char lname_buf[SL_TAKE_MANY_MAX][SL_LIMIT_NAME_MAX + 1];
 } sl_check;
 
 /* Makes k self-contained: its limits and name copied into it. */
@@ -137,6 +142,7 @@ static inline void sl_check_init(sl_check *k, sl_op op, sl_render render, size_t
     k->shadow = false;
     k->policy = -1;
     k->name = NULL;
+    k->nkey = 0;
     k->n = op == SL_OP_RESET ? 0 : n;
 }
 
@@ -178,16 +184,18 @@ void sl_check_submit(sl_cmd_ctx *c, sl_check *k);
 void sl_check_finish(sl_cmd_ctx *c, sl_check *k);
 
 /*
- * A policy's items for `key` under `tier` (NULL: the policy's own limit)
- * at `cost`, with its global limit when it has one: fills items[0..n) and
- * k->lim, k->policy, k->name, k->shadow; key and gkey are the room for the
- * store keys. Returns n (1 or 2), 0 for a key too long, -1 for an unknown
- * tier. The runner SL.POLICY and HTTP's checks share.
+ * A policy's items for `key` under `tier` (NULL: the policy's own limits)
+ * at `cost` and `tokens` (sl_policy_items), its global limits after the
+ * key's: fills items[0..n) and k->lim, k->policy, k->name, k->shadow,
+ * k->nkey, k->lname; kbuf is the room for the store keys
+ * (SL_POLICY_KEYS_ROOM). Returns n (1 .. SL_TAKE_MANY_MAX), 0 for a key too
+ * long, -1 for an unknown tier. The runner SL.POLICY and HTTP's checks
+ * share.
  */
 int sl_check_policy(sl_check *k, const struct sl_config *cfg, const struct sl_policy *p,
                     const char *tier, size_t tier_len, const char *key, size_t key_len,
-                    int64_t cost, char *kbuf, size_t kcap, char *gbuf, size_t gcap,
-                    sl_take_item *items);
+                    int64_t cost, int64_t tokens, char *kbuf, size_t kcap,
+                    sl_take_item items[SL_TAKE_MANY_MAX]);
 
 /* Command flags, as Redis names them. */
 #define SL_CMD_WRITE 0x01u    /* may change state */

@@ -101,12 +101,50 @@ static int sl_bool_value(sl_loader *ld, const yaml_node_t *v, const char *where,
     return sl_fail(ld, v, "%s: %s must be true or false (got %s)", where, what, sl_quote(v, q));
 }
 
-/* A limit from a mapping {algorithm, limit, period, burst, utc_offset}.
- * `base` gives the defaults (a tier inherits its policy's algorithm and UTC
- * offset), NULL for none. Windows are aligned for a clock that is Unix
- * time; sl_config_align moves them to another. */
+static int sl_algorithm_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                              sl_algorithm *out)
+{
+    char q[48];
+    if (!sl_is_scalar(v) || sl_algorithm_parse(sl_scalar(v), v->data.scalar.length, out) != SL_OK ||
+        *out == SL_CONCURRENCY)
+        return sl_fail(ld, v, "%s: unknown algorithm %s (use gcra, token_bucket, leaky_bucket, "
+                              "fixed_window, sliding_log or sliding_window)",
+                       where, sl_quote(v, q));
+    return 0;
+}
+
+static int sl_utc_offset_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                               int64_t *out)
+{
+    char q[48];
+    if (!sl_is_scalar(v) ||
+        sl_parse_utc_offset(sl_scalar(v), v->data.scalar.length, out) != SL_DURATION_OK)
+        return sl_fail(ld, v, "%s: utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most "
+                              "18 hours (got %s)",
+                       where, sl_quote(v, q));
+    return 0;
+}
+
+static int sl_unit_value(sl_loader *ld, const yaml_node_t *v, const char *where, sl_cost_unit *out)
+{
+    char q[48];
+    if (sl_is_scalar(v) && strcmp(sl_scalar(v), "requests") == 0)
+        *out = SL_UNIT_REQUESTS;
+    else if (sl_is_scalar(v) && strcmp(sl_scalar(v), "tokens") == 0)
+        *out = SL_UNIT_TOKENS;
+    else
+        return sl_fail(ld, v, "%s: cost must be requests (a request's COST, 1 unless it says) or "
+                              "tokens (its TOKENS, 0 unless it says) (got %s)",
+                       where, sl_quote(v, q));
+    return 0;
+}
+
+/* A limit from a mapping {algorithm, limit, period, burst, utc_offset,
+ * cost}. `base` gives the defaults of algorithm and utc_offset (a tier
+ * inherits its policy's), NULL for none. Windows are aligned for a clock
+ * that is Unix time; sl_config_align moves them to another. */
 static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where,
-                          const sl_limit *base, sl_limit *out, const char *const *extra)
+                          const sl_limit *base, sl_named_limit *out, const char *const *extra)
 {
     char q[48];
     if (!m || m->type != YAML_MAPPING_NODE)
@@ -115,15 +153,12 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
     int64_t limit = 0, period = 0, burst = 0, months = 0;
     int64_t utc_offset = base ? base->utc_offset_ns : 0;
     const yaml_node_t *at_limit = NULL, *at_period = NULL;
+    out->unit = SL_UNIT_REQUESTS;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
         if (sl_key_is(k, "algorithm")) {
-            if (!sl_is_scalar(v) ||
-                sl_algorithm_parse(sl_scalar(v), v->data.scalar.length, &algo) != SL_OK ||
-                algo == SL_CONCURRENCY)
-                return sl_fail(ld, v, "%s: unknown algorithm %s (use gcra, token_bucket, "
-                                      "leaky_bucket, fixed_window, sliding_log or sliding_window)",
-                               where, sl_quote(v, q));
+            if (sl_algorithm_value(ld, v, where, &algo))
+                return -1;
         } else if (sl_key_is(k, "limit")) {
             if (sl_int_value(ld, v, where, "limit", 1, &limit))
                 return -1;
@@ -139,17 +174,16 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
                                where, sl_quote(v, q));
             at_period = v;
         } else if (sl_key_is(k, "utc_offset")) {
-            if (!sl_is_scalar(v) ||
-                sl_parse_utc_offset(sl_scalar(v), v->data.scalar.length, &utc_offset) !=
-                    SL_DURATION_OK)
-                return sl_fail(ld, v, "%s: utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, "
-                                      "at most 18 hours (got %s)",
-                               where, sl_quote(v, q));
+            if (sl_utc_offset_value(ld, v, where, &utc_offset))
+                return -1;
         } else if (sl_key_is(k, "burst")) {
             /* At least 1: the library reads 0 as "the limit", which is not
              * what a user who writes 0 means (nginx's burst=0: no burst).
              * Leaving burst out is how a policy asks for the limit. */
             if (sl_int_value(ld, v, where, "burst", 1, &burst))
+                return -1;
+        } else if (sl_key_is(k, "cost")) {
+            if (sl_unit_value(ld, v, where, &out->unit))
                 return -1;
         } else {
             bool known = false;
@@ -163,10 +197,11 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
         return sl_fail(ld, m, "%s: limit is required", where);
     if (period == 0)
         return sl_fail(ld, m, "%s: period is required", where);
-    int rc = sl_limit_init(out, algo, limit, period, burst);
+    sl_limit *l = &out->limit;
+    int rc = sl_limit_init(l, algo, limit, period, burst);
     if (rc != SL_OK)
         return sl_fail(ld, at_limit ? at_limit : m, "%s: %s", where, sl_strerror(rc));
-    rc = sl_limit_align(out, months, utc_offset, 0);
+    rc = sl_limit_align(l, months, utc_offset, 0);
     if (rc == SL_ERR_PERIOD && algo == SL_SLIDING_LOG)
         return sl_fail(ld, at_period, "%s: sliding_log cannot count calendar months: give its "
                                       "period in days or weeks, or use fixed_window or "
@@ -178,7 +213,7 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
      * tier, or a limit changed by a reload, keeps the units it has used
      * (see "Carried states" in sluice.h). Every algorithm a policy may have
      * can be carried. */
-    rc = sl_limit_carry(out);
+    rc = sl_limit_carry(l);
     if (rc != SL_OK)
         return sl_fail(ld, m, "%s: %s", where, sl_strerror(rc));
     return 0;
@@ -195,6 +230,165 @@ static int sl_name_value(sl_loader *ld, const yaml_node_t *k, const char *what, 
     return 0;
 }
 
+/* A named limit's name: it goes into store keys and the IETF fields, so it
+ * is kept to letters, digits, '_' and '-'. */
+static int sl_limit_name_value(sl_loader *ld, const yaml_node_t *v, const char *where, char *out)
+{
+    char q[48];
+    bool ok = sl_is_scalar(v) && v->data.scalar.length >= 1 &&
+              v->data.scalar.length <= SL_LIMIT_NAME_MAX;
+    for (size_t i = 0; ok && i < v->data.scalar.length; i++) {
+        char c = sl_scalar(v)[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '-';
+    }
+    if (!ok)
+        return sl_fail(ld, v, "%s: a limit's name must be 1 to %d letters, digits, '_' or '-' "
+                              "(got %s)",
+                       where, SL_LIMIT_NAME_MAX, sl_quote(v, q));
+    memcpy(out, sl_scalar(v), v->data.scalar.length + 1);
+    return 0;
+}
+
+static const yaml_node_t *sl_mapping_get(sl_loader *ld, const yaml_node_t *m, const char *key)
+{
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++)
+        if (sl_key_is(sl_node(ld, p->key), key))
+            return sl_node(ld, p->value);
+    return NULL;
+}
+
+static const sl_named_limit *sl_set_find(const sl_limit_set *set, const char *name)
+{
+    for (size_t i = 0; set && i < set->n; i++)
+        if (strcmp(set->l[i].name, name) == 0)
+            return &set->l[i];
+    return NULL;
+}
+
+/*
+ * A set of limits from a mapping: one unnamed limit written in place
+ * (limit, period, ...), or `limits:`, a list of named ones, beside which the
+ * mapping may give the algorithm and utc_offset its limits default to.
+ * *defaults comes in as what the set inherits (algorithm, utc_offset) and
+ * goes out as what the set's own tiers inherit. A named limit inherits from
+ * `like`'s limit of the same name when there is one (a tier's "rpm" is its
+ * policy's "rpm" at another size), else from the defaults. `extra` are the
+ * mapping's other keys (a policy's settings).
+ */
+static int sl_set_value(sl_loader *ld, const yaml_node_t *m, const char *where,
+                        sl_limit *defaults, const sl_limit_set *like, sl_limit_set *out,
+                        const char *const *extra)
+{
+    char q[48];
+    if (!m || m->type != YAML_MAPPING_NODE)
+        return sl_fail(ld, m, "%s must be a mapping with limit and period, or with limits", where);
+    const yaml_node_t *list = sl_mapping_get(ld, m, "limits");
+    if (!list) {
+        if (!(out->l = sl_calloc(1, sizeof *out->l)))
+            return sl_fail(ld, NULL, "out of memory");
+        out->n = 1;
+        if (sl_limit_value(ld, m, where, defaults, &out->l[0], extra))
+            return -1;
+        *defaults = out->l[0].limit;
+        return 0;
+    }
+    for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
+        if (sl_key_is(k, "algorithm")) {
+            if (sl_algorithm_value(ld, v, where, &defaults->algorithm))
+                return -1;
+        } else if (sl_key_is(k, "utc_offset")) {
+            if (sl_utc_offset_value(ld, v, where, &defaults->utc_offset_ns))
+                return -1;
+        } else if (sl_key_is(k, "limit") || sl_key_is(k, "period") || sl_key_is(k, "burst") ||
+                   sl_key_is(k, "cost")) {
+            return sl_fail(ld, k, "%s: %s belongs to each of limits, not beside them", where,
+                           sl_quote(k, q));
+        } else if (!sl_key_is(k, "limits")) {
+            bool known = false;
+            for (int i = 0; extra && extra[i]; i++)
+                known |= sl_key_is(k, extra[i]);
+            if (!known)
+                return sl_fail(ld, k, "%s: unknown setting %s", where, sl_quote(k, q));
+        }
+    }
+    size_t n = list->type == YAML_SEQUENCE_NODE
+                   ? (size_t)(list->data.sequence.items.top - list->data.sequence.items.start)
+                   : 0;
+    if (n == 0 || n > SL_TAKE_MANY_MAX)
+        return sl_fail(ld, list, "%s: limits must be a list of 1 to %d limits, each with a name",
+                       where, SL_TAKE_MANY_MAX);
+    if (!(out->l = sl_calloc(n, sizeof *out->l)))
+        return sl_fail(ld, NULL, "out of memory");
+    static const char *const named[] = {"name", NULL};
+    for (size_t i = 0; i < n; i++) {
+        const yaml_node_t *item = sl_node(ld, list->data.sequence.items.start[i]);
+        if (!item || item->type != YAML_MAPPING_NODE)
+            return sl_fail(ld, item, "%s: each of limits must be a mapping with name, limit and "
+                                     "period", where);
+        const yaml_node_t *name = sl_mapping_get(ld, item, "name");
+        if (!name)
+            return sl_fail(ld, item, "%s: each of limits needs a name", where);
+        sl_named_limit *l = &out->l[i];
+        if (sl_limit_name_value(ld, name, where, l->name))
+            return -1;
+        if (sl_set_find(out, l->name)) /* among those before it: out->n is i */
+            return sl_fail(ld, name, "%s: limit '%s' is given twice", where, l->name);
+        char lwhere[160];
+        snprintf(lwhere, sizeof lwhere, "%s limit '%s'", where, l->name);
+        const sl_named_limit *same = sl_set_find(like, l->name);
+        sl_limit base = *defaults;
+        if (same && !sl_mapping_get(ld, m, "algorithm"))
+            base.algorithm = same->limit.algorithm;
+        if (same && !sl_mapping_get(ld, m, "utc_offset"))
+            base.utc_offset_ns = same->limit.utc_offset_ns;
+        out->n = i + 1;
+        if (sl_limit_value(ld, item, lwhere, &base, l, named))
+            return -1;
+    }
+    return 0;
+}
+
+static void sl_set_free(sl_limit_set *set)
+{
+    sl_free(set->l);
+    set->l = NULL;
+    set->n = 0;
+}
+
+static void sl_policy_free_sets(sl_policy *p)
+{
+    sl_set_free(&p->limits);
+    sl_set_free(&p->global);
+    for (size_t t = 0; t < p->ntiers; t++)
+        sl_set_free(&p->tiers[t].limits);
+}
+
+/* The checks a policy's settings make together, once they are all read. */
+static int sl_policy_check(sl_loader *ld, const yaml_node_t *m, const char *where,
+                           const sl_policy *p)
+{
+    bool named = p->limits.l[0].name[0] != 0;
+    for (size_t t = 0; t <= p->ntiers; t++) {
+        const sl_limit_set *set = t < p->ntiers ? &p->tiers[t].limits : &p->limits;
+        char what[96] = "";
+        if (t < p->ntiers)
+            snprintf(what, sizeof what, " tier '%s'", p->tiers[t].name);
+        if ((set->l[0].name[0] != 0) != named)
+            return sl_fail(ld, m, "%s%s: %s, so every tier must give %s", where, what,
+                           named ? "the policy's limits are a list (limits:)"
+                                 : "the policy is one limit (limit: and period:)",
+                           named ? "a list of limits too" : "one limit too");
+        if (set->n + p->global.n > SL_TAKE_MANY_MAX)
+            return sl_fail(ld, m, "%s%s: %zu limits and %zu global ones make %zu, more than the "
+                                  "%d one request is taken from together",
+                           where, what, set->n, p->global.n, set->n + p->global.n,
+                           SL_TAKE_MANY_MAX);
+    }
+    return 0;
+}
+
 static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *m,
                            sl_policy *p)
 {
@@ -205,7 +399,8 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
     if (sl_name_value(ld, k, "policy", p->name))
         return -1;
     snprintf(where, sizeof where, "policy '%s'", p->name);
-    if (sl_limit_value(ld, m, where, NULL, &p->limit, policy_keys))
+    sl_limit defaults = {.algorithm = SL_GCRA};
+    if (sl_set_value(ld, m, where, &defaults, NULL, &p->limits, policy_keys))
         return -1;
     snprintf(p->key, sizeof p->key, "{policy}:{key}");
     for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
@@ -239,9 +434,9 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
         } else if (sl_key_is(pk, "global")) {
             char gwhere[128];
             snprintf(gwhere, sizeof gwhere, "%s global", where);
-            if (sl_limit_value(ld, v, gwhere, &p->limit, &p->global, NULL))
+            sl_limit gdefaults = defaults;
+            if (sl_set_value(ld, v, gwhere, &gdefaults, NULL, &p->global, NULL))
                 return -1;
-            p->has_global = true;
         } else if (sl_key_is(pk, "tiers")) {
             if (!v || v->type != YAML_MAPPING_NODE)
                 return sl_fail(ld, v, "%s: tiers must be a mapping of tier names to limits", where);
@@ -255,13 +450,15 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
                     return -1;
                 char twhere[192];
                 snprintf(twhere, sizeof twhere, "%s tier '%s'", where, tier->name);
-                if (sl_limit_value(ld, sl_node(ld, t->value), twhere, &p->limit, &tier->limit, NULL))
+                sl_limit tdefaults = defaults;
+                p->ntiers++; /* counted before it is filled, so that a failure frees it */
+                if (sl_set_value(ld, sl_node(ld, t->value), twhere, &tdefaults, &p->limits,
+                                 &tier->limits, NULL))
                     return -1;
-                p->ntiers++;
             }
         }
     }
-    return 0;
+    return sl_policy_check(ld, m, where, p);
 }
 
 static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *v)
@@ -382,8 +579,10 @@ static int sl_walk(sl_loader *ld)
                 return sl_fail(ld, NULL, "out of memory");
             for (yaml_node_pair_t *s = v->data.mapping.pairs.start; s < v->data.mapping.pairs.top; s++) {
                 sl_policy *pol = &ld->cfg->policies[ld->cfg->npolicies];
-                if (sl_policy_value(ld, sl_node(ld, s->key), sl_node(ld, s->value), pol))
+                if (sl_policy_value(ld, sl_node(ld, s->key), sl_node(ld, s->value), pol)) {
+                    sl_policy_free_sets(pol);
                     return -1;
+                }
                 ld->cfg->npolicies++;
             }
         } else {
@@ -449,14 +648,15 @@ void sl_config_align(sl_config *c, int64_t clock_offset_ns)
 {
     for (size_t i = 0; c && i < c->npolicies; i++) {
         sl_policy *p = &c->policies[i];
-        /* Every limit was aligned once when loaded, so these cannot fail. */
-        sl_limit_align(&p->limit, p->limit.months, p->limit.utc_offset_ns, clock_offset_ns);
-        if (p->has_global)
-            sl_limit_align(&p->global, p->global.months, p->global.utc_offset_ns,
-                           clock_offset_ns);
-        for (size_t t = 0; t < p->ntiers; t++)
-            sl_limit_align(&p->tiers[t].limit, p->tiers[t].limit.months,
-                           p->tiers[t].limit.utc_offset_ns, clock_offset_ns);
+        for (size_t t = 0; t <= p->ntiers + 1; t++) {
+            sl_limit_set *set = t < p->ntiers ? &p->tiers[t].limits
+                                : t == p->ntiers ? &p->limits : &p->global;
+            /* Every limit was aligned once when loaded, so this cannot fail. */
+            for (size_t j = 0; j < set->n; j++) {
+                sl_limit *l = &set->l[j].limit;
+                sl_limit_align(l, l->months, l->utc_offset_ns, clock_offset_ns);
+            }
+        }
     }
 }
 
@@ -469,6 +669,8 @@ void sl_config_free(sl_config *c)
         sl_free(c->settings[i].value);
     }
     sl_free(c->settings);
+    for (size_t i = 0; i < c->npolicies; i++)
+        sl_policy_free_sets(&c->policies[i]);
     sl_free(c->policies);
     sl_free(c);
 }
@@ -501,16 +703,66 @@ static bool sl_limit_same(const sl_limit *a, const sl_limit *b)
 }
 
 /* One changed limit of a reload, if it changed. */
-static void sl_reload_limit(const char *pname, const char *what, const sl_limit *old,
-                            const sl_limit *next, void (*say)(void *, const char *), void *arg)
+static void sl_reload_limit(const char *pname, const char *what, const sl_named_limit *old,
+                            const sl_named_limit *next, void (*say)(void *, const char *),
+                            void *arg)
 {
     char line[512], a[128], b[128];
-    if (sl_limit_same(old, next))
+    if (old->unit != next->unit) {
+        snprintf(line, sizeof line, "policy '%s'%s: now charged in %s: each key keeps the units "
+                                    "it has used, now counted as %s",
+                 pname, what, next->unit == SL_UNIT_TOKENS ? "tokens" : "requests",
+                 next->unit == SL_UNIT_TOKENS ? "tokens" : "requests");
+        say(arg, line);
+    }
+    if (sl_limit_same(&old->limit, &next->limit))
         return;
     snprintf(line, sizeof line,
              "policy '%s'%s: %s -> %s: each key keeps the units it has used (rounded up)", pname,
-             what, sl_limit_text(old, a, sizeof a), sl_limit_text(next, b, sizeof b));
+             what, sl_limit_text(&old->limit, a, sizeof a), sl_limit_text(&next->limit, b, sizeof b));
     say(arg, line);
+}
+
+/* What a reload does to one set of a policy's limits (`what`: "", " tier
+ * 'paid'", " global"). Limits are matched by name: a named limit keeps its
+ * keys' states across reloads (and tiers) by it. */
+static void sl_reload_set(const char *pname, const char *what, const sl_limit_set *old,
+                          const sl_limit_set *next, void (*say)(void *, const char *), void *arg)
+{
+    char line[512], lwhat[160];
+    bool old_named = old->l[0].name[0] != 0, next_named = next->l[0].name[0] != 0;
+    if (old_named != next_named) {
+        snprintf(line, sizeof line,
+                 "policy '%s'%s: %s: the store keys change, so every key STARTS AGAIN with a "
+                 "full budget", pname, what,
+                 next_named ? "one limit -> a list of named limits"
+                            : "a list of named limits -> one limit");
+        say(arg, line);
+        return;
+    }
+    if (!old_named) {
+        sl_reload_limit(pname, what, &old->l[0], &next->l[0], say, arg);
+        return;
+    }
+    for (size_t i = 0; i < old->n; i++) {
+        const sl_named_limit *n = sl_set_find(next, old->l[i].name);
+        snprintf(lwhat, sizeof lwhat, "%s limit '%s'", what, old->l[i].name);
+        if (n) {
+            sl_reload_limit(pname, lwhat, &old->l[i], n, say, arg);
+        } else {
+            snprintf(line, sizeof line,
+                     "policy '%s'%s removed: no longer checked (its states stay in the store "
+                     "until they expire)", pname, lwhat);
+            say(arg, line);
+        }
+    }
+    for (size_t i = 0; i < next->n; i++)
+        if (!sl_set_find(old, next->l[i].name)) {
+            snprintf(line, sizeof line,
+                     "policy '%s'%s limit '%s' added: every key starts it with a full budget",
+                     pname, what, next->l[i].name);
+            say(arg, line);
+        }
 }
 
 void sl_config_describe_reload(const sl_config *old, const sl_config *next,
@@ -534,12 +786,13 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                      n->key);
             say(arg, line);
         }
-        sl_reload_limit(o->name, "", &o->limit, &n->limit, say, arg);
+        sl_reload_set(o->name, "", &o->limits, &n->limits, say, arg);
         for (size_t t = 0; t < o->ntiers; t++) {
-            const sl_limit *nt = sl_policy_limit(n, o->tiers[t].name, strlen(o->tiers[t].name));
+            const sl_limit_set *nt =
+                sl_policy_limits(n, o->tiers[t].name, strlen(o->tiers[t].name));
             snprintf(what, sizeof what, " tier '%s'", o->tiers[t].name);
             if (nt)
-                sl_reload_limit(o->name, what, &o->tiers[t].limit, nt, say, arg);
+                sl_reload_set(o->name, what, &o->tiers[t].limits, nt, say, arg);
             else {
                 snprintf(line, sizeof line,
                          "policy '%s' tier '%s' removed: requests naming it are refused", o->name,
@@ -547,11 +800,11 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                 say(arg, line);
             }
         }
-        if (o->has_global && n->has_global)
-            sl_reload_limit(o->name, " global", &o->global, &n->global, say, arg);
-        else if (o->has_global != n->has_global) {
+        if (o->global.n && n->global.n)
+            sl_reload_set(o->name, " global", &o->global, &n->global, say, arg);
+        else if ((o->global.n != 0) != (n->global.n != 0)) {
             snprintf(line, sizeof line, "policy '%s': global limit %s", o->name,
-                     n->has_global ? "added" : "removed");
+                     n->global.n ? "added" : "removed");
             say(arg, line);
         }
         if (o->shadow != n->shadow) {
@@ -582,13 +835,13 @@ const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t l
     return NULL;
 }
 
-const sl_limit *sl_policy_limit(const sl_policy *p, const char *tier, size_t len)
+const sl_limit_set *sl_policy_limits(const sl_policy *p, const char *tier, size_t len)
 {
     if (!tier || len == 0)
-        return &p->limit;
+        return &p->limits;
     for (size_t i = 0; i < p->ntiers; i++)
         if (strlen(p->tiers[i].name) == len && memcmp(p->tiers[i].name, tier, len) == 0)
-            return &p->tiers[i].limit;
+            return &p->tiers[i].limits;
     return NULL;
 }
 
@@ -623,24 +876,70 @@ size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap)
     return n < 0 || (size_t)n >= cap ? 0 : (size_t)n;
 }
 
-int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
-                    size_t keylen, int64_t cost, char *keybuf, size_t keycap, char *gkeybuf,
-                    size_t gkeycap, sl_take_item items[2])
+/* Appends a set's items for the key base[0 .. blen) (written at *used in
+ * keybuf): the key itself for an unnamed limit, "{BASE}\x1fNAME" for a
+ * named one. Returns false when keybuf is full. */
+static bool sl_set_items(const sl_limit_set *set, const char *base, size_t blen, int64_t cost,
+                         int64_t tokens, char *keybuf, size_t keycap, size_t *used,
+                         sl_take_item *items, const sl_named_limit **which, size_t *n)
 {
-    const sl_limit *l = sl_policy_limit(p, tier, tierlen);
-    if (!l)
+    for (size_t i = 0; i < set->n; i++) {
+        const sl_named_limit *l = &set->l[i];
+        const char *key = base;
+        size_t len = blen;
+        if (l->name[0]) {
+            size_t nlen = strlen(l->name);
+            if (blen + nlen + 3 > keycap - *used)
+                return false;
+            char *k = keybuf + *used;
+            k[0] = '{';
+            memcpy(k + 1, base, blen);
+            k[blen + 1] = '}';
+            k[blen + 2] = '\x1f';
+            memcpy(k + blen + 3, l->name, nlen);
+            key = k;
+            len = blen + nlen + 3;
+            *used += len;
+        }
+        items[*n] = (sl_take_item){key, len, &l->limit, l->unit == SL_UNIT_TOKENS ? tokens : cost};
+        which[(*n)++] = l;
+    }
+    return true;
+}
+
+int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
+                    size_t keylen, int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
+                    sl_take_item items[SL_TAKE_MANY_MAX],
+                    const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
+{
+    const sl_limit_set *set = sl_policy_limits(p, tier, tierlen);
+    if (!set)
         return -1;
     size_t klen = keylen ? sl_policy_key(p, key, keylen, keybuf, keycap) : 0;
     if (klen == 0)
         return 0;
-    items[0] = (sl_take_item){keybuf, klen, l, cost};
-    if (!p->has_global)
-        return 1;
-    size_t glen = sl_policy_global_key(p, gkeybuf, gkeycap);
+    size_t used = klen, n = 0;
+    if (!sl_set_items(set, keybuf, klen, cost, tokens, keybuf, keycap, &used, items, which, &n))
+        return 0;
+    *nkey = n;
+    if (p->global.n == 0)
+        return (int)n;
+    size_t glen = sl_policy_global_key(p, keybuf + used, keycap - used);
     if (glen == 0)
         return 0;
-    items[1] = (sl_take_item){gkeybuf, glen, &p->global, cost};
-    return 2;
+    const char *gkey = keybuf + used;
+    used += glen;
+    if (!sl_set_items(&p->global, gkey, glen, cost, tokens, keybuf, keycap, &used, items, which,
+                      &n))
+        return 0;
+    return (int)n;
+}
+
+int sl_policy_limit_name(const char *policy, const char *limit, bool global, char *out,
+                         size_t cap)
+{
+    return snprintf(out, cap, "%s%s%s%s", policy, global ? ".global" : "",
+                    limit && *limit ? "." : "", limit ? limit : "");
 }
 
 int sl_on_error_parse(const char *name, size_t len, sl_on_error *out)

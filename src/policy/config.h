@@ -18,6 +18,14 @@
  *         free: {limit: 100, period: 1m}
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
+ *     chat:                     # several limits, taken together (all or nothing)
+ *       limits:
+ *         - {name: rps, limit: 10, period: 1s}
+ *         - {name: tpm, limit: 100000, period: 1m, cost: tokens}
+ *       tiers:                  # a tier gives its own list; a limit keeps its
+ *         paid:                 #   units across tiers by its name
+ *           limits: [{name: rps, limit: 100, period: 1s},
+ *                    {name: tpm, limit: 2000000, period: 1m, cost: tokens}]
  *       on_store_error: local   # a central store (--store redis://) down or slow:
  *                               #   fail_open, fail_closed or local; default the flag's
  *       store_timeout_ms: 20    # the store's time budget for this policy, 1..60000
@@ -38,6 +46,10 @@
 #define SL_POLICY_NAME_MAX 64
 #define SL_POLICY_KEY_MAX 128           /* the key template */
 #define SL_POLICY_STORE_TIMEOUT_MAX 60000 /* store_timeout_ms's most */
+#define SL_LIMIT_NAME_MAX 32            /* a named limit's name: [A-Za-z0-9_-] */
+/* Room for the store keys of one check under a policy: every limit's key
+ * together (sl_policy_items). */
+#define SL_POLICY_KEYS_ROOM 8192
 
 /* What decides a check when a central store cannot answer within its time
  * budget (src/backend/): a policy's on_store_error, or the server's
@@ -49,18 +61,39 @@ typedef enum sl_on_error {
     SL_ON_ERROR_LOCAL,
 } sl_on_error;
 
+/* What a limit of a policy is charged per request: the request's COST (1
+ * unless it says), or its TOKENS (0 unless it says). */
+typedef enum sl_cost_unit {
+    SL_UNIT_REQUESTS = 0,
+    SL_UNIT_TOKENS,
+} sl_cost_unit;
+
+/* One limit of a policy. A set's limits are all named (written as a list,
+ * limits:) or it is one unnamed limit (limit: and period: in place). */
+typedef struct sl_named_limit {
+    char name[SL_LIMIT_NAME_MAX + 1]; /* "" for a set's one unnamed limit */
+    sl_cost_unit unit;
+    sl_limit limit;
+} sl_named_limit;
+
+/* The limits one request is taken from together: a policy's (or a tier's),
+ * or its global ones. */
+typedef struct sl_limit_set {
+    size_t n;          /* 0: none (a policy without a global limit) */
+    sl_named_limit *l; /* owned by the config */
+} sl_limit_set;
+
 typedef struct sl_policy_tier {
     char name[SL_POLICY_NAME_MAX + 1];
-    sl_limit limit;
+    sl_limit_set limits;
 } sl_policy_tier;
 
 typedef struct sl_policy {
     char name[SL_POLICY_NAME_MAX + 1];
-    sl_limit limit;               /* the default tier */
+    sl_limit_set limits;          /* the default tier's */
     char key[SL_POLICY_KEY_MAX + 1]; /* template: {policy} and {key} are replaced */
     bool shadow;
-    bool has_global;
-    sl_limit global;
+    sl_limit_set global;          /* shared by every key; n == 0: none */
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
     /* When the store cannot answer: an sl_on_error (above),
@@ -121,9 +154,9 @@ void sl_config_align(sl_config *c, int64_t clock_offset_ns);
 /* The policy called `name` (len bytes), or NULL. */
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len);
 
-/* The policy's limit for `tier` (NULL or len 0: the default); NULL when the
+/* The policy's limits for `tier` (NULL or len 0: the default); NULL when the
  * tier is unknown. */
-const sl_limit *sl_policy_limit(const sl_policy *p, const char *tier, size_t len);
+const sl_limit_set *sl_policy_limits(const sl_policy *p, const char *tier, size_t len);
 
 /*
  * A store-down policy by its name ("fail_open", "fail_closed", "local"; len
@@ -143,21 +176,39 @@ const char *sl_on_error_name(sl_on_error e);
 size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap);
 
 /*
- * The takes one request under policy p makes: its key under the tier's limit
- * (tier NULL or tierlen 0: the default) and, when the policy has a global
- * limit, that limit under its global key; both of `cost`. The keys are
- * written into keybuf (keycap bytes) and gkeybuf (at least
- * SL_POLICY_NAME_MAX + 16 bytes), which items[] then points into. Returns
- * the number of items (1 or 2), 0 when the key is empty or its store key does
- * not fit (SL_ERR_KEY), or -1 for an unknown tier.
+ * The takes one request under policy p makes, all or nothing: the key under
+ * each limit of the tier (tier NULL or tierlen 0: the default), then each of
+ * the policy's global limits under the global key. A limit charged in
+ * tokens takes `tokens`, the others `cost`. The store key of a set's one
+ * unnamed limit is the key itself (the template's, or the global key); a
+ * named limit's is "{KEY}\x1fNAME", so that in Redis Cluster the limits of
+ * one key share a hash slot and are taken in one command. The keys are
+ * written into keybuf (keycap bytes, SL_POLICY_KEYS_ROOM is enough for any
+ * key the store takes), which items[] then points into; which[i] is the
+ * limit of items[i], and *nkey how many of them are the key's (the rest are
+ * global). Returns the number of items (1 .. SL_TAKE_MANY_MAX), 0 when the
+ * key is empty or the store keys do not fit (SL_ERR_KEY), or -1 for an
+ * unknown tier.
  */
 int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
-                    size_t keylen, int64_t cost, char *keybuf, size_t keycap, char *gkeybuf,
-                    size_t gkeycap, sl_take_item items[2]);
+                    size_t keylen, int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
+                    sl_take_item items[SL_TAKE_MANY_MAX],
+                    const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
 
-/* The store key of the policy's global limit: "\x1fglobal\x1f{policy}". The
+/* The key of the policy's global limits: "\x1fglobal\x1f{policy}". The
  * control bytes keep it apart from any key a template makes of an ordinary
  * client key (clients of sluiced are trusted: any of them may name any key). */
 size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap);
+
+/*
+ * The name a reply and the IETF fields give a policy's limit: "P" for the
+ * key's unnamed limit, "P.NAME" for its limit NAME, "P.global" and
+ * "P.global.NAME" for the global ones (P the policy's name). At most
+ * SL_POLICY_NAME_MAX + SL_LIMIT_NAME_MAX + 8 bytes and its NUL. Returns the
+ * length written, as snprintf.
+ */
+int sl_policy_limit_name(const char *policy, const char *limit, bool global, char *out,
+                         size_t cap);
+#define SL_POLICY_LIMIT_NAME_ROOM (SL_POLICY_NAME_MAX + SL_LIMIT_NAME_MAX + 9)
 
 #endif

@@ -33,12 +33,13 @@ enum {
     F_TIER = 1 << 7,
     F_LIMITS = 1 << 8,
     F_UTC_OFFSET = 1 << 9,
+    F_TOKENS = 1 << 10,
 };
 
 /* The fields' names, in the order of their bits: field_names[i] is 1 << i's. */
 static const char *const field_names[] = {
     "key",    "limit", "period", "burst",  "cost",
-    "algorithm", "policy", "tier",  "limits", "utc_offset",
+    "algorithm", "policy", "tier",  "limits", "utc_offset", "tokens",
 };
 
 #define NFIELDS (sizeof field_names / sizeof field_names[0])
@@ -59,7 +60,12 @@ static unsigned field_bit(const char *s, size_t n)
     case 3: return IS("key") ? F_KEY : 0;
     case 4: return IS("cost") ? F_COST : IS("tier") ? F_TIER : 0;
     case 5: return IS("limit") ? F_LIMIT : IS("burst") ? F_BURST : 0;
-    case 6: return IS("period") ? F_PERIOD : IS("policy") ? F_POLICY : IS("limits") ? F_LIMITS : 0;
+    case 6:
+        return IS("period")   ? F_PERIOD
+               : IS("policy") ? F_POLICY
+               : IS("limits") ? F_LIMITS
+               : IS("tokens") ? F_TOKENS
+                              : 0;
     case 9: return IS("algorithm") ? F_ALGORITHM : 0;
     case 10: return IS("utc_offset") ? F_UTC_OFFSET : 0;
     default: return 0;
@@ -74,7 +80,7 @@ typedef struct raw {
     unsigned given;
     const char *key;
     size_t keylen;
-    int64_t limit, period_ns, burst, cost;
+    int64_t limit, period_ns, burst, cost, tokens;
     int64_t months, utc_offset_ns; /* calendar months of the period; the windows' offset */
     sl_algorithm algorithm;
     const char *policy, *tier;
@@ -121,6 +127,7 @@ static void check_begin(sl_http_check *c)
     c->multi = false;
     c->policy = c->tier = NULL;
     c->policy_len = c->tier_len = 0;
+    c->tokens = 0;
     c->status = 0;
     c->errstr = NULL;
     c->field = NULL;
@@ -200,6 +207,7 @@ static int take_int(raw *r, unsigned bit, int64_t v)
     case F_LIMIT: r->limit = v; break;
     case F_BURST: r->burst = v; break;
     case F_COST: r->cost = v; break;
+    case F_TOKENS: r->tokens = v; break;
     default: return -1;
     }
     return 0;
@@ -218,13 +226,16 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
                 return check_fail(c, 400, prefix, field_name(clash[i]),
                                   "policy cannot be combined with %s: the policy sets it",
                                   field_name(clash[i]));
-    } else if (r->given & F_TIER) {
-        return check_fail(c, 400, prefix, "tier", "tier needs a policy");
+    } else if (r->given & (F_TIER | F_TOKENS)) {
+        const char *f = r->given & F_TIER ? "tier" : "tokens";
+        return check_fail(c, 400, prefix, f, "%s needs a policy", f);
     }
     if (!(r->given & F_KEY))
         return check_fail(c, 400, prefix, "key", "key is required");
     if (r->cost < 0)
         return check_fail(c, 400, prefix, "cost", "%s", sl_strerror(SL_ERR_COST));
+    if (r->tokens < 0)
+        return check_fail(c, 400, prefix, "tokens", "tokens must be a non-negative integer");
     /* The library reads burst 0 as "the limit"; a client that writes 0
      * means no burst (nginx's burst=0). A given burst must be at least 1,
      * as in every face; omitting it asks for the limit. */
@@ -243,6 +254,7 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
         c->policy_len = r->policy_len;
         c->tier = r->tier;
         c->tier_len = r->tier_len;
+        c->tokens = r->tokens;
         c->n++;
         return 0;
     }
@@ -334,7 +346,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         long vl = query_text(v, plain, valbuf, sizeof valbuf, &val);
         if (vl == SL_HTTP_BAD_ESCAPE)
             return check_fail(c, 400, NULL, f, "bad %%-escape in %s", f);
-        if (vl == SL_HTTP_TOO_LONG && (bit == F_LIMIT || bit == F_BURST || bit == F_COST))
+        if (vl == SL_HTTP_TOO_LONG &&
+            (bit == F_LIMIT || bit == F_BURST || bit == F_COST || bit == F_TOKENS))
             return check_fail(c, 400, NULL, f, "%s must be an integer", f);
         if (vl == SL_HTTP_TOO_LONG && bit == F_PERIOD)
             return take_period_text(c, &r, NULL, "", 0); /* "not a duration" */
@@ -346,7 +359,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         switch (bit) {
         case F_LIMIT:
         case F_BURST:
-        case F_COST: {
+        case F_COST:
+        case F_TOKENS: {
             int64_t x;
             if (!sl_parse_i64(val, n, SL_INT_MINUS, &x))
                 return check_fail(c, 400, NULL, f, "%s must be an integer", f);
@@ -376,7 +390,7 @@ int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len)
     raw r;
     raw_init(&r);
     unsigned all = F_KEY | F_LIMIT | F_PERIOD | F_BURST | F_COST | F_ALGORITHM | F_POLICY | F_TIER |
-                   F_UTC_OFFSET;
+                   F_UTC_OFFSET | F_TOKENS;
     if (take_query(c, &r, query, len, all) < 0)
         return -1;
     return finish_item(c, &r, NULL, true);
@@ -389,7 +403,7 @@ int sl_http_check_auth(sl_http_check *c, const char *policy, size_t policy_len,
     check_begin(c);
     raw r;
     raw_init(&r);
-    if (take_query(c, &r, query, qlen, F_COST | F_TIER) < 0)
+    if (take_query(c, &r, query, qlen, F_COST | F_TOKENS | F_TIER) < 0)
         return -1;
     if (keylen == 0)
         return check_fail(c, 401, NULL, key_field, "missing %s header", key_field);
@@ -512,7 +526,8 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
     for (const cJSON *m = obj->child; m; m = m->next) {
         const char *mname = m->string ? m->string : "";
         unsigned bit = field_bit(mname, strlen(mname));
-        if (bit == 0 || (!top && (bit == F_POLICY || bit == F_TIER || bit == F_LIMITS))) {
+        if (bit == 0 ||
+            (!top && (bit == F_POLICY || bit == F_TIER || bit == F_LIMITS || bit == F_TOKENS))) {
             char shown[25];
             snprintf(shown, sizeof shown, "%s", mname);
             return check_fail(c, 400, prefix, shown, "unknown field '%s'", shown);
@@ -527,7 +542,8 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
             break; /* the caller's */
         case F_LIMIT:
         case F_BURST:
-        case F_COST: {
+        case F_COST:
+        case F_TOKENS: {
             int64_t x;
             if (json_int(m, &x) < 0)
                 return check_fail(c, 400, prefix, f, "%s must be an integer", f);

@@ -343,7 +343,7 @@ int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
     bool single = n == 1 && !o->multi;
     if ((!single || o->scoped) && (o->rejected_by < -1 || o->rejected_by >= (int)n))
         return -1;
-    if (o->scoped && (n > 2 || o->multi))
+    if (o->scoped && (o->multi || o->nkey < 1 || o->nkey > n))
         return -1;
     for (size_t i = 0; i < n; i++)
         if (!items[i].limit || !items[i].decision ||
@@ -380,10 +380,13 @@ int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
         t_i64(&body, o->shadow ? -1 : o->rejected_by);
     }
     if (o->scoped) {
-        if (primary == 0)
+        if (primary < o->nkey)
             T_LIT(&body, ",\"scope\":\"key\"");
         else
             T_LIT(&body, ",\"scope\":\"global\"");
+        T_LIT(&body, ",\"binding\":\"");
+        t_json_escaped(&body, p->name ? p->name : "default");
+        T_LIT(&body, "\"");
     }
     T_LIT(&body, ",");
     t_decision_fields(&body, p, shown, o->shadow);

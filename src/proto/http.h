@@ -276,10 +276,11 @@ typedef struct sl_http_decision_opts {
     bool multi;      /* a multi-limit check: the body adds rejected_by and results.
                         Without it, several items (a policy and its global limit)
                         are listed in the RateLimit fields only */
-    bool scoped;     /* a policy's answer (items: the key's limit, then the
-                        policy's global limit if it has one): the body adds
-                        rejected_by and "scope", "key" or "global", the limit
-                        whose numbers it shows */
+    bool scoped;     /* a policy's answer (items: the key's limits, then the
+                        policy's global ones): the body adds rejected_by,
+                        "scope", "key" or "global", and "binding", the name of
+                        the limit whose numbers it shows */
+    size_t nkey;     /* scoped: how many items are the key's (at least 1) */
     int rejected_by; /* with several items, multi or scoped: the index of the
                         first item that rejected, -1 when all admitted */
 } sl_http_decision_opts;
@@ -386,7 +387,8 @@ typedef int (*sl_http_limit_fn)(void *ctx, sl_limit *out, sl_algorithm algorithm
  * Three shapes:
  *   ad hoc   n == 1, items[0]: key, limit, period, [burst, cost, algorithm]
  *   policy   policy != NULL, n == 1, items[0].key and .cost set, items[0].limit
- *            unset: the server resolves the policy (and tier) from its config
+ *            unset, tokens set: the server resolves the policy (and tier) from
+ *            its config
  *   multi    multi == true, n in 1 .. 8 ad-hoc items, all or nothing
  */
 typedef struct sl_http_check {
@@ -406,6 +408,7 @@ typedef struct sl_http_check {
     size_t policy_len;
     const char *tier;   /* tier_len bytes in strbuf, or NULL */
     size_t tier_len;
+    int64_t tokens;     /* a policy check's tokens (>= 0; 0 when not given) */
 
     /* After an error. */
     int status;              /* 400; 413 for a body over SL_HTTP_MAX_JSON; 401
@@ -422,7 +425,8 @@ typedef struct sl_http_check {
 
 /*
  * Decodes "key=K&limit=N&period=P[&burst=B][&cost=C][&algorithm=A]" or
- * "key=K&policy=NAME[&tier=T][&cost=C]" (percent-encoded, '+' a space).
+ * "key=K&policy=NAME[&tier=T][&cost=C][&tokens=N]" (percent-encoded, '+' a
+ * space).
  * Unknown and repeated parameters are errors. Returns 0, or -1 with
  * c->status, c->errstr and c->field set.
  */
@@ -431,8 +435,8 @@ int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len);
 /*
  * The check of forward-auth, /v1/auth/{policy} (any method): a policy check for
  * `policy` (from the path, already decoded: sl_http_path_decode) and `key`
- * (the key header's value; keylen 0 when the header is missing), with "cost"
- * and "tier" from the query string (any other parameter is an error; the
+ * (the key header's value; keylen 0 when the header is missing), with "cost",
+ * "tokens" and "tier" from the query string (any other parameter is an error; the
  * server passes none for Envoy's /v1/auth/{policy}/{path}, whose query is
  * the client's).
  * key_field names the header in messages ("X-Api-Key"). Returns 0, or -1 with

@@ -676,17 +676,28 @@ static void sl_cmd_inspect(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     }
 }
 
-static void sl_reply_limit(sl_cmd_ctx *c, const sl_limit *l)
+/* A set of a policy's limits: a list of maps, each named as replies and the
+ * IETF fields name it (sl_policy_limit_name). */
+static void sl_reply_limits(sl_cmd_ctx *c, const sl_policy *p, const sl_limit_set *set,
+                            bool global)
 {
-    c->reply->map(c->sink, 4);
-    sl_kv_bulk(c, "algorithm", sl_algorithm_name(l->algorithm));
-    sl_kv_integer(c, "limit", l->limit);
-    sl_kv_integer(c, "period_ms", sl_ns_ceil_ms(l->period_ns));
-    sl_kv_integer(c, "burst", l->burst);
+    c->reply->array(c->sink, set->n);
+    for (size_t i = 0; i < set->n; i++) {
+        const sl_limit *l = &set->l[i].limit;
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(p->name, set->l[i].name, global, name, sizeof name);
+        c->reply->map(c->sink, 6);
+        sl_kv_bulk(c, "name", name);
+        sl_kv_bulk(c, "algorithm", sl_algorithm_name(l->algorithm));
+        sl_kv_integer(c, "limit", l->limit);
+        sl_kv_integer(c, "period_ms", sl_ns_ceil_ms(l->period_ns));
+        sl_kv_integer(c, "burst", l->burst);
+        sl_kv_bulk(c, "cost", set->l[i].unit == SL_UNIT_TOKENS ? "tokens" : "requests");
+    }
 }
 
-/* SL.POLICIES: the policies in force, each a map of its limit, key
- * template, shadow flag, tiers and global limit. */
+/* SL.POLICIES: the policies in force, each a map of its limits, key
+ * template, shadow flag, tiers and global limits. */
 static void sl_cmd_policies(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     const sl_config *cfg = c->config;
@@ -696,21 +707,18 @@ static void sl_cmd_policies(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         const sl_policy *p = &cfg->policies[i];
         c->reply->map(c->sink, 6);
         sl_kv_bulk(c, "name", p->name);
-        c->reply->bulk(c->sink, "limit", 5);
-        sl_reply_limit(c, &p->limit);
+        c->reply->bulk(c->sink, "limits", 6);
+        sl_reply_limits(c, p, &p->limits, false);
         sl_kv_bulk(c, "key", p->key);
         sl_kv_integer(c, "shadow", p->shadow);
         c->reply->bulk(c->sink, "tiers", 5);
         c->reply->map(c->sink, p->ntiers);
         for (size_t t = 0; t < p->ntiers; t++) {
             c->reply->bulk(c->sink, p->tiers[t].name, strlen(p->tiers[t].name));
-            sl_reply_limit(c, &p->tiers[t].limit);
+            sl_reply_limits(c, p, &p->tiers[t].limits, false);
         }
         c->reply->bulk(c->sink, "global", 6);
-        if (p->has_global)
-            sl_reply_limit(c, &p->global);
-        else
-            c->reply->null(c->sink);
+        sl_reply_limits(c, p, &p->global, true);
     }
 }
 

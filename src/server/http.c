@@ -86,14 +86,16 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
         sl_http_write_response(out, 200, keep, "application/json", NULL, body, (size_t)n, head);
         return;
     }
-    /* The policy's global limit is named "api.global". */
-    char global[SL_POLICY_NAME_MAX + 8];
+    /* A policy's limits are named as sl_policy_limit_name says: "api",
+     * "api.global", "chat.tpm". */
+    char names[SL_TAKE_MANY_MAX][SL_POLICY_LIMIT_NAME_ROOM];
     sl_http_limit_report items[SL_TAKE_MANY_MAX];
-    for (size_t i = 0; i < k->n; i++)
+    for (size_t i = 0; i < k->n; i++) {
         items[i] = (sl_http_limit_report){k->name, k->lim[i], &k->d[i]};
-    if (k->name && k->n == 2) {
-        snprintf(global, sizeof global, "%s.global", k->name);
-        items[1].name = global;
+        if (k->name) {
+            sl_policy_limit_name(k->name, k->lname[i], i >= k->nkey, names[i], sizeof names[i]);
+            items[i].name = names[i];
+        }
     }
     bool allowed = k->req.failed < 0;
     sl_http_decision_opts o = {
@@ -103,6 +105,7 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
         .head = head,
         .multi = k->face_flags & SL_HTTP_MULTI,
         .scoped = k->policy >= 0,
+        .nkey = k->nkey,
         .rejected_by = k->req.failed,
     };
     sl_http_write_decision(out, &o, items, k->n);
@@ -119,7 +122,7 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
     sl_conn_cmd_ctx(c, &ctx);
     bool keep = flags & SL_HTTP_KEEP;
     sl_take_item items[SL_TAKE_MANY_MAX];
-    char key[4096], gkey[SL_POLICY_NAME_MAX + 16];
+    char keys[SL_POLICY_KEYS_ROOM];
     sl_check k;
 
     if (chk->policy) {
@@ -131,8 +134,8 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
             return;
         }
         int n = sl_check_policy(&k, ctx.config, p, chk->tier, chk->tier ? chk->tier_len : 0,
-                                chk->items[0].key, chk->items[0].keylen, chk->items[0].cost, key,
-                                sizeof key, gkey, sizeof gkey, items);
+                                chk->items[0].key, chk->items[0].keylen, chk->items[0].cost,
+                                chk->tokens, keys, sizeof keys, items);
         if (n < 0) {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown tier '%.*s' for policy '%s'", (int)chk->tier_len,
@@ -339,14 +342,24 @@ static void sl_http_key(sl_conn *c, const sl_http_request *r, sl_http_slice path
     sl_http_write_json(c, 200, keep, o, head);
 }
 
-static cJSON *sl_http_limit_json(const sl_limit *l)
+/* A set of a policy's limits, as SL.POLICIES lists it. */
+static cJSON *sl_http_limits_json(const sl_policy *p, const sl_limit_set *set, bool global)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(l->algorithm));
-    cJSON_AddNumberToObject(o, "limit", (double)l->limit);
-    cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(l->period_ns));
-    cJSON_AddNumberToObject(o, "burst", (double)l->burst);
-    return o;
+    cJSON *list = cJSON_CreateArray();
+    for (size_t i = 0; list && i < set->n; i++) {
+        const sl_limit *l = &set->l[i].limit;
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(p->name, set->l[i].name, global, name, sizeof name);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(list, o);
+        cJSON_AddStringToObject(o, "name", name);
+        cJSON_AddStringToObject(o, "algorithm", sl_algorithm_name(l->algorithm));
+        cJSON_AddNumberToObject(o, "limit", (double)l->limit);
+        cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(l->period_ns));
+        cJSON_AddNumberToObject(o, "burst", (double)l->burst);
+        cJSON_AddStringToObject(o, "cost", set->l[i].unit == SL_UNIT_TOKENS ? "tokens" : "requests");
+    }
+    return list;
 }
 
 /* GET /v1/policies: the policies in force, as SL.POLICIES lists them. */
@@ -360,16 +373,14 @@ static void sl_http_policies(sl_conn *c, bool keep, bool head)
         cJSON *o = cJSON_CreateObject();
         cJSON_AddItemToArray(list, o);
         cJSON_AddStringToObject(o, "name", p->name);
-        cJSON_AddItemToObject(o, "limit", sl_http_limit_json(&p->limit));
+        cJSON_AddItemToObject(o, "limits", sl_http_limits_json(p, &p->limits, false));
         cJSON_AddStringToObject(o, "key", p->key);
         cJSON_AddBoolToObject(o, "shadow", p->shadow);
         cJSON *tiers = cJSON_AddObjectToObject(o, "tiers");
         for (size_t t = 0; tiers && t < p->ntiers; t++)
-            cJSON_AddItemToObject(tiers, p->tiers[t].name, sl_http_limit_json(&p->tiers[t].limit));
-        if (p->has_global)
-            cJSON_AddItemToObject(o, "global", sl_http_limit_json(&p->global));
-        else
-            cJSON_AddNullToObject(o, "global");
+            cJSON_AddItemToObject(tiers, p->tiers[t].name,
+                                  sl_http_limits_json(p, &p->tiers[t].limits, false));
+        cJSON_AddItemToObject(o, "global", sl_http_limits_json(p, &p->global, true));
     }
     sl_http_write_json(c, 200, keep, root, head);
 }

@@ -73,13 +73,15 @@ def test_policies_lists_what_is_in_force(make_server, tmp_path):
         ps = [plain(as_map(p)) for p in c.call("SL.POLICIES")]
         assert [p["name"] for p in ps] == ["api", "login"]
         api, login = ps
-        assert plain(as_map(api["limit"])) == {"algorithm": "gcra", "limit": 100,
-                                               "period_ms": 3600000, "burst": 100}
+        assert [plain(as_map(l)) for l in api["limits"]] == [
+            {"name": "api", "algorithm": "gcra", "limit": 100, "period_ms": 3600000, "burst": 100,
+             "cost": "requests"}]
         assert api["key"] == "{policy}:{key}" and api["shadow"] == 0
         tiers = plain(as_map(api["tiers"]))
-        assert plain(as_map(tiers["paid"]))["algorithm"] == "sliding_window"
-        assert plain(as_map(api["global"]))["limit"] == 5000
-        assert login["global"] is None and login["shadow"] == 1
+        assert plain(as_map(tiers["paid"][0]))["algorithm"] == "sliding_window"
+        g = plain(as_map(api["global"][0]))
+        assert (g["name"], g["limit"]) == ("api.global", 5000), g
+        assert login["global"] == [] and login["shadow"] == 1
     with make_server().conn() as c:
         assert c.call("SL.POLICIES") == [], "no config file: no policies"
 
@@ -142,7 +144,8 @@ def test_the_same_over_http_behind_the_token(make_server, tmp_path):
     assert requests.put(url + "/v1/keys/x", headers=auth).status_code == 405
     ps = requests.get(url + "/v1/policies", headers=auth).json()["policies"]
     assert [p["name"] for p in ps] == ["api", "login"]
-    assert ps[0]["tiers"]["paid"] == {"algorithm": "sliding_window", "limit": 1000,
-                                      "period_ms": 3600000, "burst": 1000}
-    assert ps[0]["global"]["limit"] == 5000 and ps[1]["global"] is None and ps[1]["shadow"]
+    assert ps[0]["tiers"]["paid"] == [{"name": "api", "algorithm": "sliding_window",
+                                       "limit": 1000, "period_ms": 3600000, "burst": 1000,
+                                       "cost": "requests"}]
+    assert ps[0]["global"][0]["limit"] == 5000 and ps[1]["global"] == [] and ps[1]["shadow"]
     assert requests.get(url + "/v1/policies").status_code == 401

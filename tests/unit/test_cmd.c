@@ -331,25 +331,27 @@ Test(cmd, policies_with_tiers_a_global_limit_and_shadow_mode)
                  "%s", err);
     cr_assert(strstr(run("SL.POLICY api alice"),
                      "allowed\r\n:1\r\n$11\r\nrejected_by\r\n:-1\r\n$5\r\nscope\r\n$3\r\nkey\r\n"
-                     "$5\r\nlimit\r\n:2\r\n"));
+                     "$7\r\nbinding\r\n$3\r\napi\r\n$5\r\nlimit\r\n:2\r\n"));
     cr_assert(strstr(run("SL.POLICY api alice"), "allowed\r\n:1\r\n"));
     cr_assert(strstr(run("SL.POLICY api alice"), "allowed\r\n:0\r\n"), "alice's own limit");
     /* bob's own limit (3) has 2 left, the global one (4) only 1: the
      * global one binds, and the reply shows it */
     cr_assert(strstr(run("SL.POLICY api bob TIER paid"),
-                     "scope\r\n$6\r\nglobal\r\n$5\r\nlimit\r\n:4\r\n$9\r\nremaining\r\n:1\r\n"));
+                     "scope\r\n$6\r\nglobal\r\n$7\r\nbinding\r\n$10\r\napi.global\r\n"
+                     "$5\r\nlimit\r\n:4\r\n$9\r\nremaining\r\n:1\r\n"));
     /* 3 of the global 4 are spent: bob's second passes, his third is refused
      * by the global limit, and the reply says so (limit 4) */
     cr_assert(strstr(run("SL.POLICY api bob TIER paid"), "allowed\r\n:1\r\n"));
     const char *r = run("SL.POLICY api bob TIER paid");
     cr_assert(strstr(r, "allowed\r\n:0\r\n$11\r\nrejected_by\r\n:1\r\n$5\r\nscope\r\n"
-                        "$6\r\nglobal\r\n$5\r\nlimit\r\n:4\r\n"), "%s", r);
+                        "$6\r\nglobal\r\n$7\r\nbinding\r\n$10\r\napi.global\r\n$5\r\nlimit\r\n:4\r\n"),
+              "%s", r);
     cr_assert(strstr(run("SL.PEEK api:bob 3 1h COST 0"), "remaining\r\n:1\r\n"),
               "the refused take consumed nothing from bob");
 
     cr_assert(strstr(run("SL.POLICY dry x"), "shadow\r\n:1\r\n$11\r\nwould_allow\r\n:1\r\n"));
     r = run("SL.POLICY dry x");
-    const char *head = "*20\r\n$7\r\nallowed\r\n:1\r\n";
+    const char *head = "*22\r\n$7\r\nallowed\r\n:1\r\n";
     cr_assert(strncmp(r, head, strlen(head)) == 0, "%s", r);
     cr_assert(strstr(r, "retry_after_ms\r\n:0\r\n"), "shadow: allowed, so no retry");
     cr_assert(strstr(r, "would_allow\r\n:0\r\n"), "%s", r);

@@ -55,20 +55,20 @@ Test(config, policies_tiers_globals_and_settings)
     cr_assert_eq(c->npolicies, 2);
     const sl_policy *p = sl_config_policy(c, "api", 3);
     cr_assert_not_null(p);
-    cr_assert_eq(p->limit.algorithm, SL_TOKEN_BUCKET);
-    cr_assert_eq(p->limit.limit, 100);
-    cr_assert_eq(p->limit.period_ns, 60 * NS_PER_SEC);
-    cr_assert_eq(p->limit.burst, 20);
+    cr_assert_eq(p->limits.l[0].limit.algorithm, SL_TOKEN_BUCKET);
+    cr_assert_eq(p->limits.l[0].limit.limit, 100);
+    cr_assert_eq(p->limits.l[0].limit.period_ns, 60 * NS_PER_SEC);
+    cr_assert_eq(p->limits.l[0].limit.burst, 20);
     cr_assert(p->shadow);
-    cr_assert(p->has_global);
-    cr_assert_eq(p->global.limit, 50000);
-    cr_assert_eq(p->global.algorithm, SL_TOKEN_BUCKET, "a global inherits the algorithm");
-    const sl_limit *free_tier = sl_policy_limit(p, "free", 4);
+    cr_assert_eq(p->global.n, 1);
+    cr_assert_eq(p->global.l[0].limit.limit, 50000);
+    cr_assert_eq(p->global.l[0].limit.algorithm, SL_TOKEN_BUCKET, "a global inherits the algorithm");
+    const sl_limit *free_tier = &sl_policy_limits(p, "free", 4)->l[0].limit;
     cr_assert_eq(free_tier->limit, 10);
     cr_assert_eq(free_tier->algorithm, SL_TOKEN_BUCKET, "a tier inherits the algorithm");
-    cr_assert_eq(sl_policy_limit(p, "paid", 4)->algorithm, SL_GCRA);
-    cr_assert_null(sl_policy_limit(p, "gold", 4));
-    cr_assert_eq(sl_policy_limit(p, NULL, 0), &p->limit);
+    cr_assert_eq(sl_policy_limits(p, "paid", 4)->l[0].limit.algorithm, SL_GCRA);
+    cr_assert_null(sl_policy_limits(p, "gold", 4));
+    cr_assert_eq(sl_policy_limits(p, NULL, 0), &p->limits);
 
     char key[64];
     size_t n = sl_policy_key(p, "alice", 5, key, sizeof key);
@@ -153,20 +153,27 @@ Test(config, a_policy_request_becomes_its_takes)
                             "    global: {limit: 500, period: 1m}\n"
                             "  solo: {limit: 1, period: 1s}\n");
     const sl_policy *api = sl_config_policy(c, "api", 3), *solo = sl_config_policy(c, "solo", 4);
-    char key[16], gkey[SL_POLICY_NAME_MAX + 16];
-    sl_take_item it[2];
-    cr_assert_eq(sl_policy_items(api, "paid", 4, "bob", 3, 2, key, sizeof key, gkey, sizeof gkey, it), 2);
+    char key[32];
+    sl_take_item it[SL_TAKE_MANY_MAX];
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey = 0;
+    cr_assert_eq(sl_policy_items(api, "paid", 4, "bob", 3, 2, 7, key, sizeof key, it, which, &nkey), 2);
     cr_assert(it[0].keylen == 5 && memcmp(it[0].key, "u:bob", 5) == 0);
     cr_assert_eq(it[0].limit->limit, 99);
-    cr_assert_eq(it[0].cost, 2);
-    cr_assert_eq(it[1].limit, &api->global);
+    cr_assert_eq(it[0].cost, 2, "a limit of requests is charged the cost, not the tokens");
+    cr_assert_eq(it[1].limit, &api->global.l[0].limit);
+    cr_assert(it[1].keylen == 11 && memcmp(it[1].key, "\x1fglobal\x1f" "api", 11) == 0);
     cr_assert_eq(it[1].cost, 2);
-    cr_assert_eq(sl_policy_items(solo, NULL, 0, "x", 1, 1, key, sizeof key, gkey, sizeof gkey, it), 1);
-    cr_assert_eq(sl_policy_items(api, "gold", 4, "bob", 3, 1, key, sizeof key, gkey, sizeof gkey, it), -1);
-    cr_assert_eq(sl_policy_items(api, NULL, 0, "", 0, 1, key, sizeof key, gkey, sizeof gkey, it), 0,
+    cr_assert_eq(nkey, 1);
+    cr_assert_str_eq(which[1]->name, "");
+    cr_assert_eq(sl_policy_items(solo, NULL, 0, "x", 1, 1, 0, key, sizeof key, it, which, &nkey), 1);
+    cr_assert_eq(sl_policy_items(api, "gold", 4, "bob", 3, 1, 0, key, sizeof key, it, which, &nkey), -1);
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "", 0, 1, 0, key, sizeof key, it, which, &nkey), 0,
                  "an empty key");
-    cr_assert_eq(sl_policy_items(api, NULL, 0, "a-key-too-long-for-16", 21, 1, key, sizeof key, gkey,
-                                 sizeof gkey, it), 0, "a store key that does not fit");
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "a-key-too-long-for-32-bytes-of-room", 35, 1, 0, key,
+                                 sizeof key, it, which, &nkey), 0, "a store key that does not fit");
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "a-key-of-thirty-bytes-exactly", 29, 1, 0, key,
+                                 sizeof key, it, which, &nkey), 0, "room for the key, not the global key");
     sl_config_free(c);
 }
 
@@ -202,10 +209,10 @@ Test(config, a_burst_of_zero_is_refused_and_algorithm_names_ignore_case)
                             "  b: {limit: 5, period: 1m, algorithm: GCRA}\n"
                             "  d: {limit: 5, period: 1m}\n");
     const sl_policy *p = sl_config_policy(c, "a", 1);
-    cr_assert_eq(p->limit.burst, 1);
-    cr_assert_eq(p->limit.algorithm, SL_TOKEN_BUCKET);
-    cr_assert_eq(sl_config_policy(c, "b", 1)->limit.algorithm, SL_GCRA);
-    cr_assert_eq(sl_config_policy(c, "d", 1)->limit.burst, 5, "an omitted burst is the limit");
+    cr_assert_eq(p->limits.l[0].limit.burst, 1);
+    cr_assert_eq(p->limits.l[0].limit.algorithm, SL_TOKEN_BUCKET);
+    cr_assert_eq(sl_config_policy(c, "b", 1)->limits.l[0].limit.algorithm, SL_GCRA);
+    cr_assert_eq(sl_config_policy(c, "d", 1)->limits.l[0].limit.burst, 5, "an omitted burst is the limit");
     sl_config_free(c);
 }
 
@@ -310,4 +317,149 @@ Test(config, store_error_names)
     cr_assert_eq(sl_on_error_parse("", 0, &e), SL_ERR_ARGUMENT);
     cr_assert_str_eq(sl_on_error_name(SL_ON_ERROR_LOCAL), "local");
     cr_assert_str_eq(sl_on_error_name(SL_ON_ERROR_DEFAULT), "default");
+}
+
+static const char *const CHAT =
+    "policies:\n"
+    "  chat:\n"
+    "    algorithm: sliding_window\n"
+    "    limits:\n"
+    "      - {name: rps, limit: 10, period: 1s, algorithm: gcra}\n"
+    "      - {name: rpm, limit: 300, period: 1m}\n"
+    "      - {name: tpm, limit: 100000, period: 1m, cost: tokens}\n"
+    "    tiers:\n"
+    "      paid:\n"
+    "        limits:\n"
+    "          - {name: rps, limit: 100, period: 1s}\n"
+    "          - {name: tpm, limit: 2000000, period: 1m, cost: tokens}\n"
+    "    global:\n"
+    "      limits: [{name: tpm, limit: 50000000, period: 1m, cost: tokens}]\n";
+
+Test(config, several_limits_each_with_its_own_cost)
+{
+    sl_config *c = parse_ok(CHAT);
+    const sl_policy *p = sl_config_policy(c, "chat", 4);
+    cr_assert_eq(p->limits.n, 3);
+    cr_assert_str_eq(p->limits.l[0].name, "rps");
+    cr_assert_eq(p->limits.l[0].limit.algorithm, SL_GCRA, "a limit's own algorithm wins");
+    cr_assert_eq(p->limits.l[1].limit.algorithm, SL_SLIDING_WINDOW, "the policy's is the default");
+    cr_assert_eq(p->limits.l[1].unit, SL_UNIT_REQUESTS);
+    cr_assert_eq(p->limits.l[2].unit, SL_UNIT_TOKENS);
+    const sl_limit_set *paid = sl_policy_limits(p, "paid", 4);
+    cr_assert_eq(paid->n, 2);
+    cr_assert_eq(paid->l[0].limit.algorithm, SL_GCRA, "a tier's rps inherits the policy's rps");
+    cr_assert_eq(paid->l[1].limit.algorithm, SL_SLIDING_WINDOW);
+    cr_assert_eq(p->global.n, 1);
+
+    char keys[SL_POLICY_KEYS_ROOM];
+    sl_take_item it[SL_TAKE_MANY_MAX];
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey = 0;
+    cr_assert_eq(sl_policy_items(p, NULL, 0, "k1", 2, 1, 750, keys, sizeof keys, it, which, &nkey), 4);
+    cr_assert_eq(nkey, 3);
+    static const char *const want[] = {"{chat:k1}\x1frps", "{chat:k1}\x1frpm", "{chat:k1}\x1ftpm",
+                                       "{\x1fglobal\x1f" "chat}\x1ftpm"};
+    static const int64_t cost[] = {1, 1, 750, 750};
+    for (int i = 0; i < 4; i++) {
+        cr_assert(it[i].keylen == strlen(want[i]) && memcmp(it[i].key, want[i], it[i].keylen) == 0,
+                  "item %d: %.*s", i, (int)it[i].keylen, (const char *)it[i].key);
+        cr_assert_eq(it[i].cost, cost[i], "item %d", i);
+        cr_assert_eq(it[i].limit, &which[i]->limit);
+    }
+    cr_assert_eq(sl_policy_items(p, "paid", 4, "k1", 2, 2, 5, keys, sizeof keys, it, which, &nkey), 3);
+    cr_assert(it[1].keylen == 13 && memcmp(it[1].key, "{chat:k1}\x1ftpm", 13) == 0,
+              "a tier's tpm is the same state as the policy's");
+    cr_assert_eq(it[1].limit->limit, 2000000);
+    cr_assert_eq(it[0].cost, 2);
+    cr_assert_eq(it[1].cost, 5);
+
+    char name[SL_POLICY_LIMIT_NAME_ROOM];
+    sl_policy_limit_name("chat", "tpm", false, name, sizeof name);
+    cr_assert_str_eq(name, "chat.tpm");
+    sl_policy_limit_name("chat", "tpm", true, name, sizeof name);
+    cr_assert_str_eq(name, "chat.global.tpm");
+    sl_policy_limit_name("api", "", true, name, sizeof name);
+    cr_assert_str_eq(name, "api.global");
+    sl_policy_limit_name("api", "", false, name, sizeof name);
+    cr_assert_str_eq(name, "api");
+    sl_config_free(c);
+}
+
+Test(config, several_limits_are_checked_whole)
+{
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limits: [{name: x, limit: 1, period: 1},"
+                               " {name: x, limit: 2, period: 1}]\n"),
+                     "t.yaml:3:53: policy 'a': limit 'x' is given twice");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limits: [{limit: 1, period: 1}]\n"),
+                     "t.yaml:3:14: policy 'a': each of limits needs a name");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limits: [{name: \"a.b\", limit: 1, period: 1}]\n"),
+                     "t.yaml:3:21: policy 'a': a limit's name must be 1 to 32 letters, digits, '_' "
+                     "or '-' (got 'a.b')");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limits: []\n"),
+                     "t.yaml:3:13: policy 'a': limits must be a list of 1 to 8 limits, each with a "
+                     "name");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limit: 5\n    limits: [{name: x, limit: 1, "
+                               "period: 1}]\n"),
+                     "t.yaml:3:5: policy 'a': 'limit' belongs to each of limits, not beside them");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limits: [{name: x, limit: 1, period: 1, "
+                               "cost: bytes}]\n"),
+                     "t.yaml:3:51: policy 'a' limit 'x': cost must be requests (a request's COST, 1 "
+                     "unless it says) or tokens (its TOKENS, 0 unless it says) (got 'bytes')");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limits: [{name: x, limit: 1, period: 1}]\n"
+                               "    tiers: {paid: {limit: 5, period: 1}}\n"),
+                     "t.yaml:3:5: policy 'a' tier 'paid': the policy's limits are a list (limits:), "
+                     "so every tier must give a list of limits too");
+    cr_assert_str_eq(parse_err("policies:\n  a:\n    limit: 1\n    period: 1\n"
+                               "    tiers: {paid: {limits: [{name: x, limit: 5, period: 1}]}}\n"),
+                     "t.yaml:3:5: policy 'a' tier 'paid': the policy is one limit (limit: and "
+                     "period:), so every tier must give one limit too");
+    const char *e = parse_err("policies:\n  a:\n    limits: [{name: a, limit: 1, period: 1}, "
+                              "{name: b, limit: 1, period: 1}]\n"
+                              "    global: {limits: [{name: a, limit: 1, period: 1}, {name: b, "
+                              "limit: 1, period: 1}, {name: c, limit: 1, period: 1}, {name: d, "
+                              "limit: 1, period: 1}, {name: e, limit: 1, period: 1}, {name: f, "
+                              "limit: 1, period: 1}, {name: g, limit: 1, period: 1}]}\n");
+    cr_assert_str_eq(e, "t.yaml:3:5: policy 'a': 2 limits and 7 global ones make 9, more than the 8 "
+                        "one request is taken from together");
+    /* a single limit may be charged in tokens too */
+    sl_config *c = parse_ok("policies:\n  tpm: {limit: 1000, period: 1m, cost: tokens}\n");
+    cr_assert_eq(sl_config_policy(c, "tpm", 3)->limits.l[0].unit, SL_UNIT_TOKENS);
+    sl_config_free(c);
+}
+
+Test(config, a_reload_matches_limits_by_name)
+{
+    sl_config *old = parse_ok(CHAT);
+    sl_config *next = parse_ok("policies:\n"
+                               "  chat:\n"
+                               "    algorithm: sliding_window\n"
+                               "    limits:\n"
+                               "      - {name: tpm, limit: 200000, period: 1m, cost: tokens}\n"
+                               "      - {name: rps, limit: 10, period: 1s, algorithm: gcra}\n"
+                               "      - {name: rpd, limit: 5000, period: 1d}\n"
+                               "    tiers:\n"
+                               "      paid:\n"
+                               "        limits: [{name: rps, limit: 100, period: 1s},\n"
+                               "                 {name: tpm, limit: 2000000, period: 1m}]\n");
+    char said[2048] = "";
+    sl_config_describe_reload(old, next, collect_line, said);
+    cr_assert(strstr(said, "policy 'chat' limit 'tpm': sliding_window 100000 per 60s, burst 100000 "
+                           "-> sliding_window 200000 per 60s, burst 200000: each key keeps the "
+                           "units it has used (rounded up)\n"), "%s", said);
+    cr_assert(strstr(said, "policy 'chat' limit 'rpm' removed: no longer checked"), "%s", said);
+    cr_assert(strstr(said, "policy 'chat' limit 'rpd' added: every key starts it with a full "
+                           "budget\n"), "%s", said);
+    cr_assert(strstr(said, "policy 'chat' tier 'paid' limit 'tpm': now charged in requests"), "%s",
+              said);
+    cr_assert(strstr(said, "policy 'chat': global limit removed\n"), "%s", said);
+    cr_assert_null(strstr(said, "'rps'"), "rps is unchanged: %s", said);
+    sl_config_free(next);
+
+    next = parse_ok("policies:\n  chat: {limit: 10, period: 1s}\n");
+    said[0] = 0;
+    sl_config_describe_reload(old, next, collect_line, said);
+    cr_assert(strstr(said, "policy 'chat': a list of named limits -> one limit: the store keys "
+                           "change, so every key STARTS AGAIN with a full budget\n"), "%s", said);
+    sl_config_free(next);
+    sl_config_free(old);
 }

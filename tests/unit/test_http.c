@@ -639,12 +639,12 @@ Test(http_write, shadow)
     sl_decision dg = {.allowed = true, .limit = 5, .remaining = 2, .reset_after_ns = NS_PER_SEC,
                       .delay_ns = 200 * NS_PER_MS};
     sl_http_limit_report items[2] = {{"dry", &q, &dk}, {"dry.global", &q, &dg}};
-    sl_http_decision_opts o = {.keep_alive = true, .shadow = true, .scoped = true,
+    sl_http_decision_opts o = {.keep_alive = true, .shadow = true, .scoped = true, .nkey = 1,
                                .rejected_by = 0};
     sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive", "",
-                    "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"key\",\"limit\":5,"
+                    "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"key\",\"binding\":\"dry\",\"limit\":5,"
                     "\"remaining\":0,\"retry_after_ms\":0,\"reset_after_ms\":1000,"
                     "\"delay_ms\":0,\"shadow\":true,\"would_allow\":false,"
                     "\"would_retry_after_ms\":300}");
@@ -662,7 +662,7 @@ Test(http_write, binding_limit_is_the_longest_wait)
     sl_decision dg = {.allowed = false, .limit = 100, .remaining = 0,
                       .reset_after_ns = 40 * NS_PER_SEC, .retry_after_ns = 9 * NS_PER_SEC};
     sl_http_limit_report items[2] = {{"api", &a, &dk}, {"api.global", &g, &dg}};
-    sl_http_decision_opts o = {.keep_alive = true, .scoped = true, .rejected_by = 0};
+    sl_http_decision_opts o = {.keep_alive = true, .scoped = true, .nkey = 1, .rejected_by = 0};
     sl_buf b;
     sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
@@ -671,7 +671,7 @@ Test(http_write, binding_limit_is_the_longest_wait)
                     "X-RateLimit-Reset: 40\r\nRetry-After: 9\r\n"
                     "RateLimit-Policy: \"api\";q=10;w=60, \"api.global\";q=100;w=60\r\n"
                     "RateLimit: \"api\";r=0;t=6, \"api.global\";r=0;t=40\r\n",
-                    "{\"allowed\":false,\"rejected_by\":0,\"scope\":\"global\",\"limit\":100,"
+                    "{\"allowed\":false,\"rejected_by\":0,\"scope\":\"global\",\"binding\":\"api.global\",\"limit\":100,"
                     "\"remaining\":0,\"retry_after_ms\":9000,\"reset_after_ms\":40000}");
     sl_buf_free(&b);
 
@@ -688,9 +688,12 @@ Test(http_write, binding_limit_is_the_longest_wait)
     dg.allowed = true;
     dg.remaining = 3;
     cr_assert_eq(sl_http_binding(ds, 2, -1), 1);
-    /* A scoped answer has at most two items. */
-    sl_http_limit_report three[3] = {items[0], items[1], items[1]};
-    cr_assert_eq(sl_http_write_decision(&b, &o, three, 3), -1);
+    /* A scoped answer names how many items are the key's: at least one, at
+     * most all. */
+    o.nkey = 0;
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), -1);
+    o.nkey = 3;
+    cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), -1);
 }
 
 Test(http_write, forward_auth_status_and_head)
@@ -789,6 +792,7 @@ Test(http_write, policy_with_global_limit)
      * show it, and say so. */
     dg.remaining = 1;
     o.scoped = true;
+    o.nkey = 1;
     sl_buf_init(&b, 2, 0);
     cr_assert_eq(sl_http_write_decision(&b, &o, items, 2), 0);
     assert_response(&b, "HTTP/1.1 200 OK", "keep-alive",
@@ -796,7 +800,7 @@ Test(http_write, policy_with_global_limit)
                     "X-RateLimit-Reset: 30\r\n"
                     "RateLimit-Policy: \"api\";q=10;w=60, \"api.global\";q=100;w=60\r\n"
                     "RateLimit: \"api\";r=4;t=36, \"api.global\";r=1;t=30\r\n",
-                    "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"global\",\"limit\":100,"
+                    "{\"allowed\":true,\"rejected_by\":-1,\"scope\":\"global\",\"binding\":\"api.global\",\"limit\":100,"
                     "\"remaining\":1,\"retry_after_ms\":0,\"reset_after_ms\":30000}");
     sl_buf_free(&b);
 }
