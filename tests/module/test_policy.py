@@ -22,6 +22,12 @@ policies:
     limit: 1
     period: 1h
     shadow: true
+  chat:
+    limits:
+      - {name: rpm, limit: 3, period: 1h}
+      - {name: tpm, limit: 1000, period: 1h, cost: tokens}
+    global:
+      limits: [{name: tpm, limit: 1500, period: 1h, cost: tokens}]
 """
 
 
@@ -102,4 +108,25 @@ def test_module_unload_and_load_again(make_server, tmp_path):
     from conftest import module_path
     assert r.execute_command("MODULE", "LOAD", module_path()) in (b"OK", "OK", True)
     assert r.execute_command("CL.THROTTLE", "k", 1, 1, 60) == [0, 2, 1, -1, 60]
+    r.close()
+
+
+def test_policy_of_several_limits_with_tokens(policy_server):
+    r = policy_server.client()
+    d = _dec(r.execute_command("SL.POLICY", "chat", "k", "TOKENS", 700))
+    assert (d["allowed"], d["binding"], d["remaining"]) == (1, b"chat.rpm", 2), d
+    # each limit's state lives at {KEY}\x1fNAME, in one hash slot
+    assert r.exists("{chat:k}\x1frpm", "{chat:k}\x1ftpm", "{\x1fglobal\x1fchat}\x1ftpm") == 3
+    d = _dec(r.execute_command("SL.POLICY", "chat", "k", "TOKENS", 301))
+    assert (d["allowed"], d["rejected_by"], d["binding"], d["remaining"]) == \
+        (0, 1, b"chat.tpm", 300), d
+    d = _dec(r.execute_command("SL.POLICY", "chat", "k2", "TOKENS", 801))
+    assert (d["allowed"], d["rejected_by"], d["scope"]) == (0, 2, b"global"), d
+    assert r.exists("{chat:k2}\x1frpm") == 0, "a refused request takes from no limit"
+    d = _dec(r.execute_command("SL.POLICY", "chat", "k", "COST", 2, "TOKENS", 300))
+    assert (d["allowed"], d["remaining"]) == (1, 0), d
+    d = _dec(r.execute_command("SL.POLICY", "chat", "k"))
+    assert (d["allowed"], d["rejected_by"], d["binding"]) == (0, 0, b"chat.rpm"), d
+    with pytest.raises(redis.exceptions.ResponseError, match="tokens must be a non-negative"):
+        r.execute_command("SL.POLICY", "chat", "k", "TOKENS", -5)
     r.close()
