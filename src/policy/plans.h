@@ -57,7 +57,7 @@
  * no thread can still be reading it, as it does for its config. A refused
  * file changes nothing: the caller keeps the table it had.
  *
- * Its layout, for keys of 20 to 40 bytes about 35 to 55 bytes a key in all:
+ * Its layout, for keys of 20 to 40 bytes about 33 to 53 bytes a key in all:
  *
  *   arena:  [pad][len lo][len hi][key bytes ...][len lo][len hi][key ...]
  *           one block of length-prefixed keys (2 + length bytes each); a

@@ -705,3 +705,31 @@ Test(plans_million, a_million_keys_load_and_are_all_found)
     fprintf(stderr, "plans: %d lookups of present keys in %.3f s\n", N, look);
     sl_plans_free(p);
 }
+
+/* The most keys, and one more: 16 777 217 lines of 10 bytes or so. It
+ * takes some 10 s and 850 MB in the release build (three times as long
+ * under the sanitizers), so it runs only when asked:
+ * SLUICE_PLANS_MAX_KEYS=1 build/tests/test_plans (its suite is plans_max). */
+Test(plans_max, the_most_keys_and_one_more)
+{
+    if (!getenv("SLUICE_PLANS_MAX_KEYS"))
+        cr_skip_test("set SLUICE_PLANS_MAX_KEYS=1 to run it");
+    const char *const one[] = {"a"};
+    size_t n = SL_PLANS_MAX_KEYS, cap = (n + 1) * 12, len = 0;
+    char *text = malloc(cap);
+    cr_assert_not_null(text);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)snprintf(text + len, cap - len, "%zx: a\n", i);
+    sl_plans *p = NULL;
+    cr_assert_eq(sl_plans_parse(text, len, "t.plans", one, 1, hkey, &p, err, sizeof err), 0, "%s",
+                 err);
+    cr_assert_eq(sl_plans_count(p), n);
+    cr_assert_eq(sl_plans_lookup(p, "ffffff", 6), 0);
+    fprintf(stderr, "plans: %zu keys, %.1f bytes a key\n", n, (double)sl_plans_bytes(p) / n);
+    sl_plans_free(p);
+    len += (size_t)snprintf(text + len, cap - len, "last: a\n");
+    cr_assert_eq(sl_plans_parse(text, len, "t.plans", one, 1, hkey, &p, err, sizeof err), -1);
+    cr_assert_str_eq(err, "t.plans:16777217:1: more than 16777216 keys, the most a plans file "
+                          "may hold");
+    free(text);
+}
