@@ -113,7 +113,7 @@ static size_t sl_plans_probe(const sl_plans *p, const void *key, size_t len, uin
             *found = false;
             return i;
         }
-        if (s >> 40 == tag) {
+        if ((s >> 40) == tag) {
             const unsigned char *r = p->arena + off;
             if (sl_plans_record_len(r) == len && memcmp(r + 2, key, len) == 0) {
                 *found = true;
@@ -199,7 +199,7 @@ static int sl_plans_add(sl_plans_builder *b, const char *key, size_t len, unsign
     if (need > p->arena_cap - p->arena_len) {
         size_t cap = p->arena_cap ? p->arena_cap : SL_PLANS_FIRST_ARENA;
         while (cap - p->arena_len < need)
-            cap *= 2; /* at most 2^33: arena_len + need <= UINT32_MAX */
+            cap *= 2; /* below 2^33: arena_len + need <= UINT32_MAX */
         unsigned char *a = sl_realloc(p->arena, cap);
         if (!a)
             return sl_plans_fail(b, "out of memory");
@@ -223,6 +223,8 @@ static int sl_plans_add(sl_plans_builder *b, const char *key, size_t len, unsign
  * policy has. */
 static int sl_plans_unknown_tier(sl_plans_builder *b, const char *tier, size_t tlen, size_t col)
 {
+    if (b->errlen == 0)
+        return -1;
     if (b->ntiers == 0)
         return sl_plans_fail_at(b, col, "unknown tier '%.*s' (the policy has no tiers)",
                                 (int)tlen, tier);
@@ -509,7 +511,7 @@ int sl_plans_lookup(const sl_plans *p, const void *key, size_t len)
         return -1;
     bool found;
     size_t i = sl_plans_probe(p, key, len, sl_siphash(p->hash_key, key, len), &found);
-    return found ? (int)(p->slots[i] >> 32 & 0xff) : -1;
+    return found ? (int)((p->slots[i] >> 32) & 0xff) : -1;
 }
 
 size_t sl_plans_count(const sl_plans *p)
@@ -530,7 +532,7 @@ int sl_plans_each(const sl_plans *p, int (*fn)(void *arg, const void *key, size_
         if ((uint32_t)s == 0)
             continue;
         const unsigned char *r = p->arena + (uint32_t)s;
-        int rc = fn(arg, r + 2, sl_plans_record_len(r), (int)(s >> 32 & 0xff));
+        int rc = fn(arg, r + 2, sl_plans_record_len(r), (int)((s >> 32) & 0xff));
         if (rc != 0)
             return rc;
     }
