@@ -773,6 +773,11 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_check k;
     int n = sl_check_policy(&k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
                             argv[2].ptr, argv[2].len, cost, tokens, keys, sizeof keys, items);
+    if (n == -2) {
+        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
+                           "cannot name one", p->name);
+        return;
+    }
     if (n < 0) {
         sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
                         (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);

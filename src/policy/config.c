@@ -11,11 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <yaml.h>
 
 #include "common/alloc.h"
 #include "common/duration.h"
 #include "common/parse.h"
+#include "policy/plans.h"
 
 typedef struct sl_loader {
     yaml_document_t doc;
@@ -359,6 +361,10 @@ static void sl_set_free(sl_limit_set *set)
 
 static void sl_policy_free_sets(sl_policy *p)
 {
+    sl_plans_free(p->plans);
+    p->plans = NULL;
+    sl_free(p->plans_path);
+    p->plans_path = NULL;
     sl_set_free(&p->limits);
     sl_set_free(&p->global);
     for (size_t t = 0; t < p->ntiers; t++)
@@ -389,12 +395,40 @@ static int sl_policy_check(sl_loader *ld, const yaml_node_t *m, const char *wher
     return 0;
 }
 
+/* A policy's plans file: its path resolved against the config file's
+ * directory when relative, and loaded with the policy's tier names, under a
+ * hash key of its own. */
+static int sl_plans_value(sl_loader *ld, const yaml_node_t *v, const char *where, sl_policy *p)
+{
+    if (p->ntiers == 0)
+        return sl_fail(ld, v, "%s: plans needs tiers to choose from", where);
+    const char *path = sl_scalar(v);
+    const char *slash = strrchr(ld->name, '/');
+    size_t dir = path[0] != '/' && slash ? (size_t)(slash - ld->name) + 1 : 0;
+    size_t len = strlen(path);
+    if (!(p->plans_path = sl_malloc(dir + len + 1)))
+        return sl_fail(ld, NULL, "out of memory");
+    memcpy(p->plans_path, ld->name, dir);
+    memcpy(p->plans_path + dir, path, len + 1);
+    const char *tiers[SL_POLICY_MAX_TIERS];
+    for (size_t t = 0; t < p->ntiers; t++)
+        tiers[t] = p->tiers[t].name;
+    uint64_t hash_key[2];
+    if (getrandom(hash_key, sizeof hash_key, 0) != (ssize_t)sizeof hash_key)
+        return sl_fail(ld, v, "%s: plans: no random bytes for the table's hash key: %s", where,
+                       strerror(errno));
+    char perr[320];
+    if (sl_plans_load(p->plans_path, tiers, p->ntiers, hash_key, &p->plans, perr, sizeof perr))
+        return sl_fail(ld, v, "%s: plans: %s", where, perr);
+    return 0;
+}
+
 static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *m,
                            sl_policy *p)
 {
     static const char *const policy_keys[] = {"key",    "shadow",         "tiers",
                                               "global", "on_store_error", "store_timeout_ms",
-                                              NULL};
+                                              "plans",  NULL};
     char where[96], q[48];
     if (sl_name_value(ld, k, "policy", p->name))
         return -1;
@@ -403,6 +437,7 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
     if (sl_set_value(ld, m, where, &defaults, NULL, &p->limits, policy_keys))
         return -1;
     snprintf(p->key, sizeof p->key, "{policy}:{key}");
+    const yaml_node_t *plans = NULL;
     for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
         yaml_node_t *pk = sl_node(ld, pr->key), *v = sl_node(ld, pr->value);
         if (sl_key_is(pk, "key")) {
@@ -431,6 +466,11 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
                 return sl_fail(ld, v, "%s: store_timeout_ms must be at most %d (got %s)", where,
                                SL_POLICY_STORE_TIMEOUT_MAX, sl_quote(v, q));
             p->store_timeout_ms = (int32_t)ms;
+        } else if (sl_key_is(pk, "plans")) {
+            if (!sl_is_scalar(v) || v->data.scalar.length == 0 || v->data.scalar.length > 4096)
+                return sl_fail(ld, v, "%s: plans must be the path of a plans file (got %s)", where,
+                               sl_quote(v, q));
+            plans = v;
         } else if (sl_key_is(pk, "global")) {
             char gwhere[128];
             snprintf(gwhere, sizeof gwhere, "%s global", where);
@@ -458,7 +498,9 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
             }
         }
     }
-    return sl_policy_check(ld, m, where, p);
+    if (sl_policy_check(ld, m, where, p))
+        return -1;
+    return plans ? sl_plans_value(ld, plans, where, p) : 0;
 }
 
 static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *v)
@@ -807,6 +849,16 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                      n->global.n ? "added" : "removed");
             say(arg, line);
         }
+        if (n->plans_path) {
+            snprintf(line, sizeof line, "policy '%s': plans %s: %zu keys (%zu bytes)", o->name,
+                     n->plans_path, sl_plans_count(n->plans), sl_plans_bytes(n->plans));
+            say(arg, line);
+        } else if (o->plans_path) {
+            snprintf(line, sizeof line,
+                     "policy '%s': plans file dropped: every key is on the default tier unless "
+                     "its request names one", o->name);
+            say(arg, line);
+        }
         if (o->shadow != n->shadow) {
             snprintf(line, sizeof line, "policy '%s': shadow mode %s", o->name,
                      n->shadow ? "on (decides and counts, never refuses)" : "off (refuses again)");
@@ -912,9 +964,16 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
                     sl_take_item items[SL_TAKE_MANY_MAX],
                     const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
 {
-    const sl_limit_set *set = sl_policy_limits(p, tier, tierlen);
-    if (!set)
+    const sl_limit_set *set = &p->limits;
+    if (p->plans) {
+        if (tier && tierlen)
+            return -2;
+        int t = sl_plans_lookup(p->plans, key, keylen);
+        if (t >= 0)
+            set = &p->tiers[t].limits;
+    } else if (!(set = sl_policy_limits(p, tier, tierlen))) {
         return -1;
+    }
     size_t klen = keylen ? sl_policy_key(p, key, keylen, keybuf, keycap) : 0;
     if (klen == 0)
         return 0;

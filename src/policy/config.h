@@ -18,6 +18,8 @@
  *         free: {limit: 100, period: 1m}
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
+ *       plans: plans.txt        # a key's tier from a file of "key: tier" lines
+ *                               #   (src/policy/plans.h; relative to this file)
  *     chat:                     # several limits, taken together (all or nothing)
  *       limits:
  *         - {name: rps, limit: 10, period: 1s}
@@ -94,6 +96,8 @@ typedef struct sl_policy {
     char key[SL_POLICY_KEY_MAX + 1]; /* template: {policy} and {key} are replaced */
     bool shadow;
     sl_limit_set global;          /* shared by every key; n == 0: none */
+    char *plans_path;             /* the plans file, as resolved; NULL: none */
+    struct sl_plans *plans;       /* its table: a key's tier (src/policy/plans.h) */
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
     /* When the store cannot answer: an sl_on_error (above),
@@ -155,7 +159,8 @@ void sl_config_align(sl_config *c, int64_t clock_offset_ns);
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len);
 
 /* The policy's limits for `tier` (NULL or len 0: the default); NULL when the
- * tier is unknown. */
+ * tier is unknown. A policy's plans file is not read here (sl_policy_items
+ * does). */
 const sl_limit_set *sl_policy_limits(const sl_policy *p, const char *tier, size_t len);
 
 /*
@@ -186,9 +191,13 @@ size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *o
  * written into keybuf (keycap bytes, SL_POLICY_KEYS_ROOM is enough for any
  * key the store takes), which items[] then points into; which[i] is the
  * limit of items[i], and *nkey how many of them are the key's (the rest are
- * global). Returns the number of items (1 .. SL_TAKE_MANY_MAX), 0 when the
- * key is empty or the store keys do not fit (SL_ERR_KEY), or -1 for an
- * unknown tier.
+ * global). A policy with a plans file takes the tier the file gives the key
+ * (the key as the caller names it, before the template), its default
+ * limits for a key the file does not name. Returns the number of items (1 ..
+ * SL_TAKE_MANY_MAX), 0 when the key is empty or the store keys do not fit
+ * (SL_ERR_KEY), -1 for an unknown tier, or -2 for a tier named to a policy
+ * that takes its tiers from its plans file (a caller does not choose its
+ * own plan).
  */
 int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
                     size_t keylen, int64_t cost, int64_t tokens, char *keybuf, size_t keycap,

@@ -136,6 +136,13 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
         int n = sl_check_policy(&k, ctx.config, p, chk->tier, chk->tier ? chk->tier_len : 0,
                                 chk->items[0].key, chk->items[0].keylen, chk->items[0].cost,
                                 chk->tokens, keys, sizeof keys, items);
+        if (n == -2) {
+            char msg[160];
+            snprintf(msg, sizeof msg, "policy '%s' takes each key's tier from its plans file: a "
+                                      "request cannot name one", p->name);
+            sl_http_write_error(sl_conn_out(c), 400, keep, msg, "tier");
+            return;
+        }
         if (n < 0) {
             char msg[160];
             snprintf(msg, sizeof msg, "unknown tier '%.*s' for policy '%s'", (int)chk->tier_len,

@@ -5,6 +5,8 @@
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <string.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include "policy/config.h"
 #include "testlib.h"
@@ -462,4 +464,59 @@ Test(config, a_reload_matches_limits_by_name)
                            "change, so every key STARTS AGAIN with a full budget\n"), "%s", said);
     sl_config_free(next);
     sl_config_free(old);
+}
+
+Test(config, a_plans_file_gives_each_key_its_tier)
+{
+    char dir[] = "/tmp/sluice-plans-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[128], cfgpath[128];
+    snprintf(path, sizeof path, "%s/plans.txt", dir);
+    snprintf(cfgpath, sizeof cfgpath, "%s/sluice.yaml", dir);
+    FILE *f = fopen(path, "w");
+    fputs("# who pays\nalice: paid\nuser:42: gold\n", f);
+    fclose(f);
+    static const char yaml[] = "policies:\n"
+                               "  api:\n"
+                               "    limit: 10\n"
+                               "    period: 1m\n"
+                               "    plans: plans.txt\n"
+                               "    tiers:\n"
+                               "      paid: {limit: 100, period: 1m}\n"
+                               "      gold: {limit: 1000, period: 1m}\n";
+    f = fopen(cfgpath, "w");
+    fputs(yaml, f);
+    fclose(f);
+    sl_config *c = NULL;
+    cr_assert_eq(sl_config_load(cfgpath, &c, err, sizeof err), 0, "%s", err);
+    const sl_policy *p = sl_config_policy(c, "api", 3);
+    cr_assert_str_eq(p->plans_path, path, "relative to the config file");
+    char keys[SL_POLICY_KEYS_ROOM];
+    sl_take_item it[SL_TAKE_MANY_MAX];
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey;
+    cr_assert_eq(sl_policy_items(p, NULL, 0, "alice", 5, 1, 0, keys, sizeof keys, it, which, &nkey), 1);
+    cr_assert_eq(it[0].limit->limit, 100);
+    cr_assert_eq(sl_policy_items(p, NULL, 0, "user:42", 7, 1, 0, keys, sizeof keys, it, which, &nkey), 1);
+    cr_assert_eq(it[0].limit->limit, 1000);
+    cr_assert_eq(sl_policy_items(p, NULL, 0, "bob", 3, 1, 0, keys, sizeof keys, it, which, &nkey), 1);
+    cr_assert_eq(it[0].limit->limit, 10, "a key the file does not name: the default");
+    cr_assert_eq(sl_policy_items(p, "gold", 4, "bob", 3, 1, 0, keys, sizeof keys, it, which, &nkey), -2,
+                 "a request does not choose its own plan");
+    sl_config_free(c);
+
+    f = fopen(path, "w");
+    fputs("alice: platinum\n", f);
+    fclose(f);
+    cr_assert_eq(sl_config_load(cfgpath, &c, err, sizeof err), -1);
+    cr_assert(strstr(err, "sluice.yaml:5:12: policy 'api': plans: ") && strstr(err, "plans.txt:1:") &&
+              strstr(err, "platinum"), "%s", err);
+    cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, plans: p.txt}\n"),
+                     "t.yaml:2:35: policy 'a': plans needs tiers to choose from");
+    const char *e = parse_err("policies:\n  a: {limit: 1, period: 1, plans: /nonexistent/p.txt, "
+                              "tiers: {x: {limit: 2, period: 1}}}\n");
+    cr_assert(strstr(e, "t.yaml:2:35: policy 'a': plans: /nonexistent/p.txt: No such file"), "%s", e);
+    remove(path);
+    remove(cfgpath);
+    rmdir(dir);
 }
