@@ -385,6 +385,25 @@ static void sl_render_decide(sl_cmd_ctx *c, const sl_check *k)
     R->integers(c->sink, out, 1 + 6 * k->n);
 }
 
+/* SL.USAGE's answer: one map per limit of the policy, as peeked. */
+static void sl_render_usage(sl_cmd_ctx *c, const sl_check *k)
+{
+    R->array(c->sink, k->n);
+    for (size_t i = 0; i < k->n; i++) {
+        const sl_decision *d = &k->d[i];
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(k->name, k->lname[i], i >= k->nkey, name, sizeof name);
+        R->map(c->sink, 6);
+        R->bulk(c->sink, "name", 4);
+        R->bulk(c->sink, name, strlen(name));
+        sl_kv_int(c, "limit", d->limit);
+        sl_kv_int(c, "used", sl_usage_used(d));
+        sl_kv_int(c, "remaining", d->remaining < 0 ? 0 : d->remaining);
+        sl_kv_int(c, "reset_after_ms", sl_ns_ceil_ms(d->reset_after_ns));
+        sl_kv_int(c, "period_ms", sl_ns_ceil_ms(k->lim[i]->period_ns));
+    }
+}
+
 void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
 {
     bool allowed = k->req.failed < 0;
@@ -454,6 +473,9 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
     }
     case SL_RENDER_DECIDE:
         sl_render_decide(c, k);
+        break;
+    case SL_RENDER_USAGE:
+        sl_render_usage(c, k);
         break;
     default:
         break;
@@ -790,6 +812,60 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_check_submit(c, &k);
 }
 
+/* SL.USAGE key POLICY policy [TIER tier]: what each limit of the policy has
+ * used in its current period and has left, consuming nothing. */
+static void sl_cmd_usage(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    static const char usage[] = "SL.USAGE key POLICY policy [TIER tier]";
+    const sl_resp_slice *name = NULL, *tier = NULL;
+    for (int i = 2; i < argc; i += 2) {
+        bool is_policy = sl_arg_is(&argv[i], "POLICY"), is_tier = sl_arg_is(&argv[i], "TIER");
+        if (i + 1 >= argc || (!is_policy && !is_tier)) {
+            sl_reply_errorf(c, "syntax error: %s", usage);
+            return;
+        }
+        if ((is_policy && name) || (is_tier && tier)) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice",
+                            is_policy ? "POLICY" : "TIER");
+            return;
+        }
+        *(is_policy ? &name : &tier) = &argv[i + 1];
+    }
+    if (!name) {
+        sl_reply_errorf(c, "syntax error: %s (the limits are a policy's)", usage);
+        return;
+    }
+    const sl_policy *p = sl_config_policy(c->config, name->ptr, name->len);
+    if (!p) {
+        sl_reply_errorf(c, "unknown policy '%.*s'", (int)(name->len > 64 ? 64 : name->len),
+                        name->ptr);
+        return;
+    }
+    char keys[SL_POLICY_KEYS_ROOM];
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    sl_check k;
+    int n = sl_check_policy(&k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
+                            argv[1].ptr, argv[1].len, 0, 0, keys, sizeof keys, items);
+    if (n == -2) {
+        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
+                           "cannot name one", p->name);
+        return;
+    }
+    if (n < 0) {
+        sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
+                        (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
+        return;
+    }
+    if (n == 0) {
+        sl_reply_status(c, SL_ERR_KEY);
+        return;
+    }
+    k.req.op = SL_OP_PEEK;
+    k.counted = false;
+    k.render = SL_RENDER_USAGE;
+    sl_check_submit(c, &k);
+}
+
 /*
  * SL.DECIDE op lease numkeys key [key ...] [group ...]: the backend's
  * interface (src/backend/backend.h) as one command, for sluiced's central
@@ -918,6 +994,9 @@ const sl_command sl_rate_commands[] = {
     {"sl.policy", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_policy,
      "Takes from a policy's limits of the config file, all or nothing",
      "policy key [COST cost] [TOKENS tokens] [TIER tier]", 0},
+    {"sl.usage", -4, SL_CMD_READONLY | SL_CMD_FAST, 0, 0, 0, sl_cmd_usage,
+     "What each limit of a policy has used in its period and has left, consuming nothing",
+     "key POLICY policy [TIER tier]", 0},
     {"sl.reset", -2, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, -1, 1, sl_cmd_reset,
      "Forgets keys: their next take starts afresh", "key [key ...]", 0},
     {"sl.acquire", -4, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_acquire,

@@ -83,6 +83,7 @@ typedef enum sl_render {
     SL_RENDER_COUNT,    /* SL.RESET, SL.RELEASE: an integer */
     SL_RENDER_LEASE,    /* SL.ACQUIRE: the lease id, or a null */
     SL_RENDER_DECIDE,   /* SL.DECIDE: integers in nanoseconds */
+    SL_RENDER_USAGE,    /* SL.USAGE: each of a policy's limits, peeked */
     SL_RENDER_FACE,     /* the face's own (HTTP's response): sl_cmd_ctx.render */
 } sl_render;
 
@@ -118,6 +119,14 @@ typedef struct sl_check {
     char name_buf[SL_POLICY_NAME_MAX + 8];
     char lname_buf[SL_TAKE_MANY_MAX][SL_LIMIT_NAME_MAX + 1];
 } sl_check;
+
+/* The units a peeked decision says are used: its limit less what remains,
+ * never below 0 (SL.USAGE, /v1/usage). */
+static inline int64_t sl_usage_used(const sl_decision *d)
+{
+    int64_t rem = d->remaining < 0 ? 0 : d->remaining;
+    return d->limit > rem ? d->limit - rem : 0;
+}
 
 /* Makes k self-contained: its limits and name copied into it. */
 void sl_check_own(sl_check *k);

@@ -4,9 +4,10 @@
  * the policies src/policy's; the decisions the store's.
  *
  *   GET  /v1/check?key=K&limit=N&period=P[&burst][&cost][&algorithm]
- *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C]
+ *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C][&tokens=N]
  *   POST /v1/check                      the same as JSON, or {"limits": [...]}
- *   ANY  /v1/auth/{policy}[?tier=T&cost=C]   forward-auth: the key comes from
+ *   GET  /v1/usage?key=K&policy=NAME[&tier=T]   each limit's use (SL.USAGE)
+ *   ANY  /v1/auth/{policy}[?tier=T&cost=C&tokens=N]   forward-auth: the key comes from
  *                                       a request header (--http-auth-header),
  *                                       or is the client's address
  *                                       (--trusted-proxies)
@@ -64,6 +65,40 @@ static bool sl_method_is(const sl_http_request *r, const char *m)
 #define SL_HTTP_HEAD 0x02u    /* a HEAD: the same head, no body */
 #define SL_HTTP_MULTI 0x04u   /* the request listed several limits */
 #define SL_HTTP_RESET 0x08u   /* DELETE /v1/keys/{key}: {"reset": bool} */
+#define SL_HTTP_USAGE 0x10u   /* GET /v1/usage: each limit's usage, as SL.USAGE */
+
+/* /v1/usage's body: {"policy": NAME, "limits": [{name, limit, used, remaining,
+ * reset_after_ms, period_ms}, ...]}, each limit as SL.USAGE gives it. */
+static void sl_http_render_usage(sl_buf *out, const sl_check *k, bool keep, bool head)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON *list = root ? cJSON_AddArrayToObject(root, "limits") : NULL;
+    if (list)
+        cJSON_AddStringToObject(root, "policy", k->name);
+    for (size_t i = 0; list && i < k->n; i++) {
+        const sl_decision *d = &k->d[i];
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(k->name, k->lname[i], i >= k->nkey, name, sizeof name);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(list, o);
+        cJSON_AddStringToObject(o, "name", name);
+        cJSON_AddNumberToObject(o, "limit", (double)d->limit);
+        cJSON_AddNumberToObject(o, "used", (double)sl_usage_used(d));
+        cJSON_AddNumberToObject(o, "remaining", (double)(d->remaining < 0 ? 0 : d->remaining));
+        cJSON_AddNumberToObject(o, "reset_after_ms", (double)sl_ns_ceil_ms(d->reset_after_ns));
+        cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(k->lim[i]->period_ns));
+    }
+    char *text = list ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        sl_http_write_error(out, 503, keep, "out of memory", NULL);
+        return;
+    }
+    size_t n = strlen(text);
+    text[n] = '\n';
+    sl_http_write_response(out, 200, keep, "application/json", NULL, text, n + 1, head);
+    cJSON_free(text);
+}
 
 /* Writes a check's response (SL_RENDER_FACE), now or when it is decided. */
 void sl_http_render(sl_cmd_ctx *c, sl_check *k)
@@ -78,6 +113,10 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
             why += 4;
         sl_http_write_error(out, sl_http_status(k->req.rc), keep, why,
                             k->face_flags & SL_HTTP_RESET ? "key" : NULL);
+        return;
+    }
+    if (k->face_flags & SL_HTTP_USAGE) {
+        sl_http_render_usage(out, k, keep, head);
         return;
     }
     if (k->face_flags & SL_HTTP_RESET) {
@@ -188,6 +227,20 @@ static int sl_http_cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm
     return rc;
 }
 
+/* The worker's check decoder, made at its first use. NULL when out of
+ * memory. */
+static sl_http_check *sl_http_worker_check(sl_worker *w)
+{
+    if (!w->check) {
+        if (!(w->check = calloc(1, sizeof *w->check)))
+            return NULL;
+        w->check->make_limit = sl_http_cached_limit;
+        w->check->make_limit_ctx = &w->limits;
+        w->check->max_key = w->srv->cfg.max_key_bytes;
+    }
+    return w->check;
+}
+
 /*
  * The policy segment of a forward-auth path, "/v1/auth/{policy}[/...]":
  * sets *name to the segment (still percent-encoded) and returns whether a
@@ -208,16 +261,11 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
                                   bool keep, bool forward_auth)
 {
     sl_worker *w = c->w;
-    if (!w->check) {
-        if (!(w->check = calloc(1, sizeof *w->check))) {
-            sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
-            return;
-        }
-        w->check->make_limit = sl_http_cached_limit;
-        w->check->make_limit_ctx = &w->limits;
-        w->check->max_key = w->srv->cfg.max_key_bytes;
+    sl_http_check *chk = sl_http_worker_check(w);
+    if (!chk) {
+        sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
+        return;
     }
-    sl_http_check *chk = w->check;
     int rc;
     if (forward_auth) {
         /* The key from a header, the policy from the path, tier and cost
@@ -279,6 +327,40 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
                      (chk->multi ? SL_HTTP_MULTI : 0);
     sl_http_run_check(c, chk, flags, forward_auth ? w->srv->cfg.http_deny_status : 0,
                       head && !forward_auth);
+}
+
+/* GET /v1/usage?policy=P&key=K[&tier=T]: SL.USAGE over HTTP. */
+static void sl_http_usage(sl_conn *c, const sl_http_request *r, bool keep, bool head)
+{
+    sl_http_check *chk = sl_http_worker_check(c->w);
+    if (!chk) {
+        sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
+        return;
+    }
+    /* Told of a policy's limits only: without one the decoder would ask
+     * for an ad-hoc limit. */
+    size_t pos = 0;
+    bool named = false;
+    sl_http_slice name, value;
+    while (!named && sl_http_query_next(r->query.ptr, r->query.len, &pos, &name, &value))
+        named = name.len == 6 && memcmp(name.ptr, "policy", 6) == 0;
+    if (named && sl_http_check_from_query(chk, r->query.ptr, r->query.len) != 0) {
+        sl_http_write_error(sl_conn_out(c), chk->status, keep, chk->errstr, chk->field);
+        return;
+    }
+    if (!named || !chk->policy) {
+        sl_http_write_error(sl_conn_out(c), 400, keep,
+                            "policy is required: usage is told of a policy's limits", "policy");
+        return;
+    }
+    if (chk->items[0].cost != 1 || chk->tokens != 0) {
+        sl_http_write_error(sl_conn_out(c), 400, keep, "usage takes nothing: no cost or tokens",
+                            chk->tokens ? "tokens" : "cost");
+        return;
+    }
+    chk->items[0].cost = 0; /* a peek of nothing: what is used and left now */
+    sl_http_run_check(c, chk, SL_HTTP_USAGE | (keep ? SL_HTTP_KEEP : 0) | (head ? SL_HTTP_HEAD : 0),
+                      0, true);
 }
 
 /* ---- for operators: /v1/keys/{key}, /v1/policies ---- */
@@ -468,6 +550,8 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
                                    "{\"error\":\"method not allowed\"}\n", 31, head);
     } else if (sl_path_is(path, "/v1/policies") && get) {
         sl_http_policies(c, keep, head);
+    } else if (sl_path_is(path, "/v1/usage") && get) {
+        sl_http_usage(c, r, keep, head);
     } else if (sl_path_is(path, "/healthz") && get) {
         sl_http_write_response(sl_conn_out(c), 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
@@ -482,7 +566,7 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
                                    NULL, text.data, text.len, head);
         sl_buf_free(&text);
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics") ||
-               sl_path_is(path, "/v1/policies")) {
+               sl_path_is(path, "/v1/policies") || sl_path_is(path, "/v1/usage")) {
         sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                                "{\"error\":\"method not allowed\"}\n", 31, head);
     } else {

@@ -32,6 +32,11 @@ policies:
     global:
       limits: [{name: tpm, limit: 1500, period: 1h, cost: tokens}]
   tokens_only: {limit: 100, period: 1h, cost: tokens}
+  quota:
+    limits:
+      - {name: rpm, limit: 60, period: 1m}
+      - {name: monthly, limit: 1000000, period: 1mo, algorithm: fixed_window, cost: tokens,
+         utc_offset: "+05:30"}
 """
 
 
@@ -237,3 +242,55 @@ def test_a_central_redis_takes_them_all_or_nothing(central):
         d = policy(c, "chat", "k")
         assert (d["allowed"], d["rejected_by"], d["binding"]) == (0, 0, "chat.rpm"), \
             "the refused takes above took no request: 5 admitted in all, %r" % (d,)
+
+
+def month_end(now, offset_minutes):
+    """The end of the calendar month holding `now` at that UTC offset, in Unix seconds."""
+    import datetime
+    tz = datetime.timezone(datetime.timedelta(minutes=offset_minutes))
+    local = datetime.datetime.fromtimestamp(now, tz)
+    year, month = (local.year + 1, 1) if local.month == 12 else (local.year, local.month + 1)
+    return datetime.datetime(year, month, 1, tzinfo=tz).timestamp()
+
+
+def test_usage_tells_what_each_limit_used_and_has_left(server):
+    with server.conn() as c:
+        assert policy(c, "quota", "u", "TOKENS", 1234)["allowed"] == 1
+        assert policy(c, "quota", "u", "COST", 2, "TOKENS", 66)["allowed"] == 1
+        before = time.time()
+        got = [{text(k): text(v) for k, v in as_map(m).items()}
+               for m in c.call("SL.USAGE", "u", "POLICY", "quota")]
+        after = time.time()
+        assert [(g["name"], g["limit"], g["used"], g["remaining"]) for g in got] == [
+            ("quota.rpm", 60, 3, 57), ("quota.monthly", 1000000, 1300, 998700)], got
+        end = got[1]["reset_after_ms"] / 1000.0
+        assert month_end(before, 330) - after - 1 <= end <= month_end(after, 330) - before + 1, \
+            "the month ends at midnight at +05:30"
+        assert c.call("SL.USAGE", "u", "POLICY", "quota") == c.call("SL.USAGE", "u", "POLICY",
+                                                                     "quota")[:0] + \
+            c.call("SL.USAGE", "u", "POLICY", "quota"), "asking consumes nothing"
+        assert [as_map(m)["used"] for m in c.call("SL.USAGE", "nobody", "POLICY", "quota")] == \
+            [0, 0]
+        for args, msg in [(("u",), "ERR wrong number of arguments for 'sl.usage' command"),
+                          (("u", "POLICY"), "ERR wrong number of arguments for 'sl.usage' command"),
+                          (("u", "TIER", "x", "X", "y"),
+                           "ERR syntax error: SL.USAGE key POLICY policy [TIER tier]"),
+                          (("u", "TIER", "x"), "ERR syntax error: SL.USAGE key POLICY policy "
+                                               "[TIER tier] (the limits are a policy's)"),
+                          (("u", "POLICY", "nope"), "ERR unknown policy 'nope'")]:
+            c.send_command("SL.USAGE", *args)
+            e = c.read_reply()
+            assert isinstance(e, Error) and e.message == msg, (args, e)
+    r = requests.get(server.url + "/v1/usage", params={"policy": "quota", "key": "u"})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["policy"] == "quota"
+    assert [(l["name"], l["used"], l["remaining"]) for l in body["limits"]] == \
+        [("quota.rpm", 3, 57), ("quota.monthly", 1300, 998700)], body
+    for params, field in [({"key": "u"}, "policy"), ({"policy": "quota", "key": "u", "cost": 2},
+                                                      "cost"),
+                          ({"policy": "quota", "key": "u", "tokens": 2}, "tokens"),
+                          ({"policy": "nope", "key": "u"}, "policy")]:
+        r = requests.get(server.url + "/v1/usage", params=params)
+        assert r.status_code == 400 and r.json()["field"] == field, (params, r.text)
+    assert requests.post(server.url + "/v1/usage").status_code == 405

@@ -130,3 +130,14 @@ def test_policy_of_several_limits_with_tokens(policy_server):
     with pytest.raises(redis.exceptions.ResponseError, match="tokens must be a non-negative"):
         r.execute_command("SL.POLICY", "chat", "k", "TOKENS", -5)
     r.close()
+
+
+def test_usage_of_a_policys_limits(policy_server):
+    r = policy_server.client()
+    r.execute_command("SL.POLICY", "chat", "u", "TOKENS", 250)
+    got = [_dec(m) for m in r.execute_command("SL.USAGE", "u", "POLICY", "chat")]
+    assert [(g["name"], g["used"], g["remaining"]) for g in got] == [
+        (b"chat.rpm", 1, 2), (b"chat.tpm", 250, 750), (b"chat.global.tpm", 250, 1250)], got
+    assert [_dec(m)["used"] for m in r.execute_command("SL.USAGE", "u", "POLICY", "chat")] == \
+        [1, 250, 250], "asking consumes nothing"
+    r.close()
