@@ -294,3 +294,32 @@ def test_usage_tells_what_each_limit_used_and_has_left(server):
         r = requests.get(server.url + "/v1/usage", params=params)
         assert r.status_code == 400 and r.json()["field"] == field, (params, r.text)
     assert requests.post(server.url + "/v1/usage").status_code == 405
+
+
+def test_the_recipe_runs_as_written(make_server, tmp_path):
+    """docs/recipes.md's LLM API: its config and plans file, as the page gives them."""
+    page = open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "docs",
+                             "recipes.md")).read()
+    yaml = page.split("```yaml\n")[1].split("```")[0]
+    plans = page.split("plans.txt`, one")[1].split("```\n")[1].split("```")[0]
+    write(tmp_path / "sluice.yaml", yaml)
+    write(tmp_path / "plans.txt", plans)
+    http = free_port()
+    s = make_server(args=["--config", str(tmp_path / "sluice.yaml"), "--http-port", str(http)])
+    with s.conn() as c:
+        d = policy(c, "chat", "sk-live-8f2a", "TOKENS", 1500)
+        assert (d["allowed"], d["binding"], d["limit"], d["remaining"]) == \
+            (1, "chat.rpm", 3000, 2999), "a paid key, from the file: %r" % (d,)
+        d = policy(c, "chat", "sk-free-0001", "TOKENS", 50000)
+        assert (d["allowed"], d["binding"]) == (0, "chat.tpm"), "a free key: 40 000 a minute"
+        usage = [text(as_map(m)["name"]) for m in c.call("SL.USAGE", "sk-live-8f2a", "POLICY",
+                                                         "chat")]
+        assert usage == ["chat.rpm", "chat.tpm", "chat.month", "chat.global.tpm"]
+    r = requests.get("http://127.0.0.1:%d/v1/check" % http,
+                     params={"policy": "chat", "key": "sk-live-8f2a", "tokens": 1500})
+    assert r.headers["RateLimit-Policy"] == (
+        '"chat.rpm";q=3000;w=60, "chat.tpm";q=1000000;w=60, "chat.month";q=100000000;w=2629746, '
+        '"chat.global.tpm";q=20000000;w=60'), r.headers
+    r = requests.get("http://127.0.0.1:%d/v1/check" % http,
+                     params={"policy": "chat", "key": "sk-live-8f2a", "tier": "free"})
+    assert r.status_code == 400 and r.json()["field"] == "tier"
