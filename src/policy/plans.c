@@ -10,11 +10,13 @@
 #include "policy/plans.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/alloc.h"
 #include "common/siphash.h"
@@ -485,17 +487,32 @@ int sl_plans_load(const char *path, const char *const *tiers, size_t ntiers,
     sl_plans_builder b;
     if (sl_plans_begin(&b, path, tiers, ntiers, hash_key, err, errlen))
         return -1;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
+    /* Opened without blocking, so that a FIFO named by mistake cannot hang
+     * the load (a reload runs on the server's main thread), and read only
+     * when it is a regular file. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
         sl_plans_fail(&b, "%s", strerror(errno));
+        if (fd >= 0)
+            close(fd);
         return sl_plans_end(&b, -1, out);
     }
-    struct stat st;
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        sl_plans_fail(&b, "not a regular file");
+        return sl_plans_end(&b, -1, out);
+    }
+    FILE *f = fcntl(fd, F_SETFL, 0) == 0 ? fdopen(fd, "rb") : NULL;
+    if (!f) {
+        sl_plans_fail(&b, "%s", strerror(errno));
+        close(fd);
+        return sl_plans_end(&b, -1, out);
+    }
     int rc;
     /* Refused before a byte is read; sl_plans_read counts as well, for a
      * file that grows while it is read. */
-    if (fstat(fileno(f), &st) == 0 && S_ISREG(st.st_mode) &&
-        (uint64_t)st.st_size > SL_PLANS_MAX_BYTES)
+    if ((uint64_t)st.st_size > SL_PLANS_MAX_BYTES)
         rc = sl_plans_fail(&b, "the file is larger than 1 GiB (%llu bytes), the most a plans "
                                "file may be",
                            (unsigned long long)SL_PLANS_MAX_BYTES);

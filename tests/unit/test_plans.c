@@ -502,7 +502,18 @@ Test(plans, files_too_large_missing_or_unreadable)
     cr_assert_str_eq(err, "/nonexistent/plans: No such file or directory");
     cr_assert_eq(sl_plans_load("/tmp", tiers3, 3, hkey, &p, err, sizeof err), -1);
     cr_assert_null(p);
-    cr_assert_str_eq(err, "/tmp: cannot read the file: Is a directory");
+    cr_assert_str_eq(err, "/tmp: not a regular file");
+    /* A FIFO is refused at once, not waited on for a writer. */
+    char fifo[] = "/tmp/sluice-plans-fifo-XXXXXX";
+    int tmpfd = mkstemp(fifo);
+    cr_assert(tmpfd >= 0);
+    close(tmpfd);
+    unlink(fifo);
+    cr_assert_eq(mkfifo(fifo, 0600), 0);
+    sl_plans *fp = NULL;
+    cr_assert_eq(sl_plans_load(fifo, tiers3, 3, hkey, &fp, err, sizeof err), -1);
+    cr_assert(strstr(err, ": not a regular file") != NULL, "%s", err);
+    unlink(fifo);
 }
 
 /* sl_plans_load's read buffer (SL_PLANS_CHUNK in plans.c). */
