@@ -745,6 +745,26 @@ static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_check_submit(c, &k);
 }
 
+/* sl_check_policy for a command: replies its errors itself and returns
+ * false (the ...OrReply pattern of the sl_arg_* helpers). */
+static bool sl_policy_check_or_reply(sl_cmd_ctx *c, sl_check *k, const sl_policy *p,
+                                     const sl_resp_slice *tier, const sl_resp_slice *key,
+                                     int64_t cost, int64_t tokens, char *keys, size_t cap,
+                                     sl_take_item items[SL_TAKE_MANY_MAX])
+{
+    int n = sl_check_policy(k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
+                            key->ptr, key->len, cost, tokens, keys, cap, items);
+    if (n == -2)
+        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
+                           "cannot name one", p->name);
+    else if (n < 0)
+        sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
+                        (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
+    else if (n == 0)
+        sl_reply_status(c, SL_ERR_KEY);
+    return n > 0;
+}
+
 /* SL.POLICY policy key [COST cost] [TOKENS tokens] [TIER tier] */
 static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
@@ -793,23 +813,8 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     char keys[SL_POLICY_KEYS_ROOM];
     sl_take_item items[SL_TAKE_MANY_MAX];
     sl_check k;
-    int n = sl_check_policy(&k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
-                            argv[2].ptr, argv[2].len, cost, tokens, keys, sizeof keys, items);
-    if (n == -2) {
-        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
-                           "cannot name one", p->name);
-        return;
-    }
-    if (n < 0) {
-        sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
-                        (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
-        return;
-    }
-    if (n == 0) {
-        sl_reply_status(c, SL_ERR_KEY);
-        return;
-    }
-    sl_check_submit(c, &k);
+    if (sl_policy_check_or_reply(c, &k, p, tier, &argv[2], cost, tokens, keys, sizeof keys, items))
+        sl_check_submit(c, &k);
 }
 
 /* SL.USAGE key POLICY policy [TIER tier]: what each limit of the policy has
@@ -844,22 +849,8 @@ static void sl_cmd_usage(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     char keys[SL_POLICY_KEYS_ROOM];
     sl_take_item items[SL_TAKE_MANY_MAX];
     sl_check k;
-    int n = sl_check_policy(&k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
-                            argv[1].ptr, argv[1].len, 0, 0, keys, sizeof keys, items);
-    if (n == -2) {
-        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
-                           "cannot name one", p->name);
+    if (!sl_policy_check_or_reply(c, &k, p, tier, &argv[1], 0, 0, keys, sizeof keys, items))
         return;
-    }
-    if (n < 0) {
-        sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
-                        (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);
-        return;
-    }
-    if (n == 0) {
-        sl_reply_status(c, SL_ERR_KEY);
-        return;
-    }
     k.req.op = SL_OP_PEEK;
     k.counted = false;
     k.render = SL_RENDER_USAGE;
