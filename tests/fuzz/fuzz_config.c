@@ -25,15 +25,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         const sl_policy *p = &c->policies[i];
         if (sl_config_policy(c, p->name, strlen(p->name)) != p)
             abort();
-        int64_t state[4] = {0, 0, 0, 0}; /* every state but the log fits */
-        sl_decision d;
-        if (p->limit.algorithm != SL_SLIDING_LOG && sl_take(&p->limit, state, 1, 1, &d) != SL_OK)
-            abort();
-        char key[256];
-        sl_policy_key(p, "k", 1, key, sizeof key);
-        for (size_t t = 0; t < p->ntiers; t++)
-            if (sl_policy_limit(p, p->tiers[t].name, strlen(p->tiers[t].name)) != &p->tiers[t].limit)
+        /* Every limit of every set takes, every set holds 1 .. 8 limits with
+         * the global ones, and a policy's items are its limits'. */
+        for (size_t t = 0; t <= p->ntiers + 1; t++) {
+            const sl_limit_set *set = t < p->ntiers ? &p->tiers[t].limits
+                                      : t == p->ntiers ? &p->limits : &p->global;
+            if ((t <= p->ntiers && set->n == 0) || set->n + p->global.n > SL_TAKE_MANY_MAX)
                 abort();
+            for (size_t j = 0; j < set->n; j++) {
+                int64_t state[8] = {0}; /* every state but the log fits */
+                sl_decision d;
+                const sl_limit *l = &set->l[j].limit;
+                if (l->algorithm != SL_SLIDING_LOG && sl_take(l, state, 1, 1, &d) != SL_OK)
+                    abort();
+            }
+            if (t < p->ntiers &&
+                sl_policy_limits(p, p->tiers[t].name, strlen(p->tiers[t].name)) != set)
+                abort();
+        }
+        char key[256], keys[SL_POLICY_KEYS_ROOM];
+        sl_policy_key(p, "k", 1, key, sizeof key);
+        sl_take_item items[SL_TAKE_MANY_MAX];
+        const sl_named_limit *which[SL_TAKE_MANY_MAX];
+        size_t nkey = 0;
+        int n = sl_policy_items(p, NULL, 0, "k", 1, 1, 2, keys, sizeof keys, items, which, &nkey);
+        if (!p->plans && (n != (int)(p->limits.n + p->global.n) || nkey != p->limits.n))
+            abort();
     }
     sl_config_free(c);
     return 0;
