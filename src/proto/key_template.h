@@ -160,7 +160,8 @@ long sl_key_template_render(const sl_key_template *t, const sl_key_request *r, c
  * leading zeros, an ip part in its shortest form ("{ip/32,ip6/64}" is
  * "{ip}", "{ip6/48,ip/24}" is "{ip/24,ip6/48}"). It is never longer than the
  * text t was parsed from, so SL_KEY_TEMPLATE_MAX + 1 bytes always suffice,
- * and parsing it gives t back. Returns its length, or -1 when cap is too
+ * and parsing it gives t back. Text may hold any byte, a NUL too: use the
+ * length returned, not strlen. Returns its length, or -1 when cap is too
  * small (buf then holds as much as fits, NUL-terminated, when cap > 0).
  */
 long sl_key_template_describe(const sl_key_template *t, char *buf, size_t cap);
