@@ -518,8 +518,10 @@ long sl_key_template_render(const sl_key_template *t, const sl_key_request *r, c
 static void sl_put_some(sl_writer *w, const char *s, size_t len)
 {
     size_t room = w->cap - w->n, k = len < room ? len : room;
-    memcpy(w->out + w->n, s, k);
-    w->n += k;
+    if (k) {
+        memcpy(w->out + w->n, s, k);
+        w->n += k;
+    }
     if (k < len)
         w->full = true;
 }
