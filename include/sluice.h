@@ -598,6 +598,20 @@ SL_API int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, cons
                                int64_t now, int64_t cost);
 
 /*
+ * Charges `cost` units to `key` under *l after the fact (sl_charge: never
+ * refused, may leave the state in debt), under the same lock as a take. A
+ * key never seen is created (a charge on it is a charge), as is one whose
+ * state has another shape, carried over first as a take carries it. Fills
+ * *d as sl_charge does. Returns SL_OK, SL_ERR_KEY / SL_ERR_COST /
+ * SL_ERR_TIME as sl_store_take does, SL_ERR_ALGORITHM for a sliding log or
+ * a concurrency limit (they cannot owe), SL_ERR_WRONGTYPE for a state that
+ * cannot be carried over, SL_ERR_NOMEM when a new key does not fit under
+ * the memory cap (nothing is then charged). Cost 0 stores nothing.
+ */
+SL_API sl_status sl_store_charge(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                                 int64_t now, int64_t cost, sl_decision *d);
+
+/*
  * Reclaims states that are "never seen" again at `now`, looking at up to
  * max_records stored states in each shard, from where the last sweep
  * stopped (SIZE_MAX: all of them).
