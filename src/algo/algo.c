@@ -253,6 +253,7 @@ sl_status sl_charge(const sl_limit *l, void *state, int64_t now, int64_t cost, s
             sl_peek(l, state, now, 1, &next);
             d->allowed = true;
             d->retry_after_ns = next.allowed ? 0 : next.retry_after_ns;
+            d->delay_ns = 0;
             return SL_OK;
         }
         inner = sl_carry_enter(l, state, now, true, scratch, &kept, &from);

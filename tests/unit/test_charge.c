@@ -170,6 +170,7 @@ Test(charge, of_zero_changes_nothing)
             cr_assert_eq(d.remaining, p.remaining, "%s", c->name);
             cr_assert_eq(d.reset_after_ns, p.reset_after_ns, "%s", c->name);
             cr_assert_eq(d.retry_after_ns, 0, "%s: the next take is admitted", c->name);
+            cr_assert_eq(d.delay_ns, 0, "%s: a charge waits for nothing", c->name);
             cr_assert_eq(sl_take(&l, st, T0 + k, 1, &p), SL_OK);
         }
         free(st);
