@@ -1134,8 +1134,8 @@ local function decide(l, e, commit)
   if not s then return nil, how end
   if e.own == nil then e.own = how ~= 'adopted' end
   local alg = A[l.algo]
-  -- A take of 0 peeks, as sl_take's: it leaves the state as it was read (even
-  -- a debt beyond this limit's tolerance, which the decision caps).
+  -- A take of 0 peeks, as sl_take's: it leaves the state as it was read (a
+  -- debt beyond this limit's tolerance too, which the decision refuses).
   local d = alg.take(l, s, l.cost, commit and l.cost > 0)
   if how == 'carried' and not d.allowed and d.retry ~= NEVER then
     d.retry = math.max(d.retry, A[l.algo].wait(from, old, l.burst - l.cost))
