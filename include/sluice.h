@@ -384,7 +384,10 @@ SL_API int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t co
  *   concurrency         SL_ERR_ALGORITHM: a lease is acquired, not charged
  *
  * A carried limit (sl_limit_carry) carries the state over first, as a take
- * does. States not in debt decide exactly as they always have.
+ * does. States not in debt decide exactly as they always have. In debt, a
+ * take of 1 or more is refused by every algorithm; a take of 0 (a peek) is
+ * refused too, except by the token bucket, which has no token to take and
+ * admits it, remaining 0.
  *
  * Fills *d with what the state then says: allowed always true (a charge is
  * never refused), remaining 0 while in debt, reset_after until the state

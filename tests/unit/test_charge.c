@@ -435,3 +435,97 @@ Test(charge, carried_over_first)
     cr_assert_eq(sl_peek(&b, fresh, T0, 0, &d), SL_OK);
     cr_assert_eq(d.remaining, 10);
 }
+
+/*
+ * The slow model of a bucket that can owe: level = tokens * reduced_period
+ * in 128 bits, refilled den per ns up to the brim, and below zero after a
+ * charge. GCRA and the token bucket are both this bucket, debts included:
+ * on random traces of takes, charges and refunds they agree with each
+ * other on every answer, and with the model on every admission.
+ */
+typedef struct model_bucket {
+    __int128 level;
+    int64_t last;
+} model_bucket;
+
+static void model_refill(const sl_limit *l, model_bucket *m, int64_t now)
+{
+    __int128 cap = (__int128)l->burst * l->reduced_period;
+    if (now > m->last) {
+        m->level += (__int128)(now - m->last) * l->den;
+        if (m->level > cap)
+            m->level = cap;
+        m->last = now;
+    }
+}
+
+Test(charge, gcra_and_the_token_bucket_owe_alike)
+{
+    static const int64_t periods[] = {7, 1000, NS_PER_MS, NS_PER_SEC, 60 * NS_PER_SEC,
+                                      3 * NS_PER_SEC + 1};
+    test_rng r = {99};
+    for (int trial = 0; trial < 300; trial++) {
+        sl_limit g, tb;
+        int64_t limit = test_range(&r, 1, 50);
+        int64_t burst = test_range(&r, 0, 3) ? 0 : test_range(&r, 1, 20);
+        int64_t period = periods[test_range(&r, 0, 5)];
+        if (sl_limit_init(&g, SL_GCRA, limit, period, burst) != SL_OK)
+            continue;
+        cr_assert_eq(sl_limit_init(&tb, SL_TOKEN_BUCKET, limit, period, burst), SL_OK);
+        int64_t gs[2] = {0, 0}, ts[2] = {0, 0};
+        int64_t now = test_range(&r, 0, NS_PER_SEC);
+        model_bucket m = {(__int128)g.burst * g.reduced_period, now};
+        int64_t step = g.interval_ns + 1;
+        for (int i = 0; i < 300; i++) {
+            now += test_range(&r, 0, 2) == 0 ? test_range(&r, 0, 4 * step)
+                                              : test_range(&r, 0, step);
+            model_refill(&g, &m, now);
+            int op = (int)test_range(&r, 0, 9);
+            sl_decision dg, dt;
+            if (op < 6) {
+                /* (A take of 0 in debt: GCRA refuses it, the bucket, with no
+                 * token to take, admits it; sluice.h.) */
+                int64_t cost = test_range(&r, 0, 3) == 0 ? test_range(&r, 1, g.burst + 1) : 1;
+                cr_assert_eq(sl_take(&g, gs, now, cost, &dg), SL_OK);
+                cr_assert_eq(sl_take(&tb, ts, now, cost, &dt), SL_OK);
+                __int128 need = (__int128)cost * g.reduced_period;
+                bool want = cost <= g.burst && m.level >= need;
+                if (want)
+                    m.level -= need;
+                cr_assert_eq(dg.allowed, want, "trial %d step %d: the model %s a take of %lld",
+                             trial, i, want ? "admits" : "refuses", (long long)cost);
+            } else if (op < 9) {
+                int64_t cost = test_range(&r, 0, 3 * g.burst);
+                cr_assert_eq(sl_charge(&g, gs, now, cost, &dg), SL_OK);
+                cr_assert_eq(sl_charge(&tb, ts, now, cost, &dt), SL_OK);
+                m.level -= (__int128)cost * g.reduced_period;
+            } else {
+                int64_t cost = test_range(&r, 1, 2 * g.burst);
+                int64_t a = sl_refund(&g, gs, now, cost), b = sl_refund(&tb, ts, now, cost);
+                cr_assert_eq(a, b, "trial %d step %d: refunds of %lld gave %lld and %lld", trial,
+                             i, (long long)cost, (long long)a, (long long)b);
+                /* The bucket's refund puts whole tokens back, up to the brim. */
+                __int128 cap = (__int128)g.burst * g.reduced_period;
+                m.level += (__int128)b * g.reduced_period;
+                if (m.level > cap)
+                    m.level = cap;
+                continue;
+            }
+            cr_assert(dg.allowed == dt.allowed && dg.remaining == dt.remaining &&
+                          dg.reset_after_ns == dt.reset_after_ns &&
+                          dg.retry_after_ns == dt.retry_after_ns,
+                      "trial %d step %d op %d (limit %lld/%lld burst %lld): gcra {%d %lld "
+                      "reset %lld retry %lld} token bucket {%d %lld reset %lld retry %lld}",
+                      trial, i, op, (long long)g.limit, (long long)g.period_ns,
+                      (long long)g.burst, dg.allowed, (long long)dg.remaining,
+                      (long long)dg.reset_after_ns, (long long)dg.retry_after_ns, dt.allowed,
+                      (long long)dt.remaining, (long long)dt.reset_after_ns,
+                      (long long)dt.retry_after_ns);
+            /* (A state "never seen" at now may say so as 0 or as now.) */
+            int64_t eg = sl_state_expires_at(&g, gs), et = sl_state_expires_at(&tb, ts);
+            cr_assert(eg == et || (eg <= now && et <= now),
+                      "trial %d step %d op %d: expiries %lld and %lld at %lld", trial, i, op,
+                      (long long)eg, (long long)et, (long long)now);
+        }
+    }
+}
