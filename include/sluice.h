@@ -356,6 +356,50 @@ SL_API sl_status sl_peek(const sl_limit *l, const void *state, int64_t now, int6
 SL_API int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
 
 /*
+ * Charges a take after the fact: takes `cost` units at `now` whatever
+ * *state holds, never refused, so that what the budget lacked is owed. An
+ * LLM call's tokens are known only when it ends: the request was admitted
+ * on an estimate, and the actual amount beyond it is charged this way. A
+ * debt delays the next takes (each is refused until time has paid the debt
+ * back) and never undoes one already admitted. sl_refund gives a charge
+ * back as it gives a take back. Per algorithm, what a debt is and its bound:
+ *
+ *   gcra, leaky_bucket  TAT = max(TAT, now) + cost * T; in debt while the
+ *                       TAT is past now + tau, and a take of c is admitted
+ *                       again once TAT + c * T - now <= tau (so no debt is
+ *                       capped at tau, whoever left it: a TAT written under
+ *                       a limit of a longer tau is read as a debt too). The
+ *                       TAT saturates at SL_TIME_MAX (a charge beyond owes
+ *                       only that much). CL.THROTTLE's cell limits alike.
+ *   token_bucket        tokens -= cost, below zero, down to the floor of
+ *                       minus the tokens that accrue in SL_SPAN_MAX ns (at
+ *                       most SL_SPAN_MAX tokens; it saturates there)
+ *   fixed_window        the window's count += cost, past the limit, at most
+ *                       SL_SPAN_MAX; the debt ends with its window
+ *   sliding_window      the same; in the next window the count weighs as
+ *                       the previous window's, as any count does, so the
+ *                       debt is gone two windows on
+ *   sliding_log         SL_ERR_ALGORITHM: the log holds at most `limit`
+ *                       timestamps, so it cannot owe
+ *   concurrency         SL_ERR_ALGORITHM: a lease is acquired, not charged
+ *
+ * A carried limit (sl_limit_carry) carries the state over first, as a take
+ * does. States not in debt decide exactly as they always have. In debt, a
+ * take of 1 or more is refused by every algorithm; a take of 0 (a peek) is
+ * refused too, except by the token bucket, which has no token to take and
+ * admits it, remaining 0.
+ *
+ * Fills *d with what the state then says: allowed always true (a charge is
+ * never refused), remaining 0 while in debt, reset_after until the state
+ * is "never seen" again, retry_after until the next take of one unit is
+ * admitted (0 when it would be now). Returns SL_OK, or SL_ERR_COST /
+ * SL_ERR_TIME for invalid input and SL_ERR_ALGORITHM as above, with *state
+ * untouched. Cost 0 changes nothing and fills *d.
+ */
+SL_API sl_status sl_charge(const sl_limit *l, void *state, int64_t now, int64_t cost,
+                           sl_decision *d);
+
+/*
  * The time from which *state is equivalent to "never seen" (a full bucket, a
  * past window, no lease held) if nothing else is taken; 0 when it already is.
  * A store reclaims the state then; Redis expires the key then.
@@ -555,6 +599,20 @@ SL_API int sl_store_release(sl_store *s, const void *key, size_t keylen, const s
  */
 SL_API int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
                                int64_t now, int64_t cost);
+
+/*
+ * Charges `cost` units to `key` under *l after the fact (sl_charge: never
+ * refused, may leave the state in debt), under the same lock as a take. A
+ * key never seen is created (a charge on it is a charge), as is one whose
+ * state has another shape, carried over first as a take carries it. Fills
+ * *d as sl_charge does. Returns SL_OK, SL_ERR_KEY / SL_ERR_COST /
+ * SL_ERR_TIME as sl_store_take does, SL_ERR_ALGORITHM for a sliding log or
+ * a concurrency limit (they cannot owe), SL_ERR_WRONGTYPE for a state that
+ * cannot be carried over, SL_ERR_NOMEM when a new key does not fit under
+ * the memory cap (nothing is then charged). Cost 0 stores nothing.
+ */
+SL_API sl_status sl_store_charge(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                                 int64_t now, int64_t cost, sl_decision *d);
 
 /*
  * Reclaims states that are "never seen" again at `now`, looking at up to

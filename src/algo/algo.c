@@ -214,6 +214,63 @@ int64_t sl_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
     return ops->refund(l, state, now, cost);
 }
 
+/* What a charged state says: remaining and reset_after as a peek of
+ * nothing reads them (remaining 0 in debt), retry_after as a peek of one
+ * unit does (0 when the next request of one is admitted). Never refused. */
+static void sl_charge_describe(const sl_limit *l, const sl_algo_ops *ops, void *inner,
+                               int64_t now, sl_decision *d)
+{
+    sl_decision next;
+    memset(&next, 0, sizeof next);
+    ops->take(l, inner, now, 0, false, d);
+    ops->take(l, inner, now, 1, false, &next);
+    d->allowed = true;
+    d->retry_after_ns = next.allowed ? 0 : next.retry_after_ns;
+    d->delay_ns = 0;
+}
+
+/* A carried limit carries the state over first, as a take does: a state
+ * named by another limit is converted into units of this one (committed,
+ * since a charge always changes the state), then charged. */
+sl_status sl_charge(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d)
+{
+    memset(d, 0, sizeof *d);
+    int rc = sl_check_input(l, now, cost);
+    if (rc != SL_OK)
+        return rc;
+    const sl_algo_ops *ops = sl_algos[l->algorithm];
+    if (!ops->charge)
+        return SL_ERR_ALGORITHM;
+    void *inner = state;
+    if (l->flags & SL_LIMIT_CARRY) {
+        unsigned char scratch[SL_CARRY_SCRATCH] __attribute__((aligned(8)));
+        int64_t kept = 0;
+        sl_limit from;
+        if (cost == 0) {
+            /* Nothing is owed: the state is read as a peek reads it. */
+            sl_peek(l, state, now, 0, d);
+            sl_decision next;
+            sl_peek(l, state, now, 1, &next);
+            d->allowed = true;
+            d->retry_after_ns = next.allowed ? 0 : next.retry_after_ns;
+            d->delay_ns = 0;
+            return SL_OK;
+        }
+        inner = sl_carry_enter(l, state, now, true, scratch, &kept, &from);
+        if (inner == (void *)scratch) {
+            ops->charge(l, scratch, now, cost);
+            sl_carry_commit(l, state, scratch);
+            inner = (unsigned char *)state + SL_CARRY_BYTES;
+        } else {
+            ops->charge(l, inner, now, cost);
+        }
+    } else if (cost > 0) {
+        ops->charge(l, inner, now, cost);
+    }
+    sl_charge_describe(l, ops, inner, now, d);
+    return SL_OK;
+}
+
 int sl_take_expiring(const sl_limit *l, void *state, int64_t now, int64_t cost, sl_decision *d,
                      int64_t *expires_at)
 {

@@ -37,6 +37,12 @@ typedef struct sl_algo_ops {
      * inputs are checked. Returns the units given back, 0 .. cost. NULL for
      * an algorithm that cannot refund (the concurrency limit). */
     int64_t (*refund)(const sl_limit *l, void *state, int64_t now, int64_t cost);
+    /* Takes `cost` (> 0) units at `now` whatever the state holds (sl_charge's
+     * contract, on the algorithm's state: no limit's name in front), so that
+     * what the budget lacked is owed; the inputs are checked. Saturates at
+     * the algorithm's bound on a debt (sluice.h). NULL for an algorithm
+     * that cannot owe (the sliding log, the concurrency limit). */
+    void (*charge)(const sl_limit *l, void *state, int64_t now, int64_t cost);
 } sl_algo_ops;
 
 extern const sl_algo_ops sl_gcra_ops;
@@ -54,6 +60,7 @@ void sl_leaky_bucket_take(const sl_limit *l, void *state, int64_t now, int64_t c
 int64_t sl_gcra_expires_at(const sl_limit *l, const void *state);
 void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns);
 int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost);
+void sl_gcra_charge(const sl_limit *l, void *state, int64_t now, int64_t cost);
 
 /* What sl_take checks of its inputs: SL_OK, or the error it would return. */
 int sl_take_check(const sl_limit *l, int64_t now, int64_t cost);

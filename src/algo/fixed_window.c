@@ -13,6 +13,11 @@
  * window lasts while start <= now < end, end being sl_window_end(start); a
  * rebased state keeps its own window until it ends, then windows are
  * aligned again.
+ *
+ * A charge (sl_charge) may count past the limit, up to SL_SPAN_MAX units
+ * (it saturates there): every take is then refused until the window ends,
+ * and the debt ends with it (a window's count never weighs in the next).
+ * A count above SL_SPAN_MAX, or below 0, is no state of this algorithm's.
  */
 #include "algo/algo.h"
 #include "algo/calendar.h"
@@ -20,7 +25,8 @@
 
 typedef struct sl_fixed_window_state {
     int64_t start; /* ns */
-    int64_t count; /* units admitted in [start, start + period); 0 = never seen */
+    int64_t count; /* units admitted in [start, start + period); 0 = never seen;
+                      above the limit after a charge, at most SL_SPAN_MAX */
 } sl_fixed_window_state;
 
 static int sl_fw_init(sl_limit *l)
@@ -42,7 +48,7 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
 
     /* A start before -SL_TIME_MAX is no take's (a module's key can be SET to
      * anything), and the calendar's arithmetic would overflow on it. */
-    if (count <= 0 || count > l->limit || now < start || start < -SL_TIME_MAX ||
+    if (count <= 0 || count > SL_SPAN_MAX || now < start || start < -SL_TIME_MAX ||
         now >= (end = sl_window_end(l, start))) {
         sl_window_at(l, now, &start, &end);
         count = 0;
@@ -61,7 +67,7 @@ static void sl_fw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     } else {
         d->retry_after_ns = end - now;
     }
-    d->remaining = l->limit - count;
+    d->remaining = sl_max64(l->limit - count, 0);
     d->reset_after_ns = count == 0 ? 0 : end - now;
 }
 
@@ -72,7 +78,7 @@ static int64_t sl_fw_refund(const sl_limit *l, void *state, int64_t now, int64_t
 {
     sl_fixed_window_state *s = state;
     int64_t count = s->count;
-    if (count <= 0 || count > l->limit || now < s->start || s->start < -SL_TIME_MAX ||
+    if (count <= 0 || count > SL_SPAN_MAX || now < s->start || s->start < -SL_TIME_MAX ||
         now >= sl_window_end(l, s->start))
         return 0;
     int64_t given = sl_min64(cost, count);
@@ -80,6 +86,21 @@ static int64_t sl_fw_refund(const sl_limit *l, void *state, int64_t now, int64_t
     if (s->count == 0)
         s->start = 0; /* "never seen" again */
     return given;
+}
+
+/* Units counted in the window `now` is in, whatever the count holds: a new
+ * window starts at 0 as a take starts it. */
+static void sl_fw_charge(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_fixed_window_state *s = state;
+    int64_t start = s->start, count = s->count, end;
+    if (count <= 0 || count > SL_SPAN_MAX || now < start || start < -SL_TIME_MAX ||
+        now >= sl_window_end(l, start)) {
+        sl_window_at(l, now, &start, &end);
+        count = 0;
+    }
+    s->start = start;
+    s->count = cost > SL_SPAN_MAX - count ? SL_SPAN_MAX : count + cost;
 }
 
 static int64_t sl_fw_expires_at(const sl_limit *l, const void *state)
@@ -103,4 +124,5 @@ const sl_algo_ops sl_fixed_window_ops = {
     .expires_at = sl_fw_expires_at,
     .rebase = sl_fw_rebase,
     .refund = sl_fw_refund,
+    .charge = sl_fw_charge,
 };

@@ -49,16 +49,18 @@ static __attribute__((noinline)) void sl_gcra_decide_general(const sl_limit *l, 
 
     if (f < 0 || f >= l->den) /* a state written under another rate */
         f = 0;
+    if (t > SL_TIME_MAX) { /* no charge's (a module's key can be SET to anything) */
+        t = SL_TIME_MAX;
+        f = 0;
+    }
     if (t < now) {
         t = now;
         f = 0;
-    } else if (t - now > l->tolerance_ns || (t - now == l->tolerance_ns && f > l->tolerance_frac)) {
-        /* More debt than tau cannot arise from takes under this limit (it can
-         * after a change of limit): cap it, so that a key is never locked out
-         * for longer than the limit itself allows. */
-        t = now + l->tolerance_ns;
-        f = l->tolerance_frac;
     }
+    /* More debt than tau is a debt (sl_charge, or a change of limit): every
+     * take is refused until time has paid it back below tau - cost * T. */
+    bool in_debt =
+        t - now > l->tolerance_ns || (t - now == l->tolerance_ns && f > l->tolerance_frac);
 
     /* debt before this take: (t - now) + f/den */
     int64_t debt_ns = t - now, debt_frac = f;
@@ -114,7 +116,9 @@ static __attribute__((noinline)) void sl_gcra_decide_general(const sl_limit *l, 
     }
 
     d->reset_after_ns = sl_mixed_ceil(debt_ns, debt_frac);
-    if (l->flags & SL_LIMIT_CELL)
+    if (in_debt) /* refused: nothing remains */
+        d->remaining = 0;
+    else if (l->flags & SL_LIMIT_CELL)
         d->remaining = sl_cell_remaining(l, debt_ns);
     else
         d->remaining = l->burst - sl_intervals_ceil(l, debt_ns, debt_frac);
@@ -179,10 +183,9 @@ void sl_gcra_rebase(void *state, size_t size, int64_t delta_ns)
  * take added has been paid off by the time passed since, as far as it has,
  * and only what is still owed comes back. Worked in units of 1/den ns, where
  * the debt and cost * T = cost * reduced_period are exact integers (below
- * 2^126). A debt beyond tau, which only another limit leaves, is not capped
- * as a take reads it: capping would forgive that limit's debt. The units
- * given back are the whole intervals the debt a take reads shrank by; when
- * none, the state stays as it was.
+ * 2^126). A debt beyond tau (a charge's) is given back as any other: the
+ * units given back are the whole intervals the debt shrank by; when none,
+ * the state stays as it was.
  */
 int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
 {
@@ -198,24 +201,45 @@ int64_t sl_gcra_refund(const sl_limit *l, void *state, int64_t now, int64_t cost
     sl_u128 left = back >= debt ? 0 : debt - back;
     int64_t left_ns = (int64_t)(left / den), left_frac = (int64_t)(left % den);
 
-    /* Whole intervals of the debt as a take reads it (capped at tau). */
-    int64_t tau_ns = l->tolerance_ns, tau_frac = l->tolerance_frac;
-    int64_t before_ns = t - now, before_frac = f;
-    if (before_ns > tau_ns || (before_ns == tau_ns && before_frac > tau_frac)) {
-        before_ns = tau_ns;
-        before_frac = tau_frac;
-    }
-    if (left_ns > tau_ns || (left_ns == tau_ns && left_frac > tau_frac)) {
-        left_ns = tau_ns;
-        left_frac = tau_frac;
-    }
-    int64_t given = sl_intervals_ceil(l, before_ns, before_frac) -
-                    sl_intervals_ceil(l, left_ns, left_frac);
+    int64_t given = sl_intervals_ceil(l, t - now, f) - sl_intervals_ceil(l, left_ns, left_frac);
     if (given == 0)
-        return 0; /* a debt still beyond tau: nothing this limit reads changes */
+        return 0; /* less than an interval: nothing a take reads changes */
     s->tat = now + (int64_t)(left / den);
     s->frac = (int64_t)(left % den);
     return given;
+}
+
+/*
+ * A charge moves the TAT to max(TAT, now) + cost * T whatever that makes of
+ * the debt, in units of 1/den ns (t * den + f + cost * reduced_period stays
+ * below 2^125). The TAT saturates at SL_TIME_MAX: a charge that would carry
+ * it further owes only up to there (146 years of the clock), so that every
+ * sum a take makes of the debt and a cost stays within int64.
+ */
+void sl_gcra_charge(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_gcra_state *s = state;
+    int64_t t = s->tat, f = s->frac;
+    if (f < 0 || f >= l->den) /* a state written under another rate */
+        f = 0;
+    if (t > SL_TIME_MAX) {
+        t = SL_TIME_MAX;
+        f = 0;
+    }
+    if (t < now) {
+        t = now;
+        f = 0;
+    }
+    uint64_t den = (uint64_t)l->den;
+    sl_u128 v = (sl_u128)(uint64_t)t * den + (uint64_t)f +
+                (sl_u128)(uint64_t)cost * (uint64_t)l->reduced_period;
+    if (v >= (sl_u128)(uint64_t)SL_TIME_MAX * den) {
+        s->tat = SL_TIME_MAX;
+        s->frac = 0;
+    } else {
+        s->tat = (int64_t)(v / den);
+        s->frac = (int64_t)(v % den);
+    }
 }
 
 const sl_algo_ops sl_gcra_ops = {
@@ -226,6 +250,7 @@ const sl_algo_ops sl_gcra_ops = {
     .expires_at = sl_gcra_expires_at,
     .rebase = sl_gcra_rebase,
     .refund = sl_gcra_refund,
+    .charge = sl_gcra_charge,
 };
 
 /*

@@ -24,7 +24,8 @@ typedef struct sl_gcra_state {
 
 /* redis-cell's remaining: (tau - debt) / T, both truncated to microseconds,
  * divided and truncated (T is whole nanoseconds in this mode, den = 1;
- * debt <= tau, so nothing here is negative). */
+ * debt <= tau, so nothing here is negative: a debt beyond tau remains 0,
+ * which callers say themselves). */
 static inline int64_t sl_cell_remaining(const sl_limit *l, int64_t debt_ns)
 {
     uint64_t next_us = (uint64_t)(l->tolerance_ns - debt_ns) / 1000;
@@ -45,16 +46,15 @@ typedef struct sl_gcra_step {
 } sl_gcra_step;
 
 /* The step, without changing the state. (With den 1 every fraction is 0; a
- * state written under another rate is read with its fraction dropped, and
- * more debt than tau, which only another limit can leave, is capped at tau,
- * as in sl_gcra_decide_general.) */
+ * state written under another rate is read with its fraction dropped; more
+ * debt than tau is a debt (sl_charge) and refuses, as in
+ * sl_gcra_decide_general; a TAT past SL_TIME_MAX reads as SL_TIME_MAX, so
+ * that debt + T fits.) */
 static inline sl_gcra_step sl_gcra_whole_step(const sl_limit *l, const sl_gcra_state *s,
                                               int64_t now)
 {
-    int64_t t = s->tat;
+    int64_t t = sl_min64(s->tat, SL_TIME_MAX);
     int64_t debt = t > now ? t - now : 0;
-    if (debt > l->tolerance_ns)
-        debt = l->tolerance_ns;
     return (sl_gcra_step){debt, debt + l->interval_ns, 0};
 }
 
@@ -86,9 +86,13 @@ static inline void sl_gcra_whole_describe(const sl_limit *l, sl_gcra_step st, bo
         d->retry_after_ns = st.after - l->tolerance_ns;
     }
     d->reset_after_ns = debt;
-    d->remaining = l->flags & SL_LIMIT_CELL
-                       ? sl_cell_remaining(l, debt)
-                       : l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period, (uint64_t)debt);
+    if (__builtin_expect(debt > l->tolerance_ns, 0)) /* in debt: refused, nothing remains */
+        d->remaining = 0;
+    else
+        d->remaining = l->flags & SL_LIMIT_CELL
+                           ? sl_cell_remaining(l, debt)
+                           : l->burst - (int64_t)sl_divide_ceil(&l->by_reduced_period,
+                                                                (uint64_t)debt);
 }
 
 #endif /* SL_ALGO_GCRA_H */

@@ -28,4 +28,5 @@ const sl_algo_ops sl_leaky_bucket_ops = {
     .expires_at = sl_gcra_expires_at,
     .rebase = sl_gcra_rebase,
     .refund = sl_gcra_refund, /* the queue's level goes back by cost */
+    .charge = sl_gcra_charge, /* the queue's level goes up by cost, past its brim */
 };

@@ -30,6 +30,12 @@
  * true count.
  *
  * State: the start of the current window and both counts; 24 bytes.
+ *
+ * A charge (sl_charge) may count past the limit, up to SL_SPAN_MAX units
+ * (it saturates there). The debt then weighs as any count does: every take
+ * is refused in its window, and in the next while its weighted share leaves
+ * too little room; it is gone two windows on. A count above SL_SPAN_MAX, or
+ * below 0, is no state of this algorithm's.
  */
 #include "algo/algo.h"
 #include "algo/calendar.h"
@@ -59,7 +65,8 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     int64_t lim = l->limit;
     int64_t start = s->start, cur = s->cur, prev = s->prev, end = 0;
 
-    if (cur < 0 || cur > lim || prev < 0 || prev > lim || now < start || start < -SL_TIME_MAX) {
+    if (cur < 0 || cur > SL_SPAN_MAX || prev < 0 || prev > SL_SPAN_MAX || now < start ||
+        start < -SL_TIME_MAX) {
         cur = prev = 0; /* never seen, or not a state of this limit (or of no take's) */
     } else if (now >= (end = sl_window_end(l, start))) {
         if (now < sl_window_end(l, end)) { /* the next window: cur becomes prev */
@@ -119,8 +126,8 @@ static void sl_sw_take(const sl_limit *l, void *state, int64_t now, int64_t cost
 static int64_t sl_sw_refund(const sl_limit *l, void *state, int64_t now, int64_t cost)
 {
     sl_sliding_window_state *s = state;
-    int64_t lim = l->limit, cur = s->cur, prev = s->prev;
-    if (cur <= 0 || cur > lim || prev < 0 || prev > lim || now < s->start ||
+    int64_t cur = s->cur, prev = s->prev;
+    if (cur <= 0 || cur > SL_SPAN_MAX || prev < 0 || prev > SL_SPAN_MAX || now < s->start ||
         s->start < -SL_TIME_MAX || now >= sl_window_end(l, sl_window_end(l, s->start)))
         return 0;
     int64_t given = sl_min64(cost, cur);
@@ -128,6 +135,32 @@ static int64_t sl_sw_refund(const sl_limit *l, void *state, int64_t now, int64_t
     if (s->cur == 0 && prev == 0)
         s->start = 0; /* "never seen" again */
     return given;
+}
+
+/* Units counted in the window `now` is in, whatever the counts hold: the
+ * state is moved to now's window first as a take moves it (cur becomes prev
+ * in the next window, both go after that). */
+static void sl_sw_charge(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_sliding_window_state *s = state;
+    int64_t start = s->start, cur = s->cur, prev = s->prev, end;
+    if (cur < 0 || cur > SL_SPAN_MAX || prev < 0 || prev > SL_SPAN_MAX || now < start ||
+        start < -SL_TIME_MAX) {
+        cur = prev = 0;
+    } else if (now >= (end = sl_window_end(l, start))) {
+        if (now < sl_window_end(l, end)) {
+            start = end;
+            prev = cur;
+        } else {
+            prev = 0;
+        }
+        cur = 0;
+    }
+    if (cur == 0 && prev == 0)
+        sl_window_at(l, now, &start, &end);
+    s->start = start;
+    s->prev = prev;
+    s->cur = cost > SL_SPAN_MAX - cur ? SL_SPAN_MAX : cur + cost;
 }
 
 static int64_t sl_sw_expires_at(const sl_limit *l, const void *state)
@@ -155,4 +188,5 @@ const sl_algo_ops sl_sliding_window_ops = {
     .expires_at = sl_sw_expires_at,
     .rebase = sl_sw_rebase,
     .refund = sl_sw_refund,
+    .charge = sl_sw_charge,
 };

@@ -14,13 +14,20 @@
  * credits exactly den tokens) or to `now` when the bucket is full: every
  * number stays an integer and nothing is rounded away. An all-zero state
  * (D = 0) is a full bucket.
+ *
+ * Takes keep D below burst + den; a charge (sl_charge) may push it further,
+ * the tokens then below zero, down to the floor sl_tb_debt_max: as many
+ * tokens as accrue in SL_SPAN_MAX nanoseconds, so that the time to repay
+ * any debt, plus a cost, stays within SL_SPAN_MAX and every sum of times
+ * fits in int64. A D beyond both is no state of this limit's, and reads full.
  */
 #include "algo/algo.h"
 #include "common/arith.h"
 
 typedef struct sl_token_bucket_state {
     int64_t anchor; /* ns; tokens are counted from here */
-    int64_t debt;   /* tokens missing at the anchor, in [0, burst + den) */
+    int64_t debt;   /* tokens missing at the anchor, in [0, burst + den), or
+                       up to sl_tb_debt_max after a charge */
 } sl_token_bucket_state;
 
 static int sl_tb_init(sl_limit *l)
@@ -53,6 +60,21 @@ static int64_t sl_tb_accrued(const sl_limit *l, int64_t elapsed)
     return sl_muldiv_floor(elapsed, l->den, l->reduced_period);
 }
 
+/* The most tokens a charge can leave missing: those that accrue in
+ * SL_SPAN_MAX ns, floor(SL_SPAN_MAX * den / reduced_period), at most
+ * SL_SPAN_MAX, and never less than a take leaves. */
+static int64_t sl_tb_debt_max(const sl_limit *l)
+{
+    int64_t most = sl_min64(sl_muldiv_floor(SL_SPAN_MAX, l->den, l->reduced_period), SL_SPAN_MAX);
+    return sl_max64(most, l->burst + l->den);
+}
+
+/* Can `debt` be a state of this limit's? The common case costs a compare. */
+static inline bool sl_tb_debt_ok(const sl_limit *l, int64_t debt)
+{
+    return debt >= 0 && (debt <= l->burst + l->den || debt <= sl_tb_debt_max(l));
+}
+
 /* The bucket at `now`: refills *a (the anchor) and *debt as a take reads
  * them, and returns the tokens accrued since the anchor that do not yet
  * make a whole reduced period (0 when den is 1). A state that is not one of
@@ -61,11 +83,10 @@ static inline __attribute__((always_inline)) int64_t sl_tb_refill(const sl_limit
                                                                   int64_t *anchor, int64_t *debt_io)
 {
     int64_t a = *anchor, debt = *debt_io;
-    int64_t cap = l->burst;
 
     /* Not a state of this limit (or bytes no take wrote: a module's key can
      * be SET to anything): start full. */
-    if (debt < 0 || debt > cap + l->den || a < 0 || a > SL_TIME_MAX) {
+    if (!sl_tb_debt_ok(l, debt) || a < 0 || a > SL_TIME_MAX) {
         debt = 0;
         a = now;
     }
@@ -113,7 +134,7 @@ static void sl_tb_take(const sl_limit *l, void *state, int64_t now, int64_t cost
     int64_t a = s->anchor, debt = s->debt;
     int64_t cap = l->burst;
     int64_t accrued = sl_tb_refill(l, now, &a, &debt);
-    /* Negative only after the clock stepped back past a take. */
+    /* Negative after the clock stepped back past a take, and in debt. */
     int64_t tokens = sl_max64(cap - debt + accrued, 0);
 
     d->limit = cap;
@@ -159,10 +180,23 @@ static int64_t sl_tb_refund(const sl_limit *l, void *state, int64_t now, int64_t
     return given;
 }
 
+/* Tokens leave the bucket whatever it holds: the debt grows by cost, from
+ * the bucket refilled to now, up to sl_tb_debt_max (a charge beyond it owes
+ * only that much: the floor saturates). */
+static void sl_tb_charge(const sl_limit *l, void *state, int64_t now, int64_t cost)
+{
+    sl_token_bucket_state *s = state;
+    int64_t a = s->anchor, debt = s->debt;
+    sl_tb_refill(l, now, &a, &debt);
+    int64_t most = sl_tb_debt_max(l);
+    s->anchor = a;
+    s->debt = cost > most - debt ? sl_max64(most, debt) : debt + cost;
+}
+
 static int64_t sl_tb_expires_at(const sl_limit *l, const void *state)
 {
     const sl_token_bucket_state *s = state;
-    if (s->debt <= 0 || s->debt > l->burst + l->den || s->anchor < 0 || s->anchor > SL_TIME_MAX)
+    if (s->debt <= 0 || !sl_tb_debt_ok(l, s->debt) || s->anchor < 0 || s->anchor > SL_TIME_MAX)
         return 0;
     return sl_add_clamp(s->anchor, sl_tb_time_for(l, s->debt), SL_TIME_MAX);
 }
@@ -182,4 +216,5 @@ const sl_algo_ops sl_token_bucket_ops = {
     .expires_at = sl_tb_expires_at,
     .rebase = sl_tb_rebase,
     .refund = sl_tb_refund,
+    .charge = sl_tb_charge,
 };

@@ -41,11 +41,19 @@ typedef enum sl_op {
     SL_OP_RELEASE, /* one item: gives lease lease_id back */
     SL_OP_REFUND,  /* one item: gives a take of its cost back (sl_refund), so that takes
                       made key by key (across Redis Cluster slots) stay all or nothing */
+    SL_OP_CHARGE,  /* one item: takes its cost, never refused, and may leave the key in
+                      debt (sl_charge): a take charged after the fact; its decision in d.
+                      A sliding log cannot owe: rc SL_ERR_ALGORITHM, errstr the reply
+                      SL_CHARGE_LOG_ERR (not "unknown algorithm") */
     SL_OP_SYNC,    /* one item (its key and limit): the sync strategy's trade of a node's
                       report for a lease (sync.c), with r->sync; no store-down policy */
     SL_OP_CLAIM,   /* one item (the fleet's registry key, no limit): a sync node's id, with
                       r->claim; no store-down policy */
 } sl_op;
+
+/* The whole error reply to SL_OP_CHARGE on a sliding log, the same from every store. */
+#define SL_CHARGE_LOG_ERR                                                                      \
+    "ERR CHARGE: a sliding_log cannot owe (it holds at most limit timestamps)"
 
 /* SL_OP_CLAIM's arguments and answer: the script's CLAIM (docs/commands.md). */
 typedef struct sl_claim_call {
@@ -90,7 +98,7 @@ typedef struct sl_backend_req {
     int failed;         /* TAKE, PEEK: the first item refused, -1 when none */
     int64_t count;      /* RESET: keys that were held; RELEASE: 1 released, 0 not;
                            REFUND: the units given back */
-    sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE): the caller's room */
+    sl_decision *d;     /* n decisions (TAKE, PEEK, ACQUIRE, CHARGE): the caller's room */
     sl_sync_call *sync; /* SYNC: the report in, the grant out */
     sl_claim_call *claim; /* CLAIM: the token in, the id out */
     sl_fallback by;     /* SL_DECIDED_BY_STORE unless a store-down policy decided */

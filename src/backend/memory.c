@@ -97,6 +97,15 @@ static int mem_submit(sl_backend_worker *w, sl_backend_req *r)
         }
         break;
     }
+    case SL_OP_CHARGE: /* never refused: failed stays -1 */
+        rc = r->n == 1 ? sl_store_charge(w->store, it->key, it->keylen, it->limit, now, it->cost,
+                                         r->d)
+                       : SL_ERR_ARGUMENT;
+        if (rc == SL_ERR_ALGORITHM && it->limit->algorithm == SL_SLIDING_LOG) {
+            r->errstr = SL_CHARGE_LOG_ERR;
+            r->errstr_is_reply = true;
+        }
+        break;
     default:
         rc = SL_ERR_ARGUMENT;
     }

@@ -401,6 +401,11 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
                 r->count = got;
             break;
         }
+        case SL_OP_CHARGE:
+            /* The local limiter owes it; the store's state never heard of it. */
+            r->rc = sl_store_charge(b->local, items[0].key, items[0].keylen, &limits[0], now,
+                                    items[0].cost, &r->d[0]);
+            break;
         case SL_OP_RESET:
             /* The local limiter forgets the keys too, but the store's states
              * are still there: the reset did not happen. */
@@ -415,8 +420,10 @@ static void rd_fallback(sl_backend_worker *w, sl_backend_req *r, const rd_op *op
         return;
     }
 
-    if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE || r->op == SL_OP_REFUND) {
-        /* Not decisions: nothing to open or close. */
+    if (r->op == SL_OP_RESET || r->op == SL_OP_RELEASE || r->op == SL_OP_REFUND ||
+        r->op == SL_OP_CHARGE) {
+        /* Not decisions: nothing to open or close (a charge not made is
+         * said to be, rather than admitted or refused). */
         r->rc = SL_ERR_UNAVAILABLE;
         return;
     }
@@ -1026,8 +1033,8 @@ static void rd_put(rd_op *op, size_t *used, const void *p, size_t len)
  * command's name). NULL when out of memory. */
 static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
 {
-    static const char *const ops[] = {"TAKE",   "PEEK", "RESET", "ACQUIRE", "RELEASE",
-                                      "REFUND", "SYNC", "CLAIM"};
+    static const char *const ops[] = {"TAKE",   "PEEK",   "RESET", "ACQUIRE", "RELEASE",
+                                      "REFUND", "CHARGE", "SYNC",  "CLAIM"};
     size_t bytes = 3 * RD_NUM + 16;
     for (size_t k = 0; k < r->n; k++)
         bytes += r->items[k].keylen + RD_SYNC_ARGS * RD_NUM + 16;
@@ -1136,7 +1143,7 @@ static bool rd_valid(const sl_backend_req *r)
         return false;
     if ((r->op == SL_OP_ACQUIRE || r->op == SL_OP_RELEASE) && (r->n != 1 || r->lease_id == 0))
         return false;
-    if (r->op == SL_OP_REFUND && r->n != 1)
+    if ((r->op == SL_OP_REFUND || r->op == SL_OP_CHARGE) && r->n != 1)
         return false;
     if (r->op == SL_OP_SYNC && (r->n != 1 || !r->sync || !r->items[0].limit))
         return false;

@@ -803,6 +803,17 @@ static int sy_submit(sl_backend_worker *w, sl_backend_req *r)
     if (r->op == SL_OP_REFUND && r->n == 1 && r->items && r->items[0].limit &&
         sy_leased(r->items[0].limit->algorithm))
         return sy_refund(w, r);
+    /* A rate limit's debt would be the central's, which leases its budget
+     * out ahead: a node cannot owe it exactly, so a charge is refused
+     * rather than half made. A window's passes to the central as it is. */
+    if (r->op == SL_OP_CHARGE && r->n == 1 && r->items && r->items[0].limit &&
+        sy_leased(r->items[0].limit->algorithm)) {
+        r->rc = SL_ERR_UNSUPPORTED;
+        r->failed = -1;
+        r->errstr = "a charge of a rate limit leased by sync (its budget is leased out "
+                    "ahead, so no node can owe it exactly)";
+        return SL_OK;
+    }
     if (kind == 0) {
         if (r->op == SL_OP_RESET && r->items)
             sy_forget(w->b, r);

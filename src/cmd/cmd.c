@@ -909,15 +909,16 @@ static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, 
 
 static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
-    static const char *const ops[] = {"TAKE", "PEEK", "RESET", "ACQUIRE", "RELEASE", "REFUND"};
-    static const sl_op op_of[] = {SL_OP_TAKE,    SL_OP_PEEK,    SL_OP_RESET,
-                                  SL_OP_ACQUIRE, SL_OP_RELEASE, SL_OP_REFUND};
+    static const char *const ops[] = {"TAKE",    "PEEK",   "RESET", "ACQUIRE",
+                                      "RELEASE", "REFUND", "CHARGE"};
+    static const sl_op op_of[] = {SL_OP_TAKE,    SL_OP_PEEK,   SL_OP_RESET, SL_OP_ACQUIRE,
+                                  SL_OP_RELEASE, SL_OP_REFUND, SL_OP_CHARGE};
     int o = 0;
-    while (o < 6 && !sl_arg_is(&argv[1], ops[o]))
+    while (o < 7 && !sl_arg_is(&argv[1], ops[o]))
         o++;
-    if (o == 6) {
+    if (o == 7) {
         sl_reply_errorf(c, "syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, "
-                           "RELEASE or REFUND");
+                           "RELEASE, REFUND or CHARGE");
         return;
     }
     sl_op op = op_of[o];
@@ -932,7 +933,7 @@ static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     int64_t n;
     if (!sl_arg_int(c, &argv[3], &n))
         return;
-    int64_t max = leased || op == SL_OP_REFUND ? 1 : SL_TAKE_MANY_MAX;
+    int64_t max = leased || op == SL_OP_REFUND || op == SL_OP_CHARGE ? 1 : SL_TAKE_MANY_MAX;
     if (n < 1 || n > max) {
         sl_reply_errorf(c, "numkeys must be between 1 and %lld", (long long)max);
         return;

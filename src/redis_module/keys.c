@@ -315,6 +315,33 @@ static int slm_ex_acquire(void *ex, const sl_resp_slice *key, const sl_limit *l,
     return slm_take_one(ex, key, l, weight, lease_id, d);
 }
 
+/* A take charged after the fact (sl_charge): read, charge, write. Never
+ * refused, so a state of another shape is carried over and replaced, as an
+ * admitted take replaces it; a charge of 0 writes nothing new. */
+static int slm_ex_charge(slm_call *m, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
+                         sl_decision *d)
+{
+    slm_key key;
+    int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
+    if (rc != SL_OK)
+        return rc;
+    slm_state st, old;
+    size_t size = sl_state_size(l);
+    slm_state_init(&st, size);
+    slm_state_init(&old, size);
+    rc = slm_read(m, &key, l, &st);
+    if (rc == SL_OK) {
+        memcpy(old.p, st.p, size);
+        rc = sl_charge(l, st.p, m->now, cost, d);
+    }
+    if (rc == SL_OK && (key.compatible || !key.exists || cost > 0))
+        slm_write(m, &key, l, &st, &old);
+    slm_state_free(&st);
+    slm_state_free(&old);
+    slm_close(m, &key);
+    return rc;
+}
+
 /* A peek opens the key for reading only and never writes. */
 static int slm_ex_peek(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
                        sl_decision *d)
@@ -573,10 +600,17 @@ static int slm_submit(sl_backend_worker *w, sl_backend_req *r)
         rc = given >= 0 ? SL_OK : (int)given;
         break;
     }
+    case SL_OP_CHARGE: /* never refused: failed stays -1 */
+        rc = r->n == 1 ? slm_ex_charge(m, &key, it->limit, it->cost, r->d) : SL_ERR_ARGUMENT;
+        break;
     default:
         rc = SL_ERR_ARGUMENT;
     }
     slm_answer(r, rc);
+    if (r->op == SL_OP_CHARGE && rc == SL_ERR_ALGORITHM) { /* a sliding log cannot owe */
+        r->errstr = SL_CHARGE_LOG_ERR;
+        r->errstr_is_reply = true;
+    }
     return SL_OK;
 }
 

@@ -1,11 +1,11 @@
 /*
  * store.c: the concurrent keyed store's hot path: the hash, the locks and
  * the readers, the index, the record pages, and the operations on one key
- * (take, acquire, peek, inspect, prefetch, reset, release, refund), kept in
- * one file so that the compiler inlines a take into one straight path. The
- * layout is drawn in store_layout.h and explained in docs/store.md; the
- * cold parts are in arena.c, reclaim.c, take_many.c, snapshot.c and
- * debug.c. Allocation goes through common/alloc.h.
+ * (take, acquire, peek, inspect, prefetch, reset, release, refund, charge),
+ * kept in one file so that the compiler inlines a take into one straight
+ * path. The layout is drawn in store_layout.h and explained in
+ * docs/store.md; the cold parts are in arena.c, reclaim.c, take_many.c,
+ * snapshot.c and debug.c. Allocation goes through common/alloc.h.
  *
  * Order of this file: hash, locks and readers, ticks, records and pages,
  * the index, inserts, the public operations.
@@ -1505,6 +1505,65 @@ int64_t sl_store_refund(sl_store *s, const void *key, size_t keylen, const sl_li
     return given;
 }
 
+/* A charge changes a record in place under the shard's lock, as a refund
+ * does (the lock keeps the readers out), and is never refused: a key never
+ * seen, or of another shape, is charged on a scratch state (carried over
+ * first, as a take carries it) and then inserted, as the insert path of a
+ * take that admits. */
+sl_status sl_store_charge(sl_store *s, const void *key, size_t keylen, const sl_limit *l,
+                          int64_t now, int64_t cost, sl_decision *d)
+{
+    size_t size;
+    if (!s || !d)
+        return SL_ERR_ARGUMENT;
+    memset(d, 0, sizeof *d);
+    int rc = sl_check_key_limit(s, key, keylen, l, &size);
+    if (rc != SL_OK)
+        return rc;
+    if ((rc = sl_take_check(l, now, cost)) != SL_OK)
+        return rc;
+    if (!sl_algo_get(l->algorithm)->charge)
+        return SL_ERR_ALGORITHM;
+    uint64_t h = sl_store_hash(key, keylen, s->seed);
+    sl_shard *sh = sl_store_shard_of(s, h);
+    sl_shard_lock(sh);
+    now = sl_store_now(s, now);
+    long pos = sl_index_find(sh, h, key, keylen);
+    if (pos >= 0 && sl_rec_compatible(sh, sh->slots[pos], l, size)) {
+        uint64_t *rec = sl_shard_record(sh, sh->slots[pos]);
+        rc = sl_charge(l, sl_rec_state(rec), now, cost, d);
+        if (rc == SL_OK && cost > 0)
+            sl_rec_settle(sh, (size_t)pos, rec, l, now);
+        sl_shard_unlock(sh);
+        return rc;
+    }
+    unsigned char stack[SL_SCRATCH_BYTES] __attribute__((aligned(8)));
+    void *scratch = sl_scratch_get(stack, size);
+    if (!scratch) {
+        sl_shard_unlock(sh);
+        return SL_ERR_NOMEM;
+    }
+    rc = pos >= 0 ? sl_rec_adopt(sh, sh->slots[pos], l, scratch, now) : SL_OK;
+    if (rc == SL_OK)
+        rc = sl_charge(l, scratch, now, cost, d);
+    /* A charge of nothing stores nothing, and leaves a state of another
+     * shape as it was (as a peek does). */
+    if (rc == SL_OK && cost > 0) {
+        if (pos >= 0) {
+            sl_shard_remove(sh, (size_t)pos);
+            sh->reinits++;
+        }
+        int64_t exp = sl_state_expires_at(l, scratch);
+        if (exp > now)
+            rc = sl_shard_insert(s, sh, h, key, keylen, sl_rec_kind_of(l), scratch, size,
+                                 sl_store_tick_of(exp), 0, now, NULL);
+    }
+    sl_shard_unlock(sh);
+    sl_scratch_put(stack, scratch);
+    if (rc != SL_OK)
+        memset(d, 0, sizeof *d);
+    return rc;
+}
 
 void sl_store_get_stats(sl_store *s, sl_store_stats *st)
 {

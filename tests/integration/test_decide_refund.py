@@ -45,7 +45,7 @@ def test_two_keys_taken_one_by_one_stay_all_or_nothing(r, key):
     (["REFUND", "0", 1, "a", "gcra", 5, MIN_NS, 0, -1, 0, 0, 0],
      "cost must be a non-negative integer"),
     (["GIVEBACK", "0", 1, "a", "gcra", 5, MIN_NS, 0, 1, 0, 0, 0],
-     "op is TAKE, PEEK, RESET, ACQUIRE, RELEASE or REFUND"),
+     "op is TAKE, PEEK, RESET, ACQUIRE, RELEASE, REFUND or CHARGE"),
 ])
 def test_bad_refunds_are_refused(r, args, message):
     with pytest.raises(redis.ResponseError, match=message):

@@ -840,3 +840,89 @@ def test_refund_random_trace(conn, sha, algo, carried):
             assert isinstance(lua, int) and 0 <= lua <= cost, lua
             given += lua
     assert given > 10, given
+
+
+# ---- CHARGE: a take never refused ----
+
+CHARGE_LIMITS = [s for s in REFUND_LIMITS if s[0] != "sliding_log"] + [
+    ("gcra", 10, 10**9, 0), ("token_bucket", 5, 10**9, 0), ("gcra", 1000, 86400 * 10**9, 0),
+]
+
+
+@pytest.mark.parametrize("spec", CHARGE_LIMITS, ids=["%s-%s-%s" % s[:3] for s in CHARGE_LIMITS])
+@pytest.mark.parametrize("carried", [0, 1], ids=["adhoc", "carried"])
+def test_charge_side_by_side(conn, sha, spec, carried):
+    """A charge of three bursts on a key never seen, then takes the debt refuses, a
+    refund of part of it, and a charge of 0: the module and the script answer alike
+    throughout."""
+    if spec[0] == "cell" and carried:
+        pytest.skip("redis-cell's limits are never carried")
+    key = "charge:%s:%s" % (spec[0], uuid.uuid4().hex[:8])
+    burst = spec[1] + 1 if spec[0] == "cell" else spec[3] or spec[1]
+    mod, lua = both(conn, sha, "CHARGE", "0", [key], [_g(spec, 3 * burst, carried)])
+    same(mod, lua, "charge")
+    assert mod[:4] == [-1, 1, burst, 0], mod  # admitted, nothing remains
+    for cost in (1, 2):
+        mod, lua = both(conn, sha, "TAKE", "0", [key], [_g(spec, cost, carried)])
+        same(mod, lua, ("take in debt", cost))
+        assert mod[0] == 0 and mod[1] == 0 and mod[3] == 0, mod
+    mod, lua = both(conn, sha, "REFUND", "0", [key], [_g(spec, burst, carried)])
+    assert mod == lua == burst, (mod, lua)
+    mod, lua = both(conn, sha, "CHARGE", "0", [key], [_g(spec, 0, carried)])
+    same(mod, lua, "charge of 0")
+    for cost in (0, 1, burst):
+        same(*both(conn, sha, "PEEK", "0", [key], [_g(spec, cost, carried)]), where=("peek", cost))
+
+
+@pytest.mark.parametrize("algo", ["gcra", "token_bucket", "fixed_window", "sliding_window",
+                                  "leaky_bucket"])
+@pytest.mark.parametrize("carried", [0, 1], ids=["adhoc", "carried"])
+def test_charge_random_trace(conn, sha, algo, carried):
+    """Takes, peeks, refunds and charges at random on a module key and a script key,
+    under two limits of the algorithm (the second reads the first's debt): the same
+    answer each time."""
+    rnd = random.Random("charge-%s-%d" % (algo, carried))
+    key = "charge:trace:%s:%s" % (algo, uuid.uuid4().hex[:8])
+    for step in range(120):
+        cost = rnd.choice([0, 1, 1, 2, 3, 7, 40])
+        op = rnd.choice(["TAKE", "TAKE", "REFUND", "CHARGE", "CHARGE", "PEEK"])
+        g = group(algo, rnd.choice([9, 9, 9, 4]), 3600 * 10**9, 0, cost, flags=carried)
+        mod, lua = both(conn, sha, op, "0", [key], [g])
+        same(mod, lua, "%s step %d %s %s" % (algo, step, op, g))
+        if op == "CHARGE":
+            assert mod[:2] == [-1, 1], mod
+
+
+def test_charge_on_a_key_of_another_shape_carries_it_over(conn, sha):
+    """A policy's limit charged on a key another limit wrote: the units carry over, then
+    the charge adds to them, in the module and the script alike."""
+    key = "charge:carry:%s" % uuid.uuid4().hex[:8]
+    for _ in range(4):
+        same(*both(conn, sha, "TAKE", "0", [key], [group("token_bucket", 100, M, 0, 1, flags=1)]))
+    mod, lua = both(conn, sha, "CHARGE", "0", [key], [group("gcra", 10, M, 0, 12, flags=1)])
+    same(mod, lua, "charge")
+    # 16 intervals of 6 s: a take of one waits 96 + 6 - 60 s
+    mod, lua = both(conn, sha, "TAKE", "0", [key], [group("gcra", 10, M, 0, 1, flags=1)])
+    same(mod, lua, "take")
+    assert mod[1] == 0 and abs(mod[4] - 42 * 10**9) <= SLACK_NS, mod
+
+
+M_CHARGE_BAD = [
+    ("CHARGE", "0", ["k", "k2"], [group("gcra", 5, M, 0, 1)] * 2),
+    ("CHARGE", "0", ["k"], [group("concurrency", 5, M, 0, 1)]),
+    ("CHARGE", "0", ["k"], [group("sliding_log", 5, M, 0, 1)]),
+    ("CHARGE", "0", ["k"], [group("gcra", 5, M, 0, -1)]),
+    ("CHARGE", "00000000000000ab", ["k"], [group("gcra", 5, M, 0, 1)]),
+]
+
+
+@pytest.mark.parametrize("op,lease,keys,groups", M_CHARGE_BAD, ids=range(len(M_CHARGE_BAD)))
+def test_charge_bad_arguments(server, conn, sha, op, lease, keys, groups):
+    base = "charge:bad:%s:" % uuid.uuid4().hex[:8]
+    keys = [base + k for k in keys]
+    mod, lua = both(conn, sha, op, lease, keys, groups)
+    assert isinstance(mod, Error), mod
+    same(mod, lua, (op, lease, groups))
+    if groups[0][0] == "sliding_log":
+        assert mod.message == "ERR CHARGE: a sliding_log cannot owe (it holds at most limit " \
+                              "timestamps)", mod.message

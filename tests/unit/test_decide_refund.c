@@ -137,6 +137,6 @@ Test(decide_refund, refuses_what_it_cannot_give_back)
     cr_assert_str_eq(run("SL.DECIDE REFUND 0 1 a " GCRA_10_MIN(-1)),
                      "-ERR cost must be a non-negative integer\r\n");
     cr_assert_str_eq(run("SL.DECIDE GIVEBACK 0 1 a " GCRA_10_MIN(1)),
-                     "-ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, RELEASE "
-                     "or REFUND\r\n");
+                     "-ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, RELEASE, "
+                     "REFUND or CHARGE\r\n");
 }

@@ -4,7 +4,7 @@
 --   EVALSHA <sha> numkeys key [key ...] op lease [group ...]
 --
 -- with the arguments and the replies of SL.DECIDE (docs/commands.md): op is
--- TAKE, PEEK, RESET, ACQUIRE, RELEASE or REFUND; lease 16 hex digits for
+-- TAKE, PEEK, RESET, ACQUIRE, RELEASE, REFUND or CHARGE; lease 16 hex digits for
 -- ACQUIRE and RELEASE, else "0"; one group of 8 arguments per key (none for
 -- RESET): algorithm a b c cost months utc_offset_ns flags.
 --
@@ -65,6 +65,8 @@
 local PREFIX = 'sluice.lua/1 '
 local NEVER = math.huge             -- a retry that no wait will ever do
 local SPAN_MAX = 2305843009213693951 -- sluice.h's SL_SPAN_MAX (2^61 - 1; the double is 2^61)
+-- sluice.h's SL_TIME_MAX (2^62 - 1 ns) as whole microseconds and the nanoseconds beyond
+local TIME_MAX_US, TIME_MAX_NS = 4611686018427387, 903
 local SPAN_MAX_TEXT = '2305843009213693951'
 local NS_PER_DAY = 86400000000000
 local US_PER_DAY = 86400000000
@@ -93,6 +95,9 @@ local ERRORS = {
 -- Errors travel as a table {err = text} up to the dispatcher, which returns
 -- them: a Lua error() would add the script's name and line to the text.
 local function fail(what) return {err = ERRORS[what] or what} end
+
+-- backend.h's SL_CHARGE_LOG_ERR: the module's words for a charge of a log
+local CHARGE_LOG_ERR = 'ERR CHARGE: a sliding_log cannot owe (it holds at most limit timestamps)'
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000000 + tonumber(t[2]) -- Unix microseconds
@@ -242,7 +247,9 @@ end
 -- s is "never seen" (<= 0: already); used(l, s) the units s has used now under
 -- l (carry.c's "used"), and wait(l, s, u) the ns until it has used at most u;
 -- refund(l, s, cost) gives a take of cost back (sl_refund), writing s, and
--- answers the units given back.
+-- answers the units given back; charge(l, s, cost) takes cost whatever s
+-- holds (sl_charge), writing s, and may leave it in debt (none for the log
+-- and the concurrency limit, which cannot owe).
 
 local A = {}
 
@@ -309,7 +316,9 @@ local function gcra_debt(l, s)
 end
 
 local function gcra_decide(l, s, cost, commit, queue)
-  local debt = math.min(gcra_debt(l, s), l.tau) -- more than tau: another limit's
+  -- More debt than tau is a debt (sl_charge, or a change of limit): refused
+  -- until time has paid it back, never capped.
+  local debt = gcra_debt(l, s)
   local d = decision(l)
   if cost > l.burst then
     d.retry = NEVER
@@ -329,7 +338,9 @@ local function gcra_decide(l, s, cost, commit, queue)
     end
   end
   d.reset = div_ceil(debt, l.D)
-  if l.cell then -- redis-cell's: (tau - debt) and T truncated to microseconds
+  if debt > l.tau then -- in debt: refused, nothing remains
+    d.remaining = 0
+  elseif l.cell then -- redis-cell's: (tau - debt) and T truncated to microseconds
     d.remaining = math.floor(math.floor((l.tau - debt) / 1000) / l.cell_us)
   else
     d.remaining = l.burst - div_ceil(debt, l.P)
@@ -344,16 +355,29 @@ function gcra.expires(l, s)
 end
 function gcra.used(l, s) return div_ceil(gcra_debt(l, s), l.P) end
 -- The TAT goes back by cost * T, never before now; the units given back are
--- the whole intervals the debt a take reads (capped at tau) shrank by.
+-- the whole intervals the debt shrank by (a debt beyond tau too).
 function gcra.refund(l, s, cost)
   local debt = gcra_debt(l, s)
   if debt <= 0 then return 0 end
   local left = math.max(debt - cost * l.P, 0)
-  local given = div_ceil(math.min(debt, l.tau), l.P) - div_ceil(math.min(left, l.tau), l.P)
+  local given = div_ceil(debt, l.P) - div_ceil(left, l.P)
   local unit = 1000 * l.D
   local q = div_floor(left, unit)
   s.tat, s.n, s.D = NOW + q, left - q * unit, l.D
   return given
+end
+-- The TAT moves to max(TAT, now) + cost * T, at most SL_TIME_MAX (gcra.c's
+-- sl_gcra_charge saturates there).
+function gcra.charge(l, s, cost)
+  local unit = 1000 * l.D
+  local most = (TIME_MAX_US - NOW) * unit + TIME_MAX_NS * l.D -- SL_TIME_MAX - now, in 1/D ns
+  local new = gcra_debt(l, s) + cost * l.P
+  if new >= most then
+    s.tat, s.n, s.D = TIME_MAX_US, TIME_MAX_NS * l.D, l.D
+    return
+  end
+  local q = div_floor(new, unit)
+  s.tat, s.n, s.D = NOW + q, new - q * unit, l.D
 end
 function gcra.wait(l, s, u)
   local over = gcra_debt(l, s) - u * l.P
@@ -382,12 +406,19 @@ function tb.encode(s) return fmt(s.au, s.ar, s.debt) end
 
 local function tb_time_for(l, tokens) return div_ceil(tokens * l.P, l.D) end
 
+-- token_bucket.c's sl_tb_debt_max: the most tokens a charge leaves missing,
+-- those that accrue in SL_SPAN_MAX ns (at most SL_SPAN_MAX), and never less
+-- than a take leaves.
+local function tb_debt_max(l)
+  return math.max(math.min(div_floor(SPAN_MAX * l.D, l.P), SPAN_MAX), l.burst + l.D)
+end
+
 -- The refill at now: anchor, debt and the tokens accrued since the anchor.
--- `capped`: a debt no take under l can leave (bytes of another limit) is a
--- full bucket.
+-- `capped`: a debt no take or charge under l can leave (bytes of another
+-- limit) is a full bucket.
 local function tb_refill(l, s, capped)
   local au, ar, debt = s.au, s.ar, s.debt or 0
-  if debt < 0 or (capped and debt > l.burst + l.D) or not au then
+  if debt < 0 or (capped and debt > l.burst + l.D and debt > tb_debt_max(l)) or not au then
     return NOW, 0, 0, 0
   end
   local elapsed = math.max(ago(au, ar), 0)
@@ -423,7 +454,10 @@ function tb.take(l, s, cost, commit)
 end
 function tb.expires(l, s)
   -- a debt no take under l leaves is a full bucket to l, as in take
-  if (s.debt or 0) <= 0 or s.debt > l.burst + l.D or not s.au then return 0 end
+  if (s.debt or 0) <= 0 or (s.debt > l.burst + l.D and s.debt > tb_debt_max(l)) or
+     not s.au then
+    return 0
+  end
   return tb_time_for(l, s.debt) - ago(s.au, s.ar)
 end
 function tb.used(l, s)
@@ -444,6 +478,11 @@ function tb.refund(l, s, cost)
   end
   s.au, s.ar, s.debt = au, ar, debt
   return given
+end
+-- Tokens leave whatever the bucket holds, down to the floor of tb_debt_max.
+function tb.charge(l, s, cost)
+  local au, ar, debt = tb_refill(l, s, true)
+  s.au, s.ar, s.debt = au, ar, math.min(debt + cost, math.max(tb_debt_max(l), debt))
 end
 function tb.wait(l, s, u)
   local au, ar, debt, accrued = tb_refill(l, s, false)
@@ -467,7 +506,8 @@ function fw.encode(s) return fmt(s.su, s.sr, s.count) end
 function fw.take(l, s, cost, commit)
   local lim, su, sr, count = l.limit, s.su, s.sr, s.count or 0
   local eu, er
-  if count > 0 and count <= lim and su and not pair_before(NOW, 0, su, sr) then
+  -- a charge may count past the limit, up to SL_SPAN_MAX
+  if count > 0 and count <= SPAN_MAX and su and not pair_before(NOW, 0, su, sr) then
     eu, er = window_end(l, su, sr)
   end
   if not eu or not pair_before(NOW, 0, eu, er) then
@@ -484,7 +524,7 @@ function fw.take(l, s, cost, commit)
   else
     d.retry = pair_diff(eu, er, NOW, 0)
   end
-  d.remaining = lim - count
+  d.remaining = math.max(lim - count, 0)
   d.reset = count == 0 and 0 or pair_diff(eu, er, NOW, 0)
   return d
 end
@@ -498,7 +538,7 @@ fw.wait = wait_by_take(fw)
 -- The count goes back while now is in the window that counted it.
 function fw.refund(l, s, cost)
   local count = s.count or 0
-  if count <= 0 or count > l.limit or not s.su or pair_before(NOW, 0, s.su, s.sr) then
+  if count <= 0 or count > SPAN_MAX or not s.su or pair_before(NOW, 0, s.su, s.sr) then
     return 0
   end
   local eu, er = window_end(l, s.su, s.sr)
@@ -506,6 +546,20 @@ function fw.refund(l, s, cost)
   local given = math.min(cost, count)
   s.count = count - given
   return given
+end
+-- The count of now's window grows whatever it holds, up to SL_SPAN_MAX; a
+-- new window starts at 0 as a take starts it.
+function fw.charge(l, s, cost)
+  local su, sr, count = s.su, s.sr, s.count or 0
+  local eu, er
+  if count > 0 and count <= SPAN_MAX and su and not pair_before(NOW, 0, su, sr) then
+    eu, er = window_end(l, su, sr)
+  end
+  if not eu or not pair_before(NOW, 0, eu, er) then
+    su, sr = window_at(l)
+    count = 0
+  end
+  s.su, s.sr, s.count = su, sr, math.min(count + cost, SPAN_MAX)
 end
 
 -- The sliding window counter (sliding_window.c). State: the current window's
@@ -529,7 +583,8 @@ function sw.encode(s) return fmt(s.su, s.sr, s.cur, s.prev) end
 function sw.take(l, s, cost, commit)
   local lim, su, sr, cur, prev = l.limit, s.su, s.sr, s.cur or 0, s.prev or 0
   local eu, er
-  if cur < 0 or cur > lim or prev < 0 or prev > lim or not su or pair_before(NOW, 0, su, sr) then
+  if cur < 0 or cur > SPAN_MAX or prev < 0 or prev > SPAN_MAX or not su or
+     pair_before(NOW, 0, su, sr) then
     cur, prev = 0, 0
   else
     eu, er = window_end(l, su, sr)
@@ -588,8 +643,8 @@ sw.wait = wait_by_take(sw)
 -- The state's window's count goes back while it still weighs: in its window,
 -- and in the next as the previous window's.
 function sw.refund(l, s, cost)
-  local lim, cur, prev = l.limit, s.cur or 0, s.prev or 0
-  if cur <= 0 or cur > lim or prev < 0 or prev > lim or not s.su or
+  local cur, prev = s.cur or 0, s.prev or 0
+  if cur <= 0 or cur > SPAN_MAX or prev < 0 or prev > SPAN_MAX or not s.su or
      pair_before(NOW, 0, s.su, s.sr) then
     return 0
   end
@@ -599,6 +654,28 @@ function sw.refund(l, s, cost)
   local given = math.min(cost, cur)
   s.cur = cur - given
   return given
+end
+-- The count of now's window grows whatever the counts hold, up to
+-- SL_SPAN_MAX, the state moved to now's window first as a take moves it.
+function sw.charge(l, s, cost)
+  local su, sr, cur, prev = s.su, s.sr, s.cur or 0, s.prev or 0
+  if cur < 0 or cur > SPAN_MAX or prev < 0 or prev > SPAN_MAX or not su or
+     pair_before(NOW, 0, su, sr) then
+    cur, prev = 0, 0
+  else
+    local eu, er = window_end(l, su, sr)
+    if not pair_before(NOW, 0, eu, er) then
+      local e2u, e2r = window_end(l, eu, er)
+      if pair_before(NOW, 0, e2u, e2r) then
+        su, sr, prev = eu, er, cur
+      else
+        prev = 0
+      end
+      cur = 0
+    end
+  end
+  if cur == 0 and prev == 0 then su, sr = window_at(l) end
+  s.su, s.sr, s.cur, s.prev = su, sr, math.min(cur + cost, SPAN_MAX), prev
 end
 
 -- The sliding log (sliding_log.c), exact. State: the limit it was written
@@ -1057,8 +1134,8 @@ local function decide(l, e, commit)
   if not s then return nil, how end
   if e.own == nil then e.own = how ~= 'adopted' end
   local alg = A[l.algo]
-  -- A take of 0 peeks, as sl_take's: it leaves the state as it was read (even
-  -- a debt beyond this limit's tolerance, which the decision caps).
+  -- A take of 0 peeks, as sl_take's: it leaves the state as it was read (a
+  -- debt beyond this limit's tolerance too, which the decision refuses).
   local d = alg.take(l, s, l.cost, commit and l.cost > 0)
   if how == 'carried' and not d.allowed and d.retry ~= NEVER then
     d.retry = math.max(d.retry, A[l.algo].wait(from, old, l.burst - l.cost))
@@ -1209,6 +1286,29 @@ local function op_refund(l)
     store(KEYS[1], e)
   end
   return given
+end
+
+-- A take charged after the fact (sl_charge): never refused, so a state of
+-- another shape is carried over and replaced, as an admitted take replaces
+-- it; a charge of 0 writes nothing. The answer is a decision as TAKE's:
+-- remaining and reset as a peek of 0 reads them, retry as a peek of 1 (the
+-- reply says 0 for it, as for every admitted decision).
+local function op_charge(l)
+  local e, err = load(KEYS[1])
+  if not e then return fail(err) end
+  local s, how = enter(l, e)
+  if not s then return fail(how) end
+  local alg = A[l.algo]
+  if not alg.charge then return fail(CHARGE_LOG_ERR) end
+  if e.own == nil then e.own = how ~= 'adopted' end
+  if l.cost > 0 then alg.charge(l, s, l.cost) end
+  local d, next = alg.take(l, s, 0, false), alg.take(l, s, 1, false)
+  d.allowed, d.retry, d.delay = true, next.allowed and 0 or next.retry, 0
+  if l.cost > 0 then
+    e.st = {algo = l.algo, tag = l.carried and l.tag or nil, s = s, limit = l}
+    store(KEYS[1], e)
+  end
+  return reply(-1, {d})
 end
 
 -- ---- the sync strategy's central: op SYNC (src/algo/quota.c) ----
@@ -1694,7 +1794,7 @@ local function sync_section()
 end
 
 local OPS = {TAKE = true, PEEK = true, RESET = true, ACQUIRE = true, RELEASE = true,
-             REFUND = true}
+             REFUND = true, CHARGE = true}
 
 -- CLAIM: a sync node's id in its fleet (docs/commands.md), sent with the module loaded or
 -- not. KEYS[1] is the fleet's registry, a hash of id -> "token expiry_ms" for ids 0 to 15;
@@ -1746,8 +1846,8 @@ local function main()
   end
   local op = string.upper(ARGV[1] or '')
   if not OPS[op] then
-    return fail("ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, RELEASE or " ..
-                "REFUND")
+    return fail("ERR syntax error: SL.DECIDE's op is TAKE, PEEK, RESET, ACQUIRE, RELEASE, " ..
+                "REFUND or CHARGE")
   end
   local leased = op == 'ACQUIRE' or op == 'RELEASE'
   local lease = ARGV[2] or ''
@@ -1755,7 +1855,7 @@ local function main()
                      not string.match(lease, '^0+$')) or (not leased and lease ~= '0') then
     return fail('ERR syntax error: the lease is 16 hex digits for ACQUIRE and RELEASE, else 0')
   end
-  local n, max = #KEYS, (leased or op == 'REFUND') and 1 or 8
+  local n, max = #KEYS, (leased or op == 'REFUND' or op == 'CHARGE') and 1 or 8
   if n < 1 or n > max then return fail('ERR numkeys must be between 1 and ' .. max) end
   local groups = op == 'RESET' and 0 or n
   if #ARGV ~= 2 + 8 * groups then
@@ -1776,6 +1876,7 @@ local function main()
   if op == 'PEEK' then return op_peek(limits) end
   if op == 'ACQUIRE' then return op_acquire(limits[1], string.lower(lease)) end
   if op == 'REFUND' then return op_refund(limits[1]) end
+  if op == 'CHARGE' then return op_charge(limits[1]) end
   return op_release(limits[1], string.lower(lease))
 end
 
