@@ -274,9 +274,10 @@ int slm_put_value(slm_call *m, RedisModuleKey *k, RedisModuleString *name, const
 
 /* ---- the executor ---- */
 
-/* Takes (or with `lease_id`, acquires) on one key: read, decide, write. */
+/* Takes (or with `lease_id`, acquires; or with `charge`, charges after the
+ * fact: sl_charge) on one key: read, decide, write. */
 static int slm_take_one(slm_call *m, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
-                        uint64_t lease_id, sl_decision *d)
+                        uint64_t lease_id, bool charge, sl_decision *d)
 {
     slm_key key;
     int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
@@ -289,12 +290,14 @@ static int slm_take_one(slm_call *m, const sl_resp_slice *k, const sl_limit *l, 
     rc = slm_read(m, &key, l, &st);
     if (rc == SL_OK) {
         memcpy(old.p, st.p, size);
-        rc = lease_id ? sl_lease_acquire(l, st.p, m->now, cost, lease_id, d)
-                      : sl_take(l, st.p, m->now, cost, d);
+        rc = charge     ? sl_charge(l, st.p, m->now, cost, d)
+             : lease_id ? sl_lease_acquire(l, st.p, m->now, cost, lease_id, d)
+                        : sl_take(l, st.p, m->now, cost, d);
     }
     /* A refused take, or one of cost 0, leaves a state of another shape as
      * it was, as the store does: carried over, it might have lost what the
-     * new limit cannot hold at once. */
+     * new limit cannot hold at once. A charge is never refused: one of more
+     * than 0 replaces it as an admitted take does. */
     if (rc == SL_OK && (key.compatible || !key.exists || (d->allowed && cost > 0)))
         slm_write(m, &key, l, &st, &old);
     slm_state_free(&st);
@@ -306,41 +309,15 @@ static int slm_take_one(slm_call *m, const sl_resp_slice *k, const sl_limit *l, 
 static int slm_ex_take(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t cost,
                        sl_decision *d)
 {
-    return slm_take_one(ex, key, l, cost, 0, d);
+    return slm_take_one(ex, key, l, cost, 0, false, d);
 }
 
 static int slm_ex_acquire(void *ex, const sl_resp_slice *key, const sl_limit *l, int64_t weight,
                           uint64_t lease_id, sl_decision *d)
 {
-    return slm_take_one(ex, key, l, weight, lease_id, d);
+    return slm_take_one(ex, key, l, weight, lease_id, false, d);
 }
 
-/* A take charged after the fact (sl_charge): read, charge, write. Never
- * refused, so a state of another shape is carried over and replaced, as an
- * admitted take replaces it; a charge of 0 writes nothing new. */
-static int slm_ex_charge(slm_call *m, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
-                         sl_decision *d)
-{
-    slm_key key;
-    int rc = slm_open(m, k->ptr, k->len, REDISMODULE_READ | REDISMODULE_WRITE, &key);
-    if (rc != SL_OK)
-        return rc;
-    slm_state st, old;
-    size_t size = sl_state_size(l);
-    slm_state_init(&st, size);
-    slm_state_init(&old, size);
-    rc = slm_read(m, &key, l, &st);
-    if (rc == SL_OK) {
-        memcpy(old.p, st.p, size);
-        rc = sl_charge(l, st.p, m->now, cost, d);
-    }
-    if (rc == SL_OK && (key.compatible || !key.exists || cost > 0))
-        slm_write(m, &key, l, &st, &old);
-    slm_state_free(&st);
-    slm_state_free(&old);
-    slm_close(m, &key);
-    return rc;
-}
 
 /* A peek opens the key for reading only and never writes. */
 static int slm_ex_peek(void *ex, const sl_resp_slice *k, const sl_limit *l, int64_t cost,
@@ -601,7 +578,8 @@ static int slm_submit(sl_backend_worker *w, sl_backend_req *r)
         break;
     }
     case SL_OP_CHARGE: /* never refused: failed stays -1 */
-        rc = r->n == 1 ? slm_ex_charge(m, &key, it->limit, it->cost, r->d) : SL_ERR_ARGUMENT;
+        rc = r->n == 1 ? slm_take_one(m, &key, it->limit, it->cost, 0, true, r->d)
+                       : SL_ERR_ARGUMENT;
         break;
     default:
         rc = SL_ERR_ARGUMENT;
