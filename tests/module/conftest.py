@@ -11,6 +11,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import uuid
 
 import pytest
@@ -63,3 +64,27 @@ def r(server):
 @pytest.fixture
 def key(request):
     return "mt:%s:%s" % (request.node.name, uuid.uuid4().hex[:8])
+
+
+def wait_for(pred, what, timeout=20.0):
+    """Waits until pred() is true; fails the test after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.05)
+    pytest.fail("timed out waiting for " + what)
+
+
+@pytest.fixture
+def replicated(make_server):
+    """A primary and its replica, linked: their clients (primary, replica)."""
+    primary = make_server("primary")
+    replica = make_server("replica", start=False)
+    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
+    replica.start()
+    p, rr = primary.client(), replica.client()
+    wait_for(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    yield p, rr
+    p.close()
+    rr.close()

@@ -6,29 +6,17 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 HOUR = 3600 * 10**9
-
-
-def _wait(pred, what, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    pytest.fail("timed out waiting for " + what)
 
 
 def _decide(r, op, key, algo, cost, a=10, b=HOUR):
     return r.execute_command("SL.DECIDE", op, "0", 1, key, algo, a, b, 0, cost, 0, 0, 0)
 
 
-def test_a_charge_reaches_the_replica_as_its_effect(make_server):
-    primary = make_server("primary")
-    replica = make_server("replica", start=False)
-    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
-    replica.start()
-    p, rr = primary.client(), replica.client()
-    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+def test_a_charge_reaches_the_replica_as_its_effect(replicated):
+    p, rr = replicated
     algos = ("gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_window")
     for algo in algos:
         got = _decide(p, "CHARGE", "ch:" + algo, algo, 25)
@@ -46,5 +34,3 @@ def test_a_charge_reaches_the_replica_as_its_effect(make_server):
     assert _decide(p, "CHARGE", "ch:absent", "gcra", 0)[:2] == [-1, 1]
     assert p.exists("ch:absent") == 0
     assert p.info("replication")["master_repl_offset"] == offset
-    p.close()
-    rr.close()

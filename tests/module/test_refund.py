@@ -6,29 +6,17 @@ import time
 
 import pytest
 
+from conftest import wait_for
+
 HOUR = 3600 * 10**9
-
-
-def _wait(pred, what, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    pytest.fail("timed out waiting for " + what)
 
 
 def _decide(r, op, key, algo, cost, a=10, b=HOUR):
     return r.execute_command("SL.DECIDE", op, "0", 1, key, algo, a, b, 0, cost, 0, 0, 0)
 
 
-def test_a_refund_reaches_the_replica_as_its_effect(make_server):
-    primary = make_server("primary")
-    replica = make_server("replica", start=False)
-    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
-    replica.start()
-    p, rr = primary.client(), replica.client()
-    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+def test_a_refund_reaches_the_replica_as_its_effect(replicated):
+    p, rr = replicated
     algos = ("gcra", "token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
              "sliding_window")
     for algo in algos:
@@ -54,5 +42,3 @@ def test_a_refund_reaches_the_replica_as_its_effect(make_server):
     assert p.execute_command("WAIT", 1, 10000) == 1
     for algo in algos:
         assert p.exists("rf:" + algo) == 0 and rr.exists("rf:" + algo) == 0, algo
-    p.close()
-    rr.close()

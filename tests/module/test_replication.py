@@ -7,14 +7,7 @@ import time
 
 import pytest
 
-
-def _wait(pred, what, timeout=20.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(0.05)
-    pytest.fail("timed out waiting for " + what)
+from conftest import wait_for
 
 
 def _drive(r, prefix):
@@ -50,7 +43,7 @@ def test_replica_holds_the_primarys_bytes(make_server):
     replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
     replica.start()
     p, rr = primary.client(), replica.client()
-    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    wait_for(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
     keys, gone = _drive(p, "rep")
     assert p.execute_command("WAIT", 1, 10000) == 1
     for k in keys:
@@ -82,7 +75,7 @@ def test_replica_holds_the_primarys_bytes_after_multi_and_scripts(make_server):
     replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
     replica.start()
     p, rr = primary.client(), replica.client()
-    _wait(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    wait_for(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
     pipe = p.pipeline(transaction=True)
     for _ in range(3):
         pipe.execute_command("CL.THROTTLE", "tx:cell", 5, 1, 60)
@@ -158,7 +151,7 @@ def test_aof_restart_keeps_a_drained_key_drained(make_server):
     # and after an AOF rewrite (Redis writes each string back as SET + expiry)
     r.execute_command("SL.ACQUIRE", "lease", 1, 600000)
     assert r.bgrewriteaof()
-    _wait(lambda: r.info("persistence")["aof_rewrite_in_progress"] == 0 and
+    wait_for(lambda: r.info("persistence")["aof_rewrite_in_progress"] == 0 and
           r.info("persistence")["aof_rewrite_scheduled"] == 0, "the AOF rewrite")
     r.close()
     os.kill(s.proc.pid, 9)
