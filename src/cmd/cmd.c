@@ -19,6 +19,7 @@
 #include "common/units.h"
 #include "backend/backend.h"
 #include "common/siphash.h"
+#include "cmd/reserve.h"
 #include "policy/config.h"
 #include "proto/http.h"
 
@@ -93,6 +94,7 @@ typedef struct sl_policy_answer {
     bool global;     /* the numbers shown are a global limit's */
     bool shadow;     /* a dry-run policy */
     const char *binding; /* the name of the limit whose numbers are shown */
+    const sl_chain *reserve; /* SL.RESERVE's: the reservation, after the numbers */
 } sl_policy_answer;
 
 /* A wait in milliseconds as replies give it: 0 when admitted, -1 never. */
@@ -117,7 +119,8 @@ static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_deci
 {
     bool queue = l->algorithm == SL_LEAKY_BUCKET;
     bool shadow = pa && pa->shadow;
-    R->map(c->sink, (queue ? 6u : 5u) + (pa ? 3u : 0u) + (shadow ? 3u : 0u));
+    const sl_chain *ch = pa ? pa->reserve : NULL;
+    R->map(c->sink, (queue ? 6u : 5u) + (pa ? 3u : 0u) + (shadow ? 3u : 0u) + (ch ? 2u : 0u));
     sl_kv_int(c, "allowed", shadow || d->allowed);
     if (pa) {
         sl_kv_int(c, "rejected_by", shadow ? -1 : pa->rejected_by);
@@ -139,6 +142,14 @@ static void sl_reply_decision_as(sl_cmd_ctx *c, const sl_limit *l, const sl_deci
         sl_kv_int(c, "shadow", 1);
         sl_kv_int(c, "would_allow", d->allowed);
         sl_kv_int(c, "would_retry_after_ms", sl_retry_ms(d));
+    }
+    if (ch) {
+        R->bulk(c->sink, "reservation", 11);
+        if (ch->reserved)
+            R->bulk(c->sink, ch->id, ch->id_len);
+        else
+            R->null(c->sink);
+        sl_kv_int(c, "ttl_ms", ch->reserved ? ch->ttl_ms : 0);
     }
 }
 
@@ -352,6 +363,7 @@ void sl_check_submit(sl_cmd_ctx *c, sl_check *k)
     if (c->defer && c->be->defers) {
         sl_check *h = c->defer(c, k);
         if (!h) {
+            sl_chain_free(k);
             sl_reply_status(c, SL_ERR_NOMEM);
             return;
         }
@@ -404,13 +416,47 @@ static void sl_render_usage(sl_cmd_ctx *c, const sl_check *k)
     }
 }
 
-void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
+/* SL.SETTLE's answer: settled, and each limit's adjustment (given back:
+ * negative, charged: positive); no limits when it did not settle. */
+static void sl_render_settle(sl_cmd_ctx *c, const sl_check *k)
+{
+    const sl_chain *ch = k->chain;
+    R->map(c->sink, 2);
+    sl_kv_int(c, "settled", ch->settled);
+    R->bulk(c->sink, "limits", 6);
+    R->array(c->sink, ch->settled ? ch->n : 0);
+    for (size_t i = 0; ch->settled && i < ch->n; i++) {
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(k->name, k->lname[i], i >= k->nkey, name, sizeof name);
+        R->map(c->sink, 2);
+        R->bulk(c->sink, "name", 4);
+        R->bulk(c->sink, name, strlen(name));
+        sl_kv_int(c, "adjusted", ch->adjusted[i]);
+    }
+}
+
+static void sl_check_render(sl_cmd_ctx *c, sl_check *k);
+
+bool sl_check_finish(sl_cmd_ctx *c, sl_check *k)
+{
+    if (k->chain && !sl_chain_next(c, k))
+        return false;
+    sl_check_render(c, k);
+    sl_chain_free(k);
+    return true;
+}
+
+static void sl_check_render(sl_cmd_ctx *c, sl_check *k)
 {
     bool allowed = k->req.failed < 0;
     if (k->req.rc == SL_OK && k->counted && c->decided)
         c->decided(c, k, allowed || k->shadow, k->shadow && !allowed);
     if (k->render == SL_RENDER_FACE) {
         c->render(c, k);
+        return;
+    }
+    if (k->chain && k->chain->error[0]) {
+        R->error(c->sink, k->chain->error);
         return;
     }
     if (k->req.rc != SL_OK) {
@@ -442,7 +488,8 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
         for (size_t i = 0; i < k->n; i++)
             sl_reply_decision(c, k->lim[i], &k->d[i]);
         break;
-    case SL_RENDER_POLICY: {
+    case SL_RENDER_POLICY:
+    case SL_RENDER_RESERVE: {
         /* The numbers shown are those of the limit that binds (the global
          * one when its remaining is the smaller, or its wait the longer),
          * as HTTP's headers show them: a key with room left under a spent
@@ -453,7 +500,8 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
         size_t b = sl_http_binding(dp, k->n, k->req.failed);
         char binding[SL_POLICY_LIMIT_NAME_ROOM];
         sl_policy_limit_name(k->name, k->lname[b], b >= k->nkey, binding, sizeof binding);
-        sl_policy_answer pa = {k->req.failed, b >= k->nkey, k->shadow, binding};
+        sl_policy_answer pa = {k->req.failed, b >= k->nkey, k->shadow, binding,
+                               k->render == SL_RENDER_RESERVE ? k->chain : NULL};
         sl_reply_decision_as(c, k->lim[b], &k->d[b], &pa);
         break;
     }
@@ -477,6 +525,9 @@ void sl_check_finish(sl_cmd_ctx *c, sl_check *k)
     case SL_RENDER_USAGE:
         sl_render_usage(c, k);
         break;
+    case SL_RENDER_SETTLE:
+        sl_render_settle(c, k);
+        break;
     default:
         break;
     }
@@ -496,6 +547,7 @@ int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const
     for (int i = 0; i < n; i++) {
         k->lim[i] = items[i].limit;
         k->lname[i] = which[i]->name;
+        k->lunit[i] = (unsigned char)which[i]->unit;
     }
     k->nkey = nkey;
     k->policy = (int)(p - cfg->policies);
@@ -765,56 +817,124 @@ static bool sl_policy_check_or_reply(sl_cmd_ctx *c, sl_check *k, const sl_policy
     return n > 0;
 }
 
+/* A policy command's options from argv[from]: COST, TOKENS, TIER and, when
+ * ttl is not NULL, TTL (each once); else the error is replied. */
+typedef struct sl_policy_opts {
+    int64_t cost, tokens, ttl_ms;
+    bool has_cost, has_tokens, has_ttl;
+    const sl_resp_slice *tier;
+} sl_policy_opts;
+
+static bool sl_policy_opts_parse(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int from,
+                                 bool tier_ttl, const char *usage, sl_policy_opts *o)
+{
+    static const char *const names[] = {"COST", "TOKENS", "TIER", "TTL"};
+    for (int i = from; i < argc; i += 2) {
+        int which = -1;
+        for (int j = 0; j < (tier_ttl ? 4 : 2); j++)
+            if (sl_arg_is(&argv[i], names[j]))
+                which = j;
+        if (which < 0 || i + 1 >= argc) {
+            if (which < 0)
+                sl_reply_errorf(c, "syntax error: unknown option '%.*s' (%s)",
+                                (int)(argv[i].len > 32 ? 32 : argv[i].len), argv[i].ptr, usage);
+            else
+                sl_reply_errorf(c, "syntax error: %s", usage);
+            return false;
+        }
+        bool *seen[] = {&o->has_cost, &o->has_tokens, NULL, &o->has_ttl};
+        int64_t *value[] = {&o->cost, &o->tokens, NULL, &o->ttl_ms};
+        if (which == 2 ? o->tier != NULL : *seen[which]) {
+            sl_reply_errorf(c, "syntax error: option '%s' is given twice", names[which]);
+            return false;
+        }
+        if (which == 2) {
+            o->tier = &argv[i + 1];
+            continue;
+        }
+        *seen[which] = true;
+        if (!sl_arg_int(c, &argv[i + 1], value[which]))
+            return false;
+    }
+    if (o->cost < 0) {
+        sl_reply_status(c, SL_ERR_COST);
+        return false;
+    }
+    if (o->tokens < 0) {
+        sl_reply_errorf(c, "tokens must be a non-negative integer");
+        return false;
+    }
+    return true;
+}
+
+static const sl_policy *sl_policy_or_reply(sl_cmd_ctx *c, const sl_resp_slice *name)
+{
+    const sl_policy *p = sl_config_policy(c->config, name->ptr, name->len);
+    if (!p)
+        sl_reply_errorf(c, "unknown policy '%.*s'", (int)(name->len > 64 ? 64 : name->len),
+                        name->ptr);
+    return p;
+}
+
 /* SL.POLICY policy key [COST cost] [TOKENS tokens] [TIER tier] */
 static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     static const char usage[] = "SL.POLICY policy key [COST cost] [TOKENS tokens] [TIER tier]";
-    const sl_resp_slice *name = &argv[1], *tier = NULL;
-    const sl_policy *p = sl_config_policy(c->config, name->ptr, name->len);
-    if (!p) {
-        sl_reply_errorf(c, "unknown policy '%.*s'", (int)(name->len > 64 ? 64 : name->len),
-                        name->ptr);
+    const sl_policy *p = sl_policy_or_reply(c, &argv[1]);
+    sl_policy_opts o = {.cost = 1};
+    if (!p || !sl_policy_opts_parse(c, argc, argv, 3, false, usage, &o))
         return;
-    }
-    int64_t cost = 1, tokens = 0;
-    bool seen_cost = false, seen_tokens = false;
-    for (int i = 3; i < argc; i += 2) {
-        if (i + 1 >= argc) {
-            sl_reply_errorf(c, "syntax error: %s", usage);
-            return;
-        }
-        bool is_cost = sl_arg_is(&argv[i], "COST"), is_tokens = sl_arg_is(&argv[i], "TOKENS");
-        bool is_tier = sl_arg_is(&argv[i], "TIER");
-        if ((is_cost && seen_cost) || (is_tokens && seen_tokens) || (is_tier && tier)) {
-            sl_reply_errorf(c, "syntax error: option '%s' is given twice",
-                            is_cost ? "COST" : is_tokens ? "TOKENS" : "TIER");
-            return;
-        }
-        if (is_cost || is_tokens) {
-            *(is_cost ? &seen_cost : &seen_tokens) = true;
-            if (!sl_arg_int(c, &argv[i + 1], is_cost ? &cost : &tokens))
-                return;
-        } else if (is_tier) {
-            tier = &argv[i + 1];
-        } else {
-            sl_reply_errorf(c, "syntax error: unknown option '%.*s' (%s)",
-                            (int)(argv[i].len > 32 ? 32 : argv[i].len), argv[i].ptr, usage);
-            return;
-        }
-    }
-    if (cost < 0) {
-        sl_reply_status(c, SL_ERR_COST);
-        return;
-    }
-    if (tokens < 0) {
-        sl_reply_errorf(c, "tokens must be a non-negative integer");
-        return;
-    }
     char keys[SL_POLICY_KEYS_ROOM];
     sl_take_item items[SL_TAKE_MANY_MAX];
     sl_check k;
-    if (sl_policy_check_or_reply(c, &k, p, tier, &argv[2], cost, tokens, keys, sizeof keys, items))
+    if (sl_policy_check_or_reply(c, &k, p, o.tier, &argv[2], o.cost, o.tokens, keys, sizeof keys,
+                                 items))
         sl_check_submit(c, &k);
+}
+
+/* SL.RESERVE policy key [COST cost] [TOKENS tokens] [TIER tier] [TTL ms]:
+ * SL.POLICY's take of the estimates, and a reservation to settle them by
+ * (reserve.h). */
+static void sl_cmd_reserve(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    static const char usage[] =
+        "SL.RESERVE policy key [COST cost] [TOKENS tokens] [TIER tier] [TTL ms]";
+    const sl_policy *p = sl_policy_or_reply(c, &argv[1]);
+    sl_policy_opts o = {.cost = 1, .ttl_ms = SL_RESERVE_TTL_DEFAULT_MS};
+    if (!p || !sl_policy_opts_parse(c, argc, argv, 3, true, usage, &o))
+        return;
+    char keys[SL_POLICY_KEYS_ROOM];
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    sl_check k;
+    if (!sl_policy_check_or_reply(c, &k, p, o.tier, &argv[2], o.cost, o.tokens, keys,
+                                  sizeof keys, items))
+        return;
+    char err[256];
+    if (sl_reserve_prepare(c, &k, p, o.tier ? o.tier->ptr : NULL, o.tier ? o.tier->len : 0,
+                           argv[2].ptr, argv[2].len, o.cost, o.tokens, o.ttl_ms, err,
+                           sizeof err)) {
+        sl_reply_errorf(c, "%s", err);
+        return;
+    }
+    sl_check_submit(c, &k);
+}
+
+/* SL.SETTLE reservation [COST cost] [TOKENS tokens]: the actual amounts
+ * (those not given: the estimate's). */
+static void sl_cmd_settle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
+{
+    static const char usage[] = "SL.SETTLE reservation [COST cost] [TOKENS tokens]";
+    sl_policy_opts o = {0};
+    if (!sl_policy_opts_parse(c, argc, argv, 2, false, usage, &o))
+        return;
+    sl_check k;
+    char err[256];
+    if (sl_settle_prepare(c, &k, argv[1].ptr, argv[1].len, o.has_cost ? &o.cost : NULL,
+                          o.has_tokens ? &o.tokens : NULL, err, sizeof err) != 0) {
+        sl_reply_errorf(c, "%s", err);
+        return;
+    }
+    sl_check_submit(c, &k);
 }
 
 /* SL.USAGE key POLICY policy [TIER tier]: what each limit of the policy has
@@ -986,6 +1106,12 @@ const sl_command sl_rate_commands[] = {
     {"sl.policy", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_policy,
      "Takes from a policy's limits of the config file, all or nothing",
      "policy key [COST cost] [TOKENS tokens] [TIER tier]", 0},
+    {"sl.reserve", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_reserve,
+     "Takes a request's estimated costs under a policy, to be settled after the fact",
+     "policy key [COST cost] [TOKENS tokens] [TIER tier] [TTL ms]", 0},
+    {"sl.settle", -2, SL_CMD_WRITE | SL_CMD_FAST, 0, 0, 0, sl_cmd_settle,
+     "Settles a reservation at the actual costs: gives back or charges the difference",
+     "reservation [COST cost] [TOKENS tokens]", 0},
     {"sl.usage", -4, SL_CMD_READONLY | SL_CMD_FAST, 0, 0, 0, sl_cmd_usage,
      "What each limit of a policy has used in its period and has left, consuming nothing",
      "key POLICY policy [TIER tier]", 0},

@@ -84,6 +84,8 @@ typedef enum sl_render {
     SL_RENDER_LEASE,    /* SL.ACQUIRE: the lease id, or a null */
     SL_RENDER_DECIDE,   /* SL.DECIDE: integers in nanoseconds */
     SL_RENDER_USAGE,    /* SL.USAGE: each of a policy's limits, peeked */
+    SL_RENDER_RESERVE,  /* SL.RESERVE: SL.POLICY's answer and the reservation (reserve.h) */
+    SL_RENDER_SETTLE,   /* SL.SETTLE: whether it settled, and each limit's adjustment */
     SL_RENDER_FACE,     /* the face's own (HTTP's response): sl_cmd_ctx.render */
 } sl_render;
 
@@ -107,10 +109,14 @@ typedef struct sl_check {
      * global ones), and each limit's own name ("" for an unnamed one). */
     size_t nkey;
     const char *lname[SL_TAKE_MANY_MAX];
+    unsigned char lunit[SL_TAKE_MANY_MAX]; /* each limit's sl_unit: what its cost counts */
     int64_t lease_max;         /* SL.ACQUIRE: the max_in_flight the lease id carries */
     size_t n;                  /* the limits below (req.n but for RESET) */
     const sl_limit *lim[SL_TAKE_MANY_MAX];
     sl_decision d[SL_TAKE_MANY_MAX];
+    /* SL.RESERVE, SL.SETTLE: the chain of store ops the check runs
+     * (cmd/reserve.h), owned by the check; NULL for the others. */
+    struct sl_chain *chain;
     /* The face's own, for SL_RENDER_FACE (HTTP: keep-alive, HEAD, ...). */
     uint32_t face_flags;
     int face_status;
@@ -152,6 +158,7 @@ static inline void sl_check_init(sl_check *k, sl_op op, sl_render render, size_t
     k->policy = -1;
     k->name = NULL;
     k->nkey = 0;
+    k->chain = NULL;
     k->n = op == SL_OP_RESET ? 0 : n;
 }
 
@@ -189,8 +196,10 @@ typedef struct sl_cmd_ctx {
 void sl_check_submit(sl_cmd_ctx *c, sl_check *k);
 
 /* The last two steps: counts k's decision for the metrics and renders it
- * (or its error) into c's sink. For a face's done(). */
-void sl_check_finish(sl_cmd_ctx *c, sl_check *k);
+ * (or its error) into c's sink. For a face's done(). A check that chains
+ * several store ops (SL.RESERVE, SL.SETTLE) first submits its next one:
+ * false when that one is in flight, and done() will be called again. */
+bool sl_check_finish(sl_cmd_ctx *c, sl_check *k);
 
 /*
  * A policy's items for `key` under `tier` (NULL: the policy's own limits)

@@ -34,12 +34,14 @@ enum {
     F_LIMITS = 1 << 8,
     F_UTC_OFFSET = 1 << 9,
     F_TOKENS = 1 << 10,
+    F_TTL_MS = 1 << 11,
 };
 
 /* The fields' names, in the order of their bits: field_names[i] is 1 << i's. */
 static const char *const field_names[] = {
     "key",    "limit", "period", "burst",  "cost",
     "algorithm", "policy", "tier",  "limits", "utc_offset", "tokens",
+    "ttl_ms",
 };
 
 #define NFIELDS (sizeof field_names / sizeof field_names[0])
@@ -65,6 +67,7 @@ static unsigned field_bit(const char *s, size_t n)
                : IS("policy") ? F_POLICY
                : IS("limits") ? F_LIMITS
                : IS("tokens") ? F_TOKENS
+               : IS("ttl_ms") ? F_TTL_MS
                               : 0;
     case 9: return IS("algorithm") ? F_ALGORITHM : 0;
     case 10: return IS("utc_offset") ? F_UTC_OFFSET : 0;
@@ -80,7 +83,7 @@ typedef struct raw {
     unsigned given;
     const char *key;
     size_t keylen;
-    int64_t limit, period_ns, burst, cost, tokens;
+    int64_t limit, period_ns, burst, cost, tokens, ttl_ms;
     int64_t months, utc_offset_ns; /* calendar months of the period; the windows' offset */
     sl_algorithm algorithm;
     const char *policy, *tier;
@@ -128,6 +131,7 @@ static void check_begin(sl_http_check *c)
     c->policy = c->tier = NULL;
     c->policy_len = c->tier_len = 0;
     c->tokens = 0;
+    c->ttl_ms = -1;
     c->status = 0;
     c->errstr = NULL;
     c->field = NULL;
@@ -208,6 +212,7 @@ static int take_int(raw *r, unsigned bit, int64_t v)
     case F_BURST: r->burst = v; break;
     case F_COST: r->cost = v; break;
     case F_TOKENS: r->tokens = v; break;
+    case F_TTL_MS: r->ttl_ms = v; break;
     default: return -1;
     }
     return 0;
@@ -226,8 +231,8 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
                 return check_fail(c, 400, prefix, field_name(clash[i]),
                                   "policy cannot be combined with %s: the policy sets it",
                                   field_name(clash[i]));
-    } else if (r->given & (F_TIER | F_TOKENS)) {
-        const char *f = r->given & F_TIER ? "tier" : "tokens";
+    } else if (r->given & (F_TIER | F_TOKENS | F_TTL_MS)) {
+        const char *f = r->given & F_TIER ? "tier" : r->given & F_TOKENS ? "tokens" : "ttl_ms";
         return check_fail(c, 400, prefix, f, "%s needs a policy", f);
     }
     if (!(r->given & F_KEY))
@@ -255,6 +260,7 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
         c->tier = r->tier;
         c->tier_len = r->tier_len;
         c->tokens = r->tokens;
+        c->ttl_ms = r->given & F_TTL_MS ? r->ttl_ms : -1;
         c->n++;
         return 0;
     }
@@ -347,7 +353,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         if (vl == SL_HTTP_BAD_ESCAPE)
             return check_fail(c, 400, NULL, f, "bad %%-escape in %s", f);
         if (vl == SL_HTTP_TOO_LONG &&
-            (bit == F_LIMIT || bit == F_BURST || bit == F_COST || bit == F_TOKENS))
+            (bit == F_LIMIT || bit == F_BURST || bit == F_COST || bit == F_TOKENS ||
+             bit == F_TTL_MS))
             return check_fail(c, 400, NULL, f, "%s must be an integer", f);
         if (vl == SL_HTTP_TOO_LONG && bit == F_PERIOD)
             return take_period_text(c, &r, NULL, "", 0); /* "not a duration" */
@@ -360,7 +367,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         case F_LIMIT:
         case F_BURST:
         case F_COST:
-        case F_TOKENS: {
+        case F_TOKENS:
+        case F_TTL_MS: {
             int64_t x;
             if (!sl_parse_i64(val, n, SL_INT_MINUS, &x))
                 return check_fail(c, 400, NULL, f, "%s must be an integer", f);
@@ -390,7 +398,7 @@ int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len)
     raw r;
     raw_init(&r);
     unsigned all = F_KEY | F_LIMIT | F_PERIOD | F_BURST | F_COST | F_ALGORITHM | F_POLICY | F_TIER |
-                   F_UTC_OFFSET | F_TOKENS;
+                   F_UTC_OFFSET | F_TOKENS | F_TTL_MS;
     if (take_query(c, &r, query, len, all) < 0)
         return -1;
     return finish_item(c, &r, NULL, true);
@@ -527,7 +535,8 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
         const char *mname = m->string ? m->string : "";
         unsigned bit = field_bit(mname, strlen(mname));
         if (bit == 0 ||
-            (!top && (bit == F_POLICY || bit == F_TIER || bit == F_LIMITS || bit == F_TOKENS))) {
+            (!top && (bit == F_POLICY || bit == F_TIER || bit == F_LIMITS || bit == F_TOKENS ||
+                      bit == F_TTL_MS))) {
             char shown[25];
             snprintf(shown, sizeof shown, "%s", mname);
             return check_fail(c, 400, prefix, shown, "unknown field '%s'", shown);
@@ -543,7 +552,8 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
         case F_LIMIT:
         case F_BURST:
         case F_COST:
-        case F_TOKENS: {
+        case F_TOKENS:
+        case F_TTL_MS: {
             int64_t x;
             if (json_int(m, &x) < 0)
                 return check_fail(c, 400, prefix, f, "%s must be an integer", f);

@@ -332,7 +332,7 @@ static void t_rate_fields(text *h, const sl_http_limit_report *items, size_t n,
  * (longer names are refused); the body at most 9 decisions of about 200
  * bytes. */
 #define HEAD_ROOM 8192
-#define BODY_ROOM 4096
+#define BODY_ROOM (4096 + SL_HTTP_BODY_EXTRA_MAX)
 #define JSON_TYPE "application/json"
 
 int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
@@ -344,6 +344,8 @@ int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
     if ((!single || o->scoped) && (o->rejected_by < -1 || o->rejected_by >= (int)n))
         return -1;
     if (o->scoped && (o->multi || o->nkey < 1 || o->nkey > n))
+        return -1;
+    if (o->extra_len > SL_HTTP_BODY_EXTRA_MAX || (o->extra_len && !o->extra))
         return -1;
     for (size_t i = 0; i < n; i++)
         if (!items[i].limit || !items[i].decision ||
@@ -409,6 +411,8 @@ int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
         }
         T_LIT(&body, "]");
     }
+    if (o->extra_len)
+        t_mem(&body, o->extra, o->extra_len);
     T_LIT(&body, "}");
 
     /* The head. */

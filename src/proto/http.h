@@ -283,7 +283,12 @@ typedef struct sl_http_decision_opts {
     size_t nkey;     /* scoped: how many items are the key's (at least 1) */
     int rejected_by; /* with several items, multi or scoped: the index of the
                         first item that rejected, -1 when all admitted */
+    const char *extra; /* members appended to the body's object as they are
+                          (",\"reservation\":...": /v1/reserve's), or NULL */
+    size_t extra_len;  /* at most SL_HTTP_BODY_EXTRA_MAX */
 } sl_http_decision_opts;
+
+#define SL_HTTP_BODY_EXTRA_MAX 4096
 
 /*
  * Which of n decisions taken together binds the caller: the one whose
@@ -409,6 +414,8 @@ typedef struct sl_http_check {
     const char *tier;   /* tier_len bytes in strbuf, or NULL */
     size_t tier_len;
     int64_t tokens;     /* a policy check's tokens (>= 0; 0 when not given) */
+    int64_t ttl_ms;     /* a policy check's ttl_ms (a reservation's, /v1/reserve); -1 when
+                           not given */
 
     /* After an error. */
     int status;              /* 400; 413 for a body over SL_HTTP_MAX_JSON; 401

@@ -48,14 +48,31 @@ static void sl_slot_done(sl_backend_req *r)
 {
     sl_slot *s = r->owner;
     sl_conn *conn = s->conn;
-    if (!conn) { /* closed meanwhile: nobody to answer */
+    if (!conn) {
+        /* Closed meanwhile: nobody to answer, but a chain (a settle) runs
+         * to its end, so that what it started in the store is finished. */
+        if (s->check.chain) {
+            sl_server *srv = s->w->srv;
+            sl_cmd_ctx ctx = {
+                .reply = &sl_resp_reply_sink,
+                .sink = &s->reply,
+                .be = srv->backend,
+                .bw = s->w->bw,
+                .lease_key = srv->lease_key,
+                .config = atomic_load_explicit(&srv->config, memory_order_acquire),
+            };
+            s->check.render = SL_RENDER_COUNT; /* into the slot's buffer, never sent */
+            if (!sl_check_finish(&ctx, &s->check))
+                return;
+        }
         sl_slot_free(s);
         return;
     }
     sl_cmd_ctx ctx;
     sl_conn_cmd_ctx(conn, &ctx);
     ctx.sink = &s->reply;
-    sl_check_finish(&ctx, &s->check);
+    if (!sl_check_finish(&ctx, &s->check))
+        return; /* its chain's next step is in flight */
     s->done = true;
     conn->inflight--;
     sl_conn_slots_drain(conn);

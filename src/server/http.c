@@ -7,6 +7,9 @@
  *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C][&tokens=N]
  *   POST /v1/check                      the same as JSON, or {"limits": [...]}
  *   GET  /v1/usage?key=K&policy=NAME[&tier=T]   each limit's use (SL.USAGE)
+ *   POST /v1/reserve                    a policy check of the estimates, as JSON
+ *                                       (or its query) with ttl_ms: SL.RESERVE
+ *   POST /v1/settle                     {"reservation", "cost", "tokens"}: SL.SETTLE
  *   ANY  /v1/auth/{policy}[?tier=T&cost=C&tokens=N]   forward-auth: the key comes from
  *                                       a request header (--http-auth-header),
  *                                       or is the client's address
@@ -32,6 +35,7 @@
 
 #include "common/clock.h"
 #include "common/secret.h"
+#include "cmd/reserve.h"
 #include "common/units.h"
 #include "policy/config.h"
 #include "proto/client_addr.h"
@@ -100,11 +104,51 @@ static void sl_http_render_usage(sl_buf *out, const sl_check *k, bool keep, bool
     cJSON_free(text);
 }
 
+/* /v1/settle's body: {"settled": bool, "limits": [{name, adjusted}, ...]},
+ * as SL.SETTLE answers; 409 when the reservation was not open (expired, or
+ * settled already). */
+static void sl_http_render_settle(sl_buf *out, const sl_check *k, bool keep, bool head)
+{
+    const sl_chain *ch = k->chain;
+    cJSON *root = cJSON_CreateObject();
+    if (root) {
+        cJSON_AddBoolToObject(root, "settled", ch->settled);
+        if (!ch->settled)
+            cJSON_AddStringToObject(root, "error", "the reservation has expired or was settled "
+                                                   "already: nothing was given back or charged");
+    }
+    cJSON *list = root ? cJSON_AddArrayToObject(root, "limits") : NULL;
+    for (size_t i = 0; list && ch->settled && i < ch->n; i++) {
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(k->name, k->lname[i], i >= k->nkey, name, sizeof name);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(list, o);
+        cJSON_AddStringToObject(o, "name", name);
+        cJSON_AddNumberToObject(o, "adjusted", (double)ch->adjusted[i]);
+    }
+    char *text = list ? cJSON_PrintUnformatted(root) : NULL;
+    cJSON_Delete(root);
+    if (!text) {
+        sl_http_write_error(out, 503, keep, "out of memory", NULL);
+        return;
+    }
+    size_t n = strlen(text);
+    text[n] = '\n';
+    sl_http_write_response(out, ch->settled ? 200 : 409, keep, "application/json", NULL, text,
+                           n + 1, head);
+    cJSON_free(text);
+}
+
 /* Writes a check's response (SL_RENDER_FACE), now or when it is decided. */
 void sl_http_render(sl_cmd_ctx *c, sl_check *k)
 {
     sl_buf *out = c->sink;
     bool keep = k->face_flags & SL_HTTP_KEEP, head = k->face_flags & SL_HTTP_HEAD;
+    const sl_chain *ch = k->chain;
+    if (ch && ch->error[0]) { /* a step after the first failed: the store's */
+        sl_http_write_error(out, 503, keep, ch->error + 4, NULL);
+        return;
+    }
     if (k->req.rc != SL_OK) {
         /* A remote store's own words when it has some (a key of another
          * type in Redis, a sync node's table full), as RESP gives them. */
@@ -117,6 +161,10 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
     }
     if (k->face_flags & SL_HTTP_USAGE) {
         sl_http_render_usage(out, k, keep, head);
+        return;
+    }
+    if (ch && ch->kind == SL_RENDER_SETTLE) {
+        sl_http_render_settle(out, k, keep, head);
         return;
     }
     if (k->face_flags & SL_HTTP_RESET) {
@@ -147,6 +195,15 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
         .nkey = k->nkey,
         .rejected_by = k->req.failed,
     };
+    char extra[SL_HTTP_BODY_EXTRA_MAX];
+    if (ch) { /* /v1/reserve: the reservation after the numbers */
+        int e = ch->reserved && ch->id_len < sizeof extra - 64
+                    ? snprintf(extra, sizeof extra, ",\"reservation\":\"%s\",\"ttl_ms\":%lld",
+                               ch->id, (long long)ch->ttl_ms)
+                    : snprintf(extra, sizeof extra, ",\"reservation\":null,\"ttl_ms\":0");
+        o.extra = extra;
+        o.extra_len = e > 0 && (size_t)e < sizeof extra ? (size_t)e : 0;
+    }
     sl_http_write_decision(out, &o, items, k->n);
 }
 
@@ -155,7 +212,7 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
  * error found before the store is asked is written here.
  */
 static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, int deny_status,
-                              bool peek)
+                              bool peek, bool reserve)
 {
     sl_cmd_ctx ctx;
     sl_conn_cmd_ctx(c, &ctx);
@@ -191,6 +248,16 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
         }
         if (n == 0) {
             sl_http_write_error(sl_conn_out(c), 400, keep, sl_strerror(SL_ERR_KEY), "key");
+            return;
+        }
+        char err[256];
+        if (reserve &&
+            sl_reserve_prepare(&ctx, &k, p, chk->tier, chk->tier ? chk->tier_len : 0,
+                               chk->items[0].key, chk->items[0].keylen, chk->items[0].cost,
+                               chk->tokens, chk->ttl_ms < 0 ? SL_RESERVE_TTL_DEFAULT_MS
+                                                            : chk->ttl_ms,
+                               err, sizeof err)) {
+            sl_http_write_error(sl_conn_out(c), 400, keep, err, NULL);
             return;
         }
     } else {
@@ -256,9 +323,9 @@ static bool sl_auth_policy_segment(sl_http_slice path, sl_http_slice *name)
     return slash != NULL;
 }
 
-/* /v1/check and /v1/auth/{policy}: decode, run, answer. */
+/* /v1/check, /v1/reserve and /v1/auth/{policy}: decode, run, answer. */
 static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const char *body,
-                                  bool keep, bool forward_auth)
+                                  bool keep, bool forward_auth, bool reserve)
 {
     sl_worker *w = c->w;
     sl_http_check *chk = sl_http_worker_check(w);
@@ -309,7 +376,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         rc = sl_http_check_auth(chk, policy, (size_t)plen, key.ptr, key.len,
                                 cfg->http_auth_header, envoy ? NULL : r->query.ptr,
                                 envoy ? 0 : r->query.len);
-    } else if (sl_method_is(r, "POST")) {
+    } else if (sl_method_is(r, "POST") && (!reserve || r->content_length > 0)) {
         rc = sl_http_check_from_json(chk, body, (size_t)r->content_length);
     } else {
         rc = sl_http_check_from_query(chk, r->query.ptr, r->query.len);
@@ -325,8 +392,18 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
     bool head = sl_method_is(r, "HEAD");
     uint32_t flags = (keep ? SL_HTTP_KEEP : 0) | (head ? SL_HTTP_HEAD : 0) |
                      (chk->multi ? SL_HTTP_MULTI : 0);
+    if (chk->ttl_ms >= 0 && !reserve) {
+        sl_http_write_error(sl_conn_out(c), 400, keep, "ttl_ms is a reservation's: POST it to "
+                            "/v1/reserve", "ttl_ms");
+        return;
+    }
+    if (reserve && !chk->policy) {
+        sl_http_write_error(sl_conn_out(c), 400, keep, "a reservation is of a policy: policy is "
+                            "required", "policy");
+        return;
+    }
     sl_http_run_check(c, chk, flags, forward_auth ? w->srv->cfg.http_deny_status : 0,
-                      head && !forward_auth);
+                      head && !forward_auth, reserve);
 }
 
 /* GET /v1/usage?policy=P&key=K[&tier=T]: SL.USAGE over HTTP. */
@@ -360,7 +437,69 @@ static void sl_http_usage(sl_conn *c, const sl_http_request *r, bool keep, bool 
     }
     chk->items[0].cost = 0; /* a peek of nothing: what is used and left now */
     sl_http_run_check(c, chk, SL_HTTP_USAGE | (keep ? SL_HTTP_KEEP : 0) | (head ? SL_HTTP_HEAD : 0),
-                      0, true);
+                      0, true, false);
+}
+
+/* POST /v1/settle {"reservation": ID, "cost": C, "tokens": N}: SL.SETTLE
+ * over HTTP (cost and tokens, when left out, are the estimate's). */
+static void sl_http_settle(sl_conn *c, const sl_http_request *r, const char *body, bool keep)
+{
+    cJSON *root = r->content_length > 0
+                      ? cJSON_ParseWithLength(body, (size_t)r->content_length)
+                      : NULL;
+    const char *id = NULL, *bad = NULL, *field = NULL;
+    int64_t amount[2];
+    bool has[2] = {false, false};
+    if (!cJSON_IsObject(root))
+        bad = "the body must be a JSON object: {\"reservation\": ID, \"cost\": C, "
+              "\"tokens\": N}";
+    for (const cJSON *m = root && !bad ? root->child : NULL; m && !bad; m = m->next) {
+        const char *f = m->string ? m->string : "";
+        int which = strcmp(f, "cost") == 0 ? 0 : strcmp(f, "tokens") == 0 ? 1 : -1;
+        field = f;
+        if (strcmp(f, "reservation") == 0) {
+            if (!cJSON_IsString(m))
+                bad = "reservation must be a string, as /v1/reserve gave it";
+            else
+                id = m->valuestring;
+        } else if (which < 0) {
+            bad = "unknown field: a settle takes reservation, cost and tokens";
+        } else if (!cJSON_IsNumber(m) || m->valuedouble != (double)(int64_t)m->valuedouble ||
+                   m->valuedouble < 0 || m->valuedouble > 9007199254740992.0) {
+            bad = which ? "tokens must be a non-negative integer"
+                        : "cost must be a non-negative integer";
+        } else {
+            amount[which] = (int64_t)m->valuedouble;
+            has[which] = true;
+        }
+    }
+    if (!bad && !id) {
+        bad = "reservation is required";
+        field = "reservation";
+    }
+    char err[256];
+    int status = 400;
+    sl_cmd_ctx ctx;
+    sl_check k;
+    if (!bad) {
+        sl_conn_cmd_ctx(c, &ctx);
+        status = sl_settle_prepare(&ctx, &k, id, strlen(id), has[0] ? &amount[0] : NULL,
+                                   has[1] ? &amount[1] : NULL, err, sizeof err);
+        bad = status ? err : NULL;
+        field = status == 400 ? "reservation" : NULL;
+    }
+    if (bad) {
+        char shown[32];
+        snprintf(shown, sizeof shown, "%s", field ? field : "");
+        sl_http_write_error(sl_conn_out(c), status, keep, bad, field ? shown : NULL);
+        cJSON_Delete(root);
+        return;
+    }
+    cJSON_Delete(root);
+    k.render = SL_RENDER_FACE;
+    k.face_flags = keep ? SL_HTTP_KEEP : 0;
+    k.face_status = 0;
+    sl_check_submit(&ctx, &k);
 }
 
 /* ---- for operators: /v1/keys/{key}, /v1/policies ---- */
@@ -532,7 +671,7 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
 
     if (sl_path_is(path, "/v1/check")) {
         if (get || sl_method_is(r, "POST"))
-            sl_http_check_request(c, r, body, keep, false);
+            sl_http_check_request(c, r, body, keep, false, false);
         else
             sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
                                    "Allow: GET, HEAD, POST\r\n",
@@ -540,7 +679,7 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
     } else if (path.len > 9 && memcmp(path.ptr, "/v1/auth/", 9) == 0) {
         /* Any method: a proxy asks with the client's own (Envoy's ext_authz
          * does), and the body, if any, is not read. */
-        sl_http_check_request(c, r, body, keep, true);
+        sl_http_check_request(c, r, body, keep, true, false);
     } else if (path.len >= 9 && memcmp(path.ptr, "/v1/keys/", 9) == 0) {
         if (get || sl_method_is(r, "DELETE"))
             sl_http_key(c, r, path, keep, head);
@@ -548,6 +687,15 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
             sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
                                    "Allow: GET, HEAD, DELETE\r\n",
                                    "{\"error\":\"method not allowed\"}\n", 31, head);
+    } else if (sl_path_is(path, "/v1/reserve") || sl_path_is(path, "/v1/settle")) {
+        if (!sl_method_is(r, "POST"))
+            sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
+                                   "Allow: POST\r\n", "{\"error\":\"method not allowed\"}\n", 31,
+                                   head);
+        else if (sl_path_is(path, "/v1/reserve"))
+            sl_http_check_request(c, r, body, keep, false, true);
+        else
+            sl_http_settle(c, r, body, keep);
     } else if (sl_path_is(path, "/v1/policies") && get) {
         sl_http_policies(c, keep, head);
     } else if (sl_path_is(path, "/v1/usage") && get) {
