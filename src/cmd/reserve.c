@@ -83,12 +83,6 @@ const char *sl_reserve_prepare(const sl_cmd_ctx *c, sl_check *k, const sl_policy
                                size_t key_len, int64_t cost, int64_t tokens, int64_t ttl_ms,
                                char *err, size_t cap)
 {
-    for (size_t i = 0; i < k->n; i++)
-        if (k->lim[i]->algorithm == SL_CONCURRENCY) {
-            snprintf(err, cap, "policy '%s' holds a concurrency limit, which is acquired "
-                               "(SL.ACQUIRE), not reserved", p->name);
-            return err;
-        }
     if (ttl_ms < 1 || ttl_ms > SL_RESERVE_TTL_MAX_MS) {
         snprintf(err, cap, "TTL must be 1 to %d ms", SL_RESERVE_TTL_MAX_MS);
         return err;
@@ -185,9 +179,7 @@ int sl_settle_prepare(const sl_cmd_ctx *c, sl_check *k, const char *id, size_t i
         }
     }
     for (int i = 0; status == 0 && i < n; i++)
-        if (act[i].cost > est[i].cost &&
-            (est[i].limit->algorithm == SL_SLIDING_LOG ||
-             est[i].limit->algorithm == SL_CONCURRENCY)) {
+        if (act[i].cost > est[i].cost && est[i].limit->algorithm == SL_SLIDING_LOG) {
             char name[SL_POLICY_LIMIT_NAME_ROOM];
             sl_policy_limit_name(k->name, k->lname[i], (size_t)i >= k->nkey, name, sizeof name);
             snprintf(err, cap, "limit '%s' is a %s, which cannot owe: settle it at or below "

@@ -57,8 +57,8 @@ typedef struct sl_chain {
 /*
  * Makes k, a policy's check of the estimates (sl_check_policy(), its items
  * taken in the first step), a reservation: room for the marker and the id.
- * Returns NULL, or what is wrong (into err, cap bytes): a concurrency
- * limit in the policy, the key too long, out of memory.
+ * Returns NULL, or what is wrong (into err, cap bytes): the TTL out of
+ * range, the key too long, out of memory.
  */
 const char *sl_reserve_prepare(const sl_cmd_ctx *c, sl_check *k, const struct sl_policy *p,
                                const char *tier, size_t tier_len, const char *key,
