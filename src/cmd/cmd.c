@@ -817,8 +817,8 @@ static bool sl_policy_check_or_reply(sl_cmd_ctx *c, sl_check *k, const sl_policy
     return n > 0;
 }
 
-/* A policy command's options from argv[from]: COST, TOKENS, TIER and, when
- * ttl is not NULL, TTL (each once); else the error is replied. */
+/* A policy command's options from argv[from], each once: the first nopts
+ * of COST, TOKENS, TIER and TTL; else the error is replied. */
 typedef struct sl_policy_opts {
     int64_t cost, tokens, ttl_ms;
     bool has_cost, has_tokens, has_ttl;
@@ -826,12 +826,12 @@ typedef struct sl_policy_opts {
 } sl_policy_opts;
 
 static bool sl_policy_opts_parse(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int from,
-                                 bool tier_ttl, const char *usage, sl_policy_opts *o)
+                                 int nopts, const char *usage, sl_policy_opts *o)
 {
     static const char *const names[] = {"COST", "TOKENS", "TIER", "TTL"};
     for (int i = from; i < argc; i += 2) {
         int which = -1;
-        for (int j = 0; j < (tier_ttl ? 4 : 2); j++)
+        for (int j = 0; j < nopts; j++)
             if (sl_arg_is(&argv[i], names[j]))
                 which = j;
         if (which < 0 || i + 1 >= argc) {
@@ -882,7 +882,7 @@ static void sl_cmd_policy(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     static const char usage[] = "SL.POLICY policy key [COST cost] [TOKENS tokens] [TIER tier]";
     const sl_policy *p = sl_policy_or_reply(c, &argv[1]);
     sl_policy_opts o = {.cost = 1};
-    if (!p || !sl_policy_opts_parse(c, argc, argv, 3, false, usage, &o))
+    if (!p || !sl_policy_opts_parse(c, argc, argv, 3, 3, usage, &o))
         return;
     char keys[SL_POLICY_KEYS_ROOM];
     sl_take_item items[SL_TAKE_MANY_MAX];
@@ -901,7 +901,7 @@ static void sl_cmd_reserve(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         "SL.RESERVE policy key [COST cost] [TOKENS tokens] [TIER tier] [TTL ms]";
     const sl_policy *p = sl_policy_or_reply(c, &argv[1]);
     sl_policy_opts o = {.cost = 1, .ttl_ms = SL_RESERVE_TTL_DEFAULT_MS};
-    if (!p || !sl_policy_opts_parse(c, argc, argv, 3, true, usage, &o))
+    if (!p || !sl_policy_opts_parse(c, argc, argv, 3, 4, usage, &o))
         return;
     char keys[SL_POLICY_KEYS_ROOM];
     sl_take_item items[SL_TAKE_MANY_MAX];
@@ -925,7 +925,7 @@ static void sl_cmd_settle(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     static const char usage[] = "SL.SETTLE reservation [COST cost] [TOKENS tokens]";
     sl_policy_opts o = {0};
-    if (!sl_policy_opts_parse(c, argc, argv, 2, false, usage, &o))
+    if (!sl_policy_opts_parse(c, argc, argv, 2, 2, usage, &o))
         return;
     sl_check k;
     char err[256];

@@ -141,3 +141,54 @@ def test_usage_of_a_policys_limits(policy_server):
     assert [_dec(m)["used"] for m in r.execute_command("SL.USAGE", "u", "POLICY", "chat")] == \
         [1, 250, 250], "asking consumes nothing"
     r.close()
+
+
+def _settle(r, *args):
+    d = _dec(r.execute_command("SL.SETTLE", *args))
+    d["limits"] = {_dec(x)["name"].decode(): _dec(x)["adjusted"] for x in d["limits"]}
+    return d
+
+
+def _used(r, key, policy):
+    return {_dec(x)["name"].decode(): _dec(x)["used"]
+            for x in r.execute_command("SL.USAGE", key, "POLICY", policy)}
+
+
+def test_reserve_and_settle_in_the_module(policy_server):
+    r = policy_server.client()
+    d = _dec(r.execute_command("SL.RESERVE", "chat", "u", "TOKENS", 600))
+    assert (d["allowed"], d["ttl_ms"]) == (1, 600000), d
+    rid = d["reservation"]
+    # the marker shares the key's slot: "{chat:u}\x1freserve\x1f..." beside "{chat:u}\x1frpm"
+    markers = [k for k in r.keys("*") if b"\x1freserve\x1f" in k]
+    assert len(markers) == 1 and markers[0].startswith(b"{chat:u}\x1freserve\x1f"), markers
+    assert b"{chat:u}\x1frpm" in r.keys("*")
+    assert r.pttl(markers[0]) > 0, "the marker expires with its TTL"
+    s = _settle(r, rid, "TOKENS", 100)
+    assert (s["settled"], s["limits"]) == (1, {"chat.rpm": 0, "chat.tpm": -500,
+                                               "chat.global.tpm": -500}), s
+    assert _settle(r, rid)["settled"] == 0
+    assert _used(r, "u", "chat") == {"chat.rpm": 1, "chat.tpm": 100, "chat.global.tpm": 100}
+    d = _dec(r.execute_command("SL.RESERVE", "chat", "u", "TOKENS", 10))
+    s = _settle(r, d["reservation"], "TOKENS", 1200)  # past the 1000 an hour: a debt
+    assert s["limits"]["chat.tpm"] == 1190, s
+    d = _dec(r.execute_command("SL.POLICY", "chat", "u", "TOKENS", 1))
+    assert (d["allowed"], d["binding"]) == (0, b"chat.tpm"), d
+    r.close()
+
+
+def test_a_settle_reaches_the_replica(make_server, tmp_path):
+    from conftest import wait_for
+    cfg = tmp_path / "sluice.yaml"
+    cfg.write_text(CONFIG)
+    primary = make_server("primary", module_args=["CONFIG", str(cfg)])
+    replica = make_server("replica", start=False, module_args=["CONFIG", str(cfg)])
+    replica.args = ["--replicaof", "127.0.0.1", str(primary.port)]
+    replica.start()
+    p, rr = primary.client(), replica.client()
+    wait_for(lambda: rr.info("replication").get("master_link_status") == "up", "the replica link")
+    d = _dec(p.execute_command("SL.RESERVE", "chat", "v", "TOKENS", 700))
+    _settle(p, d["reservation"], "TOKENS", 50)
+    wait_for(lambda: _used(rr, "v", "chat")["chat.tpm"] == 50, "the settle on the replica")
+    p.close()
+    rr.close()
