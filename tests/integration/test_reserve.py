@@ -327,3 +327,21 @@ def test_on_a_central_redis_any_node_settles_what_another_reserved(central):
 
 def test_on_a_central_redis_no_unit_is_lost_or_created(central):
     no_unit_lost_or_created(central[0], threads=3, rounds=25)
+
+
+def test_a_settle_whose_client_hangs_up_still_runs_to_its_end(central):
+    import socket
+    a, _ = central
+    with a.conn() as c:
+        d = reserve(c, "chat", "gone", "TOKENS", 900)
+    rid = d["reservation"]
+    cmd = "*4\r\n$9\r\nSL.SETTLE\r\n$%d\r\n%s\r\n$6\r\nTOKENS\r\n$1\r\n0\r\n" % (len(rid), rid)
+    s = socket.create_connection(a.addr)
+    s.sendall(cmd.encode())
+    s.close()  # before the store has answered the first step
+    with a.conn() as c:
+        deadline = time.time() + 10
+        while time.time() < deadline and usage(c, "gone")["chat.global.tpm"] != 0:
+            time.sleep(0.05)
+        assert usage(c, "gone") == {"chat.rpm": 1, "chat.tpm": 0, "chat.global.tpm": 0}
+        assert settle(c, rid)["settled"] == 0
