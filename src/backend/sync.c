@@ -1023,7 +1023,7 @@ static int sy_mix_submit(sl_backend_worker *w, sl_backend_req *r)
     size_t bytes = 0;
     for (size_t i = 0; i < r->n; i++)
         bytes += r->items[i].keylen;
-    sy_mix *m = malloc(sizeof *m + bytes);
+    sy_mix *m = calloc(1, sizeof *m + bytes);
     if (!m) {
         r->rc = SL_ERR_NOMEM;
         r->failed = -1;
