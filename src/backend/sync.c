@@ -24,7 +24,9 @@
  *
  * What the quota does not lease (windows, the log, concurrency, their
  * resets and leases) passes through to the redis backend: decided in the
- * store, as with redis://.
+ * store, as with redis://. A take of both kinds at once takes the windows
+ * in the store first, then the rates here, and gives the windows back when
+ * a rate refuses (sy_mix, which states the bound).
  */
 #include <limits.h>
 #include <pthread.h>
@@ -124,6 +126,7 @@ struct sl_backend_worker {
     sy_wait *waiting; /* in arrival order */
     size_t inflight;  /* syncs out */
     bool detaching;
+    bool inner_gone;  /* the redis backend's handle is detaching: nothing more is sent there */
     int closing;      /* timers whose close has not called back yet */
     char why[256];    /* the errstr of the request being answered: a refused key's words */
     /* The registry's claim (worker 0, when the backend claims its id). */
@@ -415,6 +418,13 @@ static void sy_fill(const sy_entry *e, int64_t now, int64_t cost, bool ok, sl_de
     };
 }
 
+/* Would a take of `cost` on e be admitted at now (nothing taken)? */
+static bool sy_admits(const sy_entry *e, int64_t now, int64_t cost)
+{
+    return cost <= e->cfg.burst_units && cost >= 0 &&
+           sl_quota_node_tokens(&e->cfg, &e->node, now) >= cost * SL_QUOTA_SCALE;
+}
+
 /*
  * Decides r's items (every one leased) at now, or starts the syncs it must
  * wait for. Returns SL_OK when r is answered, SL_PENDING when it waits:
@@ -492,8 +502,7 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
             ok = sl_quota_take(&e->cfg, &e->node, now, it->cost);
             e->used_at = now;
         } else {
-            ok = it->cost <= e->cfg.burst_units && it->cost >= 0 &&
-                 sl_quota_node_tokens(&e->cfg, &e->node, now) >= it->cost * SL_QUOTA_SCALE;
+            ok = sy_admits(e, now, it->cost);
         }
         sy_fill(e, now, it->cost, ok, &r->d[k]);
         pthread_mutex_unlock(&s->lock);
@@ -514,6 +523,19 @@ static int sy_decide(sl_backend_worker *w, sl_backend_req *r, int64_t now, bool 
                 sl_quota_give_back(&e->node, it->cost);
                 sy_fill(e, now, it->cost, true, &r->d[j]);
             }
+            pthread_mutex_unlock(&s->lock);
+        }
+        /* And the items after it say what each would answer now, a peek of
+         * its cost alone, as a store's take of many does. */
+        for (size_t j = k + 1; r->rc == SL_OK && j < r->n; j++) {
+            const sl_take_item *it = &r->items[j];
+            sy_stripe *s = sy_stripe_of(b, hs[j]);
+            pthread_mutex_lock(&s->lock);
+            const sy_entry *e = sy_find(s, hs[j], it->key, it->keylen);
+            if (e)
+                sy_fill(e, now, it->cost, sy_admits(e, now, it->cost), &r->d[j]);
+            else
+                r->d[j] = (sl_decision){.allowed = false, .retry_after_ns = b->interval_ns};
             pthread_mutex_unlock(&s->lock);
         }
     }
@@ -731,7 +753,10 @@ static void sy_detach(sl_backend_worker *w)
         free(q);
         r->done(r);
     }
-    /* Syncs out are answered by the redis backend's detach. */
+    /* Syncs out are answered by the redis backend's detach, and so are the
+     * windows of takes of both kinds (sy_mix), whose rates are then
+     * decided at once. */
+    w->inner_gone = true;
     w->b->inner->ops->detach(w->inner);
     atomic_fetch_sub(&w->b->attached, 1);
     w->closing = 3;
@@ -740,7 +765,8 @@ static void sy_detach(sl_backend_worker *w)
     uv_close((uv_handle_t *)&w->claim_timer, sy_timer_closed);
 }
 
-/* What the quota leases: takes and peeks whose every item is a rate. */
+/* What the quota leases: 1 for takes and peeks whose every item is a rate,
+ * 0 for those with none (and every other op), -1 for both kinds (sy_mix). */
 static int sy_kind(const sl_backend_req *r)
 {
     if ((r->op != SL_OP_TAKE && r->op != SL_OP_PEEK) || !r->items || r->n == 0)
@@ -794,6 +820,250 @@ static int sy_refund(sl_backend_worker *w, sl_backend_req *r)
     return SL_OK;
 }
 
+/* Decides r, a take or peek of rates alone, at now: in the call when every
+ * key holds a live lease (or the central is out of reach), else after the
+ * keys' first trades (SL_PENDING, done() later). A stopping worker decides
+ * at once on what it holds. */
+static int sy_rates_submit(sl_backend_worker *w, sl_backend_req *r, int64_t now)
+{
+    if (w->detaching)
+        return sy_decide(w, r, now, true);
+    /* Twice: a sync the redis backend answered in the call (the central
+     * known to be down) leaves nothing to wait for. */
+    if (sy_decide(w, r, now, false) == SL_OK || sy_decide(w, r, now, false) == SL_OK)
+        return SL_OK;
+    atomic_fetch_add_explicit(&w->b->waits, 1, memory_order_relaxed);
+    sy_wait *q = sy_wait_new(w, r);
+    if (!q)
+        return sy_decide(w, r, now, true);
+    sy_wait **p = &w->waiting;
+    while (*p)
+        p = &(*p)->next;
+    *p = q;
+    if (!uv_is_active((uv_handle_t *)&w->poll))
+        uv_timer_start(&w->poll, sy_poll, SY_POLL_MS, SY_POLL_MS);
+    return SL_PENDING;
+}
+
+/* ---- takes of rates and windows at once ---- */
+
+/*
+ * A take of both kinds (requests a minute beside a monthly quota), all or
+ * nothing as any take of several limits:
+ *
+ *   1. the windows (what the quota does not lease) are decided in the
+ *      central, as one take of theirs through the redis backend, which
+ *      answers later;
+ *   2. when they admit, the rates are decided on this node's leases, as a
+ *      take of rates alone is (waiting for a key's first trade, if need be);
+ *      when they refuse, the rates are peeked, never taken;
+ *   3. when a rate refuses (or fails), each window item is given back with
+ *      SL_OP_REFUND, as the redis backend gives back the keys of a take
+ *      made slot by slot, and the answer is the rate's refusal.
+ *
+ * A peek of both kinds peeks each part, and gives nothing back. The
+ * decisions are the request's, in its order; `failed` is the first item
+ * refused. Each part has the request's time budget.
+ *
+ * The bound: while a give-back is on its way, a concurrent take may find
+ * the window's units gone (stricter for that moment, never looser). A
+ * give-back the central does not take (it went out of reach between the
+ * two steps, the give-back timed out, the node ran out of memory, or the
+ * worker was stopping) leaves the units taken: the window counts a request
+ * that was refused, its cost at most, until the window ends. Nothing is
+ * admitted beyond a limit, but for what --on-store-error answers for the
+ * windows while the store is down (fail_open admits them uncounted).
+ */
+typedef struct sy_mix {
+    sl_backend_worker *w;
+    sl_backend_req *parent;
+    sl_backend_req win, rate; /* the two parts */
+    size_t nw, nr;
+    uint8_t win_at[SL_TAKE_MANY_MAX]; /* each part's items' places in the request */
+    uint8_t rate_at[SL_TAKE_MANY_MAX];
+    sl_take_item win_items[SL_TAKE_MANY_MAX], rate_items[SL_TAKE_MANY_MAX];
+    sl_limit limits[SL_TAKE_MANY_MAX]; /* in the request's order */
+    sl_decision win_d[SL_TAKE_MANY_MAX], rate_d[SL_TAKE_MANY_MAX];
+    char keys[]; /* the items' keys, copied: the caller's are gone after submit */
+} sy_mix;
+
+/* A give-back in flight: its own copy of what it gives back. */
+typedef struct sy_giveback {
+    sl_backend_req req;
+    sl_take_item item;
+    sl_limit limit;
+    sl_decision d;
+    char key[];
+} sy_giveback;
+
+static void sy_giveback_done(sl_backend_req *r)
+{
+    free(r->owner);
+}
+
+/* Gives a window's take of it back in the central, on the request's
+ * store-down policy and budget. Not answered to anyone: one that fails
+ * leaves the units taken (sy_mix's bound). */
+static void sy_give_back(sl_backend_worker *w, const sl_backend_req *p, const sl_take_item *it)
+{
+    if (w->inner_gone || it->cost <= 0)
+        return;
+    sy_giveback *g = malloc(sizeof *g + it->keylen);
+    if (!g)
+        return;
+    memcpy(g->key, it->key, it->keylen);
+    g->limit = *it->limit;
+    g->item = (sl_take_item){g->key, it->keylen, &g->limit, it->cost};
+    g->req = (sl_backend_req){
+        .op = SL_OP_REFUND,
+        .n = 1,
+        .items = &g->item,
+        .on_error = p->on_error,
+        .timeout_ms = p->timeout_ms,
+        .d = &g->d,
+        .done = sy_giveback_done,
+        .owner = g,
+    };
+    if (w->b->inner->ops->submit(w->inner, &g->req) != SL_PENDING)
+        sy_giveback_done(&g->req);
+}
+
+/* Both parts are in: the answer, in the request's order. Frees m. */
+static void sy_mix_finish(sy_mix *m)
+{
+    sl_backend_req *p = m->parent, *win = &m->win, *rate = &m->rate;
+    bool taken = p->op == SL_OP_TAKE && win->failed < 0;
+    if (rate->rc != SL_OK) {
+        p->rc = rate->rc;
+        p->errstr = rate->errstr; /* the worker's words (w->why), valid until done() */
+        p->errstr_is_reply = rate->errstr_is_reply;
+    }
+    if (taken && (rate->rc != SL_OK || rate->failed >= 0))
+        for (size_t i = 0; i < m->nw; i++) {
+            sy_give_back(m->w, p, &m->win_items[i]);
+            /* What the window answers once it has its units back. */
+            sl_decision *d = &m->win_d[i];
+            if (d->remaining >= 0 && d->remaining <= d->limit)
+                d->remaining = sl_add_clamp(d->remaining, m->win_items[i].cost, d->limit);
+        }
+    for (size_t i = 0; i < m->nw; i++)
+        p->d[m->win_at[i]] = m->win_d[i];
+    for (size_t i = 0; i < m->nr; i++)
+        p->d[m->rate_at[i]] = m->rate_d[i];
+    p->failed = -1;
+    if (p->rc == SL_OK && (win->failed >= 0 || rate->failed >= 0)) {
+        /* The first refused; the part's own index when no decision says so. */
+        p->failed = win->failed >= 0 ? m->win_at[win->failed] : m->rate_at[rate->failed];
+        for (size_t k = 0; k < p->n; k++)
+            if (!p->d[k].allowed) {
+                p->failed = (int)k;
+                break;
+            }
+    }
+    free(m);
+}
+
+static void sy_mix_rates_done(sl_backend_req *part)
+{
+    sy_mix *m = part->owner;
+    sl_backend_req *p = m->parent;
+    sy_mix_finish(m);
+    p->done(p);
+}
+
+/* The windows' answer is in (at now): an error ends the request, else the
+ * rates are decided (taken when the windows were, else peeked). SL_OK when
+ * r is answered (m freed), SL_PENDING when the rates wait. */
+static int sy_mix_windows_in(sy_mix *m, int64_t now)
+{
+    sl_backend_req *p = m->parent, *win = &m->win;
+    sl_backend_worker *w = m->w;
+    if (win->by != SL_DECIDED_BY_STORE)
+        p->by = win->by;
+    if (win->rc != SL_OK) {
+        p->rc = win->rc;
+        p->failed = -1;
+        if (win->errstr) {
+            /* The part's words live until its done() returns: copied. */
+            snprintf(w->why, sizeof w->why, "%s", win->errstr);
+            p->errstr = w->why;
+            p->errstr_is_reply = win->errstr_is_reply;
+        }
+        free(m);
+        return SL_OK;
+    }
+    bool take = p->op == SL_OP_TAKE && win->failed < 0;
+    m->rate = (sl_backend_req){
+        .op = take ? SL_OP_TAKE : SL_OP_PEEK,
+        .n = m->nr,
+        .items = m->rate_items,
+        .on_error = p->on_error,
+        .timeout_ms = p->timeout_ms,
+        .d = m->rate_d,
+        .done = sy_mix_rates_done,
+        .owner = m,
+    };
+    if (sy_rates_submit(w, &m->rate, now) == SL_PENDING)
+        return SL_PENDING;
+    sy_mix_finish(m);
+    return SL_OK;
+}
+
+static void sy_mix_windows_done(sl_backend_req *part)
+{
+    sy_mix *m = part->owner;
+    sl_backend_req *p = m->parent;
+    if (sy_mix_windows_in(m, sl_now_mono()) != SL_PENDING)
+        p->done(p);
+}
+
+/* Starts r, a take or peek of both kinds (sy_kind -1), its items checked. */
+static int sy_mix_submit(sl_backend_worker *w, sl_backend_req *r)
+{
+    size_t bytes = 0;
+    for (size_t i = 0; i < r->n; i++)
+        bytes += r->items[i].keylen;
+    sy_mix *m = calloc(1, sizeof *m + bytes);
+    if (!m) {
+        r->rc = SL_ERR_NOMEM;
+        r->failed = -1;
+        return SL_OK;
+    }
+    m->w = w;
+    m->parent = r;
+    m->nw = m->nr = 0;
+    char *k = m->keys;
+    for (size_t i = 0; i < r->n; i++) {
+        const sl_take_item *it = &r->items[i];
+        m->limits[i] = *it->limit;
+        memcpy(k, it->key, it->keylen);
+        sl_take_item copy = {k, it->keylen, &m->limits[i], it->cost};
+        k += it->keylen;
+        if (sy_leased(it->limit->algorithm)) {
+            m->rate_at[m->nr] = (uint8_t)i;
+            m->rate_items[m->nr++] = copy;
+        } else {
+            m->win_at[m->nw] = (uint8_t)i;
+            m->win_items[m->nw++] = copy;
+        }
+    }
+    r->rc = SL_OK;
+    r->failed = -1;
+    m->win = (sl_backend_req){
+        .op = r->op,
+        .n = m->nw,
+        .items = m->win_items,
+        .on_error = r->on_error,
+        .timeout_ms = r->timeout_ms,
+        .d = m->win_d,
+        .done = sy_mix_windows_done,
+        .owner = m,
+    };
+    if (w->b->inner->ops->submit(w->inner, &m->win) == SL_PENDING)
+        return SL_PENDING;
+    return sy_mix_windows_in(m, *w->now);
+}
+
 static int sy_submit(sl_backend_worker *w, sl_backend_req *r)
 {
     r->errstr = NULL;
@@ -819,40 +1089,26 @@ static int sy_submit(sl_backend_worker *w, sl_backend_req *r)
             sy_forget(w->b, r);
         return w->b->inner->ops->submit(w->inner, r);
     }
-    if (kind < 0) {
-        r->rc = SL_ERR_UNSUPPORTED;
-        r->failed = -1;
-        r->errstr = "a take of both rate limits (leased by sync) and window or concurrency "
-                    "limits (decided in the store) at once";
-        return SL_OK;
-    }
     if (r->n > SL_TAKE_MANY_MAX || !r->d) {
         r->rc = SL_ERR_ARGUMENT;
         r->failed = -1;
         return SL_OK;
     }
-    for (size_t i = 0; i < r->n; i++)
+    for (size_t i = 0; i < r->n; i++) {
+        if (!r->items[i].limit) {
+            r->rc = SL_ERR_ARGUMENT;
+            r->failed = -1;
+            return SL_OK;
+        }
         if (!r->items[i].key || r->items[i].keylen == 0) {
             r->rc = SL_ERR_KEY;
             r->failed = -1;
             return SL_OK;
         }
-    int64_t now = *w->now;
-    /* Twice: a sync the redis backend answered in the call (the central
-     * known to be down) leaves nothing to wait for. */
-    if (sy_decide(w, r, now, false) == SL_OK || sy_decide(w, r, now, false) == SL_OK)
-        return SL_OK;
-    atomic_fetch_add_explicit(&w->b->waits, 1, memory_order_relaxed);
-    sy_wait *q = sy_wait_new(w, r);
-    if (!q)
-        return sy_decide(w, r, now, true);
-    sy_wait **p = &w->waiting;
-    while (*p)
-        p = &(*p)->next;
-    *p = q;
-    if (!uv_is_active((uv_handle_t *)&w->poll))
-        uv_timer_start(&w->poll, sy_poll, SY_POLL_MS, SY_POLL_MS);
-    return SL_PENDING;
+    }
+    if (kind < 0)
+        return sy_mix_submit(w, r);
+    return sy_rates_submit(w, r, *w->now);
 }
 
 static void sy_stats(sl_backend *base, sl_backend_stats *out)

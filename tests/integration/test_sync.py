@@ -562,14 +562,149 @@ def test_peek_refund_reset_and_all_or_nothing_on_leased_keys(central, tmp_path):
     node.stop()
 
 
-def test_a_take_of_a_leased_and_a_window_limit_at_once_is_refused_saying_why(fleet):
-    _, nodes, _ = fleet
-    c = nodes[0].redis()
-    with pytest.raises(Exception) as e:
-        c.execute_command("SL.TAKEMANY", 2, "mix:a", "mix:b", "LIMIT", 5, "1s", "LIMIT", 5,
-                          "1s", "ALGORITHM", "fixed_window")
-    assert "leased by sync" in str(e.value) and "decided in the store" in str(e.value)
+MIXED = """\
+policies:
+  chat:
+    key: "chat:{key}"
+    limits:
+      - {name: rph, limit: 10, period: 1h}
+      - {name: month, limit: 4, period: 1mo, algorithm: fixed_window}
+  tight:
+    key: "tight:{key}"
+    limits:
+      - {name: rph, limit: 3, period: 1h}
+      - {name: month, limit: 1000, period: 1mo, algorithm: fixed_window}
+"""
+
+
+@pytest.fixture
+def mixed(central, tmp_path):
+    """A sync node with policies of a rate beside a monthly quota (one node: its lease is the
+    whole budget, so that what it holds moves only one way between two looks: up, as the
+    rate refills), and a second sluiced on the same Redis (redis://) that reads the quota's
+    count in the central."""
+    cfg = tmp_path / "mixed.yaml"
+    cfg.write_text(MIXED)
+    node = start(tmp_path, sync_url(central, 0, nodes=1).replace(
+        "interval_ms=%d" % INTERVAL_MS, "interval_ms=60000"), "mix", extra=["--config", str(cfg)])
+    reader = start(tmp_path, "redis://127.0.0.1:%d" % central.port, "reader")
+    c, rc = node.redis(), reader.redis()
+    yield c, rc
     c.close()
+    rc.close()
+    for n in (node, reader):
+        if n.alive():
+            n.stop()
+
+
+def usage(c, key, policy):
+    """SL.USAGE on a sync node: a peek of both kinds at once."""
+    out = {}
+    for m in c.execute_command("SL.USAGE", key, "POLICY", policy):
+        m = as_map(m)
+        out[m["name"].decode()] = m
+    return out
+
+
+def quota_used(reader, policy, key, limit):
+    """The month's count in the central, as a sluiced on redis:// peeks it (the policy's
+    key for its limit `month`)."""
+    d = as_map(reader.execute_command("SL.PEEK", "{%s:%s}\x1fmonth" % (policy, key), limit,
+                                      "1mo", "COST", 0, "ALGORITHM", "fixed_window"))
+    return limit - d["remaining"]
+
+
+def eventually(pred):
+    """pred() once it holds, within 10 s (a give-back reaches Redis after the answer)."""
+    deadline = time.monotonic() + 10
+    while not pred() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return pred()
+
+
+def test_a_take_of_a_rate_and_a_quota_at_once_counts_in_both(mixed):
+    c, reader = mixed
+    for i in range(3):
+        d = as_map(c.execute_command("SL.POLICY", "chat", "k1"))
+        assert (d["allowed"], d["rejected_by"]) == (1, -1), d
+    u = usage(c, "k1", "chat")
+    assert u["chat.month"]["used"] == 3, u
+    assert u["chat.rph"]["used"] >= 2, u  # 3 taken, a unit back every 6 minutes
+    assert quota_used(reader, "chat", "k1", 4) == 3
+    # SL.USAGE peeks both kinds: nothing is consumed.
+    again = usage(c, "k1", "chat")
+    assert again["chat.month"]["used"] == 3 and quota_used(reader, "chat", "k1", 4) == 3
+    assert again["chat.rph"]["remaining"] >= u["chat.rph"]["remaining"], (u, again)
+
+
+def test_a_quota_refusal_leaves_the_rate_untouched(mixed):
+    c, reader = mixed
+    allowed = [as_map(c.execute_command("SL.POLICY", "chat", "k2"))["allowed"]
+               for _ in range(4)]
+    assert allowed == [1, 1, 1, 1]
+    before = usage(c, "k2", "chat")["chat.rph"]["remaining"]
+    assert before <= 6
+    # Twenty refusals by the quota: had each taken from the rate (10 an hour), it would
+    # be spent; what it holds only grows as it refills.
+    for _ in range(20):
+        d = as_map(c.execute_command("SL.POLICY", "chat", "k2"))
+        assert (d["allowed"], d["rejected_by"], d["binding"]) == (0, 1, b"chat.month"), d
+        assert d["retry_after_ms"] > 0, d
+    after = usage(c, "k2", "chat")
+    assert after["chat.rph"]["remaining"] >= before, after
+    assert after["chat.month"]["used"] == 4 and quota_used(reader, "chat", "k2", 4) == 4
+
+
+def test_a_rate_refusal_gives_the_quota_back(mixed):
+    c, reader = mixed
+    admitted = 0
+    refused = 0
+    for _ in range(12):
+        d = as_map(c.execute_command("SL.POLICY", "tight", "k3"))
+        if d["allowed"]:
+            admitted += 1
+        else:
+            refused += 1
+            assert (d["rejected_by"], d["binding"]) == (0, b"tight.rph"), d
+    # 3 an hour: the rate refuses most of these, and every refusal gave its month back.
+    assert 3 <= admitted < 12 and refused > 0
+    assert eventually(lambda: quota_used(reader, "tight", "k3", 1000) == admitted), \
+        (admitted, quota_used(reader, "tight", "k3", 1000))
+    assert usage(c, "k3", "tight")["tight.month"]["used"] == admitted
+
+
+def results(reply):
+    m = as_map(reply)
+    return m["allowed"], m["rejected_by"], [as_map(d) for d in m["results"]]
+
+
+def test_a_take_of_both_kinds_answers_in_the_request_order(mixed):
+    c, reader = mixed
+    # The window first, then the rate; the window refuses the third.
+    quota_first = ("SL.TAKEMANY", 2, "o:q", "o:r", "LIMIT", 2, "1mo", "ALGORITHM",
+                   "fixed_window", "LIMIT", 10, "1m")
+    for left in (1, 0):
+        allowed, by, (q, r) = results(c.execute_command(*quota_first))
+        assert (allowed, by, q["allowed"], q["remaining"], r["allowed"]) == (1, -1, 1, left, 1)
+    rate_left = r["remaining"]
+    allowed, by, (q, r) = results(c.execute_command(*quota_first))
+    assert (allowed, by, q["allowed"], r["allowed"]) == (0, 0, 0, 1), (q, r)
+    assert r["remaining"] >= rate_left, "a peek of the rate, which the refusal left alone"
+    # The rate first, then the window; the rate refuses the second, and the window's answer
+    # is what it holds once given back.
+    rate_first = ("SL.TAKEMANY", 2, "p:r", "p:q", "LIMIT", 1, "1h", "LIMIT", 10, "1mo",
+                  "ALGORITHM", "fixed_window")
+    allowed, by, (r, q) = results(c.execute_command(*rate_first))
+    assert (allowed, by, r["allowed"], q["remaining"]) == (1, -1, 1, 9)
+    allowed, by, (r, q) = results(c.execute_command(*rate_first))
+    assert (allowed, by, r["allowed"], q["allowed"], q["remaining"]) == (0, 0, 0, 1, 9), (r, q)
+    assert r["retry_after_ms"] > 0
+    got = lambda: 10 - as_map(reader.execute_command(  # noqa: E731
+        "SL.PEEK", "p:q", 10, "1mo", "COST", 0, "ALGORITHM", "fixed_window"))["remaining"]
+    assert eventually(lambda: got() == 1), got()
+    # The sync node's own pass-through peek agrees.
+    assert as_map(c.execute_command("SL.PEEK", "p:q", 10, "1mo", "COST", 0, "ALGORITHM",
+                                    "fixed_window"))["remaining"] == 9
 
 
 def as_map(reply):
