@@ -345,3 +345,29 @@ def test_a_settle_whose_client_hangs_up_still_runs_to_its_end(central):
             time.sleep(0.05)
         assert usage(c, "gone") == {"chat.rpm": 1, "chat.tpm": 0, "chat.global.tpm": 0}
         assert settle(c, rid)["settled"] == 0
+
+
+def test_on_sync_a_settle_gives_back_exactly_and_refuses_to_charge_a_leased_rate(tmp_path):
+    redis = RedisServer(str(tmp_path / "redis"), module=True).start()
+    cfg = tmp_path / "sluice.yaml"
+    write(cfg, CONFIG)
+    url = "sync+redis://127.0.0.1:%d?node=0&nodes=1&interval_ms=50" % redis.port
+    s = Sluiced(args=["--store", url, "--config", str(cfg)], workdir=str(tmp_path / "s"))
+    os.makedirs(s.workdir, exist_ok=True)
+    s.start()
+    try:
+        with s.conn() as c:
+            d = reserve(c, "chat", "y", "TOKENS", 500)  # windows: decided in Redis
+            assert settle(c, d["reservation"], "TOKENS", 700)["limits"]["chat.tpm"] == 200
+            assert usage(c, "y")["chat.tpm"] == 700
+            d = reserve(c, "rate", "y", "TOKENS", 300)  # rates: on the node's lease
+            assert d["allowed"] == 1, d
+            s_ = settle(c, d["reservation"], "TOKENS", 100)
+            assert s_["limits"] == {"rate.rpm": 0, "rate.tpm": -200}, s_
+            d = reserve(c, "rate", "y", "TOKENS", 10)
+            with pytest.raises(Error) as e:
+                c.call("SL.SETTLE", d["reservation"], "TOKENS", 20)
+            assert "leased by sync" in str(e.value), str(e.value)
+    finally:
+        s.stop()
+        redis.stop()
