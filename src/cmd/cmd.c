@@ -497,7 +497,7 @@ static void sl_check_render(sl_cmd_ctx *c, sl_check *k)
         const sl_decision *dp[SL_TAKE_MANY_MAX];
         for (size_t i = 0; i < k->n; i++)
             dp[i] = &k->d[i];
-        size_t b = sl_http_binding(dp, k->n, k->req.failed);
+        size_t b = sl_http_binding(dp, k->cost, k->n, k->req.failed);
         char binding[SL_POLICY_LIMIT_NAME_ROOM];
         sl_policy_limit_name(k->name, k->lname[b], b >= k->nkey, binding, sizeof binding);
         sl_policy_answer pa = {k->req.failed, b >= k->nkey, k->shadow, binding,
@@ -548,6 +548,7 @@ int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const
         k->lim[i] = items[i].limit;
         k->lname[i] = which[i]->name;
         k->lunit[i] = (unsigned char)which[i]->unit;
+        k->cost[i] = items[i].cost;
     }
     k->nkey = nkey;
     k->policy = (int)(p - cfg->policies);

@@ -110,6 +110,7 @@ typedef struct sl_check {
     size_t nkey;
     const char *lname[SL_TAKE_MANY_MAX];
     unsigned char lunit[SL_TAKE_MANY_MAX]; /* each limit's sl_unit: what its cost counts */
+    int64_t cost[SL_TAKE_MANY_MAX];       /* what the request takes from each limit */
     int64_t lease_max;         /* SL.ACQUIRE: the max_in_flight the lease id carries */
     size_t n;                  /* the limits below (req.n but for RESET) */
     const sl_limit *lim[SL_TAKE_MANY_MAX];

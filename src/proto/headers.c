@@ -264,7 +264,21 @@ static int64_t wait_rank(const sl_decision *d)
     return d->retry_after_ns == SL_NEVER ? INT64_MAX : d->retry_after_ns;
 }
 
-size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by)
+/* Does item i admit fewer more requests than item b: remaining_i / cost_i
+ * < remaining_b / cost_b, exactly (no division), with a cost of 0 after
+ * every other? */
+static bool fewer_left(const sl_decision *const *d, const int64_t *cost, size_t i, size_t b)
+{
+    __int128 ri = d[i]->remaining < 0 ? 0 : d[i]->remaining;
+    __int128 rb = d[b]->remaining < 0 ? 0 : d[b]->remaining;
+    int64_t ci = cost ? cost[i] : 1, cb = cost ? cost[b] : 1;
+    if (ci <= 0 || cb <= 0)
+        return ci <= 0 && cb <= 0 ? ri < rb : ci > 0;
+    return ri * cb < rb * ci;
+}
+
+size_t sl_http_binding(const sl_decision *const *d, const int64_t *cost, size_t n,
+                       int rejected_by)
 {
     size_t b = 0;
     if (rejected_by >= 0 && (size_t)rejected_by < n) {
@@ -274,7 +288,7 @@ size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by)
                 b = i;
     } else {
         for (size_t i = 1; i < n; i++)
-            if (d[i]->remaining < d[b]->remaining)
+            if (fewer_left(d, cost, i, b))
                 b = i;
     }
     return b;
@@ -362,7 +376,7 @@ int sl_http_write_decision(sl_buf *out, const sl_http_decision_opts *o,
         for (size_t i = 0; i < n; i++)
             ds[i] = items[i].decision;
         real_allowed = o->rejected_by < 0;
-        primary = sl_http_binding(ds, n, o->rejected_by);
+        primary = sl_http_binding(ds, o->costs, n, o->rejected_by);
     }
     const sl_http_limit_report *p = &items[primary];
     const sl_decision *pd = p->decision;

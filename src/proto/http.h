@@ -286,6 +286,8 @@ typedef struct sl_http_decision_opts {
     const char *extra; /* members appended to the body's object as they are
                           (",\"reservation\":...": /v1/reserve's), or NULL */
     size_t extra_len;  /* at most SL_HTTP_BODY_EXTRA_MAX */
+    const int64_t *costs; /* what the request took from each item (sl_http_binding), or
+                             NULL: the same from each */
 } sl_http_decision_opts;
 
 #define SL_HTTP_BODY_EXTRA_MAX 4096
@@ -295,10 +297,17 @@ typedef struct sl_http_decision_opts {
  * numbers a client must be told. When some refused (rejected_by >= 0, the
  * first that did), the refusing one with the longest wait (a wait of
  * SL_NEVER is the longest), since the request passes only once all admit;
- * the first of equals. When all admitted, the one with the least remaining.
- * SL.POLICY uses it too, so that RESP and HTTP name the same limit.
+ * the first of equals. When all admitted, the one that admits the fewest
+ * more requests like this one: the least remaining / cost, where cost[i]
+ * is what the request took from item i (NULL: the same from each, so the
+ * least remaining). A limit in requests with 299 left and one in tokens
+ * with 500 left, for a request of 1 request and 1000 tokens: the tokens
+ * bind. An item the request took nothing from binds only when all are
+ * such (then the least remaining). SL.POLICY uses it too, so that RESP and
+ * HTTP name the same limit.
  */
-size_t sl_http_binding(const sl_decision *const *d, size_t n, int rejected_by);
+size_t sl_http_binding(const sl_decision *const *d, const int64_t *cost, size_t n,
+                       int rejected_by);
 
 /*
  * Appends a whole response for n (1 .. SL_TAKE_MANY_MAX) limits decided

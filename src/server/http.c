@@ -194,6 +194,7 @@ void sl_http_render(sl_cmd_ctx *c, sl_check *k)
         .scoped = k->policy >= 0,
         .nkey = k->nkey,
         .rejected_by = k->req.failed,
+        .costs = k->policy >= 0 ? k->cost : NULL,
     };
     char extra[SL_HTTP_BODY_EXTRA_MAX];
     if (ch) { /* /v1/reserve: the reservation after the numbers */

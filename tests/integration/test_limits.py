@@ -75,9 +75,10 @@ def server(make_server, tmp_path):
 def test_requests_and_tokens_are_taken_together(server):
     with server.conn() as c:
         d = policy(c, "chat", "k", "TOKENS", 400)
-        # rpm has 4 left, tpm 600, the global tpm 1100: rpm binds
+        # rpm has 4 requests left, tpm 600 tokens (one more such request), the global tpm
+        # 1100 (two): tpm binds, the limit that admits the fewest more requests like it
         assert (d["allowed"], d["binding"], d["scope"], d["remaining"]) == \
-            (1, "chat.rpm", "key", 4), d
+            (1, "chat.tpm", "key", 600), d
         assert used(c, "{chat:k}\x1frpm") == 1 and used(c, "{chat:k}\x1ftpm") == 400
         assert used(c, "{\x1fglobal\x1fchat}\x1ftpm") == 400
         # 700 tokens do not fit in the 600 left: refused by tpm (index 1), and nothing is
@@ -92,9 +93,10 @@ def test_requests_and_tokens_are_taken_together(server):
         d = policy(c, "chat", "k", "COST", 2, "TOKENS", 600)
         assert (d["allowed"], d["binding"], d["remaining"]) == (1, "chat.tpm", 0), d
         assert used(c, "{chat:k}\x1frpm") == 3 and used(c, "{chat:k}\x1ftpm") == 1000
-        # no TOKENS: no tokens are charged, so the spent tpm does not hold it back
+        # no TOKENS: no tokens are charged, so the spent tpm does not hold it back, nor
+        # binds: rpm does, with 1 left
         d = policy(c, "chat", "k")
-        assert (d["allowed"], d["binding"]) == (1, "chat.tpm"), d
+        assert (d["allowed"], d["binding"], d["remaining"]) == (1, "chat.rpm", 1), d
         assert used(c, "{chat:k}\x1frpm") == 4
         # the global tpm (1500) has 500 left, shared by every key: another key's 600 is
         # refused by it (index 2), its own limits untouched
@@ -145,8 +147,9 @@ def test_http_names_every_limit_in_the_ietf_fields(server):
         '"chat.rpm";q=5;w=3600, "chat.tpm";q=1000;w=3600, "chat.global.tpm";q=1500;w=3600'
     assert r.headers["RateLimit"].startswith('"chat.rpm";r=4;t=720, "chat.tpm";r=700;t='), r.headers
     assert '"chat.global.tpm";r=1200;t=' in r.headers["RateLimit"]
-    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"]) == ("5", "4")
-    assert r.json()["binding"] == "chat.rpm" and r.json()["scope"] == "key"
+    # 700 tokens left is two more requests of 300, fewer than rpm's 4: tpm binds
+    assert (r.headers["X-RateLimit-Limit"], r.headers["X-RateLimit-Remaining"]) == ("1000", "700")
+    assert r.json()["binding"] == "chat.tpm" and r.json()["scope"] == "key"
     r = requests.get(server.url + "/v1/check",
                      params={"policy": "chat", "key": "h", "tokens": 800, "cost": 1})
     assert r.status_code == 429, r.text
@@ -230,7 +233,7 @@ def central(request, tmp_path):
 def test_a_central_redis_takes_them_all_or_nothing(central):
     with central.conn() as c:
         d = policy(c, "chat", "k", "TOKENS", 900)
-        assert (d["allowed"], d["binding"], d["remaining"]) == (1, "chat.rpm", 4), d
+        assert (d["allowed"], d["binding"], d["remaining"]) == (1, "chat.tpm", 100), d
         d = policy(c, "chat", "k", "TOKENS", 200)
         assert (d["allowed"], d["rejected_by"], d["remaining"]) == (0, 1, 100), d
         d = policy(c, "chat", "k2", "TOKENS", 601)
@@ -308,7 +311,7 @@ def test_the_recipe_runs_as_written(make_server, tmp_path):
     with s.conn() as c:
         d = policy(c, "chat", "sk-live-8f2a", "TOKENS", 1500)
         assert (d["allowed"], d["binding"], d["limit"], d["remaining"]) == \
-            (1, "chat.rpm", 3000, 2999), "a paid key, from the file: %r" % (d,)
+            (1, "chat.tpm", 1000000, 998500), "a paid key, from the file: %r" % (d,)
         d = policy(c, "chat", "sk-free-0001", "TOKENS", 50000)
         assert (d["allowed"], d["binding"]) == (0, "chat.tpm"), "a free key: 40 000 a minute"
         usage = [text(as_map(m)["name"]) for m in c.call("SL.USAGE", "sk-live-8f2a", "POLICY",

@@ -114,7 +114,8 @@ def test_module_unload_and_load_again(make_server, tmp_path):
 def test_policy_of_several_limits_with_tokens(policy_server):
     r = policy_server.client()
     d = _dec(r.execute_command("SL.POLICY", "chat", "k", "TOKENS", 700))
-    assert (d["allowed"], d["binding"], d["remaining"]) == (1, b"chat.rpm", 2), d
+    # rpm: 2 requests left; tpm: 300 tokens, not one more request of 700: tpm binds
+    assert (d["allowed"], d["binding"], d["remaining"]) == (1, b"chat.tpm", 300), d
     # each limit's state lives at {KEY}\x1fNAME, in one hash slot
     assert r.exists("{chat:k}\x1frpm", "{chat:k}\x1ftpm", "{\x1fglobal\x1fchat}\x1ftpm") == 3
     d = _dec(r.execute_command("SL.POLICY", "chat", "k", "TOKENS", 301))

@@ -678,16 +678,33 @@ Test(http_write, binding_limit_is_the_longest_wait)
     /* A wait of never is the longest of all. */
     dk.retry_after_ns = SL_NEVER;
     const sl_decision *ds[2] = {&dk, &dg};
-    cr_assert_eq(sl_http_binding(ds, 2, 0), 0);
+    cr_assert_eq(sl_http_binding(ds, NULL, 2, 0), 0);
     /* An admitted one is never the binding one of a refusal. */
     dk.retry_after_ns = 30 * NS_PER_SEC;
     dk.allowed = true;
-    cr_assert_eq(sl_http_binding(ds, 2, 1), 1);
+    cr_assert_eq(sl_http_binding(ds, NULL, 2, 1), 1);
     /* Admitted: the least remaining, here the global one. */
     dk.remaining = 7;
     dg.allowed = true;
     dg.remaining = 3;
-    cr_assert_eq(sl_http_binding(ds, 2, -1), 1);
+    cr_assert_eq(sl_http_binding(ds, NULL, 2, -1), 1);
+    /* Of different units, the one that admits the fewest more requests like
+     * this one: 7 requests left at 1 a request against 3000 tokens left at
+     * 1000 a request binds the tokens; at 100 a request, the requests. */
+    dg.remaining = 3000;
+    int64_t costs[2] = {1, 1000};
+    cr_assert_eq(sl_http_binding(ds, costs, 2, -1), 1);
+    costs[1] = 100;
+    cr_assert_eq(sl_http_binding(ds, costs, 2, -1), 0);
+    /* A limit the request took nothing from binds only when all are such. */
+    costs[0] = 0;
+    cr_assert_eq(sl_http_binding(ds, costs, 2, -1), 1);
+    costs[1] = 0;
+    cr_assert_eq(sl_http_binding(ds, costs, 2, -1), 0);
+    /* A debt (remaining below 0) is no room at all. */
+    costs[0] = costs[1] = 1;
+    dk.remaining = -5;
+    cr_assert_eq(sl_http_binding(ds, costs, 2, -1), 0);
     /* A scoped answer names how many items are the key's: at least one, at
      * most all. */
     o.nkey = 0;
