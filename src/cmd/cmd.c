@@ -490,10 +490,11 @@ static void sl_check_render(sl_cmd_ctx *c, sl_check *k)
         break;
     case SL_RENDER_POLICY:
     case SL_RENDER_RESERVE: {
-        /* The numbers shown are those of the limit that binds (the global
-         * one when its remaining is the smaller, or its wait the longer),
-         * as HTTP's headers show them: a key with room left under a spent
-         * global limit has, in truth, no room. */
+        /* The numbers shown are those of the limit that binds (the one
+         * that admits the fewest more requests like this one, or waits the
+         * longest: sl_http_binding), as HTTP's headers show them: a key
+         * with room left under a spent global limit has, in truth, no
+         * room. */
         const sl_decision *dp[SL_TAKE_MANY_MAX];
         for (size_t i = 0; i < k->n; i++)
             dp[i] = &k->d[i];
