@@ -189,6 +189,12 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
             sl_http_write_error(sl_conn_out(c), 400, keep, msg, "tier");
             return;
         }
+        if (n == -3) {
+            char msg[SL_POLICY_KEY_MAX * 2 + 200];
+            sl_policy_key_hint(p, msg, sizeof msg);
+            sl_http_write_error(sl_conn_out(c), 400, keep, msg, "key");
+            return;
+        }
         if (n == 0) {
             sl_http_write_error(sl_conn_out(c), 400, keep, sl_strerror(SL_ERR_KEY), "key");
             return;
@@ -464,6 +470,8 @@ static void sl_http_policies(sl_conn *c, bool keep, bool head)
         cJSON_AddStringToObject(o, "name", p->name);
         cJSON_AddItemToObject(o, "limits", sl_http_limits_json(p, &p->limits, false));
         cJSON_AddStringToObject(o, "key", p->key);
+        if (p->ntemplates == 2)
+            cJSON_AddStringToObject(o, "key_fallback", p->key_fallback);
         cJSON_AddBoolToObject(o, "shadow", p->shadow);
         cJSON *tiers = cJSON_AddObjectToObject(o, "tiers");
         for (size_t t = 0; tiers && t < p->ntiers; t++)
