@@ -1102,13 +1102,34 @@ long sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out
     return (long)n;
 }
 
+/* Writes what t writes, its varying parts as <name>, into buf at *w. */
+static void sl_template_shape(const sl_key_template *t, const char *policy, char *buf, size_t cap,
+                              size_t *w)
+{
+    for (size_t i = 0; i < t->nparts && *w + 1 < cap; i++) {
+        const char *piece;
+        size_t len;
+        int n = sl_fixed_piece(t, &t->parts[i], policy, &piece, &len)
+                    ? snprintf(buf + *w, cap - *w, "%.*s", (int)len, piece)
+                    : snprintf(buf + *w, cap - *w, "<%s>", t->text + t->parts[i].off);
+        *w += n < 0 ? 0 : (size_t)n < cap - *w ? (size_t)n : cap - *w - 1;
+    }
+}
+
 void sl_policy_key_hint(const sl_policy *p, char *buf, size_t cap)
 {
-    snprintf(buf, cap, "policy '%s' keys by the request ('%s'%s%s%s): the key is the store key "
-                       "in full, one that its template%s writes (forward-auth's)",
-             p->name, p->key, p->ntemplates == 2 ? ", else '" : "",
-             p->ntemplates == 2 ? p->key_fallback : "", p->ntemplates == 2 ? "'" : "",
-             p->ntemplates == 2 ? "s" : "");
+    if (cap == 0)
+        return;
+    int n = snprintf(buf, cap, "policy '%s' keys by the request: name the store key in full, as "
+                               "forward-auth writes it: ", p->name);
+    size_t w = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    sl_template_shape(&p->templates[0], p->name, buf, cap, &w);
+    if (p->ntemplates == 2 && w + 5 < cap) {
+        memcpy(buf + w, " or ", 5);
+        w += 4;
+        sl_template_shape(&p->templates[1], p->name, buf, cap, &w);
+    }
+    buf[w] = '\0';
 }
 
 size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap)

@@ -228,9 +228,9 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
 
 /*
  * Writes what -3 of sl_policy_items means for p into buf (cap bytes,
- * NUL-terminated): the key must be one its templates write, e.g. "policy
- * 'api' keys by the request ('{policy}:{header.x-api-key}'): KEY is the store
- * key in full, one that begins with 'api:'".
+ * NUL-terminated): which keys its templates write, each varying part as
+ * <name>: "policy 'api' keys by the request: name the store key in full, as
+ * forward-auth writes it: api:<header.x-api-key>:<method>".
  */
 void sl_policy_key_hint(const sl_policy *p, char *buf, size_t cap);
 

@@ -664,9 +664,10 @@ Test(config, a_template_that_reads_the_request_takes_the_store_key_in_full)
     cr_assert(it[0].keylen == 11 && memcmp(it[0].key, "api:bob:PUT", 11) == 0);
     char hint[512];
     sl_policy_key_hint(ip, hint, sizeof hint);
-    cr_assert_str_eq(hint, "policy 'ip' keys by the request ('u:{header.x-user}', else "
-                           "'{ip/24}/ip'): the key is the store key in full, one that its "
-                           "templates writes (forward-auth's)");
+    cr_assert_str_eq(hint, "policy 'ip' keys by the request: name the store key in full, as "
+                           "forward-auth writes it: u:<header.x-user> or <ip/24>/ip");
+    sl_policy_key_hint(ip, hint, 40);
+    cr_assert_eq(strlen(hint), 39, "cut to fit");
     sl_config_free(c);
 
     /* a fallback may write one key for all; the key's own template may not */
