@@ -20,6 +20,7 @@ import urllib.parse
 import pytest
 
 from conftest import free_port
+from redis_server import RedisServer
 from respclient import Error, as_map
 
 
@@ -192,6 +193,32 @@ def test_resp_and_forward_auth_meet_on_one_store_key(make_server, tmp_path):
     status, body = ask(s, "/v1/check?policy=api&key=abc:GET")
     assert status == 400 and body["field"] == "key", body
     assert ask(s, "/v1/auth/api", [("X-Api-Key", "abc")], method="POST")[0] == 200
+
+
+def test_forward_auth_and_the_module_meet_on_one_store_key(make_server, tmp_path):
+    """sluiced on a central Redis with the module: a forward-auth take and the module's own
+    SL.POLICY (its CONFIG the same file) spend one state."""
+    conf = "policies:\n" + policy("api", "{policy}:{header.x-api-key}:{method}", limit=3)
+    path = tmp_path / "sluice.yaml"
+    path.write_text(conf)
+    redis = RedisServer(str(tmp_path / "redis"), module_args=["CONFIG", str(path)]).start()
+    try:
+        s = start(make_server, tmp_path, conf, "--store", "redis://127.0.0.1:%d" % redis.port,
+                  "--store-timeout-ms", "2000")
+        assert ask(s, "/v1/auth/api", [("X-Api-Key", "abc")])[0] == 200
+        r = redis.client()
+        try:
+            d = r.execute_command("SL.POLICY", "api", "api:abc:GET")
+            d = {k.decode(): v for k, v in zip(d[0::2], d[1::2])}
+            assert (d["allowed"], d["remaining"]) == (1, 1), d
+            assert r.exists("api:abc:GET") == 1 and r.exists("abc") == 0
+        finally:
+            r.close()
+        status, body = ask(s, "/v1/auth/api", [("X-Api-Key", "abc")])
+        assert status == 200 and body["remaining"] == 0, body
+        assert ask(s, "/v1/auth/api", [("X-Api-Key", "abc")])[0] == 429
+    finally:
+        redis.stop()
 
 
 def test_old_templates_write_the_keys_they_always_wrote(make_server, tmp_path):
