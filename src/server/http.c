@@ -13,7 +13,7 @@
  *                                       (--trusted-proxies)
  *   ANY  /v1/auth/{policy}/{path...}    the same as Envoy's ext_authz sends it
  *                                       (the client's path and query after the
- *                                       policy: both ignored)
+ *                                       policy: read by a key template only)
  *   GET  /metrics                       Prometheus text
  *   GET  /healthz
  *
