@@ -808,7 +808,11 @@ static bool sl_policy_check_or_reply(sl_cmd_ctx *c, sl_check *k, const sl_policy
 {
     int n = sl_check_policy(k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
                             key->ptr, key->len, cost, tokens, keys, cap, items);
-    if (n == -2)
+    if (n == -3) {
+        char hint[SL_POLICY_KEY_MAX * 2 + 200];
+        sl_policy_key_hint(p, hint, sizeof hint);
+        sl_reply_errorf(c, "%s", hint);
+    } else if (n == -2)
         sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
                            "cannot name one", p->name);
     else if (n < 0)

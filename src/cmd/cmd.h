@@ -207,9 +207,11 @@ bool sl_check_finish(sl_cmd_ctx *c, sl_check *k);
  * at `cost` and `tokens` (sl_policy_items), its global limits after the
  * key's: fills items[0..n) and k->lim, k->policy, k->name, k->shadow,
  * k->nkey, k->lname; kbuf is the room for the store keys
- * (SL_POLICY_KEYS_ROOM). Returns n (1 .. SL_TAKE_MANY_MAX), 0 for a key too
- * long, -1 for an unknown tier. The runner SL.POLICY and HTTP's checks
- * share.
+ * (SL_POLICY_KEYS_ROOM). Returns n (1 .. SL_TAKE_MANY_MAX), or what
+ * sl_policy_items says: 0 for a key empty or too long, -1 for an unknown
+ * tier, -2 for a tier of a policy with a plans file, -3 for a key that a
+ * policy keyed by the request could not have written (sl_policy_key_hint).
+ * The runner SL.POLICY and HTTP's checks share.
  */
 int sl_check_policy(sl_check *k, const struct sl_config *cfg, const struct sl_policy *p,
                     const char *tier, size_t tier_len, const char *key, size_t key_len,

@@ -51,10 +51,10 @@ static size_t sl_marker_key(const sl_policy *p, const sl_reservation *r, char *o
     if (cap < 2)
         return 0;
     out[0] = '{';
-    size_t n = sl_policy_key(p, r->key, r->key_len, out + 1, cap - 1);
-    if (n == 0 || cap - 1 - n < 1 + SL_MARKER_TAG_LEN)
+    long w = sl_policy_key(p, r->key, r->key_len, out + 1, cap - 1);
+    if (w <= 0 || cap - 1 - (size_t)w < 1 + SL_MARKER_TAG_LEN)
         return 0;
-    n += 1;
+    size_t n = (size_t)w + 1;
     out[n++] = '}';
     memcpy(out + n, SL_MARKER_TAG, SL_MARKER_TAG_LEN);
     n += SL_MARKER_TAG_LEN;

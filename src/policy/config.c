@@ -423,12 +423,112 @@ static int sl_plans_value(sl_loader *ld, const yaml_node_t *v, const char *where
     return 0;
 }
 
+/* Whether s[0 .. n) holds the NUL-terminated word. */
+static bool sl_holds(const char *s, size_t n, const char *word)
+{
+    size_t k = strlen(word);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(s + i, word, k) == 0)
+            return true;
+    return false;
+}
+
+/*
+ * The template s[0 .. n) as sluice read a policy's key before templates were
+ * parsed, spelled for the parser: {key} and {policy} were replaced, and every
+ * other byte, a brace too, was written as it was. So "{api}:{key}" wrote
+ * "{api}:alice", which the parser's "{{api}}:{key}" writes, and "{{key}}"
+ * wrote "{alice}", the parser's "{{{key}}}". Writes it NUL-terminated into
+ * out, which has room for 2n + 1 bytes.
+ */
+static void sl_old_spelling(const char *s, size_t n, char *out)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < n;) {
+        size_t part = n - i >= 5 && memcmp(s + i, "{key}", 5) == 0      ? 5
+                      : n - i >= 8 && memcmp(s + i, "{policy}", 8) == 0 ? 8
+                                                                          : 0;
+        if (part) {
+            memcpy(out + w, s + i, part);
+            w += part;
+            i += part;
+            continue;
+        }
+        if (s[i] == '{' || s[i] == '}')
+            out[w++] = s[i];
+        out[w++] = s[i++];
+    }
+    out[w] = '\0';
+}
+
+/*
+ * A key template (key: or key_fallback:, `what`) from v into *t, and its
+ * text as written into text (SL_POLICY_KEY_MAX + 1 bytes). The parser
+ * refuses a single brace, which sluice used to write as it was: a template
+ * it refuses that the old reading took ({key} in it) is told how to write
+ * the same keys now. Text that spells {key} or {policy} with doubled braces
+ * ("{{key}}", which used to be the key in braces) is a literal now, the same
+ * for every request: refused, with the spelling of what it meant. `primary`:
+ * the template must tell clients apart ({key} or a part of the request).
+ */
+static int sl_template_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                             const char *what, bool primary, sl_key_template *t, char *text)
+{
+    char q[48], err[320], old[2 * SL_POLICY_KEY_MAX + 1];
+    if (!sl_is_scalar(v))
+        return sl_fail(ld, v, "%s: %s must be a key template such as \"{policy}:{key}\" (got %s)",
+                       where, what, sl_quote(v, q));
+    const char *s = sl_scalar(v);
+    size_t n = v->data.scalar.length;
+    if (memchr(s, '\0', n))
+        return sl_fail(ld, v, "%s: %s must not hold a NUL byte", where, what);
+    if (sl_key_template_parse(s, n, t, err, sizeof err) != 0) {
+        sl_key_template again;
+        char none[8];
+        if (n <= SL_POLICY_KEY_MAX && strstr(s, "{key}")) {
+            sl_old_spelling(s, n, old);
+            if (strcmp(old, s) != 0 &&
+                sl_key_template_parse(old, strlen(old), &again, none, sizeof none) == 0)
+                return sl_fail(ld, v, "%s: %s: %s; a brace of the key's text is written twice: "
+                                      "\"%s\" writes the keys this template wrote before",
+                               where, what, err, old);
+        }
+        return sl_fail(ld, v, "%s: %s: %s", where, what, err);
+    }
+    for (size_t i = 0; i < t->nparts; i++) {
+        const sl_key_part *k = &t->parts[i];
+        const char *lit = t->text + k->off;
+        if (k->kind != SL_KEY_PART_TEXT)
+            continue;
+        const char *word = sl_holds(lit, k->len, "{key}")      ? "key"
+                           : sl_holds(lit, k->len, "{policy}") ? "policy"
+                                                               : NULL;
+        if (!word)
+            continue;
+        if (sl_key_template_reads_request(t))
+            snprintf(old, sizeof old, "{{{%s}}}", word);
+        else
+            sl_old_spelling(s, n, old);
+        return sl_fail(ld, v, "%s: %s writes the text {%s}, not the %s: {{ and }} write one brace "
+                              "each; for the %s in braces (a Redis Cluster hash tag), as sluice "
+                              "wrote it before, write \"%s\"",
+                       where, what, word, word, word, old);
+    }
+    if (primary && !(t->uses & (SL_KEY_USES(SL_KEY_PART_KEY) | SL_KEY_USES_REQUEST)))
+        return sl_fail(ld, v, "%s: key %s writes one store key for every request: it needs {key} "
+                              "or a part of the request (header.NAME, query.NAME, method, path, "
+                              "ip)",
+                       where, sl_quote(v, q));
+    memcpy(text, s, n + 1);
+    return 0;
+}
+
 static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *m,
                            sl_policy *p)
 {
-    static const char *const policy_keys[] = {"key",    "shadow",         "tiers",
-                                              "global", "on_store_error", "store_timeout_ms",
-                                              "plans",  NULL};
+    static const char *const policy_keys[] = {"key",    "key_fallback",   "shadow",
+                                              "tiers",  "global",         "on_store_error",
+                                              "store_timeout_ms", "plans", NULL};
     char where[96], q[48];
     if (sl_name_value(ld, k, "policy", p->name))
         return -1;
@@ -437,16 +537,20 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
     if (sl_set_value(ld, m, where, &defaults, NULL, &p->limits, policy_keys))
         return -1;
     snprintf(p->key, sizeof p->key, "{policy}:{key}");
+    char none[8];
+    sl_key_template_parse(p->key, strlen(p->key), &p->templates[0], none, sizeof none);
+    p->ntemplates = 1;
     const yaml_node_t *plans = NULL;
     for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
         yaml_node_t *pk = sl_node(ld, pr->key), *v = sl_node(ld, pr->value);
         if (sl_key_is(pk, "key")) {
-            if (!sl_is_scalar(v) || v->data.scalar.length > SL_POLICY_KEY_MAX ||
-                !strstr(sl_scalar(v), "{key}"))
-                return sl_fail(ld, v, "%s: key must be a template of at most %d characters "
-                                      "containing {key} (got %s)",
-                               where, SL_POLICY_KEY_MAX, sl_quote(v, q));
-            memcpy(p->key, sl_scalar(v), v->data.scalar.length + 1);
+            if (sl_template_value(ld, v, where, "key", true, &p->templates[0], p->key))
+                return -1;
+        } else if (sl_key_is(pk, "key_fallback")) {
+            if (sl_template_value(ld, v, where, "key_fallback", false, &p->templates[1],
+                                  p->key_fallback))
+                return -1;
+            p->ntemplates = 2;
         } else if (sl_key_is(pk, "shadow")) {
             if (sl_bool_value(ld, v, where, "shadow", &p->shadow))
                 return -1;
@@ -498,6 +602,7 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
             }
         }
     }
+    p->keyed_by_request = p->ntemplates == 2 || sl_key_template_reads_request(&p->templates[0]);
     if (sl_policy_check(ld, m, where, p))
         return -1;
     return plans ? sl_plans_value(ld, plans, where, p) : 0;
@@ -807,6 +912,22 @@ static void sl_reload_set(const char *pname, const char *what, const sl_limit_se
         }
 }
 
+/* Whether two policies write the same store keys: the same templates, as
+ * the parser writes them back ("{header.X-Api-Key}" is "{header.x-api-key}"). */
+static bool sl_templates_same(const sl_policy *a, const sl_policy *b)
+{
+    if (a->ntemplates != b->ntemplates)
+        return false;
+    for (size_t i = 0; i < a->ntemplates; i++) {
+        char x[SL_KEY_TEMPLATE_MAX + 1], y[SL_KEY_TEMPLATE_MAX + 1];
+        long nx = sl_key_template_describe(&a->templates[i], x, sizeof x);
+        long ny = sl_key_template_describe(&b->templates[i], y, sizeof y);
+        if (nx != ny || nx < 0 || memcmp(x, y, (size_t)nx) != 0)
+            return false;
+    }
+    return true;
+}
+
 void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                                void (*say)(void *arg, const char *line), void *arg)
 {
@@ -821,12 +942,20 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
             say(arg, line);
             continue;
         }
-        if (strcmp(o->key, n->key) != 0) {
-            snprintf(line, sizeof line,
-                     "policy '%s': key template '%s' -> '%s': keys are looked up under the new "
-                     "template, so every key STARTS AGAIN with a full budget", o->name, o->key,
-                     n->key);
-            say(arg, line);
+        if (!sl_templates_same(o, n)) {
+            char keys[1400];
+            snprintf(keys, sizeof keys,
+                     "policy '%s': key template '%s'%s%s%s -> '%s'%s%s%s: keys are looked up "
+                     "under the new template, so every key STARTS AGAIN with a full budget%s",
+                     o->name, o->key, o->ntemplates == 2 ? " (fallback '" : "", o->key_fallback,
+                     o->ntemplates == 2 ? "')" : "", n->key, n->ntemplates == 2 ? " (fallback '" : "",
+                     n->key_fallback, n->ntemplates == 2 ? "')" : "",
+                     o->keyed_by_request == n->keyed_by_request ? ""
+                     : n->keyed_by_request ? "; SL.POLICY and /v1/check now name the store key in "
+                                             "full (the template reads the request)"
+                                           : "; SL.POLICY and /v1/check now name the key of "
+                                             "{key}");
+            say(arg, keys);
         }
         sl_reload_set(o->name, "", &o->limits, &n->limits, say, arg);
         for (size_t t = 0; t < o->ntiers; t++) {
@@ -897,29 +1026,110 @@ const sl_limit_set *sl_policy_limits(const sl_policy *p, const char *tier, size_
     return NULL;
 }
 
-size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap)
+/* The bytes a part that is the same for every request writes (text, the
+ * policy's name) into *piece; false for a part that varies. */
+static bool sl_fixed_piece(const sl_key_template *t, const sl_key_part *k, const char *policy,
+                           const char **piece, size_t *len)
 {
-    size_t n = 0, plen = strlen(p->name);
-    for (const char *t = p->key; *t;) {
-        const char *piece = t;
-        size_t len = 1;
-        if (strncmp(t, "{key}", 5) == 0) {
-            piece = key;
-            len = keylen;
-            t += 5;
-        } else if (strncmp(t, "{policy}", 8) == 0) {
-            piece = p->name;
-            len = plen;
-            t += 8;
-        } else {
-            t++;
-        }
+    if (k->kind == SL_KEY_PART_TEXT) {
+        *piece = t->text + k->off;
+        *len = k->len;
+    } else if (k->kind == SL_KEY_PART_POLICY) {
+        *piece = policy;
+        *len = strlen(policy);
+    } else {
+        return false;
+    }
+    return true;
+}
+
+/* Whether t could write key[0 .. n) under policy `policy`: the key begins
+ * with the fixed pieces before t's first part that varies, ends with those
+ * after its last, and leaves at least a byte for each that varies (none is
+ * ever empty); a template without one writes one key only. */
+static bool sl_template_fits(const sl_key_template *t, const char *policy, const char *key,
+                             size_t n)
+{
+    const char *piece;
+    size_t len, pos = 0, end = n, vary = 0, i = 0, last = t->nparts;
+    for (; i < t->nparts && sl_fixed_piece(t, &t->parts[i], policy, &piece, &len); i++) {
+        if (len > n - pos || memcmp(key + pos, piece, len) != 0)
+            return false;
+        pos += len;
+    }
+    if (i == t->nparts)
+        return pos == n;
+    while (last > i && sl_fixed_piece(t, &t->parts[last - 1], policy, &piece, &len)) {
+        if (len > end - pos || memcmp(key + end - len, piece, len) != 0)
+            return false;
+        end -= len;
+        last--;
+    }
+    for (; i < last; i++)
+        vary += !sl_fixed_piece(t, &t->parts[i], policy, &piece, &len);
+    return end - pos >= vary;
+}
+
+long sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap)
+{
+    if (keylen == 0)
+        return 0;
+    if (p->keyed_by_request) {
+        bool fits = false;
+        for (size_t i = 0; i < p->ntemplates && !fits; i++)
+            fits = sl_template_fits(&p->templates[i], p->name, key, keylen);
+        if (!fits)
+            return -2;
+        if (keylen > cap)
+            return -1;
+        memcpy(out, key, keylen);
+        return (long)keylen;
+    }
+    /* Text, {key} and {policy} only: a template with any other part keys by
+     * the request. */
+    const sl_key_template *t = &p->templates[0];
+    size_t n = 0;
+    for (size_t i = 0; i < t->nparts; i++) {
+        const char *piece = key;
+        size_t len = keylen;
+        if (t->parts[i].kind != SL_KEY_PART_KEY)
+            sl_fixed_piece(t, &t->parts[i], p->name, &piece, &len);
         if (len > cap - n)
-            return 0;
+            return -1;
         memcpy(out + n, piece, len);
         n += len;
     }
-    return n;
+    return (long)n;
+}
+
+/* Writes what t writes, its varying parts as <name>, into buf at *w. */
+static void sl_template_shape(const sl_key_template *t, const char *policy, char *buf, size_t cap,
+                              size_t *w)
+{
+    for (size_t i = 0; i < t->nparts && *w + 1 < cap; i++) {
+        const char *piece;
+        size_t len;
+        int n = sl_fixed_piece(t, &t->parts[i], policy, &piece, &len)
+                    ? snprintf(buf + *w, cap - *w, "%.*s", (int)len, piece)
+                    : snprintf(buf + *w, cap - *w, "<%s>", t->text + t->parts[i].off);
+        *w += n < 0 ? 0 : (size_t)n < cap - *w ? (size_t)n : cap - *w - 1;
+    }
+}
+
+void sl_policy_key_hint(const sl_policy *p, char *buf, size_t cap)
+{
+    if (cap == 0)
+        return;
+    int n = snprintf(buf, cap, "policy '%s' keys by the request: name the store key in full, as "
+                               "forward-auth writes it: ", p->name);
+    size_t w = n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+    sl_template_shape(&p->templates[0], p->name, buf, cap, &w);
+    if (p->ntemplates == 2 && w + 5 < cap) {
+        memcpy(buf + w, " or ", 5);
+        w += 4;
+        sl_template_shape(&p->templates[1], p->name, buf, cap, &w);
+    }
+    buf[w] = '\0';
 }
 
 size_t sl_policy_global_key(const sl_policy *p, char *out, size_t cap)
@@ -974,10 +1184,12 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
     } else if (!(set = sl_policy_limits(p, tier, tierlen))) {
         return -1;
     }
-    size_t klen = keylen ? sl_policy_key(p, key, keylen, keybuf, keycap) : 0;
-    if (klen == 0)
+    long written = sl_policy_key(p, key, keylen, keybuf, keycap);
+    if (written == -2)
+        return -3;
+    if (written <= 0)
         return 0;
-    size_t used = klen, n = 0;
+    size_t klen = (size_t)written, used = klen, n = 0;
     if (!sl_set_items(set, keybuf, klen, cost, tokens, keybuf, keycap, &used, items, which, &n))
         return 0;
     *nkey = n;

@@ -11,7 +11,10 @@
  *       period: 1m              # seconds, or 500ms, 30s, 5m, 2h, 1d, 1w, 1mo (required)
  *       utc_offset: -05:00      # windows at local midnight there; default UTC
  *       burst: 20               # default: limit
- *       key: "api:{key}"        # the store key; default "{policy}:{key}"
+ *       key: "api:{key}"        # the store key's template (key_template.h);
+ *                               #   default "{policy}:{key}"
+ *       key_fallback: "{ip}"    # the template of a request that lacks a part
+ *                               #   of key's; none: such a request is refused
  *       shadow: false           # dry run: decide and count, never refuse
  *       tiers:                  # optional: other limits, chosen per request; a
  *                               #   key keeps the units it used across tiers
@@ -41,12 +44,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "policy/key_template.h"
 #include "sluice.h"
 
 #define SL_CONFIG_MAX_BYTES (1 << 20)   /* a bigger file is refused */
 #define SL_POLICY_MAX_TIERS 16
 #define SL_POLICY_NAME_MAX 64
-#define SL_POLICY_KEY_MAX 128           /* the key template */
+#define SL_POLICY_KEY_MAX SL_KEY_TEMPLATE_MAX /* a key template's text */
 #define SL_POLICY_STORE_TIMEOUT_MAX 60000 /* store_timeout_ms's most */
 #define SL_LIMIT_NAME_MAX 32            /* a named limit's name: [A-Za-z0-9_-] */
 /* Room for the store keys of one check under a policy: every limit's key
@@ -93,7 +97,15 @@ typedef struct sl_policy_tier {
 typedef struct sl_policy {
     char name[SL_POLICY_NAME_MAX + 1];
     sl_limit_set limits;          /* the default tier's */
-    char key[SL_POLICY_KEY_MAX + 1]; /* template: {policy} and {key} are replaced */
+    char key[SL_POLICY_KEY_MAX + 1];          /* the key template, as written */
+    char key_fallback[SL_POLICY_KEY_MAX + 1]; /* the fallback's, as written; "": none */
+    size_t ntemplates;                        /* 1, or 2 with a fallback */
+    sl_key_template templates[2];             /* key's, then key_fallback's */
+    /* A template reads the request (a header, the query, the method, the
+     * path or the address), or there is a fallback: only forward-auth can
+     * choose the template and render it, so every other face names the
+     * store key in full (sl_policy_key). */
+    bool keyed_by_request;
     bool shadow;
     sl_limit_set global;          /* shared by every key; n == 0: none */
     char *plans_path;             /* the plans file, as resolved; NULL: none */
@@ -174,11 +186,19 @@ int sl_on_error_parse(const char *name, size_t len, sl_on_error *out);
 const char *sl_on_error_name(sl_on_error e);
 
 /*
- * Writes the store key for `key` under policy p into out (cap bytes): the
- * template with {policy} and {key} replaced. Returns its length, or 0 when
- * it does not fit.
+ * Writes the store key for `key` under policy p into out (cap bytes).
+ * Usually key is the template's {key} and {policy} is the policy's name:
+ * "{policy}:{key}" makes "api:alice" of "alice" (as every release wrote it).
+ * A policy keyed by the request (keyed_by_request) is given the store key in
+ * full, as forward-auth renders it from a request: it is written as it is,
+ * provided one of the policy's templates could have written it (it begins and
+ * ends with the template's fixed text: "{policy}:{header.x-api-key}" writes
+ * only keys that begin with "api:"), so that a caller stays in the policy's
+ * own keys. Returns the key's length, 0 when key is empty, -1 when it does not
+ * fit in cap, or -2 when a policy keyed by the request could not have written
+ * it.
  */
-size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap);
+long sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *out, size_t cap);
 
 /*
  * The takes one request under policy p makes, all or nothing: the key under
@@ -193,16 +213,26 @@ size_t sl_policy_key(const sl_policy *p, const char *key, size_t keylen, char *o
  * limit of items[i], and *nkey how many of them are the key's (the rest are
  * global). A policy with a plans file takes the tier the file gives the key
  * (the key as the caller names it, before the template), its default
- * limits for a key the file does not name. Returns the number of items (1 ..
- * SL_TAKE_MANY_MAX), 0 when the key is empty or the store keys do not fit
- * (SL_ERR_KEY), -1 for an unknown tier, or -2 for a tier named to a policy
- * that takes its tiers from its plans file (a caller does not choose its
- * own plan).
+ * limits for a key the file does not name (a policy keyed by the request
+ * looks up the store key, which is what its callers name). Returns the number
+ * of items (1 .. SL_TAKE_MANY_MAX), 0 when the key is empty or the store keys
+ * do not fit (SL_ERR_KEY), -1 for an unknown tier, -2 for a tier named to a
+ * policy that takes its tiers from its plans file (a caller does not choose
+ * its own plan), or -3 for a key that a policy keyed by the request could not
+ * have written (sl_policy_key).
  */
 int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
                     size_t keylen, int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
                     sl_take_item items[SL_TAKE_MANY_MAX],
                     const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
+
+/*
+ * Writes what -3 of sl_policy_items means for p into buf (cap bytes,
+ * NUL-terminated): which keys its templates write, each varying part as
+ * <name>: "policy 'api' keys by the request: name the store key in full, as
+ * forward-auth writes it: api:<header.x-api-key>:<method>".
+ */
+void sl_policy_key_hint(const sl_policy *p, char *buf, size_t cap);
 
 /* The key of the policy's global limits: "\x1fglobal\x1f{policy}". The
  * control bytes keep it apart from any key a template makes of an ordinary

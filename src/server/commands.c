@@ -722,11 +722,13 @@ static void sl_cmd_policies(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     c->reply->array(c->sink, n);
     for (size_t i = 0; i < n; i++) {
         const sl_policy *p = &cfg->policies[i];
-        c->reply->map(c->sink, 6);
+        c->reply->map(c->sink, p->ntemplates == 2 ? 7 : 6);
         sl_kv_bulk(c, "name", p->name);
         c->reply->bulk(c->sink, "limits", 6);
         sl_reply_limits(c, p, &p->limits, false);
         sl_kv_bulk(c, "key", p->key);
+        if (p->ntemplates == 2)
+            sl_kv_bulk(c, "key_fallback", p->key_fallback);
         sl_kv_integer(c, "shadow", p->shadow);
         c->reply->bulk(c->sink, "tiers", 5);
         c->reply->map(c->sink, p->ntiers);

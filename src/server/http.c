@@ -16,7 +16,7 @@
  *                                       (--trusted-proxies)
  *   ANY  /v1/auth/{policy}/{path...}    the same as Envoy's ext_authz sends it
  *                                       (the client's path and query after the
- *                                       policy: both ignored)
+ *                                       policy: read by a key template only)
  *   GET  /metrics                       Prometheus text
  *   GET  /healthz
  *
@@ -40,6 +40,7 @@
 #include "policy/config.h"
 #include "proto/client_addr.h"
 #include "proto/http.h"
+#include "proto/key_template.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -233,6 +234,12 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
         int n = sl_check_policy(&k, ctx.config, p, chk->tier, chk->tier ? chk->tier_len : 0,
                                 chk->items[0].key, chk->items[0].keylen, chk->items[0].cost,
                                 chk->tokens, keys, sizeof keys, items);
+        if (n == -3) {
+            char msg[SL_POLICY_KEY_MAX * 2 + 200];
+            sl_policy_key_hint(p, msg, sizeof msg);
+            sl_http_write_error(sl_conn_out(c), 400, keep, msg, "key");
+            return;
+        }
         if (n == -2) {
             char msg[160];
             snprintf(msg, sizeof msg, "policy '%s' takes each key's tier from its plans file: a "
@@ -324,6 +331,121 @@ static bool sl_auth_policy_segment(sl_http_slice path, sl_http_slice *name)
     return slash != NULL;
 }
 
+/* The first field called name whose value is not empty, or NULL. */
+static const sl_http_header *sl_auth_field(const sl_http_request *r, const char *name)
+{
+    for (size_t i = 0; i < r->num_headers; i++)
+        if (sl_http_slice_ieq(r->headers[i].name, name) && r->headers[i].value.len > 0)
+            return &r->headers[i];
+    return NULL;
+}
+
+/*
+ * The method, path and query of the client's request that forward-auth
+ * authorizes, for a key template. Envoy's ext_authz sends them as its own:
+ * the path after the policy's segment (seg), and the query. Traefik sends
+ * X-Forwarded-Method and X-Forwarded-Uri, nginx's auth_request (by
+ * convention) X-Original-Method and X-Original-URI: believed only from a
+ * trusted proxy (--trusted-proxies), as the client's address is, since a
+ * client could write them itself. Otherwise the request's own.
+ */
+static void sl_auth_original(const sl_conn *c, const sl_http_request *r, bool envoy,
+                             sl_http_slice seg, sl_key_request *kr)
+{
+    kr->method = r->method;
+    kr->path = r->path;
+    kr->query = r->query;
+    if (envoy) {
+        const char *rest = seg.ptr + seg.len; /* the '/' after the policy */
+        kr->path = (sl_http_slice){rest, (size_t)(r->path.ptr + r->path.len - rest)};
+        return;
+    }
+    if (!sl_trusted_has(&c->w->srv->cfg.trusted_proxies, &c->peer))
+        return;
+    const sl_http_header *m = sl_auth_field(r, "x-forwarded-method");
+    if (!m)
+        m = sl_auth_field(r, "x-original-method");
+    if (m)
+        kr->method = m->value;
+    const sl_http_header *u = sl_auth_field(r, "x-forwarded-uri");
+    if (!u)
+        u = sl_auth_field(r, "x-original-uri");
+    if (u) {
+        const char *q = memchr(u->value.ptr, '?', u->value.len);
+        size_t plen = q ? (size_t)(q - u->value.ptr) : u->value.len;
+        kr->path = (sl_http_slice){u->value.ptr, plen};
+        kr->query = q ? (sl_http_slice){q + 1, u->value.len - plen - 1} : (sl_http_slice){NULL, 0};
+    }
+}
+
+/*
+ * Forward-auth's store key for a policy keyed by the request: its template
+ * (else its fallback) rendered from the request, into out (cap bytes). `key`
+ * is what {key} stands for (the key header's value, or the client's address),
+ * client the client's address when it has been found (else it is found here,
+ * when a template wants it). Returns the key's length, or 0 after writing the
+ * error response (a missing part: 401 naming it; a key too long, or a client
+ * address that cannot be read: 400).
+ */
+static size_t sl_auth_render(sl_conn *c, const sl_http_request *r, const sl_policy *p,
+                             sl_http_slice key, const sl_client_addr_result *client, bool envoy,
+                             sl_http_slice seg, char *out, size_t cap, bool keep)
+{
+    const sl_server_config *cfg = &c->w->srv->cfg;
+    sl_key_request kr = {.key = key,
+                         .policy = {p->name, strlen(p->name)},
+                         .headers = r->headers,
+                         .nheaders = r->num_headers,
+                         .client = client ? &client->ip : NULL};
+    sl_auth_original(c, r, envoy, seg, &kr);
+    sl_client_addr_result found;
+    bool wants_ip = false;
+    for (size_t i = 0; i < p->ntemplates; i++)
+        wants_ip |= (p->templates[i].uses & SL_KEY_USES(SL_KEY_PART_IP)) != 0;
+    if (wants_ip && !kr.client) {
+        /* The address headers: --http-auth-header's when it names one, else
+         * X-Forwarded-For, which nginx, Traefik and Envoy write. */
+        const char *name = cfg->http_auth_header;
+        sl_client_source src = sl_client_source_of(name);
+        if (src == SL_CLIENT_NONE) {
+            src = SL_CLIENT_XFF;
+            name = "X-Forwarded-For";
+        }
+        if (sl_client_addr(&cfg->trusted_proxies, &c->peer, src, name, r->headers,
+                           r->num_headers, &found) != 0) {
+            sl_http_write_error(sl_conn_out(c), 400, keep, found.err, name);
+            return 0;
+        }
+        kr.client = &found.ip;
+    }
+    const char *missing[2] = {NULL, NULL};
+    long n = 0;
+    for (size_t i = 0; i < p->ntemplates && n == 0; i++)
+        n = sl_key_template_render(&p->templates[i], &kr, out, cap, &missing[i]);
+    if (n > 0)
+        return (size_t)n;
+    char msg[SL_POLICY_KEY_MAX + 160];
+    if (n < 0) {
+        snprintf(msg, sizeof msg, "the key policy '%s' writes for this request is longer than "
+                                  "%zu bytes", p->name, cap);
+        sl_http_write_error(sl_conn_out(c), 400, keep, msg, "key");
+        return 0;
+    }
+    /* Missing: the first template's part names the field; {key} is the
+     * key header. */
+    bool is_key = strcmp(missing[0], "key") == 0;
+    const char *field = is_key ? cfg->http_auth_header : missing[0];
+    int w = is_key ? snprintf(msg, sizeof msg, "missing %s header, which policy '%s' keys by",
+                              field, p->name)
+                   : snprintf(msg, sizeof msg, "missing %s, which policy '%s' keys by", field,
+                              p->name);
+    if (missing[1] && w > 0 && (size_t)w < sizeof msg)
+        snprintf(msg + w, sizeof msg - (size_t)w, ", and %s%s, which its key_fallback does",
+                 missing[1], strcmp(missing[1], "key") == 0 ? " (the key header)" : "");
+    sl_http_write_error(sl_conn_out(c), 401, keep, msg, field);
+    return 0;
+}
+
 /* /v1/check, /v1/reserve and /v1/auth/{policy}: decode, run, answer. */
 static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const char *body,
                                   bool keep, bool forward_auth, bool reserve)
@@ -346,6 +468,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
         sl_http_slice key = {NULL, 0};
         sl_client_source src = sl_client_source_of(cfg->http_auth_header);
         sl_client_addr_result client;
+        bool have_client = false;
         if (src != SL_CLIENT_NONE) {
             if (sl_client_addr(&cfg->trusted_proxies, &c->peer, src, cfg->http_auth_header,
                                r->headers, r->num_headers, &client) != 0) {
@@ -354,6 +477,7 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
                 return;
             }
             key = (sl_http_slice){client.text, strlen(client.text)};
+            have_client = true;
         } else {
             const sl_http_header *h = sl_http_find_header(r, cfg->http_auth_header);
             if (h)
@@ -369,6 +493,23 @@ static void sl_http_check_request(sl_conn *c, const sl_http_request *r, const ch
                                           : "the policy in the path is not a valid name",
                                 "policy");
             return;
+        }
+        /* A policy keyed by the request: the store key is its template's
+         * rendering, which forward-auth alone can make, and is named in full,
+         * as SL.POLICY names it (sl_policy_key). An unknown policy is the
+         * check's 400, below. */
+        const sl_config *config = atomic_load_explicit(&w->srv->config, memory_order_acquire);
+        const sl_policy *p = sl_config_policy(config, policy, (size_t)plen);
+        char rendered[SL_HTTP_KEY_MAX];
+        if (p && p->keyed_by_request) {
+            size_t cap = cfg->max_key_bytes > 0 && cfg->max_key_bytes < sizeof rendered
+                             ? cfg->max_key_bytes
+                             : sizeof rendered;
+            size_t n = sl_auth_render(c, r, p, key, have_client ? &client : NULL, envoy, seg,
+                                      rendered, cap, keep);
+            if (n == 0)
+                return;
+            key = (sl_http_slice){rendered, n};
         }
         /* After a trailing path the query string is the client's own (Envoy
          * appends it): none of it is read, so that a client cannot choose its
@@ -604,6 +745,8 @@ static void sl_http_policies(sl_conn *c, bool keep, bool head)
         cJSON_AddStringToObject(o, "name", p->name);
         cJSON_AddItemToObject(o, "limits", sl_http_limits_json(p, &p->limits, false));
         cJSON_AddStringToObject(o, "key", p->key);
+        if (p->ntemplates == 2)
+            cJSON_AddStringToObject(o, "key_fallback", p->key_fallback);
         cJSON_AddBoolToObject(o, "shadow", p->shadow);
         cJSON *tiers = cJSON_AddObjectToObject(o, "tiers");
         for (size_t t = 0; tiers && t < p->ntiers; t++)

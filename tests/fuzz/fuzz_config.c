@@ -43,13 +43,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 sl_policy_limits(p, p->tiers[t].name, strlen(p->tiers[t].name)) != set)
                 abort();
         }
+        /* Each template is parsed whole: written back, it parses to itself. */
+        if (p->ntemplates < 1 || p->ntemplates > 2)
+            abort();
+        for (size_t t = 0; t < p->ntemplates; t++) {
+            char text[SL_KEY_TEMPLATE_MAX + 1], again[SL_KEY_TEMPLATE_MAX + 1], why[320];
+            sl_key_template back;
+            long tn = sl_key_template_describe(&p->templates[t], text, sizeof text);
+            if (tn < 0 || sl_key_template_parse(text, (size_t)tn, &back, why, sizeof why) != 0 ||
+                sl_key_template_describe(&back, again, sizeof again) != tn ||
+                memcmp(text, again, (size_t)tn) != 0)
+                abort();
+        }
+        if (p->keyed_by_request !=
+            (p->ntemplates == 2 || sl_key_template_reads_request(&p->templates[0])))
+            abort();
         char key[256], keys[SL_POLICY_KEYS_ROOM];
-        sl_policy_key(p, "k", 1, key, sizeof key);
+        long kn = sl_policy_key(p, "k", 1, key, sizeof key);
         sl_take_item items[SL_TAKE_MANY_MAX];
         const sl_named_limit *which[SL_TAKE_MANY_MAX];
         size_t nkey = 0;
         int n = sl_policy_items(p, NULL, 0, "k", 1, 1, 2, keys, sizeof keys, items, which, &nkey);
-        if (!p->plans && (n != (int)(p->limits.n + p->global.n) || nkey != p->limits.n))
+        /* "k" is a key of a policy keyed by the request only when one of its
+         * templates could write it; then it is written as it is. */
+        if (p->keyed_by_request && (kn == -2) != (n == -3))
+            abort();
+        if (p->keyed_by_request && kn == 1 && key[0] != 'k')
+            abort();
+        if (!p->plans && n != -3 && (n != (int)(p->limits.n + p->global.n) || nkey != p->limits.n))
             abort();
     }
     sl_config_free(c);

@@ -79,7 +79,7 @@ Test(config, policies_tiers_globals_and_settings)
     const sl_policy *login = sl_config_policy(c, "login", 5);
     n = sl_policy_key(login, "bob", 3, key, sizeof key);
     cr_assert(n == 9 && memcmp(key, "login:bob", 9) == 0, "default template {policy}:{key}");
-    cr_assert_eq(sl_policy_key(login, "bob", 3, key, 8), 0, "too small a buffer");
+    cr_assert_eq(sl_policy_key(login, "bob", 3, key, 8), -1, "too small a buffer");
     n = sl_policy_global_key(p, key, sizeof key);
     cr_assert(n == 11 && memcmp(key, "\x1fglobal\x1f" "api", 11) == 0);
     cr_assert_null(sl_config_policy(c, "ap", 2));
@@ -113,8 +113,9 @@ Test(config, every_mistake_names_file_line_column_and_reason)
     cr_assert_str_eq(parse_err("- a\n- b\n"),
                      "t.yaml:1:1: the file must be a mapping with server and policies sections");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, key: \"x\"}\n"),
-                     "t.yaml:2:33: policy 'a': key must be a template of at most 128 characters "
-                     "containing {key} (got 'x')");
+                     "t.yaml:2:33: policy 'a': key 'x' writes one store key for every request: "
+                     "it needs {key} or a part of the request (header.NAME, query.NAME, method, "
+                     "path, ip)");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, shadow: maybe}\n"),
                      "t.yaml:2:36: policy 'a': shadow must be true or false (got 'maybe')");
     cr_assert_str_eq(parse_err("policies:\n  a: {limit: 1, period: 1, tiers: {x: {limit: 0, period: 1}}}\n"),
@@ -519,4 +520,191 @@ Test(config, a_plans_file_gives_each_key_its_tier)
     remove(path);
     remove(cfgpath);
     rmdir(dir);
+}
+
+/* The store key a policy's key template made of a key before templates were
+ * parsed: {key} and {policy} replaced, every other byte as it is. The model
+ * the parsed templates must agree with, so that states written before are
+ * found after an upgrade. */
+static size_t old_policy_key(const char *tmpl, const char *policy, const char *key, char *out)
+{
+    size_t n = 0;
+    for (const char *t = tmpl; *t;) {
+        if (strncmp(t, "{key}", 5) == 0) {
+            memcpy(out + n, key, strlen(key));
+            n += strlen(key);
+            t += 5;
+        } else if (strncmp(t, "{policy}", 8) == 0) {
+            memcpy(out + n, policy, strlen(policy));
+            n += strlen(policy);
+            t += 8;
+        } else {
+            out[n++] = *t++;
+        }
+    }
+    return n;
+}
+
+Test(config, templates_of_key_and_policy_write_the_keys_they_always_wrote)
+{
+    static const char *const templates[] = {
+        "{policy}:{key}", "api:{key}", "{key}", "x{key}y{policy}z", "{key}:{key}",
+        "v2/{policy}/{key}/", "a b\\t{key}", "{policy}{key}{policy}", "k=={key}!",
+    };
+    static const char *const keys[] = {"alice", "user:42", "a b", "{x}", "%41", "\xc3\xa9"};
+    for (size_t i = 0; i < sizeof templates / sizeof templates[0]; i++) {
+        char yaml[256];
+        snprintf(yaml, sizeof yaml, "policies:\n  api:\n    limit: 1\n    period: 1\n    key: '%s'\n",
+                 templates[i]);
+        sl_config *c = parse_ok(yaml);
+        const sl_policy *p = &c->policies[0];
+        cr_assert_not(p->keyed_by_request, "%s", templates[i]);
+        cr_assert_str_eq(p->key, templates[i], "shown as written");
+        for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+            char want[256], got[256];
+            size_t wn = old_policy_key(templates[i], "api", keys[k], want);
+            long gn = sl_policy_key(p, keys[k], strlen(keys[k]), got, sizeof got);
+            cr_assert(gn == (long)wn && memcmp(got, want, wn) == 0, "%s with %s: %.*s", templates[i],
+                      keys[k], (int)(gn > 0 ? gn : 0), got);
+        }
+        sl_config_free(c);
+    }
+}
+
+Test(config, single_braces_are_refused_with_the_spelling_that_writes_the_old_keys)
+{
+    cr_assert_str_eq(
+        parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n    key: \"{api}:{key}\"\n"),
+        "t.yaml:5:10: policy 'api': key: unknown part '{api}' at column 1: use key, policy, "
+        "header.NAME, query.NAME, method, path, path/N, ip, ip/N, ip6/M or ip/N,ip6/M; a brace of "
+        "the key's text is written twice: \"{{api}}:{key}\" writes the keys this template wrote "
+        "before");
+    cr_assert(strstr(parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                               "    key: \"{key}}\"\n"),
+                     "\"{key}}}\" writes the keys this template wrote before"),
+              "%s", err);
+    /* "{{key}}" was the key in braces: now it would be the text {key} */
+    cr_assert_str_eq(
+        parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n    key: \"{{key}}\"\n"),
+        "t.yaml:5:10: policy 'api': key writes the text {key}, not the key: {{ and }} write one "
+        "brace each; for the key in braces (a Redis Cluster hash tag), as sluice wrote it before, "
+        "write \"{{{key}}}\"");
+    cr_assert(strstr(parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                               "    key: \"{{policy}}:{key}\"\n"),
+                     "write \"{{{policy}}}:{key}\""),
+              "%s", err);
+    /* a mistake the old reading refused too gets the parser's words alone */
+    cr_assert_str_eq(
+        parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n    key: \"{ip/33}\"\n"),
+        "t.yaml:5:10: policy 'api': key: '{ip/33}' at column 1: an IPv4 prefix ip/N has N from 0 "
+        "to 32");
+    cr_assert(strstr(parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                               "    key_fallback: \"{policy}:{\"\n"),
+                     "policy 'api': key_fallback: the '{' at column 10 is never closed"),
+              "%s", err);
+    cr_assert(strstr(parse_err("policies:\n  api:\n    limit: 1\n    period: 1\n    key: [a]\n"),
+                     "key must be a key template such as"), "%s", err);
+    /* doubled braces are one brace: the hash tag of the parser's spelling */
+    sl_config *c = parse_ok("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                            "    key: \"{{{policy}:{key}}}\"\n");
+    char got[64];
+    long n = sl_policy_key(&c->policies[0], "bob", 3, got, sizeof got);
+    cr_assert(n == 9 && memcmp(got, "{api:bob}", 9) == 0, "%.*s", (int)n, got);
+    sl_config_free(c);
+}
+
+Test(config, a_template_that_reads_the_request_takes_the_store_key_in_full)
+{
+    sl_config *c = parse_ok("policies:\n"
+                            "  api:\n    limit: 1\n    period: 1\n"
+                            "    key: \"{policy}:{header.X-Api-Key}:{method}\"\n"
+                            "  ip:\n    limit: 1\n    period: 1\n"
+                            "    key: \"u:{header.x-user}\"\n    key_fallback: \"{ip/24}/ip\"\n"
+                            "  anon:\n    limit: 1\n    period: 1\n"
+                            "    key: \"{policy}:{key}\"\n    key_fallback: \"{policy}:anonymous\"\n"
+                            "  plain:\n    limit: 1\n    period: 1\n");
+    const sl_policy *api = &c->policies[0], *ip = &c->policies[1], *anon = &c->policies[2],
+                    *plain = &c->policies[3];
+    cr_assert(api->keyed_by_request && ip->keyed_by_request && anon->keyed_by_request);
+    cr_assert_not(plain->keyed_by_request);
+    cr_assert_eq(api->ntemplates, 1);
+    cr_assert_eq(ip->ntemplates, 2);
+    cr_assert_str_eq(ip->key_fallback, "{ip/24}/ip");
+    cr_assert_str_eq(api->key, "{policy}:{header.X-Api-Key}:{method}", "as written");
+    char out[64];
+    long n = sl_policy_key(api, "api:abc:GET", 11, out, sizeof out);
+    cr_assert(n == 11 && memcmp(out, "api:abc:GET", 11) == 0);
+    /* it must be a key the template writes: its fixed text at both ends, a
+     * byte at least for each part that varies */
+    cr_assert_eq(sl_policy_key(api, "abc:GET", 7, out, sizeof out), -2);
+    cr_assert_eq(sl_policy_key(api, "api:", 4, out, sizeof out), -2);
+    cr_assert_eq(sl_policy_key(api, "api:a", 5, out, sizeof out), -2, "two parts vary");
+    cr_assert_eq(sl_policy_key(api, "api:ab", 6, out, sizeof out), 6, "the ':' between them "
+                                                                        "is not looked for");
+    cr_assert_eq(sl_policy_key(api, "api:abc:GET", 11, out, 4), -1);
+    cr_assert_eq(sl_policy_key(api, "", 0, out, sizeof out), 0);
+    /* either template of a policy with a fallback */
+    cr_assert_eq(sl_policy_key(ip, "u:bob", 5, out, sizeof out), 5);
+    cr_assert_eq(sl_policy_key(ip, "203.0.113.0/24/ip", 17, out, sizeof out), 17);
+    cr_assert_eq(sl_policy_key(ip, "/ip", 3, out, sizeof out), -2);
+    cr_assert_eq(sl_policy_key(ip, "x:bob", 5, out, sizeof out), -2);
+    /* a fallback without a varying part writes one key */
+    cr_assert_eq(sl_policy_key(anon, "anon:anonymous", 14, out, sizeof out), 14);
+    cr_assert_eq(sl_policy_key(anon, "anon:alice", 10, out, sizeof out), 10);
+    cr_assert_eq(sl_policy_key(anon, "alice", 5, out, sizeof out), -2);
+
+    sl_take_item it[SL_TAKE_MANY_MAX];
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey = 0;
+    char keys[SL_POLICY_KEYS_ROOM];
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "bob", 3, 1, 0, keys, sizeof keys, it, which, &nkey),
+                 -3);
+    cr_assert_eq(sl_policy_items(api, NULL, 0, "api:bob:PUT", 11, 1, 0, keys, sizeof keys, it, which,
+                                 &nkey), 1);
+    cr_assert(it[0].keylen == 11 && memcmp(it[0].key, "api:bob:PUT", 11) == 0);
+    char hint[512];
+    sl_policy_key_hint(ip, hint, sizeof hint);
+    cr_assert_str_eq(hint, "policy 'ip' keys by the request: name the store key in full, as "
+                           "forward-auth writes it: u:<header.x-user> or <ip/24>/ip");
+    sl_policy_key_hint(ip, hint, 40);
+    cr_assert_eq(strlen(hint), 39, "cut to fit");
+    sl_config_free(c);
+
+    /* a fallback may write one key for all; the key's own template may not */
+    c = parse_ok("policies:\n  a:\n    limit: 1\n    period: 1\n    key: \"{path}\"\n");
+    sl_config_free(c);
+    cr_assert(strstr(parse_err("policies:\n  a:\n    limit: 1\n    period: 1\n"
+                               "    key: \"{policy}:all\"\n"),
+                     "writes one store key for every request"), "%s", err);
+}
+
+static void collect(void *arg, const char *line)
+{
+    strncat((char *)arg, line, 4095 - strlen((char *)arg));
+    strncat((char *)arg, "\n", 4095 - strlen((char *)arg));
+}
+
+Test(config, a_reload_says_when_the_templates_change_and_only_then)
+{
+    sl_config *a = parse_ok("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                            "    key: \"{header.X-Api-Key}\"\n");
+    sl_config *b = parse_ok("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                            "    key: \"{header.x-api-key}\"\n");
+    sl_config *f = parse_ok("policies:\n  api:\n    limit: 1\n    period: 1\n"
+                            "    key: \"{header.x-api-key}\"\n    key_fallback: \"{ip}\"\n");
+    sl_config *o = parse_ok("policies:\n  api:\n    limit: 1\n    period: 1\n");
+    char said[4096] = "";
+    sl_config_describe_reload(a, b, collect, said);
+    cr_assert_str_eq(said, "", "the same template in another case of the header's name");
+    sl_config_describe_reload(b, f, collect, said);
+    cr_assert(strstr(said, "policy 'api': key template '{header.x-api-key}' -> "
+                           "'{header.x-api-key}' (fallback '{ip}'): keys are looked up under the "
+                           "new template, so every key STARTS AGAIN"), "%s", said);
+    said[0] = '\0';
+    sl_config_describe_reload(o, b, collect, said);
+    cr_assert(strstr(said, "SL.POLICY and /v1/check now name the store key in full"), "%s", said);
+    sl_config_free(a);
+    sl_config_free(b);
+    sl_config_free(f);
+    sl_config_free(o);
 }
