@@ -19,7 +19,10 @@
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
  *       plans: plans.txt        # a key's tier from a file of "key: tier" lines
- *                               #   (src/policy/plans.h; relative to this file)
+ *                               #   (src/policy/plans.h; relative to this file),
+ *                               #   or redis:HASH, or {redis: HASH, refresh: 10s}:
+ *                               #   from a hash in the Redis store (field = key,
+ *                               #   value = tier), read by the server
  *     chat:                     # several limits, taken together (all or nothing)
  *       limits:
  *         - {name: rps, limit: 10, period: 1s}
@@ -48,6 +51,10 @@
 #define SL_POLICY_NAME_MAX 64
 #define SL_POLICY_KEY_MAX 128           /* the key template */
 #define SL_POLICY_STORE_TIMEOUT_MAX 60000 /* store_timeout_ms's most */
+#define SL_PLANS_HASH_MAX 512           /* bytes of plans: redis:NAME's NAME */
+#define SL_PLANS_REFRESH_DEFAULT_NS INT64_C(10000000000) /* 10 s */
+#define SL_PLANS_REFRESH_MIN_NS INT64_C(100000000)       /* 100 ms */
+#define SL_PLANS_REFRESH_MAX_NS INT64_C(86400000000000)  /* 1 day */
 #define SL_LIMIT_NAME_MAX 32            /* a named limit's name: [A-Za-z0-9_-] */
 /* Room for the store keys of one check under a policy: every limit's key
  * together (sl_policy_items). */
@@ -97,7 +104,17 @@ typedef struct sl_policy {
     bool shadow;
     sl_limit_set global;          /* shared by every key; n == 0: none */
     char *plans_path;             /* the plans file, as resolved; NULL: none */
-    struct sl_plans *plans;       /* its table: a key's tier (src/policy/plans.h) */
+    /* The Redis hash the plans come from (plans: redis:NAME), NULL: none;
+     * and how often it is read again, in ns. The config does not read it:
+     * the server does, and puts each table it reads into `plans`. */
+    char *plans_redis;
+    int64_t plans_refresh_ns;
+    /* The table of the file or the hash: a key's tier (src/policy/plans.h).
+     * Atomic because a hash's table is replaced while workers read it:
+     * load it once per lookup; a table replaced stays valid until every
+     * worker has moved to the next config epoch (src/server). Freed with
+     * the config. */
+    _Atomic(struct sl_plans *) plans;
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
     /* When the store cannot answer: an sl_on_error (above),
