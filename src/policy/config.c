@@ -1034,6 +1034,11 @@ static bool sl_set_items(const sl_limit_set *set, const char *base, size_t blen,
     return true;
 }
 
+static int sl_policy_items_of(const sl_policy *p, const sl_limit_set *set, const char *key,
+                              size_t keylen, int64_t cost, int64_t tokens, char *keybuf,
+                              size_t keycap, sl_take_item items[SL_TAKE_MANY_MAX],
+                              const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
+
 int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
                     size_t keylen, int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
                     sl_take_item items[SL_TAKE_MANY_MAX],
@@ -1050,6 +1055,26 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
     } else if (!(set = sl_policy_limits(p, tier, tierlen))) {
         return -1;
     }
+    return sl_policy_items_of(p, set, key, keylen, cost, tokens, keybuf, keycap, items, which,
+                              nkey);
+}
+
+int sl_policy_items_at(const sl_policy *p, int tier, const char *key, size_t keylen,
+                       int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
+                       sl_take_item items[SL_TAKE_MANY_MAX],
+                       const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
+{
+    const sl_limit_set *set =
+        tier >= 0 && (size_t)tier < p->ntiers ? &p->tiers[tier].limits : &p->limits;
+    return sl_policy_items_of(p, set, key, keylen, cost, tokens, keybuf, keycap, items, which,
+                              nkey);
+}
+
+static int sl_policy_items_of(const sl_policy *p, const sl_limit_set *set, const char *key,
+                              size_t keylen, int64_t cost, int64_t tokens, char *keybuf,
+                              size_t keycap, sl_take_item items[SL_TAKE_MANY_MAX],
+                              const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
+{
     size_t klen = keylen ? sl_policy_key(p, key, keylen, keybuf, keycap) : 0;
     if (klen == 0)
         return 0;

@@ -221,6 +221,15 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
                     sl_take_item items[SL_TAKE_MANY_MAX],
                     const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
 
+/* As sl_policy_items, for a policy whose plans the caller looked the key
+ * up in itself (the module reads a plans hash in its own keyspace): tier is
+ * the index of the key's tier in p->tiers, -1 (or any other) for the
+ * default. Returns as sl_policy_items, never -1 or -2. */
+int sl_policy_items_at(const sl_policy *p, int tier, const char *key, size_t keylen,
+                       int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
+                       sl_take_item items[SL_TAKE_MANY_MAX],
+                       const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
+
 /* The key of the policy's global limits: "\x1fglobal\x1f{policy}". The
  * control bytes keep it apart from any key a template makes of an ordinary
  * client key (clients of sluiced are trusted: any of them may name any key). */

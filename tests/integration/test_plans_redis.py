@@ -13,7 +13,7 @@ import pytest
 import requests
 
 from conftest import ROOT, Sluiced, free_port
-from respclient import as_map
+from respclient import Error, as_map
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "backend"))
@@ -87,6 +87,11 @@ def test_a_keys_tier_comes_from_the_hash_on_every_face(make_server, redis_store,
         assert policy(c, "api", "sp ace\x01")["limit"] == 500, "any bytes make a key"
         assert policy(c, "api", "stranger")["limit"] == 2, "a key the hash does not name"
         assert policy(c, "api", "carol")["limit"] == 2, "a value naming no tier: the default"
+        c.send_command("SL.POLICY", "api", "bob", "TIER", "paid")
+        e = c.read_reply()
+        assert isinstance(e, Error) and e.message == (
+            "ERR policy 'api' takes each key's tier from its plans hash: a request cannot "
+            "name one"), e
         info = info_plans(c)
         assert info["plans_policies"] == "1", info
         assert "keys=3," in info["plans_api"] and "unknown_tier_fields=1," in info["plans_api"]
@@ -97,6 +102,8 @@ def test_a_keys_tier_comes_from_the_hash_on_every_face(make_server, redis_store,
     assert j["limit"] == 500, j
     a = requests.get(s.url + "/v1/auth/api", headers={"X-Api-Key": "alice"})
     assert a.status_code == 200 and a.headers["X-RateLimit-Limit"] == "500", a.headers
+    a = requests.get(s.url + "/v1/auth/api?tier=paid", headers={"X-Api-Key": "bob"})
+    assert a.status_code == 400 and a.json()["field"] == "tier", a.text
     a = requests.get(s.url + "/v1/auth/api", headers={"X-Api-Key": "nobody"})
     assert a.headers["X-RateLimit-Limit"] == "2", a.headers
     m = requests.get(s.url + "/metrics").text
