@@ -611,8 +611,12 @@ void sl_plans_redis_start(sl_server *srv, uv_loop_t *loop)
     if (url) {
         char err[256];
         pr_have_target = sl_redis_target_parse(url, &pr_target, err, sizeof err) == SL_OK;
-        if (!pr_have_target)
+        if (!pr_have_target) {
             sl_redis_target_free(&pr_target);
+            sl_log(SL_LOG_ERROR, "plans from Redis hashes: the store's URL: %s: EVERY KEY IS ON "
+                                 "ITS POLICY'S DEFAULT TIER",
+                   err + (strncmp(err, "ERR ", 4) == 0 ? 4 : 0));
+        }
         memset(url, 0, strlen(url));
         free(url);
     }
@@ -838,7 +842,7 @@ void sl_plans_redis_metrics(sl_buf *out)
             const pr_source *s = &pr_sources[i];
             char policy[2 * SL_POLICY_NAME_MAX + 1], hash[2 * 128 + 1], trimmed[129];
             pr_label(policy, sizeof policy, s->policy);
-            snprintf(trimmed, sizeof trimmed, "%s", s->hash);
+            snprintf(trimmed, sizeof trimmed, "%.128s", s->hash);
             pr_label(hash, sizeof hash, trimmed);
             double v = 0;
             switch (k) {

@@ -149,6 +149,36 @@ def test_redis_down_at_a_refresh_keeps_the_table(make_server, redis_store, tmp_p
         wait_for(lambda: policy(c, "api", "alice")["limit"] == 5, "the new table")
 
 
+def test_with_sync_the_hash_is_read_from_the_central_redis(make_server, redis_store, tmp_path):
+    redis_store.client().hset("plans", mapping={"alice": "paid"})
+    s = start(make_server, tmp_path, "sync+redis://127.0.0.1:%d?interval_ms=100&node=0&nodes=1"
+              % redis_store.port)
+    with s.conn() as c:
+        assert policy(c, "api", "alice")["limit"] == 500
+        assert policy(c, "api", "bob")["limit"] == 2
+
+
+def test_a_password_and_a_database_of_the_url_are_used(make_server, tmp_path):
+    import redis
+    rs = RedisServer(str(tmp_path / "authed"), module=False, args=["--requirepass", "s3cret"])
+
+    def ping():
+        c = redis.Redis(host="127.0.0.1", port=rs.port, password="s3cret", socket_timeout=2)
+        try:
+            return c.ping()
+        finally:
+            c.close()
+    rs.ping = ping
+    rs.start()
+    try:
+        rs.client(password="s3cret", db=3).hset("plans", "alice", "paid")
+        s = start(make_server, tmp_path, "redis://:s3cret@127.0.0.1:%d/3" % rs.port)
+        with s.conn() as c:
+            assert policy(c, "api", "alice")["limit"] == 500
+    finally:
+        rs.stop()
+
+
 def test_a_start_without_the_hash_starts_on_the_default_tier(make_server, tmp_path):
     port = free_port()  # no Redis there
     s = start(make_server, tmp_path, "redis://127.0.0.1:%d" % port,
