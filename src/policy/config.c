@@ -397,9 +397,6 @@ static int sl_policy_check(sl_loader *ld, const yaml_node_t *m, const char *wher
     return 0;
 }
 
-/* A policy's plans file: its path resolved against the config file's
- * directory when relative, and loaded with the policy's tier names, under a
- * hash key of its own. */
 /* A policy's plans from a Redis hash: "redis:NAME", or a mapping
  * {redis: NAME, refresh: DURATION}. Only named here: the server reads the
  * hash (src/server/plans_redis.c). */
@@ -459,6 +456,9 @@ static int sl_plans_redis_value(sl_loader *ld, const yaml_node_t *v, const char 
     return 0;
 }
 
+/* A policy's plans file: its path resolved against the config file's
+ * directory when relative, and loaded with the policy's tier names, under a
+ * hash key of its own; or a Redis hash's name. */
 static int sl_plans_value(sl_loader *ld, const yaml_node_t *v, const char *where, sl_policy *p)
 {
     if (p->ntiers == 0)
