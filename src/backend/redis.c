@@ -1825,6 +1825,26 @@ fail:
     return SL_ERR_NOMEM;
 }
 
+int sl_redis_target_parse(const char *url, sl_redis_target *out, char *err, size_t n)
+{
+    rd_backend b = {0};
+    int rc = rd_parse_url(&b, url, err, n);
+    *out = (sl_redis_target){.cluster = b.cluster, .hosts = b.hosts, .user = b.user,
+                             .password = b.password, .db = b.db};
+    return rc;
+}
+
+void sl_redis_target_free(sl_redis_target *t)
+{
+    free(t->hosts);
+    free(t->user);
+    if (t->password) {
+        memset(t->password, 0, strlen(t->password));
+        free(t->password);
+    }
+    *t = (sl_redis_target){0};
+}
+
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n)
 {
     *out = NULL;

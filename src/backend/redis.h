@@ -14,6 +14,7 @@
 #ifndef SL_BACKEND_REDIS_H
 #define SL_BACKEND_REDIS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -47,6 +48,23 @@ typedef struct sl_redis_config {
  * what is wrong written into err (n bytes).
  */
 int sl_backend_redis(const sl_redis_config *cfg, sl_backend **out, char *err, size_t n);
+
+/* Where a redis:// or redis-cluster:// URL points, as the backend reads it
+ * (for another client of the same store: the server's plans loader). */
+typedef struct sl_redis_target {
+    bool cluster;
+    char *hosts;    /* "host:port" (cluster: comma-separated seeds), IPv6 without brackets */
+    char *user;     /* NULL: none */
+    char *password; /* NULL: none */
+    int db;
+} sl_redis_target;
+
+/* Parses url into *out (all zero first). Returns SL_OK, or SL_ERR_ARGUMENT
+ * / SL_ERR_NOMEM with err (n bytes) saying what is wrong ("ERR ..."). The
+ * strings are malloc'ed: sl_redis_target_free releases them (also after a
+ * failure). */
+int sl_redis_target_parse(const char *url, sl_redis_target *out, char *err, size_t n);
+void sl_redis_target_free(sl_redis_target *t);
 
 /* What decided a request, for logs: "store", "fail_open", "fail_closed", "local". */
 const char *sl_fallback_name(sl_fallback by);

@@ -534,6 +534,10 @@ static void sl_check_render(sl_cmd_ctx *c, sl_check *k)
     }
 }
 
+static int sl_check_policy_fill(sl_check *k, const sl_config *cfg, const sl_policy *p, int n,
+                                sl_take_item items[SL_TAKE_MANY_MAX],
+                                const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t nkey);
+
 int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const char *tier,
                     size_t tier_len, const char *key, size_t key_len, int64_t cost,
                     int64_t tokens, char *kbuf, size_t kcap, sl_take_item items[SL_TAKE_MANY_MAX])
@@ -542,6 +546,27 @@ int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const
     size_t nkey = 0;
     int n = sl_policy_items(p, tier, tier_len, key, key_len, cost, tokens, kbuf, kcap, items,
                             which, &nkey);
+    return sl_check_policy_fill(k, cfg, p, n, items, which, nkey);
+}
+
+/* sl_check_policy with the key's tier looked up by the caller: its index
+ * in p->tiers, -1 for the default. */
+static int sl_check_policy_at(sl_check *k, const sl_config *cfg, const sl_policy *p, int tier,
+                              const char *key, size_t key_len, int64_t cost, int64_t tokens,
+                              char *kbuf, size_t kcap, sl_take_item items[SL_TAKE_MANY_MAX])
+{
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey = 0;
+    int n = sl_policy_items_at(p, tier, key, key_len, cost, tokens, kbuf, kcap, items, which,
+                               &nkey);
+    return sl_check_policy_fill(k, cfg, p, n, items, which, nkey);
+}
+
+/* Fills k for the n items of policy p (n <= 0: nothing, returned). */
+static int sl_check_policy_fill(sl_check *k, const sl_config *cfg, const sl_policy *p, int n,
+                                sl_take_item items[SL_TAKE_MANY_MAX],
+                                const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t nkey)
+{
     if (n <= 0)
         return n;
     sl_check_init(k, SL_OP_TAKE, SL_RENDER_POLICY, (size_t)n, items);
@@ -806,15 +831,28 @@ static bool sl_policy_check_or_reply(sl_cmd_ctx *c, sl_check *k, const sl_policy
                                      int64_t cost, int64_t tokens, char *keys, size_t cap,
                                      sl_take_item items[SL_TAKE_MANY_MAX])
 {
-    int n = sl_check_policy(k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
+    int n;
+    if (p->plans_redis && c->plan_tier && !(tier && tier->len)) {
+        /* The face reads the plans hash itself (the module). */
+        int t = c->plan_tier(c, p, key->ptr, key->len);
+        if (t == -2) {
+            sl_reply_errorf(c, "policy '%s' reads its plans from the key '%.64s', which holds "
+                               "another type than a hash", p->name, p->plans_redis);
+            return false;
+        }
+        n = sl_check_policy_at(k, c->config, p, t, key->ptr, key->len, cost, tokens, keys, cap,
+                               items);
+    } else {
+        n = sl_check_policy(k, c->config, p, tier ? tier->ptr : NULL, tier ? tier->len : 0,
                             key->ptr, key->len, cost, tokens, keys, cap, items);
+    }
     if (n == -3) {
         char hint[SL_POLICY_KEY_MAX * 2 + 200];
         sl_policy_key_hint(p, hint, sizeof hint);
         sl_reply_errorf(c, "%s", hint);
     } else if (n == -2)
-        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans file: a request "
-                           "cannot name one", p->name);
+        sl_reply_errorf(c, "policy '%s' takes each key's tier from its plans %s: a request "
+                           "cannot name one", p->name, p->plans_redis ? "hash" : "file");
     else if (n < 0)
         sl_reply_errorf(c, "unknown tier '%.*s' for policy '%s'",
                         (int)(tier->len > 64 ? 64 : tier->len), tier->ptr, p->name);

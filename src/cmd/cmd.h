@@ -187,6 +187,13 @@ typedef struct sl_cmd_ctx {
     sl_check *(*defer)(struct sl_cmd_ctx *c, const sl_check *k);
     /* SL_RENDER_FACE's renderer (errors too). */
     void (*render)(struct sl_cmd_ctx *c, sl_check *k);
+    /* For a policy whose plans are a Redis hash (plans: redis:NAME) that
+     * the face reads itself (the module, in its own keyspace): the index of
+     * the key's tier in p->tiers, -1 when the hash does not name one it has
+     * (the default), -2 when NAME is a key of another type. NULL: the
+     * policy's table, which sluiced fills. */
+    int (*plan_tier)(struct sl_cmd_ctx *c, const struct sl_policy *p, const char *key,
+                     size_t len);
 } sl_cmd_ctx;
 
 /*

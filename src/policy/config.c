@@ -8,6 +8,7 @@
 
 #include <errno.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,10 +362,11 @@ static void sl_set_free(sl_limit_set *set)
 
 static void sl_policy_free_sets(sl_policy *p)
 {
-    sl_plans_free(p->plans);
-    p->plans = NULL;
+    sl_plans_free(atomic_exchange(&p->plans, NULL));
     sl_free(p->plans_path);
     p->plans_path = NULL;
+    sl_free(p->plans_redis);
+    p->plans_redis = NULL;
     sl_set_free(&p->limits);
     sl_set_free(&p->global);
     for (size_t t = 0; t < p->ntiers; t++)
@@ -395,13 +397,74 @@ static int sl_policy_check(sl_loader *ld, const yaml_node_t *m, const char *wher
     return 0;
 }
 
+/* A policy's plans from a Redis hash: "redis:NAME", or a mapping
+ * {redis: NAME, refresh: DURATION}. Only named here: the server reads the
+ * hash (src/server/plans_redis.c). */
+static int sl_plans_redis_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                                sl_policy *p)
+{
+    char q[48];
+    const yaml_node_t *name = NULL, *refresh = NULL;
+    const char *hash = NULL;
+    size_t hlen = 0;
+    if (v->type == YAML_MAPPING_NODE) {
+        for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top;
+             pr++) {
+            yaml_node_t *k = sl_node(ld, pr->key), *x = sl_node(ld, pr->value);
+            if (sl_key_is(k, "redis"))
+                name = x;
+            else if (sl_key_is(k, "refresh"))
+                refresh = x;
+            else
+                return sl_fail(ld, k, "%s: plans: unknown setting %s (redis, refresh)", where,
+                               sl_quote(k, q));
+        }
+        if (!name)
+            return sl_fail(ld, v, "%s: plans: a mapping names the Redis hash (redis: NAME)",
+                           where);
+        if (!sl_is_scalar(name))
+            return sl_fail(ld, name, "%s: plans: redis must be the name of a hash (got %s)",
+                           where, sl_quote(name, q));
+        hash = sl_scalar(name);
+        hlen = name->data.scalar.length;
+    } else {
+        name = v;
+        hash = sl_scalar(v) + 6;
+        hlen = v->data.scalar.length - 6;
+    }
+    if (hlen == 0 || hlen > SL_PLANS_HASH_MAX || memchr(hash, '\0', hlen))
+        return sl_fail(ld, name, "%s: plans: the Redis hash's name must be 1 to %d bytes "
+                                 "(plans: redis:NAME)",
+                       where, SL_PLANS_HASH_MAX);
+    p->plans_refresh_ns = SL_PLANS_REFRESH_DEFAULT_NS;
+    if (refresh) {
+        int64_t ns = 0;
+        sl_duration_status rc = sl_is_scalar(refresh)
+                                    ? sl_parse_duration(sl_scalar(refresh),
+                                                        refresh->data.scalar.length, &ns)
+                                    : SL_DURATION_MALFORMED;
+        if (rc != SL_DURATION_OK || ns < SL_PLANS_REFRESH_MIN_NS || ns > SL_PLANS_REFRESH_MAX_NS)
+            return sl_fail(ld, refresh, "%s: plans: refresh must be a duration from 100ms to 1d "
+                                        "(got %s)",
+                           where, sl_quote(refresh, q));
+        p->plans_refresh_ns = ns;
+    }
+    if (!(p->plans_redis = sl_malloc(hlen + 1)))
+        return sl_fail(ld, NULL, "out of memory");
+    memcpy(p->plans_redis, hash, hlen);
+    p->plans_redis[hlen] = '\0';
+    return 0;
+}
+
 /* A policy's plans file: its path resolved against the config file's
  * directory when relative, and loaded with the policy's tier names, under a
- * hash key of its own. */
+ * hash key of its own; or a Redis hash's name. */
 static int sl_plans_value(sl_loader *ld, const yaml_node_t *v, const char *where, sl_policy *p)
 {
     if (p->ntiers == 0)
         return sl_fail(ld, v, "%s: plans needs tiers to choose from", where);
+    if (v->type == YAML_MAPPING_NODE || strncmp(sl_scalar(v), "redis:", 6) == 0)
+        return sl_plans_redis_value(ld, v, where, p);
     const char *path = sl_scalar(v);
     const char *slash = strrchr(ld->name, '/');
     size_t dir = path[0] != '/' && slash ? (size_t)(slash - ld->name) + 1 : 0;
@@ -418,8 +481,10 @@ static int sl_plans_value(sl_loader *ld, const yaml_node_t *v, const char *where
         return sl_fail(ld, v, "%s: plans: no random bytes for the table's hash key: %s", where,
                        strerror(errno));
     char perr[320];
-    if (sl_plans_load(p->plans_path, tiers, p->ntiers, hash_key, &p->plans, perr, sizeof perr))
+    sl_plans *table;
+    if (sl_plans_load(p->plans_path, tiers, p->ntiers, hash_key, &table, perr, sizeof perr))
         return sl_fail(ld, v, "%s: plans: %s", where, perr);
+    atomic_store(&p->plans, table);
     return 0;
 }
 
@@ -571,9 +636,11 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
                                SL_POLICY_STORE_TIMEOUT_MAX, sl_quote(v, q));
             p->store_timeout_ms = (int32_t)ms;
         } else if (sl_key_is(pk, "plans")) {
-            if (!sl_is_scalar(v) || v->data.scalar.length == 0 || v->data.scalar.length > 4096)
-                return sl_fail(ld, v, "%s: plans must be the path of a plans file (got %s)", where,
-                               sl_quote(v, q));
+            if (!(v && v->type == YAML_MAPPING_NODE) &&
+                (!sl_is_scalar(v) || v->data.scalar.length == 0 || v->data.scalar.length > 4096))
+                return sl_fail(ld, v, "%s: plans must be the path of a plans file, or "
+                                      "redis:HASH (got %s)",
+                               where, sl_quote(v, q));
             plans = v;
         } else if (sl_key_is(pk, "global")) {
             char gwhere[128];
@@ -982,10 +1049,18 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
             snprintf(line, sizeof line, "policy '%s': plans %s: %zu keys (%zu bytes)", o->name,
                      n->plans_path, sl_plans_count(n->plans), sl_plans_bytes(n->plans));
             say(arg, line);
-        } else if (o->plans_path) {
+        } else if (n->plans_redis) {
+            if (!o->plans_redis || strcmp(o->plans_redis, n->plans_redis) != 0 ||
+                o->plans_refresh_ns != n->plans_refresh_ns) {
+                snprintf(line, sizeof line, "policy '%s': plans from the Redis hash '%.200s', "
+                                            "read every %lld ms",
+                         o->name, n->plans_redis, (long long)(n->plans_refresh_ns / 1000000));
+                say(arg, line);
+            }
+        } else if (o->plans_path || o->plans_redis) {
             snprintf(line, sizeof line,
-                     "policy '%s': plans file dropped: every key is on the default tier unless "
-                     "its request names one", o->name);
+                     "policy '%s': plans %s dropped: every key is on the default tier unless "
+                     "its request names one", o->name, o->plans_path ? "file" : "hash");
             say(arg, line);
         }
         if (o->shadow != n->shadow) {
@@ -1169,21 +1244,47 @@ static bool sl_set_items(const sl_limit_set *set, const char *base, size_t blen,
     return true;
 }
 
+static int sl_policy_items_of(const sl_policy *p, const sl_limit_set *set, const char *key,
+                              size_t keylen, int64_t cost, int64_t tokens, char *keybuf,
+                              size_t keycap, sl_take_item items[SL_TAKE_MANY_MAX],
+                              const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
+
 int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const char *key,
                     size_t keylen, int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
                     sl_take_item items[SL_TAKE_MANY_MAX],
                     const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
 {
     const sl_limit_set *set = &p->limits;
-    if (p->plans) {
+    if (p->plans_path || p->plans_redis) {
         if (tier && tierlen)
             return -2;
-        int t = sl_plans_lookup(p->plans, key, keylen);
+        int t = sl_plans_lookup(atomic_load_explicit(&p->plans, memory_order_acquire), key,
+                                keylen);
         if (t >= 0)
             set = &p->tiers[t].limits;
     } else if (!(set = sl_policy_limits(p, tier, tierlen))) {
         return -1;
     }
+    return sl_policy_items_of(p, set, key, keylen, cost, tokens, keybuf, keycap, items, which,
+                              nkey);
+}
+
+int sl_policy_items_at(const sl_policy *p, int tier, const char *key, size_t keylen,
+                       int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
+                       sl_take_item items[SL_TAKE_MANY_MAX],
+                       const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
+{
+    const sl_limit_set *set =
+        tier >= 0 && (size_t)tier < p->ntiers ? &p->tiers[tier].limits : &p->limits;
+    return sl_policy_items_of(p, set, key, keylen, cost, tokens, keybuf, keycap, items, which,
+                              nkey);
+}
+
+static int sl_policy_items_of(const sl_policy *p, const sl_limit_set *set, const char *key,
+                              size_t keylen, int64_t cost, int64_t tokens, char *keybuf,
+                              size_t keycap, sl_take_item items[SL_TAKE_MANY_MAX],
+                              const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey)
+{
     long written = sl_policy_key(p, key, keylen, keybuf, keycap);
     if (written == -2)
         return -3;

@@ -22,7 +22,10 @@
  *         paid: {limit: 10000, period: 1m, burst: 500}
  *       global: {limit: 50000, period: 1m}   # one limit shared by every key
  *       plans: plans.txt        # a key's tier from a file of "key: tier" lines
- *                               #   (src/policy/plans.h; relative to this file)
+ *                               #   (src/policy/plans.h; relative to this file),
+ *                               #   or redis:HASH, or {redis: HASH, refresh: 10s}:
+ *                               #   from a hash in the Redis store (field = key,
+ *                               #   value = tier), read by the server
  *     chat:                     # several limits, taken together (all or nothing)
  *       limits:
  *         - {name: rps, limit: 10, period: 1s}
@@ -52,6 +55,10 @@
 #define SL_POLICY_NAME_MAX 64
 #define SL_POLICY_KEY_MAX SL_KEY_TEMPLATE_MAX /* a key template's text */
 #define SL_POLICY_STORE_TIMEOUT_MAX 60000 /* store_timeout_ms's most */
+#define SL_PLANS_HASH_MAX 512           /* bytes of plans: redis:NAME's NAME */
+#define SL_PLANS_REFRESH_DEFAULT_NS INT64_C(10000000000) /* 10 s */
+#define SL_PLANS_REFRESH_MIN_NS INT64_C(100000000)       /* 100 ms */
+#define SL_PLANS_REFRESH_MAX_NS INT64_C(86400000000000)  /* 1 day */
 #define SL_LIMIT_NAME_MAX 32            /* a named limit's name: [A-Za-z0-9_-] */
 /* Room for the store keys of one check under a policy: every limit's key
  * together (sl_policy_items). */
@@ -109,7 +116,17 @@ typedef struct sl_policy {
     bool shadow;
     sl_limit_set global;          /* shared by every key; n == 0: none */
     char *plans_path;             /* the plans file, as resolved; NULL: none */
-    struct sl_plans *plans;       /* its table: a key's tier (src/policy/plans.h) */
+    /* The Redis hash the plans come from (plans: redis:NAME), NULL: none;
+     * and how often it is read again, in ns. The config does not read it:
+     * the server does, and puts each table it reads into `plans`. */
+    char *plans_redis;
+    int64_t plans_refresh_ns;
+    /* The table of the file or the hash: a key's tier (src/policy/plans.h).
+     * Atomic because a hash's table is replaced while workers read it:
+     * load it once per lookup; a table replaced stays valid until every
+     * worker has moved to the next config epoch (src/server). Freed with
+     * the config. */
+    _Atomic(struct sl_plans *) plans;
     size_t ntiers;
     sl_policy_tier tiers[SL_POLICY_MAX_TIERS];
     /* When the store cannot answer: an sl_on_error (above),
@@ -233,6 +250,15 @@ int sl_policy_items(const sl_policy *p, const char *tier, size_t tierlen, const 
  * forward-auth writes it: api:<header.x-api-key>:<method>".
  */
 void sl_policy_key_hint(const sl_policy *p, char *buf, size_t cap);
+
+/* As sl_policy_items, for a policy whose plans the caller looked the key
+ * up in itself (the module reads a plans hash in its own keyspace): tier is
+ * the index of the key's tier in p->tiers, -1 (or any other) for the
+ * default. Returns as sl_policy_items, never -1 or -2. */
+int sl_policy_items_at(const sl_policy *p, int tier, const char *key, size_t keylen,
+                       int64_t cost, int64_t tokens, char *keybuf, size_t keycap,
+                       sl_take_item items[SL_TAKE_MANY_MAX],
+                       const sl_named_limit *which[SL_TAKE_MANY_MAX], size_t *nkey);
 
 /* The key of the policy's global limits: "\x1fglobal\x1f{policy}". The
  * control bytes keep it apart from any key a template makes of an ordinary

@@ -216,7 +216,8 @@ static int sl_plans_add(sl_plans_builder *b, const char *key, size_t len, unsign
     memcpy(p->arena + off + 2, key, len);
     p->arena_len += 2 + len;
     p->slots[i] = (uint64_t)off | (uint64_t)tier << 32 | (h & SL_PLANS_TAG_MASK) << 40;
-    b->lines[i] = (uint32_t)b->line;
+    if (b->lines)
+        b->lines[i] = (uint32_t)b->line;
     p->count++;
     return 0;
 }
@@ -554,6 +555,70 @@ int sl_plans_each(const sl_plans *p, int (*fn)(void *arg, const void *key, size_
             return rc;
     }
     return 0;
+}
+
+/* A build: a builder without line numbers (no key is refused as given
+ * twice) and with room of its own for its messages. */
+struct sl_plans_build {
+    sl_plans_builder b;
+    char err[160];
+};
+
+sl_plans_build *sl_plans_build_new(const uint64_t hash_key[2])
+{
+    sl_plans_build *pb = sl_calloc(1, sizeof *pb);
+    if (!pb)
+        return NULL;
+    if (sl_plans_begin(&pb->b, "plans", NULL, 0, hash_key, pb->err, sizeof pb->err)) {
+        sl_free(pb);
+        return NULL;
+    }
+    sl_free(pb->b.lines);
+    pb->b.lines = NULL;
+    return pb;
+}
+
+int sl_plans_build_set(sl_plans_build *pb, const void *key, size_t len, unsigned tier)
+{
+    sl_plans_builder *b = &pb->b;
+    if (len == 0 || len > SL_PLAN_KEY_MAX)
+        return sl_plans_fail(b, "a key is 1 to %d bytes (got %zu)", SL_PLAN_KEY_MAX, len);
+    if (tier >= SL_PLANS_MAX_TIERS)
+        return sl_plans_fail(b, "tier %u: at most %d tiers", tier, SL_PLANS_MAX_TIERS);
+    sl_plans *p = b->p;
+    if (p->count > 0) {
+        bool found;
+        size_t i = sl_plans_probe(p, key, len, sl_siphash(p->hash_key, key, len), &found);
+        if (found) {
+            p->slots[i] = (p->slots[i] & ~(UINT64_C(0xff) << 32)) | (uint64_t)tier << 32;
+            return 0;
+        }
+    }
+    if (p->count == SL_PLANS_MAX_KEYS)
+        return sl_plans_fail(b, "more than %u keys, the most a plans table may hold",
+                             (unsigned)SL_PLANS_MAX_KEYS);
+    return sl_plans_add(b, key, len, tier, 0);
+}
+
+const char *sl_plans_build_error(const sl_plans_build *pb)
+{
+    return pb->err;
+}
+
+sl_plans *sl_plans_build_finish(sl_plans_build *pb)
+{
+    sl_plans *out = NULL;
+    sl_plans_end(&pb->b, 0, &out);
+    sl_free(pb);
+    return out;
+}
+
+void sl_plans_build_abort(sl_plans_build *pb)
+{
+    if (!pb)
+        return;
+    sl_plans_end(&pb->b, -1, &(sl_plans *){NULL});
+    sl_free(pb);
 }
 
 void sl_plans_free(sl_plans *p)

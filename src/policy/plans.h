@@ -134,6 +134,36 @@ size_t sl_plans_bytes(const sl_plans *p);
 int sl_plans_each(const sl_plans *p, int (*fn)(void *arg, const void *key, size_t len, int tier),
                   void *arg);
 
+/*
+ * Building a table key by key, for a source that is not a file: a Redis
+ * hash (src/server/plans_redis.c), whose fields are the keys. Any bytes
+ * make a key here (1 to SL_PLAN_KEY_MAX of them), control bytes included,
+ * and a key set twice keeps the tier it was set to last: a scan of a hash
+ * may return a field more than once.
+ *
+ * sl_plans_build_new returns a builder (NULL when out of memory) that
+ * sl_plans_build_finish or sl_plans_build_abort frees.
+ */
+typedef struct sl_plans_build sl_plans_build;
+sl_plans_build *sl_plans_build_new(const uint64_t hash_key[2]);
+
+/* Sets the tier (an index into the caller's tier list, below
+ * SL_PLANS_MAX_TIERS) of the key (len bytes). Returns 0; or -1 when the key
+ * is empty or longer than SL_PLAN_KEY_MAX, the table holds
+ * SL_PLANS_MAX_KEYS keys already, or memory runs out, with the reason in
+ * sl_plans_build_error() (the builder stays usable). */
+int sl_plans_build_set(sl_plans_build *b, const void *key, size_t len, unsigned tier);
+
+/* Why the last sl_plans_build_set failed; the builder's own storage. */
+const char *sl_plans_build_error(const sl_plans_build *b);
+
+/* Ends the build: returns the table (freed with sl_plans_free), or NULL
+ * when memory ran out; frees the builder either way. */
+sl_plans *sl_plans_build_finish(sl_plans_build *b);
+
+/* Drops a build and what it held; NULL is allowed. */
+void sl_plans_build_abort(sl_plans_build *b);
+
 /* Frees a table from a load; NULL is allowed. */
 void sl_plans_free(sl_plans *p);
 

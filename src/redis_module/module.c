@@ -124,6 +124,44 @@ static int64_t slm_now(void)
 /* The most arguments converted to slices on the stack; more are allocated. */
 #define SLM_STACK_ARGS 32
 
+/*
+ * A policy's plans from a Redis hash (plans: redis:NAME), read here in the
+ * module's own keyspace: HGET NAME key, the value a tier's name. Returns the
+ * tier's index, -1 when the hash, the field or the tier is not there (the
+ * default tier), -2 when NAME holds another type. The module runs outside a
+ * cluster only (CONFIG is refused in one), so the hash is on this node.
+ */
+static int slm_plan_tier(sl_cmd_ctx *c, const sl_policy *p, const char *key, size_t len)
+{
+    slm_call *m = c->face;
+    RedisModuleString *name = RedisModule_CreateString(m->ctx, p->plans_redis,
+                                                       strlen(p->plans_redis));
+    RedisModuleKey *h = RedisModule_OpenKey(m->ctx, name, REDISMODULE_READ);
+    int tier = -1;
+    if (h && RedisModule_KeyType(h) != REDISMODULE_KEYTYPE_EMPTY) {
+        if (RedisModule_KeyType(h) != REDISMODULE_KEYTYPE_HASH) {
+            tier = -2;
+        } else {
+            RedisModuleString *field = RedisModule_CreateString(m->ctx, key, len);
+            RedisModuleString *value = NULL;
+            RedisModule_HashGet(h, REDISMODULE_HASH_NONE, field, &value, NULL);
+            if (value) {
+                size_t vlen;
+                const char *v = RedisModule_StringPtrLen(value, &vlen);
+                for (size_t t = 0; t < p->ntiers && tier < 0; t++)
+                    if (strlen(p->tiers[t].name) == vlen && memcmp(p->tiers[t].name, v, vlen) == 0)
+                        tier = (int)t;
+                RedisModule_FreeString(m->ctx, value);
+            }
+            RedisModule_FreeString(m->ctx, field);
+        }
+    }
+    if (h)
+        RedisModule_CloseKey(h);
+    RedisModule_FreeString(m->ctx, name);
+    return tier;
+}
+
 static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleString **argv,
                     int argc)
 {
@@ -146,6 +184,7 @@ static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleStrin
         .limit_cache = &slm_limits,
         .config = slm_config, /* NULL without CONFIG: SL.POLICY answers unknown policy */
         .face = &m,
+        .plan_tier = slm_plan_tier,
     };
     sl_command_call(cmd, &c, argc, slices);
     if (slices != stack)

@@ -41,6 +41,10 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
 /* KeyType results (only the ones sluice tells apart). */
 #define REDISMODULE_KEYTYPE_EMPTY 0
 #define REDISMODULE_KEYTYPE_STRING 1
+#define REDISMODULE_KEYTYPE_HASH 3
+
+/* HashGet flags: the fields are RedisModuleStrings. */
+#define REDISMODULE_HASH_NONE 0
 
 /* GetContextFlags bits (only the one sluice reads). */
 #define REDISMODULE_CTX_FLAGS_CLUSTER (1 << 5)
@@ -63,6 +67,7 @@ typedef int (*RedisModuleCmdFunc)(RedisModuleCtx *ctx, RedisModuleString **argv,
     X(RedisModuleKey *, OpenKey, (RedisModuleCtx * ctx, RedisModuleString * name, int mode))      \
     X(void, CloseKey, (RedisModuleKey * key))                                                     \
     X(int, KeyType, (RedisModuleKey * key))                                                       \
+    X(int, HashGet, (RedisModuleKey * key, int flags, ...))                                       \
     X(char *, StringDMA, (RedisModuleKey * key, size_t *len, int mode))                           \
     X(int, StringTruncate, (RedisModuleKey * key, size_t newlen))                                 \
     X(int, DeleteKey, (RedisModuleKey * key))                                                     \

@@ -22,6 +22,7 @@
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/persist.h"
+#include "server/plans_redis.h"
 #include "server/server.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
@@ -776,7 +777,7 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     if (srv->backend->ops->stats)
         srv->backend->ops->stats(srv->backend, &bs);
     static const char *const states[] = {"up", "down", "breaker_open"};
-    char text[3072];
+    char text[6144];
     size_t len = 0;
     int64_t up = (sl_now_mono() - srv->started_mono) / 1000000000;
     sl_info_section(text, sizeof text, &len, argc, argv, "server",
@@ -854,6 +855,9 @@ static void sl_cmd_info(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
                         p->n, sl_peers_down_count(p), p->names[p->self],
                         (unsigned long long)atomic_load(&srv->peers->disagreements));
     }
+    char plans[2048];
+    if (sl_plans_redis_info(plans, sizeof plans) > 0)
+        sl_info_section(text, sizeof text, &len, argc, argv, "plans", "%s", plans);
     c->reply->bulk(c->sink, text, len < sizeof text ? len : sizeof text - 1);
 }
 

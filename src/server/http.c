@@ -242,8 +242,9 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
         }
         if (n == -2) {
             char msg[160];
-            snprintf(msg, sizeof msg, "policy '%s' takes each key's tier from its plans file: a "
-                                      "request cannot name one", p->name);
+            snprintf(msg, sizeof msg, "policy '%s' takes each key's tier from its plans %s: a "
+                                      "request cannot name one",
+                     p->name, p->plans_redis ? "hash" : "file");
             sl_http_write_error(sl_conn_out(c), 400, keep, msg, "tier");
             return;
         }

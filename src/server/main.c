@@ -35,6 +35,7 @@
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
+#include "server/plans_redis.h"
 #include "backend/peers.h"
 #include "backend/redis.h"
 #include "backend/sync.h"
@@ -917,6 +918,11 @@ static void sl_reload(sl_server *srv)
         sl_config_free(next);
         return;
     }
+    if (!sl_plans_redis_allowed(srv, next, err, sizeof err)) {
+        sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s", err);
+        sl_config_free(next);
+        return;
+    }
     sl_config_align(next, srv->clock_offset_ns);
     sl_config_describe_reload(atomic_load(&srv->config), next, sl_say_reload, NULL);
     bool peers = sl_reload_peers(srv, next);
@@ -925,6 +931,7 @@ static void sl_reload(sl_server *srv)
         sl_log(SL_LOG_WARN, "SIGHUP: server settings take effect at the next start, not now: "
                             "%s changed in %s",
                changed, srv->cfg.config_path);
+    sl_plans_redis_reload(srv, next); /* carries the hash tables over */
     srv->retired = atomic_exchange(&srv->config, next);
     sl_metrics_reset_policies(srv); /* the indexes now name other policies */
     atomic_fetch_add(&srv->epoch, 1);
@@ -1244,9 +1251,14 @@ int main(int argc, char **argv)
         }
     }
 
+    sl_config *conf = atomic_load(&srv->config);
+    char perr[512];
+    if (!sl_plans_redis_allowed(srv, conf, perr, sizeof perr)) {
+        sl_log(SL_LOG_ERROR, "%s: %s", srv->cfg.config_path, perr);
+        return 2;
+    }
     /* Said before the workers run, so that the lines are in the log by the
      * time a client is answered. */
-    sl_config *conf = atomic_load(&srv->config);
     char resp[SL_LOG_ADDR_MAX + 8] = "off", http[SL_LOG_ADDR_MAX + 24] = "off";
     char addr[SL_LOG_ADDR_MAX];
     if (srv->cfg.port)
@@ -1267,9 +1279,11 @@ int main(int argc, char **argv)
     else if (srv->cfg.snapshot)
         sl_log(SL_LOG_INFO, "snapshot %s: written at shutdown only", srv->cfg.snapshot);
     srv->started_mono = sl_now_mono();
+    uv_loop_t *loop = uv_default_loop();
+    /* The plans of Redis hashes are read before a client is answered. */
+    sl_plans_redis_start(srv, loop);
     if (sl_workers_start(srv) != 0)
         return 1;
-    uv_loop_t *loop = uv_default_loop();
     uv_signal_init(loop, &sl_sigterm);
     uv_signal_init(loop, &sl_sigint);
     uv_signal_init(loop, &sl_sighup);
@@ -1295,6 +1309,7 @@ int main(int argc, char **argv)
     sl_notify("STOPPING=1");
 
     sl_workers_stop(srv);
+    sl_plans_redis_stop(srv);
     /* A final snapshot that fails loses the state: the exit status says so,
      * so that a service manager does not see a clean stop. */
     int status = sl_snapshot_write(srv, "shutdown") == SL_OK ? 0 : 1;

@@ -13,6 +13,7 @@
 #include "policy/config.h"
 #include "server/log.h"
 #include "server/persist.h"
+#include "server/plans_redis.h"
 #include "server/server.h"
 
 static const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
@@ -314,6 +315,7 @@ void sl_metrics_render(sl_server *srv, sl_buf *out)
         sl_metrics_render_store(srv, cfg, out);
     if (srv->peers)
         sl_metrics_render_peers(srv->peers, out);
+    sl_plans_redis_metrics(out);
     uint64_t store_errors = 0;
     for (int w = 0; w < srv->nworkers; w++)
         store_errors += sl_load(&srv->workers[w].metrics.store_errors);

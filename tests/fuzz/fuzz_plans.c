@@ -10,7 +10,10 @@
  * - the table written back as a file of quoted keys ("KEY": TIER, with \"
  *   and \\) parses, under another hash key, to the same keys and tiers;
  * - an input without '\r' reads the same with every '\n' made "\r\n": the
- *   same keys, or the same message.
+ *   same keys, or the same message;
+ * - the table's keys set one by one into a build (sl_plans_build_set, as a
+ *   Redis hash's fields are), each twice, the first time on another tier,
+ *   make the same table.
  *
  * Build and run: make fuzz (FUZZ_SECONDS=N to change the time per target).
  */
@@ -71,6 +74,16 @@ static int same_tier(void *arg, const void *key, size_t len, int tier)
     return sl_plans_lookup(p->other, key, len) == tier ? 0 : 1;
 }
 
+/* Sets a key of the table into a build on another tier, then on its own:
+ * the last set is the one kept. */
+static int build_key(void *arg, const void *key, size_t len, int tier)
+{
+    sl_plans_build *b = arg;
+    CHECK(sl_plans_build_set(b, key, len, (unsigned)((tier + 1) % 4)) == 0);
+    CHECK(sl_plans_build_set(b, key, len, (unsigned)tier) == 0);
+    return 0;
+}
+
 static void check_same(const sl_plans *a, const sl_plans *b)
 {
     CHECK(sl_plans_count(a) == sl_plans_count(b));
@@ -105,6 +118,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_same(p, q);
         sl_plans_free(q);
         free(t.p);
+        sl_plans_build *b = sl_plans_build_new(key2);
+        CHECK(b);
+        CHECK(sl_plans_each(p, build_key, b) == 0);
+        sl_plans *built = sl_plans_build_finish(b);
+        CHECK(built);
+        check_same(p, built);
+        sl_plans_free(built);
     }
 
     if (!memchr(in, '\r', size)) {

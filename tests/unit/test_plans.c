@@ -13,6 +13,7 @@
  */
 #include <criterion/criterion.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/alloc.h"
+#include "policy/config.h"
 #include "policy/plans.h"
 #include "testlib.h"
 
@@ -743,4 +745,180 @@ Test(plans_max, the_most_keys_and_one_more)
     cr_assert_str_eq(err, "t.plans:16777217:1: more than 16777216 keys, the most a plans file "
                           "may hold");
     free(text);
+}
+
+/* ---- building key by key (a Redis hash's fields) ---- */
+
+/* A slow model of a build: the last tier set for each of n keys "k<i>",
+ * -1 for a key never set. */
+Test(plans_build, agrees_with_a_model_under_random_sets)
+{
+    enum { N = 3000, SETS = 20000 };
+    static int model[N];
+    for (int i = 0; i < N; i++)
+        model[i] = -1;
+    uint64_t rng = 42;
+    sl_plans_build *b = sl_plans_build_new(hkey);
+    cr_assert_not_null(b);
+    for (int s = 0; s < SETS; s++) {
+        rng = rng * 6364136223846793005u + 1442695040888963407u;
+        int i = (int)((rng >> 33) % N), t = (int)((rng >> 20) % 3);
+        char key[16];
+        int len = snprintf(key, sizeof key, "k%d", i);
+        cr_assert_eq(sl_plans_build_set(b, key, (size_t)len, (unsigned)t), 0, "%s",
+                     sl_plans_build_error(b));
+        model[i] = t;
+    }
+    sl_plans *p = sl_plans_build_finish(b);
+    cr_assert_not_null(p);
+    size_t set = 0;
+    for (int i = 0; i < N; i++) {
+        char key[16];
+        int len = snprintf(key, sizeof key, "k%d", i);
+        cr_assert_eq(sl_plans_lookup(p, key, (size_t)len), model[i], "key %s", key);
+        set += model[i] >= 0;
+    }
+    cr_assert_eq(sl_plans_count(p), set, "a key set twice is one key");
+    sl_plans_free(p);
+}
+
+Test(plans_build, any_bytes_make_a_key_and_bad_lengths_are_refused)
+{
+    sl_plans_build *b = sl_plans_build_new(hkey);
+    cr_assert_not_null(b);
+    cr_assert_eq(sl_plans_build_set(b, "a\0b\n\x01", 5, PAID), 0);
+    cr_assert_eq(sl_plans_build_set(b, "", 0, PAID), -1);
+    cr_assert_str_eq(sl_plans_build_error(b), "plans: a key is 1 to 512 bytes (got 0)");
+    char big[SL_PLAN_KEY_MAX + 1];
+    memset(big, 'x', sizeof big);
+    cr_assert_eq(sl_plans_build_set(b, big, sizeof big, FREE), -1);
+    cr_assert_eq(sl_plans_build_set(b, big, SL_PLAN_KEY_MAX, FREE), 0, "the most is a key");
+    cr_assert_eq(sl_plans_build_set(b, "t", 1, SL_PLANS_MAX_TIERS), -1);
+    sl_plans *p = sl_plans_build_finish(b);
+    cr_assert_eq(sl_plans_count(p), 2);
+    cr_assert_eq(sl_plans_lookup(p, "a\0b\n\x01", 5), PAID);
+    cr_assert_eq(sl_plans_lookup(p, "a", 1), -1);
+    cr_assert_eq(sl_plans_lookup(p, big, SL_PLAN_KEY_MAX), FREE);
+    sl_plans_free(p);
+    /* none set: an empty table, every key unknown */
+    p = sl_plans_build_finish(sl_plans_build_new(hkey));
+    cr_assert_not_null(p);
+    cr_assert_eq(sl_plans_count(p), 0);
+    cr_assert_eq(sl_plans_lookup(p, "a", 1), -1);
+    sl_plans_free(p);
+    sl_plans_build_abort(NULL);
+}
+
+/* Every allocation of a build failing in turn: a failed set says so and
+ * leaves the builder usable; the table then holds what was set. */
+Test(plans_build, an_allocation_failure_is_an_answer)
+{
+    int failures = 0;
+    for (long nth = 1; nth <= 40; nth++) {
+        sl_alloc_fail_nth(nth);
+        sl_plans_build *b = sl_plans_build_new(hkey);
+        int ok = 0;
+        for (int i = 0; b && i < 200; i++) {
+            char key[16];
+            int len = snprintf(key, sizeof key, "k%d", i);
+            if (sl_plans_build_set(b, key, (size_t)len, (unsigned)(i % 3)) == 0)
+                ok++;
+            else
+                cr_assert_str_eq(sl_plans_build_error(b), "plans: out of memory");
+        }
+        sl_plans *p = b ? sl_plans_build_finish(b) : NULL;
+        sl_alloc_fail_nth(0);
+        if (!b || ok < 200)
+            failures++;
+        if (p) {
+            int found = 0;
+            for (int i = 0; i < 200; i++) {
+                char key[16];
+                int len = snprintf(key, sizeof key, "k%d", i);
+                int t = sl_plans_lookup(p, key, (size_t)len);
+                cr_assert(t == -1 || t == i % 3);
+                found += t >= 0;
+            }
+            cr_assert_eq((size_t)found, sl_plans_count(p));
+            sl_plans_free(p);
+        }
+        if (nth == 2) {
+            /* and an abort frees what a build holds */
+            sl_plans_build *a = sl_plans_build_new(hkey);
+            cr_assert_eq(sl_plans_build_set(a, "x", 1, 0), 0);
+            sl_plans_build_abort(a);
+        }
+    }
+    cr_assert_gt(failures, 0, "the hook made no allocation fail");
+}
+
+/* ---- plans: redis:HASH in a config ---- */
+
+static sl_config *config_of(const char *plans, int *rc)
+{
+    char text[512];
+    snprintf(text, sizeof text,
+             "policies:\n  api:\n    limit: 2\n    period: 1h\n    plans: %s\n"
+             "    tiers:\n      free: {limit: 5, period: 1h}\n", plans);
+    sl_config *c = NULL;
+    *rc = sl_config_parse(text, strlen(text), "c.yaml", &c, err, sizeof err);
+    return c;
+}
+
+Test(plans_config, a_redis_hash_is_named_not_read)
+{
+    int rc;
+    sl_config *c = config_of("redis:plans:{api}", &rc);
+    cr_assert_eq(rc, 0, "%s", err);
+    const sl_policy *p = &c->policies[0];
+    cr_assert_str_eq(p->plans_redis, "plans:{api}");
+    cr_assert_eq(p->plans_refresh_ns, SL_PLANS_REFRESH_DEFAULT_NS);
+    cr_assert_null(atomic_load(&p->plans), "the server reads it");
+    cr_assert_null(p->plans_path);
+    /* no table yet: every key on the default tier, and no tier may be named */
+    char keys[SL_POLICY_KEYS_ROOM];
+    sl_take_item items[SL_TAKE_MANY_MAX];
+    const sl_named_limit *which[SL_TAKE_MANY_MAX];
+    size_t nkey;
+    cr_assert_eq(sl_policy_items(p, NULL, 0, "k", 1, 1, 0, keys, sizeof keys, items, which,
+                                 &nkey), 1);
+    cr_assert_eq(items[0].limit, &p->limits.l[0].limit);
+    cr_assert_eq(sl_policy_items(p, "free", 4, "k", 1, 1, 0, keys, sizeof keys, items, which,
+                                 &nkey), -2);
+    sl_config_free(c);
+
+    c = config_of("{redis: h, refresh: 250ms}", &rc);
+    cr_assert_eq(rc, 0, "%s", err);
+    cr_assert_str_eq(c->policies[0].plans_redis, "h");
+    cr_assert_eq(c->policies[0].plans_refresh_ns, 250000000);
+    sl_config_free(c);
+}
+
+Test(plans_config, a_bad_hash_setting_is_refused_with_its_place)
+{
+    static const struct {
+        const char *plans, *msg;
+    } bad[] = {
+        {"\"redis:\"", "c.yaml:5:12: policy 'api': plans: the Redis hash's name must be 1 to 512 "
+                       "bytes (plans: redis:NAME)"},
+        {"{redis: h, refresh: 50ms}", "c.yaml:5:32: policy 'api': plans: refresh must be a "
+                                      "duration from 100ms to 1d (got '50ms')"},
+        {"{redis: h, refresh: 2d}", "c.yaml:5:32: policy 'api': plans: refresh must be a "
+                                    "duration from 100ms to 1d (got '2d')"},
+        {"{refresh: 1s}", "c.yaml:5:12: policy 'api': plans: a mapping names the Redis hash "
+                          "(redis: NAME)"},
+        {"{redis: h, every: 1s}", "c.yaml:5:23: policy 'api': plans: unknown setting 'every' "
+                                  "(redis, refresh)"},
+        {"{redis: [a]}", "c.yaml:5:20: policy 'api': plans: redis must be the name of a hash "
+                         "(got a list)"},
+        {"[a]", "c.yaml:5:12: policy 'api': plans must be the path of a plans file, or "
+                "redis:HASH (got a list)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int rc;
+        sl_config *c = config_of(bad[i].plans, &rc);
+        cr_assert_eq(rc, -1, "%s", bad[i].plans);
+        cr_assert_null(c);
+        cr_assert_str_eq(err, bad[i].msg, "%s", bad[i].plans);
+    }
 }
