@@ -279,7 +279,8 @@ SL_API sl_status sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_a
  * Other algorithms keep no windows and ignore this (months then count as
  * the nominal period), except the sliding log, which keeps the trailing
  * period and refuses months. Call after sl_limit_init; call again with
- * l->months and l->utc_offset_ns to move a limit to another clock. Returns SL_OK, or
+ * l->months and l->utc_offset_ns to move a limit to another clock (one with
+ * a reset day: sl_limit_align_day, which keeps it). Returns SL_OK, or
  * SL_ERR_PERIOD for months out of [0, SL_MONTHS_MAX] or months on a
  * sliding log, SL_ERR_ARGUMENT for an offset out of range or a limit
  * sl_limit_init did not fill; *l is then unchanged.
