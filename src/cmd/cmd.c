@@ -250,9 +250,8 @@ static void sl_reply_limit_status(sl_cmd_ctx *c, int rc, sl_algorithm algo, int6
 
 /*
  * Parses "limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o]
- * [RESETDAY d]" from
- * argv[*i], up to argc or the next LIMIT keyword, and builds the limit.
- * Replies the error and returns false on bad input.
+ * [RESETDAY d]" from argv[*i], up to argc or the next LIMIT keyword, and
+ * builds the limit. Replies the error and returns false on bad input.
  */
 static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
                          const sl_limit **l, int64_t *cost)

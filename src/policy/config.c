@@ -160,8 +160,9 @@ static int sl_unit_value(sl_loader *ld, const yaml_node_t *v, const char *where,
 /* A limit from a mapping {algorithm, limit, period, burst, utc_offset,
  * reset_day, cost}. `base` gives the defaults of algorithm, utc_offset and
  * reset_day (a tier inherits its policy's), NULL for none; an inherited
- * reset day applies only to windows of months, a given one must be for one. Windows are aligned for a clock
- * that is Unix time; sl_config_align moves them to another. */
+ * reset day applies only to windows of months, a given one must be for
+ * one. Windows are aligned for a clock that is Unix time; sl_config_align
+ * moves them to another. */
 static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where,
                           const sl_limit *base, sl_named_limit *out, const char *const *extra)
 {
@@ -307,8 +308,7 @@ static const sl_named_limit *sl_set_find(const sl_limit_set *set, const char *na
  * (limit, period, ...), or `limits:`, a list of named ones, beside which the
  * mapping may give the algorithm, utc_offset and reset_day its limits default
  * to. *defaults comes in as what the set inherits (algorithm, utc_offset,
- * reset_day) and
- * goes out as what the set's own tiers inherit. A named limit inherits from
+ * reset_day) and goes out as what the set's own tiers inherit. A named limit inherits from
  * `like`'s limit of the same name when there is one (a tier's "rpm" is its
  * policy's "rpm" at another size), else from the defaults. `extra` are the
  * mapping's other keys (a policy's settings).
