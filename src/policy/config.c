@@ -807,7 +807,8 @@ static void sl_reload_limit(const char *pname, const char *what, const sl_named_
     }
     if (sl_limit_same(&old->limit, &next->limit))
         return;
-    if (old->limit.reset_day != next->limit.reset_day) {
+    if (old->limit.months > 0 && next->limit.months > 0 &&
+        old->limit.reset_day != next->limit.reset_day) {
         /* A key's window now lasts until the first new boundary after it
          * began (sl_window_end): one that began before the latest new
          * boundary is over at once, whatever it has used. */

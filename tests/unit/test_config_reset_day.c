@@ -145,14 +145,35 @@ static void collect_line(void *arg, const char *line)
     strncat(buf, "\n", 2047 - strlen(buf));
 }
 
+/* text with its first `from` replaced by `to`; free() it. */
+static char *replaced(const char *text, const char *from, const char *to)
+{
+    const char *at = strstr(text, from);
+    cr_assert_not_null(at, "%s", from);
+    size_t head = (size_t)(at - text), n = strlen(text) - strlen(from) + strlen(to);
+    char *out = malloc(n + 1);
+    memcpy(out, text, head);
+    strcpy(out + head, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+/* What a reload from BILLING to `text` logs, into said (2048 bytes). */
+static void reload_says(const char *text, char *said)
+{
+    sl_config *old = parse_ok(BILLING), *next = parse_ok(text);
+    said[0] = 0;
+    sl_config_describe_reload(old, next, collect_line, said);
+    sl_config_free(next);
+    sl_config_free(old);
+}
+
 Test(config_reset_day, a_reload_that_moves_the_day_says_so_loudly)
 {
-    sl_config *old = parse_ok(BILLING);
-    char *text = strdup(BILLING), *at = strstr(text, "reset_day: 15");
-    memcpy(at, "reset_day: 20", 13);
-    sl_config *next = parse_ok(text);
-    char said[2048] = "";
-    sl_config_describe_reload(old, next, collect_line, said);
+    char said[2048];
+    char *text = replaced(BILLING, "reset_day: 15", "reset_day: 20");
+    reload_says(text, said);
+    free(text);
     cr_assert(strstr(said, "policy 'bill': fixed_window 1000 per 1mo, burst 1000, reset_day 15, "
                            "utc_offset -05:00 -> fixed_window 1000 per 1mo, burst 1000, "
                            "reset_day 20, utc_offset -05:00: each key keeps the units it has "
@@ -165,23 +186,26 @@ Test(config_reset_day, a_reload_that_moves_the_day_says_so_loudly)
     cr_assert(strstr(said, "policy 'bill' tier 'paid': reset_day 15 -> 20:"), "%s", said);
     cr_assert_null(strstr(said, "tier 'first'"), "%s", said);
     cr_assert_null(strstr(said, "tier 'daily'"), "%s", said);
-    sl_config_free(next);
 
     /* back to the first */
-    memcpy(at, "reset_day: 1 ", 13);
-    next = parse_ok(text);
-    said[0] = 0;
-    sl_config_describe_reload(old, next, collect_line, said);
+    text = replaced(BILLING, "reset_day: 15", "reset_day: 1");
+    reload_says(text, said);
+    free(text);
     cr_assert(strstr(said, "policy 'bill': reset_day 15 -> 1: windows of months now begin on "
                            "day 1;"), "%s", said);
-    sl_config_free(next);
+
+    /* months to days: the limit's change says it all, no windows of months
+     * are left to move; the tier of months that inherited the day loses it */
+    text = replaced(BILLING, "    period: 1mo\n    reset_day: 15\n", "    period: 1d\n");
+    reload_says(text, said);
+    free(text);
+    cr_assert(strstr(said, "policy 'bill': fixed_window 1000 per 1mo, burst 1000, reset_day 15, "
+                           "utc_offset -05:00 -> fixed_window 1000 per 86400s, burst 1000, "
+                           "utc_offset -05:00"), "%s", said);
+    cr_assert_null(strstr(said, "policy 'bill': reset_day"), "%s", said);
+    cr_assert(strstr(said, "policy 'bill' tier 'paid': reset_day 15 -> 1:"), "%s", said);
 
     /* the same day: nothing to say */
-    next = parse_ok(BILLING);
-    said[0] = 0;
-    sl_config_describe_reload(old, next, collect_line, said);
+    reload_says(BILLING, said);
     cr_assert_str_eq(said, "");
-    sl_config_free(next);
-    sl_config_free(old);
-    free(text);
 }
