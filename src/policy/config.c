@@ -810,17 +810,30 @@ static void sl_reload_limit(const char *pname, const char *what, const sl_named_
     if (old->limit.months > 0 && next->limit.months > 0 &&
         old->limit.reset_day != next->limit.reset_day) {
         /* A key's window now lasts until the first new boundary after it
-         * began (sl_window_end): one that began before the latest new
-         * boundary is over at once, whatever it has used. */
+         * began (sl_window_end): a fixed window that began before the
+         * latest new boundary is over at once, whatever it has used; a
+         * sliding window's count then weighs as the previous window's, and
+         * is gone when it began before the boundary before that. */
         long long was = old->limit.reset_day > 1 ? (long long)old->limit.reset_day : 1;
         long long now = next->limit.reset_day > 1 ? (long long)next->limit.reset_day : 1;
-        snprintf(line, sizeof line,
-                 "policy '%s'%s: reset_day %lld -> %lld: windows of months now begin on day "
-                 "%lld; a key keeps its count only until the first new reset day after its "
-                 "window began, so a key whose window began before the latest one STARTS "
-                 "AGAIN with a full budget now",
-                 pname, what, was, now, now);
-        say(arg, line);
+        char loud[768];
+        if (next->limit.algorithm == SL_SLIDING_WINDOW)
+            snprintf(loud, sizeof loud,
+                     "policy '%s'%s: reset_day %lld -> %lld: windows of months now begin on day "
+                     "%lld; a key's count is its current window's only until the first new reset "
+                     "day after that window began, and its previous window's until the next "
+                     "one: a key whose window began before the latest new reset day has it "
+                     "weigh as the previous window's, and one whose window began before the "
+                     "reset day before that STARTS AGAIN with a full budget now",
+                     pname, what, was, now, now);
+        else
+            snprintf(loud, sizeof loud,
+                     "policy '%s'%s: reset_day %lld -> %lld: windows of months now begin on day "
+                     "%lld; a key keeps its count only until the first new reset day after its "
+                     "window began, so a key whose window began before the latest one STARTS "
+                     "AGAIN with a full budget now",
+                     pname, what, was, now, now);
+        say(arg, loud);
     }
     snprintf(line, sizeof line,
              "policy '%s'%s: %s -> %s: each key keeps the units it has used (rounded up)", pname,

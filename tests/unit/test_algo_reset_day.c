@@ -380,3 +380,33 @@ Test(reset_day, extreme_times_stay_in_range)
                         cr_assert(s <= nows[k] && nows[k] < e);
                     }
 }
+
+/* A limit whose day moves (a reload): a state keeps its window until the
+ * first new boundary after it began, as the reload's log line says. */
+Test(reset_day, a_moved_day_ends_a_window_at_the_first_new_boundary)
+{
+    sl_limit from1 = day_limit(SL_FIXED_WINDOW, 3, 1, 1, 0, 0);
+    sl_limit to15 = day_limit(SL_FIXED_WINDOW, 3, 1, 15, 0, 0);
+    int64_t st[2] = {0, 0};
+    sl_decision d;
+    cr_assert_eq(sl_take(&from1, st, utc(2024, 3, 3, 0, 0), 3, &d), SL_OK);
+    cr_assert(d.allowed); /* all of [Mar 1, Apr 1) */
+    int64_t kept[2] = {st[0], st[1]};
+    cr_assert_eq(sl_peek(&to15, kept, utc(2024, 3, 10, 0, 0), 1, &d), SL_OK);
+    cr_assert(!d.allowed, "before the first 15th after March 1st: still counted");
+    cr_assert_eq(d.retry_after_ns, utc(2024, 3, 15, 0, 0) - utc(2024, 3, 10, 0, 0));
+    cr_assert_eq(sl_peek(&to15, kept, utc(2024, 3, 20, 0, 0), 1, &d), SL_OK);
+    cr_assert(d.allowed && d.remaining == 2, "after it: a full budget at once");
+
+    /* The sliding window's count weighs as the previous window's until the
+     * second new boundary, and is gone after it. */
+    sl_limit sfrom1 = day_limit(SL_SLIDING_WINDOW, 3, 1, 1, 0, 0);
+    sl_limit sto15 = day_limit(SL_SLIDING_WINDOW, 3, 1, 15, 0, 0);
+    int64_t ss[3] = {0, 0, 0};
+    cr_assert_eq(sl_take(&sfrom1, ss, utc(2024, 3, 3, 0, 0), 3, &d), SL_OK);
+    cr_assert(d.allowed);
+    cr_assert_eq(sl_peek(&sto15, ss, utc(2024, 3, 20, 0, 0), 1, &d), SL_OK);
+    cr_assert(!d.allowed, "March 20th: the count weighs as [Feb 15, Mar 15)'s");
+    cr_assert_eq(sl_peek(&sto15, ss, utc(2024, 4, 20, 0, 0), 1, &d), SL_OK);
+    cr_assert(d.allowed && d.remaining == 2, "April 20th: gone");
+}

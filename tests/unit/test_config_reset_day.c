@@ -205,6 +205,24 @@ Test(config_reset_day, a_reload_that_moves_the_day_says_so_loudly)
     cr_assert_null(strstr(said, "policy 'bill': reset_day"), "%s", said);
     cr_assert(strstr(said, "policy 'bill' tier 'paid': reset_day 15 -> 1:"), "%s", said);
 
+    /* a sliding window's count weighs one window more before it is gone */
+    text = replaced(BILLING, "    algorithm: fixed_window\n", "    algorithm: sliding_window\n");
+    char *moved = replaced(text, "reset_day: 15", "reset_day: 3");
+    sl_config *old = parse_ok(text), *next = parse_ok(moved);
+    said[0] = 0;
+    sl_config_describe_reload(old, next, collect_line, said);
+    cr_assert(strstr(said, "policy 'bill': reset_day 15 -> 3: windows of months now begin on day "
+                           "3; a key's count is its current window's only until the first new "
+                           "reset day after that window began, and its previous window's until "
+                           "the next one: a key whose window began before the latest new reset "
+                           "day has it weigh as the previous window's, and one whose window "
+                           "began before the reset day before that STARTS AGAIN with a full "
+                           "budget now\n"), "%s", said);
+    sl_config_free(next);
+    sl_config_free(old);
+    free(moved);
+    free(text);
+
     /* the same day: nothing to say */
     reload_says(BILLING, said);
     cr_assert_str_eq(said, "");
