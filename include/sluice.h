@@ -154,6 +154,8 @@ typedef struct sl_limit {
      * from sl_limit_init: windows at multiples of the period on the
      * caller's clock. */
     int64_t months;          /* > 0: windows of this many calendar months */
+    int64_t reset_day;       /* months > 0: the day of the month they begin on,
+                                2-31 (a shorter month's last day); 0: the 1st */
     int64_t utc_offset_ns;   /* local wall time = UTC + this */
     int64_t local_offset_ns; /* local wall time = now + this (clock + UTC offset) */
     int64_t phase_ns;        /* windows begin where now = phase (mod period) */
@@ -253,6 +255,8 @@ SL_API sl_status sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_a
 #define SL_MONTHS_MAX 876
 /* The widest UTC offset: +-18:00. */
 #define SL_UTC_OFFSET_MAX (INT64_C(18) * 3600 * 1000000000)
+/* The latest reset day of a month (sl_limit_align_day). */
+#define SL_RESET_DAY_MAX 31
 
 /*
  * Puts the windows of a fixed or sliding window limit on the wall clock:
@@ -269,18 +273,45 @@ SL_API sl_status sl_state_adopt(const sl_limit *l, void *out, sl_algorithm old_a
  * windows are n calendar months (28 to 31 days each), beginning at local
  * midnight on the first of a month, every n months from January 1970
  * (3 months: quarters; 12: years); the period given to sl_limit_init is
- * then only the nominal length (n * SL_MONTH_NS).
+ * then only the nominal length (n * SL_MONTH_NS). sl_limit_align_day
+ * begins them on another day of the month.
  *
  * Other algorithms keep no windows and ignore this (months then count as
  * the nominal period), except the sliding log, which keeps the trailing
  * period and refuses months. Call after sl_limit_init; call again with
- * l->months and l->utc_offset_ns to move a limit to another clock. Returns SL_OK, or
+ * l->months and l->utc_offset_ns to move a limit to another clock (one with
+ * a reset day: sl_limit_align_day, which keeps it). Returns SL_OK, or
  * SL_ERR_PERIOD for months out of [0, SL_MONTHS_MAX] or months on a
  * sliding log, SL_ERR_ARGUMENT for an offset out of range or a limit
  * sl_limit_init did not fill; *l is then unchanged.
  */
 SL_API sl_status sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns,
                                 int64_t clock_offset_ns);
+
+/*
+ * sl_limit_align, with windows of months that begin on `reset_day` of a
+ * month rather than on the first: a billing cycle that resets on the 15th
+ * at local midnight. reset_day is 1 to SL_RESET_DAY_MAX, or 0 for the
+ * first (sl_limit_align's, and l->reset_day's for both 0 and 1). A day that
+ * a month does not have is that month's last: with reset day 31, windows
+ * begin on January 31st, February 28th (29th in a leap year), March 31st,
+ * April 30th...; each window ends where the next begins, so none is lost
+ * or counted twice. With n months, windows begin on the reset day of every
+ * n-th month from January 1970, as with the first:
+ *
+ *     reset_day 15, 1 month, UTC:
+ *       ... Jan 15 00:00 | Feb 15 00:00 | Mar 15 00:00 ...
+ *           [ 31 days    )[ 28 or 29    )[ 31 days ...
+ *     a take on Feb 3 counts in [Jan 15, Feb 15).
+ *
+ * Returns sl_limit_align's errors, and SL_ERR_ARGUMENT for a reset_day
+ * outside [0, SL_RESET_DAY_MAX], SL_ERR_PERIOD for a reset_day above 1 with
+ * months 0 (a period that is not months has no day of the month); *l is
+ * then unchanged. Call again with l->months, l->reset_day and
+ * l->utc_offset_ns to move a limit to another clock.
+ */
+SL_API sl_status sl_limit_align_day(sl_limit *l, int64_t months, int64_t reset_day,
+                                    int64_t utc_offset_ns, int64_t clock_offset_ns);
 
 /* Bytes of state one key needs under *l (8-byte aligned; zero = never seen);
  * 0 for a limit that sl_limit_init did not fill. */

@@ -1,6 +1,6 @@
 /*
  * calendar.c: civil dates and calendar-month windows (see calendar.h), and
- * sl_limit_align, which puts a limit's windows on the wall clock.
+ * sl_limit_align(_day), which puts a limit's windows on the wall clock.
  *
  * The civil-date arithmetic counts in eras of 400 Gregorian years (146 097
  * days, exactly), and within an era in years that begin on March 1st: the
@@ -75,6 +75,18 @@ static int64_t sl_month_first_day(int64_t mi)
     return sl_days_from_civil(1970 + years, (int)(mi - years * 12) + 1, 1);
 }
 
+/* The day a window of month index mi begins on: day `reset_day` of that
+ * month (0 or 1: the first), or the month's last day when it has fewer
+ * days, as a billing cycle anchored on the 31st resets on February 28th. */
+static int64_t sl_month_reset_day(int64_t mi, int64_t reset_day)
+{
+    int64_t first = sl_month_first_day(mi);
+    if (reset_day <= 1)
+        return first;
+    int64_t last = sl_month_first_day(mi + 1) - 1;
+    return first + reset_day - 1 < last ? first + reset_day - 1 : last;
+}
+
 void sl_month_window_at(const sl_limit *l, int64_t now, int64_t *start, int64_t *end)
 {
     /* The local day and time of day of now + offset, without forming the
@@ -90,31 +102,46 @@ void sl_month_window_at(const sl_limit *l, int64_t now, int64_t *start, int64_t 
     int m, d;
     sl_civil_from_days(days, &y, &m, &d);
     int64_t mi = (y - 1970) * 12 + (m - 1);
+    /* Before this month's reset day, the cycle that holds now began in the
+     * month before. */
+    if (l->reset_day > 1 && days < sl_month_reset_day(mi, l->reset_day))
+        mi--;
     int64_t first = sl_floor_div(mi, l->months) * l->months;
-    int64_t ds = sl_month_first_day(first), de = sl_month_first_day(first + l->months);
-    /* At most SL_MONTHS_MAX months of days: these products fit. */
+    int64_t ds = sl_month_reset_day(first, l->reset_day);
+    int64_t de = sl_month_reset_day(first + l->months, l->reset_day);
+    /* At most SL_MONTHS_MAX + 1 months of days: these products fit. */
     *start = now - ((days - ds) * SL_NS_PER_DAY + tod);
     if (__builtin_add_overflow(*start, (de - ds) * SL_NS_PER_DAY, end))
         *end = INT64_MAX;
 }
 
-sl_status sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns,
-                         int64_t clock_offset_ns)
+sl_status sl_limit_align_day(sl_limit *l, int64_t months, int64_t reset_day,
+                             int64_t utc_offset_ns, int64_t clock_offset_ns)
 {
     if (l->state_size == 0)
         return SL_ERR_ARGUMENT; /* not filled by sl_limit_init */
     if (months < 0 || months > SL_MONTHS_MAX)
         return SL_ERR_PERIOD;
     if (utc_offset_ns < -SL_UTC_OFFSET_MAX || utc_offset_ns > SL_UTC_OFFSET_MAX ||
-        clock_offset_ns < -SL_TIME_MAX || clock_offset_ns > SL_TIME_MAX)
+        clock_offset_ns < -SL_TIME_MAX || clock_offset_ns > SL_TIME_MAX ||
+        reset_day < 0 || reset_day > SL_RESET_DAY_MAX)
         return SL_ERR_ARGUMENT;
+    if (reset_day > 1 && months == 0)
+        return SL_ERR_PERIOD; /* a day of the month, for a period that has none */
     if (months > 0 && l->algorithm == SL_SLIDING_LOG)
         return SL_ERR_PERIOD; /* a log keeps the trailing period, which has no calendar */
-    l->months = months; /* only the windows' sl_window_at reads it */
+    l->months = months; /* only the windows' sl_window_at reads it, and reset_day */
+    l->reset_day = reset_day > 1 ? reset_day : 0;
     l->utc_offset_ns = utc_offset_ns;
     l->local_offset_ns = clock_offset_ns + utc_offset_ns;
     /* Boundaries where now + offset - 4 days (Monday 1970-01-05) is a
      * multiple of the period: now = 4 days - offset, modulo the period. */
     l->phase_ns = sl_floor_mod(4 * SL_NS_PER_DAY - l->local_offset_ns, l->period_ns);
     return SL_OK;
+}
+
+sl_status sl_limit_align(sl_limit *l, int64_t months, int64_t utc_offset_ns,
+                         int64_t clock_offset_ns)
+{
+    return sl_limit_align_day(l, months, 0, utc_offset_ns, clock_offset_ns);
 }

@@ -9,7 +9,9 @@
  * that local time, counted from Monday 1970-01-05 00:00, is a multiple of p;
  * a period that divides a day thus begins at local midnight, and a week on
  * a Monday. Windows of n calendar months begin on the first day of a month
- * at local midnight, every n months counted from January 1970.
+ * at local midnight, every n months counted from January 1970; with a
+ * reset day (sl_limit_align_day), on that day of the month instead, or on
+ * the month's last day when it is shorter.
  */
 #ifndef SL_ALGO_CALENDAR_H
 #define SL_ALGO_CALENDAR_H
@@ -28,7 +30,8 @@ int64_t sl_days_from_civil(int64_t y, int m, int d);
 /* The inverse: the date of `days` after 1970-01-01. */
 void sl_civil_from_days(int64_t days, int64_t *y, int *m, int *d);
 
-/* The window of a calendar-month limit that holds `now`: [*start, *end). */
+/* The window of a calendar-month limit that holds `now`: [*start, *end),
+ * its months beginning on l->reset_day. */
 void sl_month_window_at(const sl_limit *l, int64_t now, int64_t *start, int64_t *end);
 
 /* The window of l that holds `now`: [*start, *end), start <= now < end.

@@ -57,7 +57,7 @@ int sl_limit_share(const sl_limit *whole_in, int64_t nodes, sl_limit *share)
     if (rc == SL_OK && (whole->flags & SL_LIMIT_CARRY))
         rc = sl_limit_carry(share);
     if (rc == SL_OK && (whole->months || whole->utc_offset_ns || whole->local_offset_ns))
-        rc = sl_limit_align(share, whole->months, whole->utc_offset_ns,
-                            whole->local_offset_ns - whole->utc_offset_ns);
+        rc = sl_limit_align_day(share, whole->months, whole->reset_day, whole->utc_offset_ns,
+                                whole->local_offset_ns - whole->utc_offset_ns);
     return rc;
 }

@@ -39,6 +39,7 @@
 #define RD_TICK_MS 100               /* the health check's period, with nothing due sooner */
 #define RD_STALL_MIN_MS 1000         /* a connection silent this long (at least) is dropped */
 #define RD_GROUP 8                   /* SL.DECIDE's arguments per key */
+#define RD_FLAG_DAY_SHIFT 8          /* a group's flags: the reset day << this, carry in bit 0 */
 #define RD_SYNC_ARGS 11              /* SL.SYNC's arguments after the key */
 #define RD_MAX_ARGS (4 + SL_TAKE_MANY_MAX + SL_TAKE_MANY_MAX * RD_GROUP)
 #define RD_NUM 24                    /* room for one formatted integer */
@@ -76,7 +77,7 @@ typedef struct rd_backend {
 typedef struct rd_item {
     sl_algorithm algorithm;
     uint32_t flags;
-    int64_t limit, period_ns, burst, months, utc_offset_ns, cost;
+    int64_t limit, period_ns, burst, months, reset_day, utc_offset_ns, cost;
     uint32_t key_off, key_len;
 } rd_item;
 
@@ -306,7 +307,8 @@ static int rd_local_limit(const rd_backend *b, const rd_item *it, sl_limit *l)
         if (rc == SL_OK && (it->flags & SL_LIMIT_CARRY))
             rc = sl_limit_carry(&whole);
         if (rc == SL_OK && (it->months || it->utc_offset_ns))
-            rc = sl_limit_align(&whole, it->months, it->utc_offset_ns, b->clock_offset_ns);
+            rc = sl_limit_align_day(&whole, it->months, it->reset_day, it->utc_offset_ns,
+                                    b->clock_offset_ns);
     }
     if (rc != SL_OK)
         return rc;
@@ -1082,6 +1084,7 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         it->period_ns = l->period_ns;
         it->burst = l->burst;
         it->months = l->months;
+        it->reset_day = l->reset_day;
         it->utc_offset_ns = l->utc_offset_ns;
         it->cost = r->op == SL_OP_RELEASE ? 0 : in->cost;
     }
@@ -1131,7 +1134,9 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
         bool cell = it->flags & SL_LIMIT_CELL;
         rd_fmt_int(op, &used, cell ? 0 : it->months);
         rd_fmt_int(op, &used, cell ? 0 : it->utc_offset_ns);
-        rd_fmt_int(op, &used, (it->flags & SL_LIMIT_CARRY) ? 1 : 0);
+        rd_fmt_int(op, &used,
+                   ((it->flags & SL_LIMIT_CARRY) ? 1 : 0) |
+                       (cell ? 0 : it->reset_day << RD_FLAG_DAY_SHIFT));
     }
     op->args_used = used;
     return op;

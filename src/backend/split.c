@@ -25,7 +25,7 @@ typedef struct split_entry {
     /* The whole limit's parameters: what sl_limit_share reads. */
     sl_algorithm algorithm;
     uint32_t flags;
-    int64_t limit, period_ns, burst, months, utc_offset_ns, local_offset_ns;
+    int64_t limit, period_ns, burst, months, reset_day, utc_offset_ns, local_offset_ns;
     int rc;         /* sl_limit_share's answer for them */
     sl_limit share; /* valid when rc is SL_OK */
 } split_entry;
@@ -46,7 +46,8 @@ static bool split_same(const split_entry *e, const sl_limit *l)
 {
     return e->used && e->algorithm == l->algorithm && e->flags == l->flags &&
            e->limit == l->limit && e->period_ns == l->period_ns && e->burst == l->burst &&
-           e->months == l->months && e->utc_offset_ns == l->utc_offset_ns &&
+           e->months == l->months && e->reset_day == l->reset_day &&
+           e->utc_offset_ns == l->utc_offset_ns &&
            e->local_offset_ns == l->local_offset_ns;
 }
 
@@ -55,7 +56,7 @@ static size_t split_slot(const sl_limit *l)
     uint64_t h = (uint64_t)l->limit * UINT64_C(0x9E3779B97F4A7C15);
     h ^= (uint64_t)l->period_ns + (h << 6) + (h >> 2);
     h ^= (uint64_t)l->burst * UINT64_C(0xBF58476D1CE4E5B9) + (uint64_t)l->algorithm + l->flags;
-    h ^= (uint64_t)l->months + (uint64_t)l->local_offset_ns;
+    h ^= (uint64_t)l->months + ((uint64_t)l->reset_day << 10) + (uint64_t)l->local_offset_ns;
     return (size_t)((h ^ (h >> 29)) & (SPLIT_CACHE - 1));
 }
 
@@ -72,6 +73,7 @@ static const split_entry *split_share(sl_backend_worker *w, const sl_limit *l)
                        .period_ns = l->period_ns,
                        .burst = l->burst,
                        .months = l->months,
+                       .reset_day = l->reset_day,
                        .utc_offset_ns = l->utc_offset_ns,
                        .local_offset_ns = l->local_offset_ns};
     e->rc = sl_limit_share(l, w->b->nodes, &e->share);

@@ -191,18 +191,23 @@ bool sl_arg_period(sl_cmd_ctx *c, const sl_resp_slice *a, const char *what, int6
 }
 
 int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
-                    int64_t months, int64_t utc_offset_ns, const sl_limit **out)
+                    int64_t months, int64_t reset_day, int64_t utc_offset_ns,
+                    const sl_limit **out)
 {
     struct sl_limit_cache_entry *e = NULL;
+    if (reset_day == 1)
+        reset_day = 0; /* the first either way: one entry for both */
     if (cache) {
         uint64_t h = (uint64_t)(kind + 2) * UINT64_C(0x9E3779B97F4A7C15);
         h = (h ^ (uint64_t)a) * UINT64_C(0xBF58476D1CE4E5B9);
         h = (h ^ (uint64_t)b) * UINT64_C(0x94D049BB133111EB);
         h = (h ^ (uint64_t)d) * UINT64_C(0x9E3779B97F4A7C15);
-        h = (h ^ (uint64_t)months ^ (uint64_t)utc_offset_ns << 8) * UINT64_C(0xBF58476D1CE4E5B9);
+        h = (h ^ (uint64_t)months ^ (uint64_t)reset_day << 48 ^ (uint64_t)utc_offset_ns << 8) *
+            UINT64_C(0xBF58476D1CE4E5B9);
         e = &cache->slot[(h >> 32) % SL_LIMIT_CACHE_SLOTS];
         if (e->kind == kind + 2 && e->p1 == a && e->p2 == b && e->p3 == d &&
-            e->months == months && e->utc_offset_ns == utc_offset_ns) {
+            e->months == months && e->reset_day == reset_day &&
+            e->utc_offset_ns == utc_offset_ns) {
             *out = &e->limit;
             return SL_OK;
         }
@@ -211,7 +216,8 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
     int rc = kind < 0 ? sl_limit_init_cell(l, a, b, d)
                       : sl_limit_init(l, (sl_algorithm)kind, a, b, d);
     if (rc == SL_OK && kind >= 0)
-        rc = sl_limit_align(l, months, utc_offset_ns, cache ? cache->clock_offset_ns : 0);
+        rc = sl_limit_align_day(l, months, reset_day, utc_offset_ns,
+                                cache ? cache->clock_offset_ns : 0);
     if (e) {
         e->kind = 0; /* empty unless valid */
         if (rc == SL_OK) {
@@ -220,6 +226,7 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
             e->p2 = b;
             e->p3 = d;
             e->months = months;
+            e->reset_day = reset_day;
             e->utc_offset_ns = utc_offset_ns;
         }
     }
@@ -239,7 +246,7 @@ int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, i
 static int sl_limit_get(sl_cmd_ctx *c, int64_t kind, int64_t a, int64_t b, int64_t d,
                         const sl_limit **out)
 {
-    return sl_limit_cached(c->limit_cache, kind, a, b, d, 0, 0, out);
+    return sl_limit_cached(c->limit_cache, kind, a, b, d, 0, 0, 0, out);
 }
 
 /* The error of a limit that months cannot describe, else of its numbers. */
@@ -253,9 +260,9 @@ static void sl_reply_limit_status(sl_cmd_ctx *c, int rc, sl_algorithm algo, int6
 }
 
 /*
- * Parses "limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o]" from
- * argv[*i], up to argc or the next LIMIT keyword, and builds the limit.
- * Replies the error and returns false on bad input.
+ * Parses "limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o]
+ * [RESETDAY d]" from argv[*i], up to argc or the next LIMIT keyword, and
+ * builds the limit. Replies the error and returns false on bad input.
  */
 static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int *i,
                          const sl_limit **l, int64_t *cost)
@@ -263,10 +270,12 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
     /* The options by index; `seen` has a bit for each one given, so that a
      * repeated one is refused (as HTTP refuses a repeated parameter)
      * rather than the last one silently winning. */
-    enum { OPT_BURST, OPT_COST, OPT_ALGORITHM, OPT_UTCOFFSET, OPT_COUNT };
-    static const char *const names[OPT_COUNT] = {"BURST", "COST", "ALGORITHM", "UTCOFFSET"};
+    enum { OPT_BURST, OPT_COST, OPT_ALGORITHM, OPT_UTCOFFSET, OPT_RESETDAY, OPT_COUNT };
+    static const char *const names[OPT_COUNT] = {"BURST", "COST", "ALGORITHM", "UTCOFFSET",
+                                                 "RESETDAY"};
     unsigned seen = 0;
     int64_t limit, period, months, burst = 0, utc_offset = 0; /* burst 0: not given, the limit */
+    int64_t reset_day = 0;                                     /* 0: the first */
     sl_algorithm algo = SL_GCRA;
     *cost = 1;
     if (*i + 2 > argc) {
@@ -317,6 +326,14 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
                                 (int)(val->len > 32 ? 32 : val->len), val->ptr);
                 return false;
             }
+        } else if (k == OPT_RESETDAY) {
+            if (!sl_parse_i64(val->ptr, val->len, SL_INT_SIGNED, &reset_day) || reset_day < 1 ||
+                reset_day > SL_RESET_DAY_MAX) {
+                sl_reply_errorf(c, "RESETDAY must be a day of the month, 1 to %d (got '%.*s')",
+                                SL_RESET_DAY_MAX, (int)(val->len > 32 ? 32 : val->len),
+                                val->ptr);
+                return false;
+            }
         } else if (sl_algorithm_parse(val->ptr, val->len, &algo) != SL_OK ||
                    algo == SL_CONCURRENCY) {
             sl_reply_errorf(c, "unknown algorithm '%.*s': use gcra, token_bucket, "
@@ -329,7 +346,19 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
         sl_reply_status(c, SL_ERR_COST);
         return false;
     }
-    int rc = sl_limit_cached(c->limit_cache, algo, limit, period, burst, months, utc_offset, l);
+    if ((seen & 1u << OPT_RESETDAY) && months == 0) {
+        sl_reply_errorf(c, "RESETDAY is the day of the month windows of months begin on: give "
+                           "a period of months such as 1mo");
+        return false;
+    }
+    if ((seen & 1u << OPT_RESETDAY) && algo != SL_FIXED_WINDOW && algo != SL_SLIDING_WINDOW) {
+        sl_reply_errorf(c, "RESETDAY needs ALGORITHM fixed_window or sliding_window: %s meters "
+                           "a rate and has no windows to reset",
+                        sl_algorithm_name(algo));
+        return false;
+    }
+    int rc = sl_limit_cached(c->limit_cache, algo, limit, period, burst, months, reset_day,
+                             utc_offset, l);
     if (rc != SL_OK) {
         sl_reply_limit_status(c, rc, algo, months);
         return false;
@@ -1029,6 +1058,12 @@ static void sl_cmd_usage(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
  * one made in memory. docs/commands.md has the grammar.
  */
 #define SL_DECIDE_GROUP 8 /* algorithm a b c cost months utc_offset_ns flags */
+/* A group's flags: bit 0 marks a carried limit, bits 8 to 12 hold the reset
+ * day of windows of months (0: the first), so that a group without one reads
+ * as it always has. */
+#define SL_DECIDE_CARRY INT64_C(1)
+#define SL_DECIDE_DAY_SHIFT 8
+#define SL_DECIDE_FLAGS (SL_DECIDE_CARRY | INT64_C(31) << SL_DECIDE_DAY_SHIFT)
 
 /* One group's limit, built into *l (a copy: the cache may move on). */
 static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, int64_t *cost)
@@ -1052,15 +1087,18 @@ static bool sl_decide_limit(sl_cmd_ctx *c, const sl_resp_slice *g, sl_limit *l, 
         sl_reply_status(c, SL_ERR_COST);
         return false;
     }
-    if ((v[6] & ~INT64_C(1)) != 0 || (kind < 0 && (v[4] != 0 || v[5] != 0))) {
+    int64_t reset_day = (v[6] & SL_DECIDE_FLAGS) >> SL_DECIDE_DAY_SHIFT;
+    if ((v[6] & ~SL_DECIDE_FLAGS) != 0 ||
+        (kind < 0 && (v[4] != 0 || v[5] != 0 || reset_day != 0))) {
         sl_reply_errorf(c, "syntax error: a group's months, offset and flags are out of range");
         return false;
     }
     const sl_limit *built;
-    int rc = sl_limit_cached(c->limit_cache, kind, v[0], v[1], v[2], v[4], v[5], &built);
+    int rc = sl_limit_cached(c->limit_cache, kind, v[0], v[1], v[2], v[4], reset_day, v[5],
+                             &built);
     if (rc == SL_OK) {
         *l = *built;
-        if (v[6] & 1)
+        if (v[6] & SL_DECIDE_CARRY)
             rc = sl_limit_carry(l);
     }
     if (rc != SL_OK) {
@@ -1138,14 +1176,18 @@ const sl_command sl_rate_commands[] = {
      0},
     {"sl.take", -4, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_take,
      "Takes from an ad-hoc limit",
-     "key limit period [BURST burst] [COST cost] [ALGORITHM name] [UTCOFFSET offset]", 0},
+     "key limit period [BURST burst] [COST cost] [ALGORITHM name] [UTCOFFSET offset] "
+     "[RESETDAY day]",
+     0},
     {"sl.peek", -4, SL_CMD_READONLY | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_peek,
      "Answers what SL.TAKE would, consuming nothing",
-     "key limit period [BURST burst] [COST cost] [ALGORITHM name] [UTCOFFSET offset]", 0},
+     "key limit period [BURST burst] [COST cost] [ALGORITHM name] [UTCOFFSET offset] "
+     "[RESETDAY day]",
+     0},
     {"sl.takemany", -6, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_takemany,
      "Takes from up to 8 limits, all or nothing",
      "numkeys key [key ...] LIMIT limit period [BURST b] [COST c] [ALGORITHM a] [UTCOFFSET o] "
-     "[LIMIT ...]",
+     "[RESETDAY d] [LIMIT ...]",
      1},
     {"sl.policy", -3, SL_CMD_WRITE | SL_CMD_FAST, 2, 2, 1, sl_cmd_policy,
      "Takes from a policy's limits of the config file, all or nothing",

@@ -53,7 +53,7 @@ extern const sl_reply_ops sl_resp_reply_sink;
 typedef struct sl_limit_cache {
     struct sl_limit_cache_entry {
         int64_t kind, p1, p2, p3; /* what it was built from; kind 0 = empty */
-        int64_t months, utc_offset_ns;
+        int64_t months, reset_day, utc_offset_ns;
         sl_limit limit;
     } slot[SL_LIMIT_CACHE_SLOTS];
     int64_t clock_offset_ns;
@@ -63,16 +63,18 @@ typedef struct sl_limit_cache {
  * A prepared limit, from the cache when it holds one built from the same
  * parameters, else built and kept there. kind is an sl_algorithm, with
  * (a, b, d) sl_limit_init's (limit, period_ns, burst), and the windows
- * aligned by sl_limit_align(months, utc_offset_ns, the cache's clock
- * offset); or -1 for redis-cell's (max_burst, count_per_period,
- * period_seconds) of sl_limit_init_cell (months and utc_offset_ns 0).
- * Returns SL_OK with *out pointing into the cache (valid until the next call
- * on it: copy the limit to keep it), or sl_limit_init's or sl_limit_align's
- * error. cache may be NULL: *out then points at a thread-local copy, valid
- * until the thread's next call, aligned for a clock that is Unix time.
+ * aligned by sl_limit_align_day(months, reset_day, utc_offset_ns, the
+ * cache's clock offset); or -1 for redis-cell's (max_burst,
+ * count_per_period, period_seconds) of sl_limit_init_cell (months, reset_day
+ * and utc_offset_ns 0). Returns SL_OK with *out pointing into the cache
+ * (valid until the next call on it: copy the limit to keep it), or
+ * sl_limit_init's or sl_limit_align_day's error. cache may be NULL: *out
+ * then points at a thread-local copy, valid until the thread's next call,
+ * aligned for a clock that is Unix time.
  */
 int sl_limit_cached(sl_limit_cache *cache, int64_t kind, int64_t a, int64_t b, int64_t d,
-                    int64_t months, int64_t utc_offset_ns, const sl_limit **out);
+                    int64_t months, int64_t reset_day, int64_t utc_offset_ns,
+                    const sl_limit **out);
 
 /* How a rate command's reply is written from its decision (sl_check_finish). */
 typedef enum sl_render {

@@ -128,6 +128,22 @@ static int sl_utc_offset_value(sl_loader *ld, const yaml_node_t *v, const char *
     return 0;
 }
 
+/* A reset day: the day of the month windows of months begin on. */
+static int sl_reset_day_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                              int64_t *out)
+{
+    char q[48];
+    int64_t x;
+    if (!sl_is_scalar(v) ||
+        !sl_parse_i64(sl_scalar(v), v->data.scalar.length, SL_INT_SIGNED, &x) || x < 1 ||
+        x > SL_RESET_DAY_MAX)
+        return sl_fail(ld, v, "%s: reset_day must be a day of the month, 1 to %d (29 to 31: a "
+                              "shorter month's last day) (got %s)",
+                       where, SL_RESET_DAY_MAX, sl_quote(v, q));
+    *out = x;
+    return 0;
+}
+
 static int sl_unit_value(sl_loader *ld, const yaml_node_t *v, const char *where, sl_cost_unit *out)
 {
     char q[48];
@@ -143,9 +159,11 @@ static int sl_unit_value(sl_loader *ld, const yaml_node_t *v, const char *where,
 }
 
 /* A limit from a mapping {algorithm, limit, period, burst, utc_offset,
- * cost}. `base` gives the defaults of algorithm and utc_offset (a tier
- * inherits its policy's), NULL for none. Windows are aligned for a clock
- * that is Unix time; sl_config_align moves them to another. */
+ * reset_day, cost}. `base` gives the defaults of algorithm, utc_offset and
+ * reset_day (a tier inherits its policy's), NULL for none; an inherited
+ * reset day applies only to windows of months, a given one must be for
+ * one. Windows are aligned for a clock that is Unix time; sl_config_align
+ * moves them to another. */
 static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where,
                           const sl_limit *base, sl_named_limit *out, const char *const *extra)
 {
@@ -155,7 +173,8 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
     sl_algorithm algo = base ? base->algorithm : SL_GCRA;
     int64_t limit = 0, period = 0, burst = 0, months = 0;
     int64_t utc_offset = base ? base->utc_offset_ns : 0;
-    const yaml_node_t *at_limit = NULL, *at_period = NULL;
+    int64_t reset_day = base ? base->reset_day : 0;
+    const yaml_node_t *at_limit = NULL, *at_period = NULL, *at_reset_day = NULL;
     out->unit = SL_UNIT_REQUESTS;
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
@@ -179,6 +198,10 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
         } else if (sl_key_is(k, "utc_offset")) {
             if (sl_utc_offset_value(ld, v, where, &utc_offset))
                 return -1;
+        } else if (sl_key_is(k, "reset_day")) {
+            if (sl_reset_day_value(ld, v, where, &reset_day))
+                return -1;
+            at_reset_day = v;
         } else if (sl_key_is(k, "burst")) {
             /* At least 1: the library reads 0 as "the limit", which is not
              * what a user who writes 0 means (nginx's burst=0: no burst).
@@ -204,7 +227,19 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
     int rc = sl_limit_init(l, algo, limit, period, burst);
     if (rc != SL_OK)
         return sl_fail(ld, at_limit ? at_limit : m, "%s: %s", where, sl_strerror(rc));
-    rc = sl_limit_align(l, months, utc_offset, 0);
+    bool windows = algo == SL_FIXED_WINDOW || algo == SL_SLIDING_WINDOW;
+    if (at_reset_day && months == 0)
+        return sl_fail(ld, at_reset_day, "%s: reset_day is the day of the month windows of "
+                                         "months begin on (1 to %d): give a period of months "
+                                         "such as 1mo, or leave reset_day out",
+                       where, SL_RESET_DAY_MAX);
+    if (at_reset_day && !windows)
+        return sl_fail(ld, at_reset_day, "%s: reset_day needs fixed_window or sliding_window: "
+                                         "%s meters a rate and has no windows to reset",
+                       where, sl_algorithm_name(algo));
+    if (months == 0 || !windows)
+        reset_day = 0; /* inherited by a limit it means nothing to */
+    rc = sl_limit_align_day(l, months, reset_day, utc_offset, 0);
     if (rc == SL_ERR_PERIOD && algo == SL_SLIDING_LOG)
         return sl_fail(ld, at_period, "%s: sliding_log cannot count calendar months: give its "
                                       "period in days or weeks, or use fixed_window or "
@@ -272,9 +307,9 @@ static const sl_named_limit *sl_set_find(const sl_limit_set *set, const char *na
 /*
  * A set of limits from a mapping: one unnamed limit written in place
  * (limit, period, ...), or `limits:`, a list of named ones, beside which the
- * mapping may give the algorithm and utc_offset its limits default to.
- * *defaults comes in as what the set inherits (algorithm, utc_offset) and
- * goes out as what the set's own tiers inherit. A named limit inherits from
+ * mapping may give the algorithm, utc_offset and reset_day its limits default
+ * to. *defaults comes in as what the set inherits (algorithm, utc_offset,
+ * reset_day) and goes out as what the set's own tiers inherit. A named limit inherits from
  * `like`'s limit of the same name when there is one (a tier's "rpm" is its
  * policy's "rpm" at another size), else from the defaults. `extra` are the
  * mapping's other keys (a policy's settings).
@@ -303,6 +338,9 @@ static int sl_set_value(sl_loader *ld, const yaml_node_t *m, const char *where,
                 return -1;
         } else if (sl_key_is(k, "utc_offset")) {
             if (sl_utc_offset_value(ld, v, where, &defaults->utc_offset_ns))
+                return -1;
+        } else if (sl_key_is(k, "reset_day")) {
+            if (sl_reset_day_value(ld, v, where, &defaults->reset_day))
                 return -1;
         } else if (sl_key_is(k, "limit") || sl_key_is(k, "period") || sl_key_is(k, "burst") ||
                    sl_key_is(k, "cost")) {
@@ -346,6 +384,8 @@ static int sl_set_value(sl_loader *ld, const yaml_node_t *m, const char *where,
             base.algorithm = same->limit.algorithm;
         if (same && !sl_mapping_get(ld, m, "utc_offset"))
             base.utc_offset_ns = same->limit.utc_offset_ns;
+        if (same && !sl_mapping_get(ld, m, "reset_day"))
+            base.reset_day = same->limit.reset_day;
         out->n = i + 1;
         if (sl_limit_value(ld, item, lwhere, &base, l, named))
             return -1;
@@ -868,7 +908,8 @@ void sl_config_align(sl_config *c, int64_t clock_offset_ns)
             /* Every limit was aligned once when loaded, so this cannot fail. */
             for (size_t j = 0; j < set->n; j++) {
                 sl_limit *l = &set->l[j].limit;
-                sl_limit_align(l, l->months, l->utc_offset_ns, clock_offset_ns);
+                sl_limit_align_day(l, l->months, l->reset_day, l->utc_offset_ns,
+                                   clock_offset_ns);
             }
         }
     }
@@ -901,8 +942,14 @@ static const char *sl_limit_text(const sl_limit *l, char *buf, size_t cap)
         p /= 1000000;
         unit = "ms";
     }
+    if (l->months > 0) {
+        p = (long long)l->months;
+        unit = "mo";
+    }
     int n = snprintf(buf, cap, "%s %lld per %lld%s, burst %lld", sl_algorithm_name(l->algorithm),
                      (long long)l->limit, p, unit, (long long)l->burst);
+    if (l->reset_day > 1 && n > 0 && (size_t)n < cap)
+        n += snprintf(buf + n, cap - (size_t)n, ", reset_day %lld", (long long)l->reset_day);
     long long off = (long long)(l->utc_offset_ns / 60000000000);
     if (off != 0 && n > 0 && (size_t)n < cap)
         snprintf(buf + n, cap - (size_t)n, ", utc_offset %c%02lld:%02lld", off < 0 ? '-' : '+',
@@ -913,7 +960,8 @@ static const char *sl_limit_text(const sl_limit *l, char *buf, size_t cap)
 static bool sl_limit_same(const sl_limit *a, const sl_limit *b)
 {
     return a->algorithm == b->algorithm && a->limit == b->limit && a->period_ns == b->period_ns &&
-           a->burst == b->burst && a->months == b->months && a->utc_offset_ns == b->utc_offset_ns;
+           a->burst == b->burst && a->months == b->months && a->reset_day == b->reset_day &&
+           a->utc_offset_ns == b->utc_offset_ns;
 }
 
 /* One changed limit of a reload, if it changed. */
@@ -931,6 +979,34 @@ static void sl_reload_limit(const char *pname, const char *what, const sl_named_
     }
     if (sl_limit_same(&old->limit, &next->limit))
         return;
+    if (old->limit.months > 0 && next->limit.months > 0 &&
+        old->limit.reset_day != next->limit.reset_day) {
+        /* A key's window now lasts until the first new boundary after it
+         * began (sl_window_end): a fixed window that began before the
+         * latest new boundary is over at once, whatever it has used; a
+         * sliding window's count then weighs as the previous window's, and
+         * is gone when it began before the boundary before that. */
+        long long was = old->limit.reset_day > 1 ? (long long)old->limit.reset_day : 1;
+        long long now = next->limit.reset_day > 1 ? (long long)next->limit.reset_day : 1;
+        char loud[768];
+        if (next->limit.algorithm == SL_SLIDING_WINDOW)
+            snprintf(loud, sizeof loud,
+                     "policy '%s'%s: reset_day %lld -> %lld: windows of months now begin on day "
+                     "%lld; a key's count is its current window's only until the first new reset "
+                     "day after that window began, and its previous window's until the next "
+                     "one: a key whose window began before the latest new reset day has it "
+                     "weigh as the previous window's, and one whose window began before the "
+                     "reset day before that STARTS AGAIN with a full budget now",
+                     pname, what, was, now, now);
+        else
+            snprintf(loud, sizeof loud,
+                     "policy '%s'%s: reset_day %lld -> %lld: windows of months now begin on day "
+                     "%lld; a key keeps its count only until the first new reset day after its "
+                     "window began, so a key whose window began before the latest one STARTS "
+                     "AGAIN with a full budget now",
+                     pname, what, was, now, now);
+        say(arg, loud);
+    }
     snprintf(line, sizeof line,
              "policy '%s'%s: %s -> %s: each key keeps the units it has used (rounded up)", pname,
              what, sl_limit_text(&old->limit, a, sizeof a), sl_limit_text(&next->limit, b, sizeof b));

@@ -10,6 +10,7 @@
  *       limit: 100              # units per period (required)
  *       period: 1m              # seconds, or 500ms, 30s, 5m, 2h, 1d, 1w, 1mo (required)
  *       utc_offset: -05:00      # windows at local midnight there; default UTC
+ *       reset_day: 15           # windows of months begin that day; default 1
  *       burst: 20               # default: limit
  *       key: "api:{key}"        # the store key's template (key_template.h);
  *                               #   default "{policy}:{key}"

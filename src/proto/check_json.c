@@ -35,13 +35,14 @@ enum {
     F_UTC_OFFSET = 1 << 9,
     F_TOKENS = 1 << 10,
     F_TTL_MS = 1 << 11,
+    F_RESET_DAY = 1 << 12,
 };
 
 /* The fields' names, in the order of their bits: field_names[i] is 1 << i's. */
 static const char *const field_names[] = {
     "key",    "limit", "period", "burst",  "cost",
     "algorithm", "policy", "tier",  "limits", "utc_offset", "tokens",
-    "ttl_ms",
+    "ttl_ms", "reset_day",
 };
 
 #define NFIELDS (sizeof field_names / sizeof field_names[0])
@@ -69,7 +70,7 @@ static unsigned field_bit(const char *s, size_t n)
                : IS("tokens") ? F_TOKENS
                : IS("ttl_ms") ? F_TTL_MS
                               : 0;
-    case 9: return IS("algorithm") ? F_ALGORITHM : 0;
+    case 9: return IS("algorithm") ? F_ALGORITHM : IS("reset_day") ? F_RESET_DAY : 0;
     case 10: return IS("utc_offset") ? F_UTC_OFFSET : 0;
     default: return 0;
     }
@@ -85,6 +86,7 @@ typedef struct raw {
     size_t keylen;
     int64_t limit, period_ns, burst, cost, tokens, ttl_ms;
     int64_t months, utc_offset_ns; /* calendar months of the period; the windows' offset */
+    int64_t reset_day;             /* the day of the month windows of months begin on */
     sl_algorithm algorithm;
     const char *policy, *tier;
     size_t policy_len, tier_len;
@@ -213,6 +215,7 @@ static int take_int(raw *r, unsigned bit, int64_t v)
     case F_COST: r->cost = v; break;
     case F_TOKENS: r->tokens = v; break;
     case F_TTL_MS: r->ttl_ms = v; break;
+    case F_RESET_DAY: r->reset_day = v; break;
     default: return -1;
     }
     return 0;
@@ -225,7 +228,8 @@ static int take_int(raw *r, unsigned bit, int64_t v)
 static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_policy)
 {
     if (r->given & F_POLICY) {
-        static const unsigned clash[] = {F_LIMIT, F_PERIOD, F_BURST, F_ALGORITHM, F_UTC_OFFSET};
+        static const unsigned clash[] = {F_LIMIT, F_PERIOD, F_BURST, F_ALGORITHM, F_UTC_OFFSET,
+                                         F_RESET_DAY};
         for (size_t i = 0; i < sizeof clash / sizeof clash[0]; i++)
             if (r->given & clash[i])
                 return check_fail(c, 400, prefix, field_name(clash[i]),
@@ -268,14 +272,28 @@ static int finish_item(sl_http_check *c, raw *r, const char *prefix, bool allow_
         return check_fail(c, 400, prefix, "limit", "limit is required (or give a policy)");
     if (!(r->given & F_PERIOD))
         return check_fail(c, 400, prefix, "period", "period is required");
+    if (r->given & F_RESET_DAY) {
+        if (r->reset_day < 1 || r->reset_day > SL_RESET_DAY_MAX)
+            return check_fail(c, 400, prefix, "reset_day",
+                              "reset_day must be a day of the month, 1 to %d", SL_RESET_DAY_MAX);
+        if (r->months == 0)
+            return check_fail(c, 400, prefix, "reset_day",
+                              "reset_day is the day of the month windows of months begin on: "
+                              "give a period of months such as 1mo");
+        if (r->algorithm != SL_FIXED_WINDOW && r->algorithm != SL_SLIDING_WINDOW)
+            return check_fail(c, 400, prefix, "reset_day",
+                              "reset_day needs algorithm fixed_window or sliding_window: %s "
+                              "meters a rate and has no windows to reset",
+                              sl_algorithm_name(r->algorithm));
+    }
     int rc;
     if (c->make_limit) {
         rc = c->make_limit(c->make_limit_ctx, &it->limit, r->algorithm, r->limit, r->period_ns,
-                           r->burst, r->months, r->utc_offset_ns);
+                           r->burst, r->months, r->reset_day, r->utc_offset_ns);
     } else {
         rc = sl_limit_init(&it->limit, r->algorithm, r->limit, r->period_ns, r->burst);
         if (rc == SL_OK)
-            rc = sl_limit_align(&it->limit, r->months, r->utc_offset_ns, 0);
+            rc = sl_limit_align_day(&it->limit, r->months, r->reset_day, r->utc_offset_ns, 0);
     }
     if (rc == SL_ERR_PERIOD && r->months > 0 && r->algorithm == SL_SLIDING_LOG)
         return check_fail(c, 400, prefix, "period",
@@ -352,9 +370,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         long vl = query_text(v, plain, valbuf, sizeof valbuf, &val);
         if (vl == SL_HTTP_BAD_ESCAPE)
             return check_fail(c, 400, NULL, f, "bad %%-escape in %s", f);
-        if (vl == SL_HTTP_TOO_LONG &&
-            (bit == F_LIMIT || bit == F_BURST || bit == F_COST || bit == F_TOKENS ||
-             bit == F_TTL_MS))
+        if (vl == SL_HTTP_TOO_LONG && (bit == F_LIMIT || bit == F_BURST || bit == F_COST ||
+                                       bit == F_TOKENS || bit == F_TTL_MS || bit == F_RESET_DAY))
             return check_fail(c, 400, NULL, f, "%s must be an integer", f);
         if (vl == SL_HTTP_TOO_LONG && bit == F_PERIOD)
             return take_period_text(c, &r, NULL, "", 0); /* "not a duration" */
@@ -368,7 +385,8 @@ static int take_query(sl_http_check *c, raw *r_, const char *query, size_t len,
         case F_BURST:
         case F_COST:
         case F_TOKENS:
-        case F_TTL_MS: {
+        case F_TTL_MS:
+        case F_RESET_DAY: {
             int64_t x;
             if (!sl_parse_i64(val, n, SL_INT_MINUS, &x))
                 return check_fail(c, 400, NULL, f, "%s must be an integer", f);
@@ -398,7 +416,7 @@ int sl_http_check_from_query(sl_http_check *c, const char *query, size_t len)
     raw r;
     raw_init(&r);
     unsigned all = F_KEY | F_LIMIT | F_PERIOD | F_BURST | F_COST | F_ALGORITHM | F_POLICY | F_TIER |
-                   F_UTC_OFFSET | F_TOKENS | F_TTL_MS;
+                   F_UTC_OFFSET | F_TOKENS | F_TTL_MS | F_RESET_DAY;
     if (take_query(c, &r, query, len, all) < 0)
         return -1;
     return finish_item(c, &r, NULL, true);
@@ -553,7 +571,8 @@ static int take_object(sl_http_check *c, raw *r, const cJSON *obj, const char *p
         case F_BURST:
         case F_COST:
         case F_TOKENS:
-        case F_TTL_MS: {
+        case F_TTL_MS:
+        case F_RESET_DAY: {
             int64_t x;
             if (json_int(m, &x) < 0)
                 return check_fail(c, 400, prefix, f, "%s must be an integer", f);

@@ -381,8 +381,8 @@ typedef struct sl_http_check_item {
 
 /*
  * Prepares *out exactly as sl_limit_init(out, algorithm, limit, period_ns,
- * burst) then sl_limit_align(out, months, utc_offset_ns, the server's clock
- * offset) would, with the same result; ctx is the check's make_limit_ctx.
+ * burst) then sl_limit_align_day(out, months, reset_day, utc_offset_ns, the
+ * server's clock offset) would, with the same result; ctx is the check's make_limit_ctx.
  * sl_limit_init costs several takes, so a server passes one that keeps
  * prepared limits (sluiced: the worker's cache, sl_limit_cached, which its
  * RESP commands share). Without one, limits are aligned for a clock that
@@ -390,7 +390,7 @@ typedef struct sl_http_check_item {
  */
 typedef int (*sl_http_limit_fn)(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
                                 int64_t period_ns, int64_t burst, int64_t months,
-                                int64_t utc_offset_ns);
+                                int64_t reset_day, int64_t utc_offset_ns);
 
 /*
  * A decoded check. The struct owns every string it points at (they live in

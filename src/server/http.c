@@ -294,10 +294,11 @@ static void sl_http_run_check(sl_conn *c, sl_http_check *chk, uint32_t flags, in
  * preparing one costs several takes. */
 static int sl_http_cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
                                 int64_t period_ns, int64_t burst, int64_t months,
-                                int64_t utc_offset_ns)
+                                int64_t reset_day, int64_t utc_offset_ns)
 {
     const sl_limit *l;
-    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, months, utc_offset_ns, &l);
+    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, months, reset_day,
+                             utc_offset_ns, &l);
     if (rc == SL_OK)
         *out = *l;
     return rc;

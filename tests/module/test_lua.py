@@ -261,6 +261,47 @@ def test_windows_on_the_calendar(conn, sha, algo, months, offset, period):
         same(mod, lua, (algo, months, offset, cost))
 
 
+DAY = 256  # a group's flags: the reset day times 256, plus 1 when carried
+
+
+@pytest.mark.parametrize("algo", ["fixed_window", "sliding_window"])
+@pytest.mark.parametrize("months,offset", [(1, 0), (1, -5 * 3600), (1, 14 * 3600), (3, 0),
+                                           (12, 5 * 3600 + 1800)])
+@pytest.mark.parametrize("carried", [0, 1], ids=["adhoc", "carried"])
+def test_reset_days_on_the_calendar(conn, sha, algo, months, offset, carried):
+    """Windows of months from every reset day where the module puts them: whatever
+    today is, some days are yet to come this month (the cycle began last month), some
+    have passed, and 29 to 31 fall on a shorter month's last day."""
+    p = months * MONTH_NS
+    for day in range(1, 32):
+        key = "day:%s" % uuid.uuid4().hex[:8]
+        g = group(algo, 3, p, 0, 1, months, offset * 10**9, day * DAY + carried)
+        for cost in (1, 0, 2):
+            mod, lua = both(conn, sha, "TAKE", "0", [key], [g[:4] + [cost] + g[5:]])
+            same(mod, lua, (algo, months, offset, day, cost))
+        assert mod[1] == 1 and mod[5] > 0, mod  # admitted, a window to wait out
+
+
+def test_random_trace_of_reset_days(conn, sha):
+    """One key taken from and peeked at under limits of months whose reset day, months
+    and offset change from step to step (a state read under another day's windows, as
+    after a reload that moves the day): the module and the script decide alike."""
+    rnd = random.Random("reset-day")
+    for algo in ("fixed_window", "sliding_window"):
+        for carried in (0, 1):
+            key = "dtrace:%s:%s" % (algo, uuid.uuid4().hex[:8])
+            for step in range(80):
+                months = rnd.choice([1, 1, 1, 2, 3, 12])
+                day = rnd.choice([0, 1, 2, 14, 15, 28, 29, 30, 31])
+                offset = rnd.choice([0, -5 * 3600, 9 * 3600, 14 * 3600]) * 10**9
+                cost = rnd.choice([0, 1, 1, 2, 5])
+                op = rnd.choice(["TAKE", "TAKE", "PEEK"])
+                g = group(algo, 20, months * MONTH_NS, 0, cost, months, offset,
+                          day * DAY + carried)
+                mod, lua = both(conn, sha, op, "0", [key], [g])
+                same(mod, lua, "%s step %d %s %s" % (algo, step, op, g))
+
+
 def test_short_periods_as_time_passes(conn, sha):
     """Refills, window turns, log entries leaving and expiry, under real (short) time
     steps. The two calls of a step are a fraction of a millisecond apart (more on a
@@ -464,6 +505,32 @@ def test_bad_arguments(server, conn, sha, op, lease, keys, groups):
     mod, lua = both(conn, sha, op, lease, keys, groups, suffix=("", "") if "" in keys else (":m", ":l"))
     assert isinstance(mod, Error), mod
     same(mod, lua, (op, lease, groups))
+    r = server.client()
+    assert r.keys(base + "*") == []
+    r.close()
+
+
+BAD_DAYS = [
+    ("TAKE", "0", ["k"], [group("fixed_window", 5, MONTH_NS, 0, 1, 1, 0, 32 * 256)]),
+    ("TAKE", "0", ["k"], [group("fixed_window", 5, MONTH_NS, 0, 1, 1, 0, 15 * 256 + 2)]),
+    ("TAKE", "0", ["k"], [group("fixed_window", 5, MONTH_NS, 0, 1, 1, 0, -256)]),
+    ("TAKE", "0", ["k"], [group("fixed_window", 5, M, 0, 1, 0, 0, 15 * 256)]),
+    ("TAKE", "0", ["k"], [group("fixed_window", 5, MONTH_NS, 0, 1, 877, 0, 15 * 256)]),
+    ("TAKE", "0", ["k"], [group("sliding_log", 5, MONTH_NS, 0, 1, 1, 0, 15 * 256)]),
+    ("TAKE", "0", ["k"], [group("cell", 4, 5, 60, 1, 0, 0, 15 * 256)]),
+    ("TAKE", "0", ["k"], [group("concurrency", 5, M, 0, 1, 0, 0, 2 * 256 + 1)]),
+]
+
+
+@pytest.mark.parametrize("op,lease,keys,groups", BAD_DAYS, ids=range(len(BAD_DAYS)))
+def test_bad_reset_days(server, conn, sha, op, lease, keys, groups):
+    """A reset day out of range, beside other flags, for a period of no months, or for
+    redis-cell: refused with the module's words, and nothing written."""
+    base = "badday:%s:" % uuid.uuid4().hex[:8]
+    keys = [base + k for k in keys]
+    mod, lua = both(conn, sha, op, lease, keys, groups)
+    assert isinstance(mod, Error), mod
+    same(mod, lua, (op, groups))
     r = server.client()
     assert r.keys(base + "*") == []
     r.close()

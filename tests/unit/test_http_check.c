@@ -479,7 +479,8 @@ Test(http_check, json_deep_nesting_refused_before_cjson)
 static int hook_calls;
 
 static int counting_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
-                          int64_t period_ns, int64_t burst, int64_t months, int64_t utc_offset_ns)
+                          int64_t period_ns, int64_t burst, int64_t months, int64_t reset_day,
+                          int64_t utc_offset_ns)
 {
     cr_assert_eq(ctx, &hook_calls);
     hook_calls++;
@@ -524,10 +525,12 @@ Test(http_check, make_limit_hook)
  * served from the cache is the one sl_limit_init builds, for limits that
  * share slots and for a failed one between them. */
 static int cached_limit(void *ctx, sl_limit *out, sl_algorithm algorithm, int64_t limit,
-                        int64_t period_ns, int64_t burst, int64_t months, int64_t utc_offset_ns)
+                        int64_t period_ns, int64_t burst, int64_t months, int64_t reset_day,
+                        int64_t utc_offset_ns)
 {
     const sl_limit *l;
-    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, months, utc_offset_ns, &l);
+    int rc = sl_limit_cached(ctx, algorithm, limit, period_ns, burst, months, reset_day,
+                             utc_offset_ns, &l);
     if (rc == SL_OK)
         *out = *l;
     return rc;

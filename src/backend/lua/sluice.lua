@@ -6,7 +6,8 @@
 -- with the arguments and the replies of SL.DECIDE (docs/commands.md): op is
 -- TAKE, PEEK, RESET, ACQUIRE, RELEASE, REFUND or CHARGE; lease 16 hex digits for
 -- ACQUIRE and RELEASE, else "0"; one group of 8 arguments per key (none for
--- RESET): algorithm a b c cost months utc_offset_ns flags.
+-- RESET): algorithm a b c cost months utc_offset_ns flags (bit 0 carried,
+-- flags / 256 the reset day of windows of months, 0 for the first).
 --
 -- The arithmetic is src/algo/*.c's, ported: the same decisions, the same
 -- errors. Redis's clock decides (TIME, whole microseconds), and every
@@ -198,6 +199,16 @@ local function month_first_day(mi)
   return days_from_civil(1970 + years, mi - years * 12 + 1, 1)
 end
 
+-- The day a window of month index mi begins on: the reset day of that month
+-- (0 or 1: the first), or its last day when it has fewer (calendar.c's
+-- sl_month_reset_day).
+local function month_reset_day(mi, day)
+  local first = month_first_day(mi)
+  if day <= 1 then return first end
+  local last = month_first_day(mi + 1) - 1
+  return math.min(first + day - 1, last)
+end
+
 -- The calendar-month window of l that holds the time (us, r): start, end.
 local function month_window_at(l, us, r)
   local days = div_floor(us, US_PER_DAY)
@@ -211,8 +222,10 @@ local function month_window_at(l, us, r)
   end
   local y, m = civil_from_days(days)
   local mi = (y - 1970) * 12 + (m - 1)
+  -- before this month's reset day, the cycle began in the month before
+  if l.day > 1 and days < month_reset_day(mi, l.day) then mi = mi - 1 end
   local first = math.floor(mi / l.months) * l.months
-  local ds, de = month_first_day(first), month_first_day(first + l.months)
+  local ds, de = month_reset_day(first, l.day), month_reset_day(first + l.months, l.day)
   local su, sr = pair_add(us - (days - ds) * US_PER_DAY, r, -tod)
   return su, sr, su + (de - ds) * US_PER_DAY, sr
 end
@@ -932,7 +945,7 @@ local function new_limit(algo, ls, lim, ps, period, bs, burst)
     burst = lim
   end
   return {algo = algo, limit = lim, period = period, burst = burst, P = P, D = D,
-          tau = burst * P, months = 0, off = 0, phase = 0,
+          tau = burst * P, months = 0, day = 0, off = 0, phase = 0,
           tag = {canonical(ls), canonical(ps)}} -- the texts: exact beyond 2^53 too
 end
 
@@ -990,7 +1003,10 @@ local function parse_group(at)
   end
   local cell = name == 'cell'
   if v[4] < 0 then return nil, 'cost' end
-  if (v[7] ~= 0 and v[7] ~= 1) or (cell and (v[5] ~= 0 or v[6] ~= 0)) then
+  -- flags: bit 0 carried, bits 8 to 12 the reset day (SL_DECIDE_FLAGS)
+  local carry = v[7] % 256
+  local day = (v[7] - carry) / 256
+  if v[7] < 0 or carry > 1 or day > 31 or (cell and (v[5] ~= 0 or v[6] ~= 0 or day ~= 0)) then
     return nil, "ERR syntax error: a group's months, offset and flags are out of range"
   end
   local l, e
@@ -998,16 +1014,17 @@ local function parse_group(at)
     l, e = new_cell(ARGV[at + 1], v[1], ARGV[at + 2], v[2], v[3])
   else
     l, e = new_limit(name, ARGV[at + 1], v[1], ARGV[at + 2], v[2], ARGV[at + 3], v[3])
-    if l then -- sl_limit_align
+    if l then -- sl_limit_align_day
       if v[5] < 0 or v[5] > MONTHS_MAX then return nil, 'period' end
       if v[6] < -UTC_OFFSET_MAX or v[6] > UTC_OFFSET_MAX then return nil, 'argument' end
+      if day > 1 and v[5] == 0 then return nil, 'period' end
       if v[5] > 0 and name == 'sliding_log' then return nil, 'period' end
-      l.months, l.off = v[5], v[6]
+      l.months, l.off, l.day = v[5], v[6], day
       l.phase = mod_floor(4 * NS_PER_DAY - v[6], l.period)
     end
   end
   if not l then return nil, e end
-  if v[7] == 1 then
+  if carry == 1 then
     if cell or name == 'concurrency' then return nil, 'algorithm' end
     l.carried = true
   end
