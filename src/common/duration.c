@@ -5,6 +5,7 @@
  */
 #include "common/duration.h"
 
+#include <stdio.h>
 #include <strings.h>
 
 #include "sluice.h"
@@ -85,4 +86,12 @@ sl_duration_status sl_parse_utc_offset(const char *s, size_t len, int64_t *ns)
         return SL_DURATION_OUT_OF_RANGE;
     *ns = s[0] == '-' ? -v : v;
     return SL_DURATION_OK;
+}
+
+void sl_utc_offset_text(int64_t ns, char out[8])
+{
+    int64_t minutes = (ns < 0 ? -ns : ns) / (60 * (int64_t)1000000000);
+    if (minutes > 99 * 60 + 59)
+        minutes = 99 * 60 + 59;
+    snprintf(out, 8, "%c%02d:%02d", ns < 0 ? '-' : '+', (int)(minutes / 60), (int)(minutes % 60));
 }

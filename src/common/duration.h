@@ -35,4 +35,8 @@ sl_duration_status sl_parse_period(const char *s, size_t len, int64_t *ns, int64
  * SL_DURATION_OUT_OF_RANGE beyond 18:00. */
 sl_duration_status sl_parse_utc_offset(const char *s, size_t len, int64_t *ns);
 
+/* Writes a UTC offset as "+HH:MM" (or "-HH:MM"; "+00:00" for 0), whole
+ * minutes, into out; the inverse of sl_parse_utc_offset for what it takes. */
+void sl_utc_offset_text(int64_t ns, char out[8]);
+
 #endif

@@ -16,6 +16,7 @@
 
 #include "backend/peers.h"
 #include "common/clock.h"
+#include "common/duration.h"
 #include "common/parse.h"
 #include "common/secret.h"
 #include "common/units.h"
@@ -704,13 +705,23 @@ static void sl_reply_limits(sl_cmd_ctx *c, const sl_policy *p, const sl_limit_se
         const sl_limit *l = &set->l[i].limit;
         char name[SL_POLICY_LIMIT_NAME_ROOM];
         sl_policy_limit_name(p->name, set->l[i].name, global, name, sizeof name);
-        c->reply->map(c->sink, 6);
+        bool windows = l->algorithm == SL_FIXED_WINDOW || l->algorithm == SL_SLIDING_WINDOW;
+        c->reply->map(c->sink, 6 + (windows ? 1u : 0u) + (l->months > 0 ? 2u : 0u));
         sl_kv_bulk(c, "name", name);
         sl_kv_bulk(c, "algorithm", sl_algorithm_name(l->algorithm));
         sl_kv_integer(c, "limit", l->limit);
         sl_kv_integer(c, "period_ms", sl_ns_ceil_ms(l->period_ns));
         sl_kv_integer(c, "burst", l->burst);
         sl_kv_bulk(c, "cost", set->l[i].unit == SL_UNIT_TOKENS ? "tokens" : "requests");
+        if (windows) { /* where its windows begin: local midnight at this offset */
+            char off[8];
+            sl_utc_offset_text(l->utc_offset_ns, off);
+            sl_kv_bulk(c, "utc_offset", off);
+        }
+        if (l->months > 0) {
+            sl_kv_integer(c, "months", l->months);
+            sl_kv_integer(c, "reset_day", l->reset_day > 0 ? l->reset_day : 1);
+        }
     }
 }
 

@@ -34,6 +34,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "common/duration.h"
 #include "common/secret.h"
 #include "cmd/reserve.h"
 #include "common/units.h"
@@ -730,6 +731,15 @@ static cJSON *sl_http_limits_json(const sl_policy *p, const sl_limit_set *set, b
         cJSON_AddNumberToObject(o, "period_ms", (double)sl_ns_ceil_ms(l->period_ns));
         cJSON_AddNumberToObject(o, "burst", (double)l->burst);
         cJSON_AddStringToObject(o, "cost", set->l[i].unit == SL_UNIT_TOKENS ? "tokens" : "requests");
+        if (l->algorithm == SL_FIXED_WINDOW || l->algorithm == SL_SLIDING_WINDOW) {
+            char off[8];
+            sl_utc_offset_text(l->utc_offset_ns, off);
+            cJSON_AddStringToObject(o, "utc_offset", off);
+        }
+        if (l->months > 0) {
+            cJSON_AddNumberToObject(o, "months", (double)l->months);
+            cJSON_AddNumberToObject(o, "reset_day", (double)(l->reset_day > 0 ? l->reset_day : 1));
+        }
     }
     return list;
 }

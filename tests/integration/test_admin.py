@@ -146,6 +146,24 @@ def test_the_same_over_http_behind_the_token(make_server, tmp_path):
     assert [p["name"] for p in ps] == ["api", "login"]
     assert ps[0]["tiers"]["paid"] == [{"name": "api", "algorithm": "sliding_window",
                                        "limit": 1000, "period_ms": 3600000, "burst": 1000,
-                                       "cost": "requests"}]
+                                       "cost": "requests", "utc_offset": "+00:00"}]
     assert ps[0]["global"][0]["limit"] == 5000 and ps[1]["global"] == [] and ps[1]["shadow"]
     assert requests.get(url + "/v1/policies").status_code == 401
+
+
+def test_policies_show_where_a_quotas_windows_begin(make_server, tmp_path):
+    import requests
+    from conftest import free_port
+    cfg = tmp_path / "quota.yaml"
+    cfg.write_text("policies:\n  quota: {limit: 1000, period: 1mo, algorithm: fixed_window,"
+                   " utc_offset: \"-08:00\", reset_day: 15}\n"
+                   "  daily: {limit: 5, period: 1d, algorithm: sliding_window,"
+                   " utc_offset: \"+05:30\"}\n")
+    http = free_port()
+    s = make_server(args=["--config", str(cfg), "--http-port", str(http)])
+    with s.conn() as c:
+        q, d = [plain(as_map(plain(as_map(p))["limits"][0])) for p in c.call("SL.POLICIES")]
+    assert (q["utc_offset"], q["months"], q["reset_day"]) == ("-08:00", 1, 15), q
+    assert d["utc_offset"] == "+05:30" and "months" not in d, d
+    ps = requests.get("http://127.0.0.1:%d/v1/policies" % http).json()["policies"]
+    assert ps[0]["limits"][0]["reset_day"] == 15 and ps[1]["limits"][0]["utc_offset"] == "+05:30"
