@@ -114,3 +114,18 @@ Test(duration, utc_offsets)
     cr_assert_eq(offset("-19", &ns), SL_DURATION_OUT_OF_RANGE);
     cr_assert_eq(offset("+9959", &ns), SL_DURATION_OUT_OF_RANGE);
 }
+
+Test(duration, utc_offset_text_is_the_parsers_inverse)
+{
+    static const char *texts[] = {"+00:00", "+05:30", "-08:00", "+18:00", "-18:00", "+00:45"};
+    for (size_t i = 0; i < sizeof texts / sizeof texts[0]; i++) {
+        int64_t ns;
+        cr_assert_eq(offset(texts[i], &ns), SL_DURATION_OK, "%s", texts[i]);
+        char out[8];
+        sl_utc_offset_text(ns, out);
+        cr_assert_str_eq(out, texts[i]);
+    }
+    char out[8];
+    sl_utc_offset_text(-(30 * 60 + 59) * NS_PER_SEC, out); /* whole minutes, toward zero */
+    cr_assert_str_eq(out, "-00:30");
+}
