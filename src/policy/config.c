@@ -964,6 +964,11 @@ static bool sl_limit_same(const sl_limit *a, const sl_limit *b)
            a->utc_offset_ns == b->utc_offset_ns;
 }
 
+static bool sl_limit_windows(const sl_limit *l)
+{
+    return l->algorithm == SL_FIXED_WINDOW || l->algorithm == SL_SLIDING_WINDOW;
+}
+
 /* One changed limit of a reload, if it changed. */
 static void sl_reload_limit(const char *pname, const char *what, const sl_named_limit *old,
                             const sl_named_limit *next, void (*say)(void *, const char *),
@@ -979,6 +984,7 @@ static void sl_reload_limit(const char *pname, const char *what, const sl_named_
     }
     if (sl_limit_same(&old->limit, &next->limit))
         return;
+    bool moved = true; /* said loudly below: some keys start again */
     if (old->limit.months > 0 && next->limit.months > 0 &&
         old->limit.reset_day != next->limit.reset_day) {
         /* A key's window now lasts until the first new boundary after it
@@ -1006,10 +1012,28 @@ static void sl_reload_limit(const char *pname, const char *what, const sl_named_
                      "AGAIN with a full budget now",
                      pname, what, was, now, now);
         say(arg, loud);
+    } else if (sl_limit_windows(&old->limit) && old->limit.algorithm == next->limit.algorithm &&
+               (old->limit.utc_offset_ns != next->limit.utc_offset_ns ||
+                old->limit.months != next->limit.months)) {
+        /* The same for windows moved by their offset or their months: a
+         * key's window ends at the first new boundary after it began. */
+        char was[8], now[8], loud[512];
+        sl_utc_offset_text(old->limit.utc_offset_ns, was);
+        sl_utc_offset_text(next->limit.utc_offset_ns, now);
+        snprintf(loud, sizeof loud,
+                 "policy '%s'%s: windows at UTC%s%s -> UTC%s%s: a key keeps its count only until "
+                 "the first new window boundary after its window began, so a key whose window "
+                 "began before the latest one STARTS AGAIN with a full budget now",
+                 pname, what, was, old->limit.months > 0 ? " of months" : "", now,
+                 next->limit.months > 0 ? " of months" : "");
+        say(arg, loud);
+    } else {
+        moved = false;
     }
-    snprintf(line, sizeof line,
-             "policy '%s'%s: %s -> %s: each key keeps the units it has used (rounded up)", pname,
-             what, sl_limit_text(&old->limit, a, sizeof a), sl_limit_text(&next->limit, b, sizeof b));
+    snprintf(line, sizeof line, "policy '%s'%s: %s -> %s: %s the units it has used (rounded up)",
+             pname, what, sl_limit_text(&old->limit, a, sizeof a),
+             sl_limit_text(&next->limit, b, sizeof b),
+             moved ? "every other key keeps" : "each key keeps");
     say(arg, line);
 }
 

@@ -176,8 +176,8 @@ Test(config_reset_day, a_reload_that_moves_the_day_says_so_loudly)
     free(text);
     cr_assert(strstr(said, "policy 'bill': fixed_window 1000 per 1mo, burst 1000, reset_day 15, "
                            "utc_offset -05:00 -> fixed_window 1000 per 1mo, burst 1000, "
-                           "reset_day 20, utc_offset -05:00: each key keeps the units it has "
-                           "used (rounded up)\n"), "%s", said);
+                           "reset_day 20, utc_offset -05:00: every other key keeps the units it "
+                           "has used (rounded up)\n"), "%s", said);
     cr_assert(strstr(said, "policy 'bill': reset_day 15 -> 20: windows of months now begin on "
                            "day 20; a key keeps its count only until the first new reset day "
                            "after its window began, so a key whose window began before the "
@@ -226,4 +226,17 @@ Test(config_reset_day, a_reload_that_moves_the_day_says_so_loudly)
     /* the same day: nothing to say */
     reload_says(BILLING, said);
     cr_assert_str_eq(said, "");
+}
+
+Test(config_reset_day, a_reload_that_moves_the_offset_says_so_loudly)
+{
+    char said[2048];
+    char *text = replaced(BILLING, "-05:00", "+01:00");
+    reload_says(text, said);
+    free(text);
+    cr_assert(strstr(said, "policy 'bill': windows at UTC-05:00 of months -> UTC+01:00 of months: "
+                           "a key keeps its count only until the first new window boundary after "
+                           "its window began, so a key whose window began before the latest one "
+                           "STARTS AGAIN with a full budget now\n"), "%s", said);
+    cr_assert(strstr(said, "every other key keeps the units it has used"), "%s", said);
 }
