@@ -385,6 +385,10 @@ Test(config, several_limits_each_with_its_own_cost)
     cr_assert_str_eq(name, "api.global");
     sl_policy_limit_name("api", "", false, name, sizeof name);
     cr_assert_str_eq(name, "api");
+    /* cut as snprintf cuts: the length it wanted, what fits and a NUL */
+    cr_assert_eq(sl_policy_limit_name("chat", "tpm", true, name, 7), 15);
+    cr_assert_str_eq(name, "chat.g");
+    cr_assert_eq(sl_policy_limit_name("chat", NULL, false, name, 0), 4);
     sl_config_free(c);
 }
 
