@@ -733,7 +733,7 @@ static void sl_cmd_takemany(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
  * counts them all whenever it completes. */
 static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
-    sl_take_item few[16], *items = few;
+    sl_take_item few[16] = {{0}}, *items = few; /* zeroed: gcc -fno-inline cannot see n >= 1 */
     size_t n = (size_t)argc - 1;
     if (n > sizeof few / sizeof few[0] && !(items = malloc(n * sizeof *items))) {
         sl_reply_status(c, SL_ERR_NOMEM);

@@ -629,18 +629,23 @@ int sl_resp_add_int(sl_buf *b, int64_t v)
 
 int sl_resp_add_bulk(sl_buf *b, const void *p, size_t len)
 {
-    if (add_header_size(b, '$', len) < 0)
-        return -1;
-    if (len > SIZE_MAX - 2)
+    /* "$<len>\r\n<bytes>\r\n" in one reservation: replies are mostly
+     * short bulk strings (a map's field names). */
+    size_t head = 3 + sl_dec_len((uint64_t)len);
+    if (len > SIZE_MAX - 2 - head)
         return sl_buf_fail(b);
-    char *w = sl_buf_reserve(b, len + 2);
+    char *w = sl_buf_reserve(b, head + len + 2);
     if (!w)
         return -1;
+    w[0] = '$';
+    sl_dec_put(w + head - 2, (uint64_t)len);
+    w[head - 2] = '\r';
+    w[head - 1] = '\n';
     if (len)
-        memcpy(w, p, len);
-    w[len] = '\r';
-    w[len + 1] = '\n';
-    b->len += len + 2;
+        memcpy(w + head, p, len);
+    w[head + len] = '\r';
+    w[head + len + 1] = '\n';
+    b->len += head + len + 2;
     return 0;
 }
 
