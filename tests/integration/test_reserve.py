@@ -18,6 +18,8 @@ from respclient import Error, as_map
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from redis_server import RedisServer  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "backend"))
+from redis_harness import make_redis  # noqa: E402,F401 (a fixture)
 
 # Windows of 10000 days: the current one runs from 2024 to 2052, so that a count read back
 # is exactly what was taken (no refill, no window turning during a test).
@@ -371,3 +373,28 @@ def test_on_sync_a_settle_gives_back_exactly_and_refuses_to_charge_a_leased_rate
     finally:
         s.stop()
         redis.stop()
+
+
+@pytest.mark.parametrize("engine", ["module", "script"])
+def test_on_a_redis_cluster_the_marker_lives_in_its_keys_slot(make_redis, make_server, tmp_path,
+                                                              engine):
+    """The key's limits and its marker share a slot; the global limit lives in another: a
+    settle reaches each on its own primary."""
+    from redis_cluster import make_cluster, slot_of
+    cluster = make_cluster(make_redis, primaries=3, replicas=0, module=(engine == "module"))
+    cfg = tmp_path / "sluice.yaml"
+    write(cfg, CONFIG)
+    s = make_server(args=["--store", "redis-cluster://" + cluster.seeds(), "--config", str(cfg)])
+    with s.conn() as c:
+        d = reserve(c, "chat", "z", "TOKENS", 900)
+        assert d["allowed"] == 1, d
+        markers = []
+        for client in cluster.clients:
+            markers += [k for k in client.keys("*") if b"\x1freserve\x1f" in k]
+        assert len(markers) == 1 and markers[0].startswith(b"{chat:z}\x1freserve\x1f"), markers
+        assert slot_of(markers[0].decode("latin-1")) == slot_of("{chat:z}\x1ftpm")
+        assert slot_of("{chat:z}\x1ftpm") != slot_of("{\x1fglobal\x1fchat}\x1ftpm")
+        st = settle(c, d["reservation"], "TOKENS", 100)
+        assert st["limits"] == {"chat.rpm": 0, "chat.tpm": -800, "chat.global.tpm": -800}, st
+        assert usage(c, "z") == {"chat.rpm": 1, "chat.tpm": 100, "chat.global.tpm": 100}
+        assert settle(c, d["reservation"])["settled"] == 0
