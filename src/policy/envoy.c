@@ -177,9 +177,10 @@ static bool sl_eplain(const yaml_node_t *n)
     return sl_escalar(n) && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 }
 
+/* Is the scalar n the word, whole (a "\0" inside it is no end)? */
 static bool sl_eis(const yaml_node_t *n, const char *word)
 {
-    return strcmp(sl_etext(n), word) == 0;
+    return n->data.scalar.length == strlen(word) && strcmp(sl_etext(n), word) == 0;
 }
 
 /* A plain scalar that YAML 1.1 (the reference's yaml.v2) reads as null. */
@@ -278,6 +279,9 @@ static int sl_echeck_keys(sl_envoy_loader *ld, const yaml_node_t *m, int depth)
         bool known = false;
         for (size_t i = 0; i < sizeof sl_envoy_keys / sizeof sl_envoy_keys[0] && !known; i++)
             known = sl_eis(k, sl_envoy_keys[i]);
+        if (!known && strlen(sl_etext(k)) != k->data.scalar.length)
+            return sl_efail(ld, k, "config error, unknown key '%.60s\\0...' (it holds a NUL byte)",
+                            sl_etext(k));
         if (!known)
             return sl_efail(ld, k, "config error, unknown key '%.60s'", sl_etext(k));
         if (sl_eis(k, "metadata"))
@@ -291,7 +295,8 @@ static int sl_echeck_keys(sl_envoy_loader *ld, const yaml_node_t *m, int depth)
         for (yaml_node_pair_t *r = m->data.mapping.pairs.start; r < p; r++) {
             const yaml_node_t *a = sl_enode(ld, r->key), *b = sl_enode(ld, p->key);
             if (strcmp(sl_etext(a), sl_etext(b)) == 0)
-                return sl_efail(ld, b, "config error, key '%.60s' is given twice (first on line %zu)",
+                return sl_efail(ld, b,
+                                "config error, key '%.60s' is given twice (first on line %zu)",
                                 sl_etext(b), a->start_mark.line + 1);
         }
     return 0;

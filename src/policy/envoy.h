@@ -50,7 +50,7 @@
 #define SL_ENVOY_MAX_DEPTH 32             /* levels of descriptors a file may nest */
 #define SL_ENVOY_MAX_LIMITS 8             /* rate_limit and rate_limits together */
 #define SL_ENVOY_MAX_NODES 100000         /* descriptors a file may hold (aliases counted) */
-#define SL_ENVOY_SCRATCH 1024             /* an entry's key_value up to this is matched on the stack */
+#define SL_ENVOY_SCRATCH 1024             /* bytes of key_value matched on the stack */
 
 /* The reference's units (RateLimitResponse.RateLimit.Unit: the same
  * numbers as the proto's enum). A month is 30 days and a year 365, as the

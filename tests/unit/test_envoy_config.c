@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/alloc.h"
 #include "policy/envoy.h"
 
 static char err[1024];
@@ -736,6 +737,9 @@ Test(envoy_errors, the_references_rules)
             "t.yaml:4:5: config error, unknown key 'ratelimit'");
     refused("domain: d\ndescriptors:\n  - key: k\n    rate_limit:\n      requestsperunit: 5\n",
             "t.yaml:5:7: config error, unknown key 'requestsperunit'");
+    refused("domain: d\ndescriptors:\n  - key: k\n    \"key\\0x\": x\n",
+            "t.yaml:4:5: config error, unknown key 'key\\0...' (it holds a NUL byte)");
+    refused("domain: \"a\\0b\"\n", "t.yaml:1:9: domain must not hold a NUL byte");
     refused("domain: d\ndescriptors:\n  - key: k\n    0.25: x\n",
             "t.yaml:4:5: config error, key is not of type string: '0.25'");
     refused("domain: d\ndescriptors:\n  - a\n",
@@ -876,4 +880,76 @@ Test(envoy_dir, every_yaml_file_once_per_domain)
     rmdir(dir);
     cr_assert_eq(sl_envoy_load_dir(dir, &c, err, sizeof err), -1);
     cr_assert(strstr(err, "No such file"), "%s", err);
+}
+
+/* ---- the reference's own wildcard cases ---- */
+
+Test(envoy_match, the_references_wildcard_cases)
+{
+    sl_envoy_config *c = load("domain: test-domain\n"
+                              "descriptors:\n"
+                              "  - {key: wild, value: foo*, rate_limit: {unit: minute, requests_per_unit: 20}}\n"
+                              "  - {key: noWild, value: foo, rate_limit: {unit: minute, requests_per_unit: 20}}\n"
+                              "  - {key: noVal, rate_limit: {unit: minute, requests_per_unit: 20}}\n"
+                              "  - {key: midWild, value: bar*b, rate_limit: {unit: minute, requests_per_unit: 20}}\n"
+                              "  - {key: multiWild, value: foo*bar*baz,\n"
+                              "     rate_limit: {unit: minute, requests_per_unit: 10}}\n"
+                              "  - key: nestedWild\n"
+                              "    value: val1\n"
+                              "    descriptors:\n"
+                              "      - {key: wild, value: goo*, rate_limit: {unit: minute, requests_per_unit: 20}}\n");
+    const char *D = "test-domain";
+    cr_assert_eq(find(c, D, make("noVal", "foo1", NULL)), find(c, D, make("noVal", "foo2", NULL)));
+    cr_assert_str_eq(metric(c, D, make("noVal", "foo1", NULL)), "test-domain.noVal");
+    cr_assert_eq(find(c, D, make("wild", "foo1", NULL)), find(c, D, make("wild", "foo2", NULL)));
+    cr_assert_str_eq(metric(c, D, make("wild", "foo2", NULL)), "test-domain.wild_foo*");
+    cr_assert_str_eq(metric(c, D, make("nestedWild", "val1", "wild", "goo2", NULL)),
+                     "test-domain.nestedWild_val1.wild_goo*");
+    cr_assert_null(find(c, D, make("wild", "bar", NULL)));
+    cr_assert_null(find(c, D, make("noWild", "foo1", NULL)));
+    const sl_envoy_rule *mid = find(c, D, make("midWild", "barab", NULL));
+    cr_assert_not_null(mid);
+    cr_assert_eq(find(c, D, make("midWild", "bar123b", NULL)), mid);
+    cr_assert_eq(find(c, D, make("midWild", "barb", NULL)), mid);
+    cr_assert_str_eq(metric(c, D, make("midWild", "barb", NULL)), "test-domain.midWild_bar*b");
+    cr_assert_null(find(c, D, make("midWild", "bara", NULL)));
+    cr_assert_null(find(c, D, make("midWild", "xbarb", NULL)));
+    const sl_envoy_rule *multi = find(c, D, make("multiWild", "foo123bar456baz", NULL));
+    cr_assert_not_null(multi);
+    cr_assert_eq(find(c, D, make("multiWild", "foobarbaz", NULL)), multi);
+    cr_assert_null(find(c, D, make("multiWild", "foobaz", NULL)));
+    cr_assert_str_eq(metric(c, D, make("multiWild", "foobarbaz", NULL)),
+                     "test-domain.multiWild_foo*bar*baz");
+    /* An entry longer than the matcher's stack buffer. */
+    char big[3 * SL_ENVOY_SCRATCH];
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    memcpy(big, "foo", 3);
+    cr_assert_eq(find(c, D, make("wild", big, NULL)), find(c, D, make("wild", "foo", NULL)));
+    sl_envoy_free(c);
+}
+
+/* ---- out of memory ---- */
+
+Test(envoy_errors, every_allocation_failure_is_an_answer)
+{
+    bool loaded = false;
+    for (long n = 1; n < 10000 && !loaded; n++) {
+        sl_envoy_config *c = sl_envoy_new();
+        cr_assert_not_null(c);
+        sl_alloc_fail_nth(n);
+        int rc = sl_envoy_add(c, example7, strlen(example7), "t.yaml", err, sizeof err);
+        sl_alloc_fail_nth(0);
+        if (rc == 0) {
+            loaded = true;
+            cr_assert_str_eq(rate(find(c, "example7", make("key_2", "value_2", "user", "bkthomps",
+                                                           NULL))),
+                             "10/second");
+        } else {
+            cr_assert_str_eq(err, "t.yaml: out of memory", "allocation %ld", n);
+            cr_assert_eq(c->ndomains, 0);
+        }
+        sl_envoy_free(c);
+    }
+    cr_assert(loaded);
 }
