@@ -953,3 +953,22 @@ Test(envoy_errors, every_allocation_failure_is_an_answer)
     }
     cr_assert(loaded);
 }
+
+Test(envoy_match, a_value_without_a_rule_lets_it_through)
+{
+    /* The reference's "whitelist": the exact match wins and has no rule,
+     * so the key's default does not apply either. */
+    sl_envoy_config *c = load("domain: d\n"
+                              "descriptors:\n"
+                              "  - key: key2\n"
+                              "    rate_limit: {unit: minute, requests_per_unit: 20}\n"
+                              "  - key: key2\n"
+                              "    value: value2\n"
+                              "    rate_limit: {unit: minute, requests_per_unit: 30}\n"
+                              "  - key: key2\n"
+                              "    value: value3\n");
+    cr_assert_str_eq(rate(find(c, "d", make("key2", "value1", NULL))), "20/minute");
+    cr_assert_str_eq(rate(find(c, "d", make("key2", "value2", NULL))), "30/minute");
+    cr_assert_str_eq(rate(find(c, "d", make("key2", "value3", NULL))), "none");
+    sl_envoy_free(c);
+}
