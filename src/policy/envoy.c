@@ -67,6 +67,23 @@ int64_t sl_envoy_unit_seconds(sl_envoy_unit u)
     return 0;
 }
 
+int sl_envoy_limit_init(sl_envoy_limit *l, sl_envoy_unit unit, uint32_t requests_per_unit,
+                        sl_algorithm algorithm, int64_t burst)
+{
+    memset(l, 0, sizeof *l);
+    l->unit = unit;
+    l->requests_per_unit = requests_per_unit;
+    l->algorithm = algorithm;
+    l->burst = burst;
+    int64_t seconds = sl_envoy_unit_seconds(unit);
+    if (seconds == 0)
+        return SL_ERR_PERIOD;
+    if (requests_per_unit == 0)
+        return SL_OK; /* every request over the limit: no sluice limit to fill */
+    return sl_limit_init(&l->limit, algorithm, (int64_t)requests_per_unit,
+                         seconds * INT64_C(1000000000), burst);
+}
+
 /* ---- freeing ---- */
 
 static void sl_envoy_rule_free(sl_envoy_rule *r)
@@ -430,11 +447,8 @@ static int sl_elimit(sl_envoy_loader *ld, const yaml_node_t *m, sl_envoy_limit *
                         "burst applies to gcra, token_bucket and leaky_bucket, not %s (its limit "
                         "is per window)",
                         sl_algorithm_name(out->algorithm));
-    if (out->requests_per_unit == 0)
-        return 0; /* every request over the limit: no sluice limit to init */
-    int64_t period = sl_envoy_unit_seconds(out->unit) * INT64_C(1000000000);
-    sl_status st = sl_limit_init(&out->limit, out->algorithm, (int64_t)out->requests_per_unit,
-                                 period, out->burst);
+    sl_status st = sl_envoy_limit_init(out, out->unit, out->requests_per_unit, out->algorithm,
+                                       out->burst);
     if (st != SL_OK)
         return sl_efail(ld, r ? r : m, "%u per %s cannot be a %s limit: %s",
                         out->requests_per_unit, unit, sl_algorithm_name(out->algorithm),

@@ -85,6 +85,16 @@ typedef struct sl_envoy_limit {
     sl_limit limit;
 } sl_envoy_limit;
 
+/*
+ * Fills *l with requests_per_unit per unit under algorithm (SL_FIXED_WINDOW
+ * for the reference's) and burst (0: the algorithm's default): what a rule's
+ * limit holds, and what a request's own limit override (RateLimitDescriptor's
+ * limit, fixed_window) maps to. Returns SL_OK; SL_ERR_PERIOD for an unknown
+ * unit; or sl_limit_init's error.
+ */
+int sl_envoy_limit_init(sl_envoy_limit *l, sl_envoy_unit unit, uint32_t requests_per_unit,
+                        sl_algorithm algorithm, int64_t burst);
+
 /* A descriptor's rate_limit block (with the rate_limits beside it). */
 typedef struct sl_envoy_rule {
     char *name;          /* rate_limit.name; "" when none */

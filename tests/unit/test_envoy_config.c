@@ -797,6 +797,10 @@ Test(envoy_errors, types_and_sluices_own)
             "                  {unit: hour}, {unit: hour}, {unit: hour}, {unit: hour}]\n",
             "t.yaml:6:61: a descriptor has at most 8 limits (rate_limit and rate_limits "
             "together)");
+    refused("domain: d\ndescriptors:\n  - key: k\n    rate_limit: {unit: year, "
+            "requests_per_unit: 65537, algorithm: sliding_log}\n",
+            "t.yaml:4:49: 65537 per year cannot be a sliding_log limit: limit must be a positive "
+            "integer of at most 2305843009213693951 (65536 for sliding_log)");
     /* Too deep. */
     char deep[8192] = "domain: d\ndescriptors:\n";
     size_t len = strlen(deep);
@@ -971,4 +975,18 @@ Test(envoy_match, a_value_without_a_rule_lets_it_through)
     cr_assert_str_eq(rate(find(c, "d", make("key2", "value2", NULL))), "30/minute");
     cr_assert_str_eq(rate(find(c, "d", make("key2", "value3", NULL))), "none");
     sl_envoy_free(c);
+}
+
+Test(envoy_values, a_limit_override)
+{
+    sl_envoy_limit l;
+    cr_assert_eq(sl_envoy_limit_init(&l, SL_ENVOY_MINUTE, 42, SL_FIXED_WINDOW, 0), SL_OK);
+    cr_assert_eq(l.limit.algorithm, SL_FIXED_WINDOW);
+    cr_assert_eq(l.limit.limit, 42);
+    cr_assert_eq(l.limit.period_ns, INT64_C(60000000000));
+    cr_assert_eq(sl_envoy_limit_init(&l, SL_ENVOY_UNKNOWN, 42, SL_FIXED_WINDOW, 0), SL_ERR_PERIOD);
+    cr_assert_eq(sl_envoy_limit_init(&l, SL_ENVOY_DAY, 0, SL_FIXED_WINDOW, 0), SL_OK);
+    cr_assert_eq(l.requests_per_unit, 0);
+    cr_assert_eq(sl_envoy_limit_init(&l, SL_ENVOY_SECOND, 5, SL_GCRA, 9), SL_OK);
+    cr_assert_eq(l.limit.burst, 9);
 }
