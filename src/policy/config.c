@@ -19,6 +19,7 @@
 #include "common/duration.h"
 #include "common/parse.h"
 #include "policy/plans.h"
+#include "policy/yaml.h"
 
 typedef struct sl_loader {
     yaml_document_t doc;
@@ -33,14 +34,9 @@ static int sl_fail(sl_loader *ld, const yaml_node_t *n, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 static int sl_fail(sl_loader *ld, const yaml_node_t *n, const char *fmt, ...)
 {
-    int w = n ? snprintf(ld->err, ld->errlen, "%s:%zu:%zu: ", ld->name, n->start_mark.line + 1,
-                         n->start_mark.column + 1)
-              : snprintf(ld->err, ld->errlen, "%s: ", ld->name);
-    if (w < 0 || (size_t)w >= ld->errlen)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ld->err + w, ld->errlen - (size_t)w, fmt, ap);
+    sl_yaml_vfail(ld->err, ld->errlen, ld->name, n, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -50,27 +46,18 @@ static yaml_node_t *sl_node(sl_loader *ld, int index)
     return yaml_document_get_node(&ld->doc, index);
 }
 
-static bool sl_is_scalar(const yaml_node_t *n)
-{
-    return n && n->type == YAML_SCALAR_NODE;
-}
-
-static const char *sl_scalar(const yaml_node_t *n)
-{
-    return (const char *)n->data.scalar.value;
-}
 
 static bool sl_key_is(const yaml_node_t *k, const char *name)
 {
-    return sl_is_scalar(k) && strcmp(sl_scalar(k), name) == 0;
+    return sl_yaml_is_scalar(k) && strcmp(sl_yaml_scalar(k), name) == 0;
 }
 
 /* Quotes a scalar for a message, cut to 40 bytes. */
 static const char *sl_quote(const yaml_node_t *n, char buf[48])
 {
-    if (!sl_is_scalar(n))
+    if (!sl_yaml_is_scalar(n))
         return n && n->type == YAML_MAPPING_NODE ? "a mapping" : "a list";
-    snprintf(buf, 48, "'%.40s'", sl_scalar(n));
+    snprintf(buf, 48, "'%.40s'", sl_yaml_scalar(n));
     return buf;
 }
 
@@ -78,8 +65,8 @@ static int sl_int_value(sl_loader *ld, const yaml_node_t *v, const char *where, 
                         int64_t min, int64_t *out)
 {
     char q[48];
-    if (sl_is_scalar(v)) {
-        const char *s = sl_scalar(v);
+    if (sl_yaml_is_scalar(v)) {
+        const char *s = sl_yaml_scalar(v);
         int64_t x;
         if (sl_parse_i64(s, strlen(s), SL_INT_SIGNED, &x) && x >= min) {
             *out = x;
@@ -95,10 +82,10 @@ static int sl_bool_value(sl_loader *ld, const yaml_node_t *v, const char *where,
 {
     char q[48];
     static const char *const yes[] = {"true", "yes", "on"}, *const no[] = {"false", "no", "off"};
-    for (int i = 0; i < 3 && sl_is_scalar(v); i++) {
-        if (strcmp(sl_scalar(v), yes[i]) == 0)
+    for (int i = 0; i < 3 && sl_yaml_is_scalar(v); i++) {
+        if (strcmp(sl_yaml_scalar(v), yes[i]) == 0)
             return *out = true, 0;
-        if (strcmp(sl_scalar(v), no[i]) == 0)
+        if (strcmp(sl_yaml_scalar(v), no[i]) == 0)
             return *out = false, 0;
     }
     return sl_fail(ld, v, "%s: %s must be true or false (got %s)", where, what, sl_quote(v, q));
@@ -108,7 +95,7 @@ static int sl_algorithm_value(sl_loader *ld, const yaml_node_t *v, const char *w
                               sl_algorithm *out)
 {
     char q[48];
-    if (!sl_is_scalar(v) || sl_algorithm_parse(sl_scalar(v), v->data.scalar.length, out) != SL_OK ||
+    if (!sl_yaml_is_scalar(v) || sl_algorithm_parse(sl_yaml_scalar(v), v->data.scalar.length, out) != SL_OK ||
         *out == SL_CONCURRENCY)
         return sl_fail(ld, v, "%s: unknown algorithm %s (use gcra, token_bucket, leaky_bucket, "
                               "fixed_window, sliding_log or sliding_window)",
@@ -120,8 +107,8 @@ static int sl_utc_offset_value(sl_loader *ld, const yaml_node_t *v, const char *
                                int64_t *out)
 {
     char q[48];
-    if (!sl_is_scalar(v) ||
-        sl_parse_utc_offset(sl_scalar(v), v->data.scalar.length, out) != SL_DURATION_OK)
+    if (!sl_yaml_is_scalar(v) ||
+        sl_parse_utc_offset(sl_yaml_scalar(v), v->data.scalar.length, out) != SL_DURATION_OK)
         return sl_fail(ld, v, "%s: utc_offset must be +HH:MM, -HH:MM, +HHMM, +HH or Z, at most "
                               "18 hours (got %s)",
                        where, sl_quote(v, q));
@@ -134,8 +121,8 @@ static int sl_reset_day_value(sl_loader *ld, const yaml_node_t *v, const char *w
 {
     char q[48];
     int64_t x;
-    if (!sl_is_scalar(v) ||
-        !sl_parse_i64(sl_scalar(v), v->data.scalar.length, SL_INT_SIGNED, &x) || x < 1 ||
+    if (!sl_yaml_is_scalar(v) ||
+        !sl_parse_i64(sl_yaml_scalar(v), v->data.scalar.length, SL_INT_SIGNED, &x) || x < 1 ||
         x > SL_RESET_DAY_MAX)
         return sl_fail(ld, v, "%s: reset_day must be a day of the month, 1 to %d (29 to 31: a "
                               "shorter month's last day) (got %s)",
@@ -147,9 +134,9 @@ static int sl_reset_day_value(sl_loader *ld, const yaml_node_t *v, const char *w
 static int sl_unit_value(sl_loader *ld, const yaml_node_t *v, const char *where, sl_cost_unit *out)
 {
     char q[48];
-    if (sl_is_scalar(v) && strcmp(sl_scalar(v), "requests") == 0)
+    if (sl_yaml_is_scalar(v) && strcmp(sl_yaml_scalar(v), "requests") == 0)
         *out = SL_UNIT_REQUESTS;
-    else if (sl_is_scalar(v) && strcmp(sl_scalar(v), "tokens") == 0)
+    else if (sl_yaml_is_scalar(v) && strcmp(sl_yaml_scalar(v), "tokens") == 0)
         *out = SL_UNIT_TOKENS;
     else
         return sl_fail(ld, v, "%s: cost must be requests (a request's COST, 1 unless it says) or "
@@ -187,8 +174,8 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
             at_limit = v;
         } else if (sl_key_is(k, "period")) {
             sl_duration_status rc =
-                sl_is_scalar(v)
-                    ? sl_parse_period(sl_scalar(v), v->data.scalar.length, &period, &months)
+                sl_yaml_is_scalar(v)
+                    ? sl_parse_period(sl_yaml_scalar(v), v->data.scalar.length, &period, &months)
                     : SL_DURATION_MALFORMED;
             if (rc != SL_DURATION_OK)
                 return sl_fail(ld, v, "%s: period must be a positive duration: seconds, or a "
@@ -260,11 +247,11 @@ static int sl_limit_value(sl_loader *ld, const yaml_node_t *m, const char *where
 static int sl_name_value(sl_loader *ld, const yaml_node_t *k, const char *what, char *out)
 {
     char q[48];
-    if (!sl_is_scalar(k) || k->data.scalar.length == 0 ||
+    if (!sl_yaml_is_scalar(k) || k->data.scalar.length == 0 ||
         k->data.scalar.length > SL_POLICY_NAME_MAX)
         return sl_fail(ld, k, "%s name must be 1 to %d characters (got %s)", what,
                        SL_POLICY_NAME_MAX, sl_quote(k, q));
-    memcpy(out, sl_scalar(k), k->data.scalar.length + 1);
+    memcpy(out, sl_yaml_scalar(k), k->data.scalar.length + 1);
     return 0;
 }
 
@@ -273,10 +260,10 @@ static int sl_name_value(sl_loader *ld, const yaml_node_t *k, const char *what, 
 static int sl_limit_name_value(sl_loader *ld, const yaml_node_t *v, const char *where, char *out)
 {
     char q[48];
-    bool ok = sl_is_scalar(v) && v->data.scalar.length >= 1 &&
+    bool ok = sl_yaml_is_scalar(v) && v->data.scalar.length >= 1 &&
               v->data.scalar.length <= SL_LIMIT_NAME_MAX;
     for (size_t i = 0; ok && i < v->data.scalar.length; i++) {
-        char c = sl_scalar(v)[i];
+        char c = sl_yaml_scalar(v)[i];
         ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
              c == '_' || c == '-';
     }
@@ -284,7 +271,7 @@ static int sl_limit_name_value(sl_loader *ld, const yaml_node_t *v, const char *
         return sl_fail(ld, v, "%s: a limit's name must be 1 to %d letters, digits, '_' or '-' "
                               "(got %s)",
                        where, SL_LIMIT_NAME_MAX, sl_quote(v, q));
-    memcpy(out, sl_scalar(v), v->data.scalar.length + 1);
+    memcpy(out, sl_yaml_scalar(v), v->data.scalar.length + 1);
     return 0;
 }
 
@@ -462,14 +449,14 @@ static int sl_plans_redis_value(sl_loader *ld, const yaml_node_t *v, const char 
         if (!name)
             return sl_fail(ld, v, "%s: plans: a mapping names the Redis hash (redis: NAME)",
                            where);
-        if (!sl_is_scalar(name))
+        if (!sl_yaml_is_scalar(name))
             return sl_fail(ld, name, "%s: plans: redis must be the name of a hash (got %s)",
                            where, sl_quote(name, q));
-        hash = sl_scalar(name);
+        hash = sl_yaml_scalar(name);
         hlen = name->data.scalar.length;
     } else {
         name = v;
-        hash = sl_scalar(v) + 6;
+        hash = sl_yaml_scalar(v) + 6;
         hlen = v->data.scalar.length - 6;
     }
     if (hlen == 0 || hlen > SL_PLANS_HASH_MAX || memchr(hash, '\0', hlen))
@@ -479,8 +466,8 @@ static int sl_plans_redis_value(sl_loader *ld, const yaml_node_t *v, const char 
     p->plans_refresh_ns = SL_PLANS_REFRESH_DEFAULT_NS;
     if (refresh) {
         int64_t ns = 0;
-        sl_duration_status rc = sl_is_scalar(refresh)
-                                    ? sl_parse_duration(sl_scalar(refresh),
+        sl_duration_status rc = sl_yaml_is_scalar(refresh)
+                                    ? sl_parse_duration(sl_yaml_scalar(refresh),
                                                         refresh->data.scalar.length, &ns)
                                     : SL_DURATION_MALFORMED;
         if (rc != SL_DURATION_OK || ns < SL_PLANS_REFRESH_MIN_NS || ns > SL_PLANS_REFRESH_MAX_NS)
@@ -503,9 +490,9 @@ static int sl_plans_value(sl_loader *ld, const yaml_node_t *v, const char *where
 {
     if (p->ntiers == 0)
         return sl_fail(ld, v, "%s: plans needs tiers to choose from", where);
-    if (v->type == YAML_MAPPING_NODE || strncmp(sl_scalar(v), "redis:", 6) == 0)
+    if (v->type == YAML_MAPPING_NODE || strncmp(sl_yaml_scalar(v), "redis:", 6) == 0)
         return sl_plans_redis_value(ld, v, where, p);
-    const char *path = sl_scalar(v);
+    const char *path = sl_yaml_scalar(v);
     const char *slash = strrchr(ld->name, '/');
     size_t dir = path[0] != '/' && slash ? (size_t)(slash - ld->name) + 1 : 0;
     size_t len = strlen(path);
@@ -580,10 +567,10 @@ static int sl_template_value(sl_loader *ld, const yaml_node_t *v, const char *wh
                              const char *what, bool primary, sl_key_template *t, char *text)
 {
     char q[48], err[320], old[2 * SL_POLICY_KEY_MAX + 1];
-    if (!sl_is_scalar(v))
+    if (!sl_yaml_is_scalar(v))
         return sl_fail(ld, v, "%s: %s must be a key template such as \"{policy}:{key}\" (got %s)",
                        where, what, sl_quote(v, q));
-    const char *s = sl_scalar(v);
+    const char *s = sl_yaml_scalar(v);
     size_t n = v->data.scalar.length;
     if (memchr(s, '\0', n))
         return sl_fail(ld, v, "%s: %s must not hold a NUL byte", where, what);
@@ -661,8 +648,8 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
                 return -1;
         } else if (sl_key_is(pk, "on_store_error")) {
             sl_on_error e;
-            if (!sl_is_scalar(v) ||
-                sl_on_error_parse(sl_scalar(v), v->data.scalar.length, &e) != SL_OK)
+            if (!sl_yaml_is_scalar(v) ||
+                sl_on_error_parse(sl_yaml_scalar(v), v->data.scalar.length, &e) != SL_OK)
                 return sl_fail(ld, v, "%s: on_store_error must be fail_open, fail_closed or local "
                                       "(got %s)",
                                where, sl_quote(v, q));
@@ -677,7 +664,7 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
             p->store_timeout_ms = (int32_t)ms;
         } else if (sl_key_is(pk, "plans")) {
             if (!(v && v->type == YAML_MAPPING_NODE) &&
-                (!sl_is_scalar(v) || v->data.scalar.length == 0 || v->data.scalar.length > 4096))
+                (!sl_yaml_is_scalar(v) || v->data.scalar.length == 0 || v->data.scalar.length > 4096))
                 return sl_fail(ld, v, "%s: plans must be the path of a plans file, or "
                                       "redis:HASH (got %s)",
                                where, sl_quote(v, q));
@@ -718,11 +705,11 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
 static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *v)
 {
     char q[48];
-    if (!sl_is_scalar(k) || k->data.scalar.length == 0 || k->data.scalar.length > 64)
+    if (!sl_yaml_is_scalar(k) || k->data.scalar.length == 0 || k->data.scalar.length > 64)
         return sl_fail(ld, k, "server: a setting name must be 1 to 64 characters (got %s)",
                        sl_quote(k, q));
-    if (!sl_is_scalar(v))
-        return sl_fail(ld, v, "server: %s must be a single value (got %s)", sl_scalar(k),
+    if (!sl_yaml_is_scalar(v))
+        return sl_fail(ld, v, "server: %s must be a single value (got %s)", sl_yaml_scalar(k),
                        sl_quote(v, q));
     sl_config *c = ld->cfg;
     sl_config_setting *s = sl_realloc(c->settings, (c->nsettings + 1) * sizeof *s);
@@ -730,8 +717,8 @@ static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node
         return sl_fail(ld, NULL, "out of memory");
     c->settings = s;
     s = &s[c->nsettings];
-    s->name = sl_strdup(sl_scalar(k));
-    s->value = sl_strdup(sl_scalar(v));
+    s->name = sl_strdup(sl_yaml_scalar(k));
+    s->value = sl_strdup(sl_yaml_scalar(v));
     s->line = (int)v->start_mark.line + 1;
     s->column = (int)v->start_mark.column + 1;
     if (!s->name || !s->value) {
@@ -777,7 +764,7 @@ static int sl_unique_keys(sl_loader *ld)
             return sl_fail(ld, NULL, "out of memory");
         for (yaml_node_pair_t *p = n->data.mapping.pairs.start; p < n->data.mapping.pairs.top; p++) {
             yaml_node_t *key = sl_node(ld, p->key);
-            if (sl_is_scalar(key))
+            if (sl_yaml_is_scalar(key))
                 keys[k++] = key;
         }
         qsort(keys, k, sizeof *keys, sl_cmp_key_nodes);
@@ -815,7 +802,7 @@ static int sl_walk(sl_loader *ld)
     for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top; p++) {
         yaml_node_t *k = sl_node(ld, p->key), *v = sl_node(ld, p->value);
         if (sl_key_is(k, "server")) {
-            if (!v || (v->type != YAML_MAPPING_NODE && !(sl_is_scalar(v) && !*sl_scalar(v))))
+            if (!v || (v->type != YAML_MAPPING_NODE && !(sl_yaml_is_scalar(v) && !*sl_yaml_scalar(v))))
                 return sl_fail(ld, v, "server must be a mapping of settings");
             if (v->type != YAML_MAPPING_NODE)
                 continue;
@@ -823,7 +810,7 @@ static int sl_walk(sl_loader *ld)
                 if (sl_setting_value(ld, sl_node(ld, s->key), sl_node(ld, s->value)))
                     return -1;
         } else if (sl_key_is(k, "policies")) {
-            if (!v || (v->type != YAML_MAPPING_NODE && !(sl_is_scalar(v) && !*sl_scalar(v))))
+            if (!v || (v->type != YAML_MAPPING_NODE && !(sl_yaml_is_scalar(v) && !*sl_yaml_scalar(v))))
                 return sl_fail(ld, v, "policies must be a mapping of policy names to limits");
             if (v->type != YAML_MAPPING_NODE)
                 continue;

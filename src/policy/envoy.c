@@ -18,6 +18,7 @@
 #include <yaml.h>
 
 #include "common/alloc.h"
+#include "policy/yaml.h"
 
 /* ---- units ---- */
 
@@ -162,14 +163,9 @@ static int sl_efail(sl_envoy_loader *ld, const yaml_node_t *n, const char *fmt, 
     __attribute__((format(printf, 3, 4)));
 static int sl_efail(sl_envoy_loader *ld, const yaml_node_t *n, const char *fmt, ...)
 {
-    int w = n ? snprintf(ld->err, ld->errlen, "%s:%zu:%zu: ", ld->name, n->start_mark.line + 1,
-                         n->start_mark.column + 1)
-              : snprintf(ld->err, ld->errlen, "%s: ", ld->name);
-    if (w < 0 || (size_t)w >= ld->errlen)
-        return -1;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(ld->err + w, ld->errlen - (size_t)w, fmt, ap);
+    sl_yaml_vfail(ld->err, ld->errlen, ld->name, n, fmt, ap);
     va_end(ap);
     return -1;
 }
@@ -179,25 +175,16 @@ static yaml_node_t *sl_enode(sl_envoy_loader *ld, int index)
     return yaml_document_get_node(&ld->doc, index);
 }
 
-static bool sl_escalar(const yaml_node_t *n)
-{
-    return n && n->type == YAML_SCALAR_NODE;
-}
-
-static const char *sl_etext(const yaml_node_t *n)
-{
-    return (const char *)n->data.scalar.value;
-}
 
 static bool sl_eplain(const yaml_node_t *n)
 {
-    return sl_escalar(n) && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
+    return sl_yaml_is_scalar(n) && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE;
 }
 
 /* Is the scalar n the word, whole (a "\0" inside it is no end)? */
 static bool sl_eis(const yaml_node_t *n, const char *word)
 {
-    return n->data.scalar.length == strlen(word) && strcmp(sl_etext(n), word) == 0;
+    return n->data.scalar.length == strlen(word) && strcmp(sl_yaml_scalar(n), word) == 0;
 }
 
 /* A plain scalar that YAML 1.1 (the reference's yaml.v2) reads as null. */
@@ -219,9 +206,9 @@ static const char *sl_equote(const yaml_node_t *n, char buf[48])
 {
     if (!n)
         return "nothing";
-    if (!sl_escalar(n))
+    if (!sl_yaml_is_scalar(n))
         return n->type == YAML_MAPPING_NODE ? "a mapping" : "a list";
-    snprintf(buf, 48, "'%.40s'", sl_etext(n));
+    snprintf(buf, 48, "'%.40s'", sl_yaml_scalar(n));
     return buf;
 }
 
@@ -250,7 +237,7 @@ static bool sl_enot_string(const yaml_node_t *n)
     for (size_t i = 0; i < sizeof bools / sizeof bools[0]; i++)
         if (sl_eis(n, bools[i]))
             return true;
-    const char *s = sl_etext(n);
+    const char *s = sl_yaml_scalar(n);
     char *end;
     errno = 0;
     (void)strtod(s, &end);
@@ -291,16 +278,16 @@ static int sl_echeck_keys(sl_envoy_loader *ld, const yaml_node_t *m, int depth)
                                "counted)", 8 * SL_ENVOY_MAX_NODES);
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++) {
         const yaml_node_t *k = sl_enode(ld, p->key), *v = sl_enode(ld, p->value);
-        if (!sl_escalar(k) || sl_enot_string(k))
+        if (!sl_yaml_is_scalar(k) || sl_enot_string(k))
             return sl_efail(ld, k, "config error, key is not of type string: %s", sl_equote(k, q));
         bool known = false;
         for (size_t i = 0; i < sizeof sl_envoy_keys / sizeof sl_envoy_keys[0] && !known; i++)
             known = sl_eis(k, sl_envoy_keys[i]);
-        if (!known && strlen(sl_etext(k)) != k->data.scalar.length)
+        if (!known && strlen(sl_yaml_scalar(k)) != k->data.scalar.length)
             return sl_efail(ld, k, "config error, unknown key '%.60s\\0...' (it holds a NUL byte)",
-                            sl_etext(k));
+                            sl_yaml_scalar(k));
         if (!known)
-            return sl_efail(ld, k, "config error, unknown key '%.60s'", sl_etext(k));
+            return sl_efail(ld, k, "config error, unknown key '%.60s'", sl_yaml_scalar(k));
         if (sl_eis(k, "metadata"))
             continue; /* arbitrary, as the reference leaves it */
         if (sl_echeck_value(ld, v, depth))
@@ -311,10 +298,10 @@ static int sl_echeck_keys(sl_envoy_loader *ld, const yaml_node_t *m, int depth)
     for (yaml_node_pair_t *p = m->data.mapping.pairs.start; p < m->data.mapping.pairs.top; p++)
         for (yaml_node_pair_t *r = m->data.mapping.pairs.start; r < p; r++) {
             const yaml_node_t *a = sl_enode(ld, r->key), *b = sl_enode(ld, p->key);
-            if (strcmp(sl_etext(a), sl_etext(b)) == 0)
+            if (strcmp(sl_yaml_scalar(a), sl_yaml_scalar(b)) == 0)
                 return sl_efail(ld, b,
                                 "config error, key '%.60s' is given twice (first on line %zu)",
-                                sl_etext(b), a->start_mark.line + 1);
+                                sl_yaml_scalar(b), a->start_mark.line + 1);
         }
     return 0;
 }
@@ -346,9 +333,9 @@ static int sl_estring(sl_envoy_loader *ld, const yaml_node_t *v, const char *wha
         *out = "";
         return 0;
     }
-    if (!sl_escalar(v))
+    if (!sl_yaml_is_scalar(v))
         return sl_efail(ld, v, "%s must be a string (got %s)", what, sl_equote(v, q));
-    *out = sl_etext(v);
+    *out = sl_yaml_scalar(v);
     if (strlen(*out) != v->data.scalar.length)
         return sl_efail(ld, v, "%s must not hold a NUL byte", what);
     return 0;
@@ -382,7 +369,7 @@ static int sl_euint(sl_envoy_loader *ld, const yaml_node_t *v, const char *what,
     if (!v || sl_enull(v))
         return 0;
     if (sl_eplain(v)) {
-        const char *s = sl_etext(v);
+        const char *s = sl_yaml_scalar(v);
         if (*s == '+')
             s++;
         uint64_t x = 0;
@@ -407,7 +394,7 @@ static int sl_ealgorithm(sl_envoy_loader *ld, const yaml_node_t *v, sl_algorithm
     *out = SL_FIXED_WINDOW;
     if (!v || sl_enull(v))
         return 0;
-    for (int a = 0; a < SL_ALGORITHM_COUNT && sl_escalar(v); a++)
+    for (int a = 0; a < SL_ALGORITHM_COUNT && sl_yaml_is_scalar(v); a++)
         if (a != SL_CONCURRENCY && sl_eis(v, sl_algorithm_name((sl_algorithm)a)))
             return *out = (sl_algorithm)a, 0;
     return sl_efail(ld, v,
