@@ -122,9 +122,6 @@ void sl_metrics_sum_fallbacks(sl_server *srv, uint64_t out[4])
                 out[b] += sl_load(&srv->workers[w].metrics.fallback[p][b]);
 }
 
-static void sl_out(sl_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sl_label(char *dst, size_t cap, const char *name);
-
 /* How many policies have counters of their own (the config's first
  * SL_METRIC_POLICIES), and the label of counter slot p: "" for 0, the ad-hoc
  * limits, else policy p - 1's name, escaped. */
@@ -219,9 +216,7 @@ static void sl_metrics_render_store(sl_server *srv, const sl_config *cfg, sl_buf
     }
 }
 
-/* Appends printf output to the buffer (a line of a few hundred bytes). */
-static void sl_out(sl_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void sl_out(sl_buf *out, const char *fmt, ...)
+void sl_out(sl_buf *out, const char *fmt, ...)
 {
     char line[512];
     va_list ap;
@@ -232,8 +227,7 @@ static void sl_out(sl_buf *out, const char *fmt, ...)
         sl_buf_add(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
 }
 
-/* A policy name as a Prometheus label value: \, " and newline escaped. */
-static void sl_label(char *dst, size_t cap, const char *name)
+void sl_label(char *dst, size_t cap, const char *name)
 {
     size_t j = 0;
     for (size_t i = 0; name[i] && j + 2 < cap; i++) {

@@ -80,4 +80,10 @@ void sl_metrics_reset_policies(struct sl_server *srv);
 /* Writes the Prometheus text exposition of every metric into out. */
 void sl_metrics_render(struct sl_server *srv, sl_buf *out);
 
+/* What the /metrics writers share: printf output (a line of a few hundred
+ * bytes) appended to out, and a name as a Prometheus label value (\, " and
+ * newline escaped) into dst (cap bytes). */
+void sl_out(sl_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void sl_label(char *dst, size_t cap, const char *name);
+
 #endif

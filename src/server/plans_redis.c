@@ -35,6 +35,7 @@
 #include "policy/config.h"
 #include "policy/plans.h"
 #include "server/log.h"
+#include "server/metrics.h"
 #include "server/server.h"
 
 #define PR_MAX_SOURCES 256
@@ -788,34 +789,6 @@ size_t sl_plans_redis_info(char *buf, size_t cap)
     return len;
 }
 
-/* Appends printf output (a line of a few hundred bytes) to out. */
-static void pr_out(sl_buf *out, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void pr_out(sl_buf *out, const char *fmt, ...)
-{
-    char line[768];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n > 0)
-        sl_buf_add(out, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
-}
-
-/* A name as a Prometheus label value: \, " and newline escaped. */
-static void pr_label(char *dst, size_t cap, const char *name)
-{
-    size_t j = 0;
-    for (size_t i = 0; name[i] && j + 2 < cap; i++) {
-        char ch = name[i];
-        if (ch == '\\' || ch == '"' || ch == '\n') {
-            dst[j++] = '\\';
-            ch = ch == '\n' ? 'n' : ch;
-        }
-        dst[j++] = ch;
-    }
-    dst[j] = '\0';
-}
-
 void sl_plans_redis_metrics(sl_buf *out)
 {
     static const struct {
@@ -837,13 +810,13 @@ void sl_plans_redis_metrics(sl_buf *out)
     int64_t now = sl_now_mono();
     pthread_mutex_lock(&pr_lock);
     for (size_t k = 0; pr_nsources && k < sizeof m / sizeof m[0]; k++) {
-        pr_out(out, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
+        sl_out(out, "# HELP %s %s\n# TYPE %s %s\n", m[k].name, m[k].help, m[k].name, m[k].type);
         for (size_t i = 0; i < pr_nsources; i++) {
             const pr_source *s = &pr_sources[i];
             char policy[2 * SL_POLICY_NAME_MAX + 1], hash[2 * 128 + 1], trimmed[129];
-            pr_label(policy, sizeof policy, s->policy);
+            sl_label(policy, sizeof policy, s->policy);
             snprintf(trimmed, sizeof trimmed, "%.128s", s->hash);
-            pr_label(hash, sizeof hash, trimmed);
+            sl_label(hash, sizeof hash, trimmed);
             double v = 0;
             switch (k) {
             case 0: v = s->loaded_mono != 0; break;
@@ -854,7 +827,7 @@ void sl_plans_redis_metrics(sl_buf *out)
             case 5: v = (double)s->unknown; break;
             default: v = (double)s->read_ns / 1e9; break;
             }
-            pr_out(out, "%s{policy=\"%s\",hash=\"%s\"} %.17g\n", m[k].name, policy, hash, v);
+            sl_out(out, "%s{policy=\"%s\",hash=\"%s\"} %.17g\n", m[k].name, policy, hash, v);
         }
     }
     pthread_mutex_unlock(&pr_lock);
