@@ -33,6 +33,7 @@ packages=(
   python3-requests  # HTTP tests: Python's HTTP client
   python3-grpcio    # gRPC tests: a real gRPC client (Python's grpcio)
   python3-protobuf  # gRPC tests: message classes built from protoc-c's descriptor set
+  python3-h2        # gRPC tests: raw HTTP/2 frames no gRPC library sends (open deadlines, resets)
   wrk               # bench: the HTTP load generator
   procps            # bench: pgrep, to sum a server's CPU time with its workers'
 )
