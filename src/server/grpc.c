@@ -79,6 +79,8 @@ struct sl_grpc {
     sl_server *srv;
     uv_loop_t loop;
     uv_tcp_t listener;
+    uv_tcp_t spare;  /* accepts and closes a client when memory runs out */
+    bool spare_busy;
     uv_async_t stop;
     uv_timer_t tick;
     pthread_t thread;
@@ -505,14 +507,29 @@ static void conn_close(gconn *c)
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
+static void on_spare_closed(uv_handle_t *h)
+{
+    ((struct sl_grpc *)h->data)->spare_busy = false;
+}
+
 static void on_connection(uv_stream_t *listener, int status)
 {
     struct sl_grpc *g = listener->data;
     if (status < 0)
         return;
     gconn *c = sl_calloc(1, sizeof *c);
-    if (!c)
-        return; /* the client waits in the backlog for the next accept */
+    if (!c) {
+        /* Out of memory: the connection is accepted into the spare handle
+         * and closed, so that libuv goes on accepting the next ones. */
+        if (!g->spare_busy && uv_tcp_init(&g->loop, &g->spare) == 0) {
+            g->spare_busy = true;
+            g->spare.data = g;
+            uv_accept(listener, (uv_stream_t *)&g->spare);
+            uv_close((uv_handle_t *)&g->spare, on_spare_closed);
+        }
+        sl_log(SL_LOG_WARN, "gRPC: a client refused: out of memory");
+        return;
+    }
     c->face = g;
     uv_tcp_init(&g->loop, &c->tcp);
     c->tcp.data = c;
@@ -584,9 +601,11 @@ static void on_stop(uv_async_t *a)
         if (c->closing)
             continue;
         nghttp2_session_terminate_session(c->session, NGHTTP2_NO_ERROR);
-        /* The GOAWAY goes out with the answers already owed, then the
-         * connection closes (conn_flush sees the session done). */
+        /* The GOAWAY goes out with the answers already owed (libuv writes
+         * what the socket takes at once), then the connection closes, even
+         * with a request still open on it: shutdown waits for no client. */
         conn_flush(c);
+        conn_close(c);
     }
 }
 
