@@ -10,7 +10,8 @@
  * or, for an error, one HEADERS frame that is the trailers too
  * ("Trailers-Only"). Many streams run at once on a connection; nghttp2
  * keeps the flow control windows (a stream's window is given back as its
- * bytes are read). A request's grpc-timeout is its deadline: a request not
+ * bytes are read). A request's grpc-timeout is its deadline, and
+ * --request-timeout bounds one without or with a later one: a request not
  * whole by then is answered DEADLINE_EXCEEDED.
  *
  * Methods:
@@ -59,6 +60,7 @@ typedef struct gstream {
     bool post, grpc_type, too_large, answered;
     size_t header_bytes;
     int64_t deadline; /* uv_hrtime ns; 0 = none */
+    bool own_deadline; /* the deadline is grpc-timeout's, not --request-timeout's */
     uint8_t *body;    /* the request's DATA, at most max_body bytes */
     size_t body_len, body_cap;
     uint8_t *out;     /* the answer's message with its prefix, sent by read_out */
@@ -281,6 +283,11 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* resets this stream only */
     s->conn = c;
     s->id = frame->hd.stream_id;
+    /* --request-timeout bounds a request that never ends, as on the other
+     * ports; a sooner grpc-timeout replaces it (on_header). */
+    int rt = c->face->srv->cfg.request_timeout_s;
+    if (rt > 0)
+        s->deadline = (int64_t)uv_hrtime() + (int64_t)rt * 1000000000;
     s->next = c->streams;
     if (c->streams)
         c->streams->prev = s;
@@ -319,7 +326,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         /* A value that is no timeout is ignored, as gRPC's servers do. */
         if (sl_grpc_timeout_parse((const char *)value, valuelen, &ns) == 0) {
             int64_t now = (int64_t)uv_hrtime();
-            s->deadline = ns > INT64_MAX - now ? 0 : now + (ns ? ns : 1);
+            int64_t d = ns > INT64_MAX - now ? INT64_MAX : now + (ns ? ns : 1);
+            if (!s->deadline || d < s->deadline) {
+                s->deadline = d;
+                s->own_deadline = true;
+            }
         }
     }
     return 0;
@@ -575,11 +586,12 @@ static void on_tick(uv_timer_t *t)
         for (gstream *s = c->streams; s; s = s->next) {
             if (s->answered || !s->deadline || now < s->deadline)
                 continue;
-            sl_log(SL_LOG_DEBUG, "gRPC: stream %" PRId32 ": its deadline passed before the "
-                                 "request was whole: DEADLINE_EXCEEDED",
-                   s->id);
+            sl_log(SL_LOG_DEBUG, "gRPC: stream %" PRId32 ": %s passed before the request "
+                                 "was whole: DEADLINE_EXCEEDED",
+                   s->id, s->own_deadline ? "its deadline" : "--request-timeout");
             answer_status(s, SL_GRPC_DEADLINE_EXCEEDED,
-                          "the deadline passed before the request was whole");
+                          s->own_deadline ? "the deadline passed before the request was whole"
+                                          : "the request was not whole within --request-timeout");
             any = true;
         }
         if (any)

@@ -16,6 +16,7 @@ import os
 import socket
 import subprocess
 import tempfile
+import time
 
 import grpc
 import h2.config
@@ -185,7 +186,15 @@ class RawH2:
     gRPC library would not send (a request left open, a stream reset half way)."""
 
     def __init__(self, port):
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+        # The gRPC port opens just after RESP's, which the fixtures wait for.
+        for _ in range(100):
+            try:
+                self.sock = socket.create_connection(("127.0.0.1", port), timeout=10)
+                break
+            except ConnectionRefusedError:
+                time.sleep(0.05)
+        else:
+            raise AssertionError("nothing listens on the gRPC port %d" % port)
         cfg = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config=cfg)
         self.conn.initiate_connection()
@@ -247,6 +256,23 @@ def test_a_deadline_passed_before_the_request_is_whole(grpc_server, channel):
         headers, data = c.answer(3)
         assert headers["grpc-status"] == "0"
         assert M["hresp"].FromString(data[5:]).status == SERVING
+    finally:
+        c.close()
+
+
+def test_request_timeout_bounds_a_request_without_grpc_timeout(make_server):
+    port = free_port()
+    make_server(args=["--grpc-port", str(port), "--request-timeout", "1"])
+    c = RawH2(port)
+    try:
+        c.start(1, RLS)  # no grpc-timeout, and never the end of the stream
+        headers, _ = c.answer(1)
+        assert headers["grpc-status"] == "4"
+        assert headers["grpc-message"] == "the request was not whole within --request-timeout"
+        # a sooner grpc-timeout is the one that counts
+        c.start(3, RLS, extra=[("grpc-timeout", "100m")])
+        headers, _ = c.answer(3)
+        assert headers["grpc-message"] == "the deadline passed before the request was whole"
     finally:
         c.close()
 
