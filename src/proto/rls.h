@@ -60,7 +60,9 @@ enum {
     SL_RLS_ENOMEM = -3,
 };
 
-/* Envoy's RateLimitUnit, the same numbers as on the wire. */
+/* Envoy's units, the same numbers as on the wire: envoy.type.v3.RateLimitUnit
+ * (a request's limit override) has UNKNOWN to YEAR; the response's
+ * RateLimitResponse.RateLimit.Unit has WEEK as well. */
 typedef enum sl_rls_unit {
     SL_RLS_UNIT_UNKNOWN = 0,
     SL_RLS_UNIT_SECOND = 1,
@@ -69,6 +71,7 @@ typedef enum sl_rls_unit {
     SL_RLS_UNIT_DAY = 4,
     SL_RLS_UNIT_MONTH = 5,
     SL_RLS_UNIT_YEAR = 6,
+    SL_RLS_UNIT_WEEK = 7, /* in a response only */
 } sl_rls_unit;
 
 /* RateLimitResponse.Code. */

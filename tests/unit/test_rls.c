@@ -437,7 +437,8 @@ Test(rls, a_response_reads_back_through_the_generated_code)
          .limit_remaining = 42,
          .has_reset = true,
          .reset_after_ns = 12500000000},
-        {.code = SL_RLS_CODE_OVER_LIMIT, .limit_remaining = 0},
+        {.code = SL_RLS_CODE_OVER_LIMIT, .has_limit = true, .requests_per_unit = 7,
+         .unit = SL_RLS_UNIT_WEEK, .limit_remaining = 0},
     };
     sl_rls_header rh[2] = {{"X-RateLimit-Limit", "100"}, {"RateLimit", "\"per_ip\";r=42;t=13"}};
     sl_rls_header qh[1] = {{"x-sluice", "1"}};
@@ -468,7 +469,11 @@ Test(rls, a_response_reads_back_through_the_generated_code)
     cr_assert_not_null(m->statuses[0]->duration_until_reset);
     cr_assert_eq(m->statuses[0]->duration_until_reset->seconds, 12);
     cr_assert_eq(m->statuses[0]->duration_until_reset->nanos, 500000000);
-    cr_assert_null(m->statuses[1]->current_limit);
+    cr_assert_not_null(m->statuses[1]->current_limit);
+    cr_assert_eq(m->statuses[1]->current_limit->unit,
+                 ENVOY__SERVICE__RATELIMIT__V3__RATE_LIMIT_RESPONSE__RATE_LIMIT__UNIT__WEEK);
+    cr_assert_eq(m->statuses[1]->current_limit->unit, 7);
+    cr_assert_str_eq(m->statuses[1]->current_limit->name, "");
     cr_assert_null(m->statuses[1]->duration_until_reset);
     cr_assert_eq(m->n_response_headers_to_add, 2);
     cr_assert_str_eq(m->response_headers_to_add[1]->key, "RateLimit");
