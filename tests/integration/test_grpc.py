@@ -349,3 +349,31 @@ def test_a_port_in_use_is_refused_at_start(make_server):
         s.launch()
         assert s.proc.wait(timeout=20) == 1
         assert "cannot listen on 127.0.0.1:%d (gRPC): Address already in use" % port in s.stderr()
+
+
+def test_shutdown_with_a_request_still_open(make_server):
+    # SIGTERM while a client holds a stream open (no grpc-timeout): the server says
+    # GOAWAY, closes the connection and exits 0 (stop() checks), waiting for no client.
+    port = free_port()
+    s = make_server(args=["--grpc-port", str(port), "--request-timeout", "0"])
+    c = RawH2(port)
+    try:
+        c.start(1, RLS)
+        c.start(3, HEALTH)
+        c.send_message(3, b"")
+        headers, _ = c.answer(3)
+        assert headers["grpc-status"] == "0"
+        assert s.stop() == 0
+        goaway = False
+        while True:
+            try:
+                chunk = c.sock.recv(65536)
+            except ConnectionResetError:
+                break
+            if not chunk:
+                break
+            goaway |= any(isinstance(ev, h2.events.ConnectionTerminated)
+                          for ev in c.conn.receive_data(chunk))
+        assert goaway
+    finally:
+        c.close()
