@@ -49,7 +49,7 @@ typedef struct gstream {
     size_t header_bytes;
     int64_t deadline; /* monotonic ns, as `now`; 0 = none */
     bool own_deadline; /* the deadline is grpc-timeout's, not --request-timeout's */
-    uint8_t *body;    /* the request's DATA, at most max_body bytes */
+    uint8_t *body;    /* the request's DATA, at most GRPC_MAX_BODY bytes */
     size_t body_len, body_cap;
     uint8_t *out;     /* the answer's message with its prefix, sent by read_out */
     size_t out_len, out_off;
