@@ -3,7 +3,7 @@
 #   docker run -e SLUICE_PASSWORD=... -p 7379:7379 -v sluice-state:/var/lib/sluice sluice
 # The build stage installs the project's build packages (scripts/deps.sh
 # --build) and installs into a staging directory; the image that runs has
-# only the three runtime libraries and the two programs.
+# only the runtime libraries and the two programs.
 FROM debian:12 AS build
 WORKDIR /src
 COPY scripts/deps.sh scripts/deps.sh
@@ -14,9 +14,11 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSLUICE_TESTS=OFF -D
     && DESTDIR=/stage cmake --install /build --prefix /usr/local
 
 FROM debian:12-slim
-# What sluiced and sluice link: libuv, libyaml, cJSON, hiredis (and libc).
+# What sluiced and sluice link: libuv, libyaml, cJSON, hiredis, and for the
+# gRPC face nghttp2 and protobuf-c (and libc).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends libuv1 libyaml-0-2 libcjson1 libhiredis0.14 \
+       libnghttp2-14 libprotobuf-c1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --system --home-dir /var/lib/sluice --shell /usr/sbin/nologin sluice \
     && install -d -o sluice -g sluice -m 0700 /var/lib/sluice

@@ -15,6 +15,9 @@ build_packages=(
   libyaml-dev       # the config file
   libcjson-dev      # HTTP: the JSON body of POST /v1/check
   libhiredis-dev    # sluiced's central store (--store redis://, redis-cluster://); a test client
+  libnghttp2-dev    # the gRPC face (--grpc-port): HTTP/2 sessions
+  libprotobuf-c-dev # the gRPC face: the runtime of the generated message code
+  protobuf-c-compiler # protoc-c: C from proto/*.proto at build time; the tests' descriptor sets
 )
 packages=(
   "${build_packages[@]}"
@@ -28,6 +31,9 @@ packages=(
   nginx             # HTTP tests: a real nginx with auth_request in front of sluiced; bench: limit_req
   curl              # HTTP tests: a real HTTP client
   python3-requests  # HTTP tests: Python's HTTP client
+  python3-grpcio    # gRPC tests: a real gRPC client (Python's grpcio)
+  python3-protobuf  # gRPC tests: message classes built from protoc-c's descriptor set
+  python3-h2        # gRPC tests: raw HTTP/2 frames no gRPC library sends (open deadlines, resets)
   wrk               # bench: the HTTP load generator
   procps            # bench: pgrep, to sum a server's CPU time with its workers'
 )

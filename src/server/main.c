@@ -32,6 +32,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "policy/config.h"
+#include "server/grpc.h"
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
@@ -109,13 +110,13 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
  * command line, so the default shown is the default used.
  */
 enum sl_flag_id {
-    F_PORT, F_HTTP_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
+    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
     F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     /* Named in DESIGN.md but not in this version: refused with a message
      * that says so, and left out of the help. */
-    F_GRPC_PORT, F_ENVOY_CONFIG,
+    F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -141,6 +142,11 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_PORT] = {"port", "N", "7379", "RESP port; 0 turns it off", "a port from 0 to 65535",
                 SL_FLAG_APPLIED},
     [F_HTTP_PORT] = {"http-port", "N", "7380", "HTTP port; 0 turns it off, if the RESP port is on",
+                     "a port from 0 to 65535", SL_FLAG_APPLIED},
+    [F_GRPC_PORT] = {"grpc-port", "N", "0",
+                     "gRPC port (h2c on --bind's address): grpc.health.v1 Health/Check; Envoy's "
+                     "ShouldRateLimit answers UNIMPLEMENTED in this version (docs/grpc.md); 0 "
+                     "turns it off",
                      "a port from 0 to 65535", SL_FLAG_APPLIED},
     [F_BIND] = {"bind", "ADDR", "127.0.0.1",
                 "address to listen on, an IPv4 or IPv6 literal; any other than loopback "
@@ -281,7 +287,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_GRPC_PORT] = {"grpc-port", "N", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
     [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
 };
 
@@ -405,9 +410,11 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
         switch (id) {
         case F_PORT:
         case F_HTTP_PORT:
+        case F_GRPC_PORT:
             if (!sl_parse_size(optarg, 65535, &v))
                 goto bad;
-            *(id == F_PORT ? &cfg->port : &cfg->http_port) = (int)v;
+            *(id == F_PORT ? &cfg->port : id == F_HTTP_PORT ? &cfg->http_port : &cfg->grpc_port) =
+                (int)v;
             break;
         case F_BIND:
         case F_HTTP_BIND: {
@@ -1282,7 +1289,7 @@ int main(int argc, char **argv)
     uv_loop_t *loop = uv_default_loop();
     /* The plans of Redis hashes are read before a client is answered. */
     sl_plans_redis_start(srv, loop);
-    if (sl_workers_start(srv) != 0)
+    if (sl_workers_start(srv) != 0 || sl_grpc_start(srv) != 0)
         return 1;
     uv_signal_init(loop, &sl_sigterm);
     uv_signal_init(loop, &sl_sigint);
@@ -1308,6 +1315,7 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     sl_notify("STOPPING=1");
 
+    sl_grpc_stop(srv);
     sl_workers_stop(srv);
     sl_plans_redis_stop(srv);
     /* A final snapshot that fails loses the state: the exit status says so,

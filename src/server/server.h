@@ -25,6 +25,7 @@ typedef struct sl_server_config {
     const char *bind;        /* "127.0.0.1" */
     int port;                /* RESP; 0 = off */
     int http_port;           /* HTTP; 0 = off */
+    int grpc_port;           /* gRPC (server/grpc.c); 0 = off */
     int threads;             /* workers; 0 = number of cores */
     const char *requirepass; /* NULL = no AUTH */
     const char *http_bind;   /* the HTTP port's address; NULL = bind's */
@@ -143,6 +144,7 @@ typedef struct sl_server {
     struct sl_peers *peers; /* --peers: the routing fleet's membership, else NULL */
     sl_worker *workers;
     int nworkers;
+    struct sl_grpc *grpc; /* the gRPC face, when --grpc-port is on */
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
     uint64_t lease_key[2];
     _Atomic bool stopping;
