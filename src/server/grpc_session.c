@@ -13,7 +13,8 @@
  * DEADLINE_EXCEEDED.
  *
  * Methods:
- *   /grpc.health.v1.Health/Check    SERVING for "" and the rate limit service
+ *   /grpc.health.v1.Health/Check    SERVING for "" (the server); NOT_SERVING for the
+ *                                   rate limit service, which is not served yet
  *   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
  *                                   the request is decoded and checked
  *                                   (INVALID_ARGUMENT names what is wrong);
@@ -156,8 +157,12 @@ static void call_health(gstream *s, const uint8_t *msg, size_t len)
         answer_status(s, SL_GRPC_NOT_FOUND, m);
         return;
     }
+    /* A health checker of the rate limit service must not route Envoy's
+     * checks here while ShouldRateLimit answers UNIMPLEMENTED. */
     size_t n;
-    uint8_t *out = sl_health_response_encode(SL_HEALTH_SERVING, SL_GRPC_PREFIX, &n);
+    uint8_t *out = sl_health_response_encode(service[0] ? SL_HEALTH_NOT_SERVING
+                                                        : SL_HEALTH_SERVING,
+                                             SL_GRPC_PREFIX, &n);
     if (!out) {
         answer_status(s, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
         return;
