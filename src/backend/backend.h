@@ -174,6 +174,8 @@ struct sl_backend {
     const sl_backend_ops *ops;
     sl_store *store; /* the memory backend's store (snapshots, stats, sweeps); NULL for others */
     bool defers;     /* submit() may answer SL_PENDING */
+    bool rates_leased; /* rate limits are leased out ahead (sync): SL_OP_CHARGE of one is
+                          refused, so a caller can refuse a settle before it starts */
 };
 
 /* memory.c: the embedded store. The store stays the caller's. */

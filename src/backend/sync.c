@@ -1276,6 +1276,7 @@ int sl_backend_sync(const sl_redis_config *cfg, sl_backend **out, char *err, siz
     b->base.ops = &sy_ops;
     b->base.store = NULL;
     b->base.defers = true;
+    b->base.rates_leased = true;
     *out = &b->base;
     return SL_OK;
 }

@@ -178,14 +178,24 @@ int sl_settle_prepare(const sl_cmd_ctx *c, sl_check *k, const char *id, size_t i
             status = 409;
         }
     }
-    for (int i = 0; status == 0 && i < n; i++)
-        if (act[i].cost > est[i].cost && est[i].limit->algorithm == SL_SLIDING_LOG) {
-            char name[SL_POLICY_LIMIT_NAME_ROOM];
-            sl_policy_limit_name(k->name, k->lname[i], (size_t)i >= k->nkey, name, sizeof name);
-            snprintf(err, cap, "limit '%s' is a %s, which cannot owe: settle it at or below "
-                     "its estimate", name, sl_algorithm_name(est[i].limit->algorithm));
-            status = 400;
-        }
+    bool leased = c->be && c->be->rates_leased;
+    for (int i = 0; status == 0 && i < n; i++) {
+        sl_algorithm a = est[i].limit->algorithm;
+        bool rate = a == SL_GCRA || a == SL_TOKEN_BUCKET || a == SL_LEAKY_BUCKET;
+        if (act[i].cost <= est[i].cost || (a != SL_SLIDING_LOG && !(rate && leased)))
+            continue;
+        /* Refused before the marker is given back: the reservation stays
+         * open, to be settled at or below its estimate. */
+        char name[SL_POLICY_LIMIT_NAME_ROOM];
+        sl_policy_limit_name(k->name, k->lname[i], (size_t)i >= k->nkey, name, sizeof name);
+        if (a == SL_SLIDING_LOG)
+            snprintf(err, cap, "limit '%s' is a sliding_log, which cannot owe: settle it at or "
+                     "below its estimate", name);
+        else
+            snprintf(err, cap, "limit '%s' is a rate leased by sync, which no node can owe "
+                     "exactly: settle it at or below its estimate", name);
+        status = 400;
+    }
     size_t room = 0;
     for (int i = 0; status == 0 && i < n; i++)
         room += est[i].keylen;

@@ -369,7 +369,10 @@ def test_on_sync_a_settle_gives_back_exactly_and_refuses_to_charge_a_leased_rate
             d = reserve(c, "rate", "y", "TOKENS", 10)
             with pytest.raises(Error) as e:
                 c.call("SL.SETTLE", d["reservation"], "TOKENS", 20)
-            assert "leased by sync" in str(e.value), str(e.value)
+            assert "'rate.tpm' is a rate leased by sync" in str(e.value), str(e.value)
+            # refused before anything was settled: the reservation is still open
+            s_ = settle(c, d["reservation"], "TOKENS", 4)
+            assert (s_["settled"], s_["limits"]["rate.tpm"]) == (1, -6), s_
     finally:
         s.stop()
         redis.stop()
