@@ -25,13 +25,17 @@ static inline int64_t sl_mixed_ceil(int64_t ns, int64_t frac)
 }
 
 /* ceil(duration / T) for a duration ns + frac/den: how many whole emission
- * intervals it spans, i.e. ceil((ns*den + frac) / reduced_period). */
+ * intervals it spans, i.e. ceil((ns*den + frac) / reduced_period),
+ * saturated at INT64_MAX (a TAT read from a state past SL_TIME_MAX spans
+ * more than an int64 of intervals at 1 ns). */
 static int64_t sl_intervals_ceil(const sl_limit *l, int64_t ns, int64_t frac)
 {
     uint64_t n;
     if (!__builtin_mul_overflow((uint64_t)ns, (uint64_t)l->den, &n) &&
-        !__builtin_add_overflow(n, (uint64_t)frac, &n))
-        return (int64_t)sl_divide_ceil(&l->by_reduced_period, n);
+        !__builtin_add_overflow(n, (uint64_t)frac, &n)) {
+        uint64_t q = sl_divide_ceil(&l->by_reduced_period, n);
+        return q > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)q;
+    }
     sl_u128 v = (sl_u128)(uint64_t)ns * (uint64_t)l->den + (uint64_t)frac;
     sl_u128 p = (sl_u128)(uint64_t)l->reduced_period;
     return sl_sat64(v / p + (v % p != 0));
