@@ -200,6 +200,30 @@ def make_server(request, tmp_path):
         raise errors[0]
 
 
+def write(path, text):
+    """Writes a file the way an operator should (a new file renamed over the old), so that a
+    sluiced reloading it never reads it half written."""
+    tmp = str(path) + ".tmp"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, str(path))
+
+
+@pytest.fixture
+def config_server(make_server, tmp_path):
+    """A factory: config_server(text, args=[...]) -> a started Sluiced on that config file
+    (s.config its path) with HTTP on a port of its own (s.url)."""
+    def make(text, args=()):
+        cfg = tmp_path / "sluice.yaml"
+        write(cfg, text)
+        http = free_port()
+        s = make_server(args=["--config", str(cfg), "--http-port", str(http)] + list(args))
+        s.config = cfg
+        s.url = "http://127.0.0.1:%d" % http
+        return s
+    return make
+
+
 @pytest.fixture
 def key(request):
     """A key no other test uses."""

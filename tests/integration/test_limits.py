@@ -11,7 +11,7 @@ import time
 import pytest
 import requests
 
-from conftest import Sluiced, free_port
+from conftest import Sluiced, free_port, write
 from respclient import Error, as_map
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -40,13 +40,6 @@ policies:
 """
 
 
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
-
-
 def text(v):
     return v.decode() if isinstance(v, bytes) else v
 
@@ -62,14 +55,8 @@ def used(c, key):
 
 
 @pytest.fixture
-def server(make_server, tmp_path):
-    cfg = tmp_path / "sluice.yaml"
-    write(cfg, CONFIG)
-    http = free_port()
-    s = make_server(args=["--config", str(cfg), "--http-port", str(http)])
-    s.config = cfg
-    s.url = "http://127.0.0.1:%d" % http
-    return s
+def server(config_server):
+    return config_server(CONFIG)
 
 
 def test_requests_and_tokens_are_taken_together(server):

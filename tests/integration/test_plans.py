@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from conftest import Sluiced, free_port
+from conftest import Sluiced, free_port, write
 from respclient import Error, as_map
 
 KEYS = 1_000_000
@@ -24,13 +24,6 @@ policies:
       free: {limit: 5, period: 1h}
       paid: {limit: 500, period: 1h}
 """
-
-
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
 
 
 def plan_of(i):

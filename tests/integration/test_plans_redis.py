@@ -12,7 +12,7 @@ import time
 import pytest
 import requests
 
-from conftest import ROOT, Sluiced, free_port
+from conftest import ROOT, Sluiced, free_port, write
 from respclient import Error, as_map
 
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
@@ -31,13 +31,6 @@ policies:
       free: {limit: 5, period: 1h}
       paid: {limit: 500, period: 1h}
 """
-
-
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
 
 
 def policy(c, *args):

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from respclient import Error, as_map
+from conftest import write
 
 CONFIG = """\
 server:
@@ -56,13 +57,6 @@ policies:
     global: {limit: 1, period: 1h}
     shadow: true
 """
-
-
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
 
 
 @pytest.fixture

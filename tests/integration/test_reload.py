@@ -8,13 +8,7 @@ import signal
 import time
 
 from respclient import as_map
-
-
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
+from conftest import write
 
 
 def generation(i):

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from conftest import Sluiced, free_port
+from conftest import Sluiced, write
 from respclient import Error, as_map
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
@@ -42,13 +42,6 @@ policies:
 """
 
 
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
-
-
 def text(v):
     return v.decode() if isinstance(v, bytes) else v
 
@@ -72,14 +65,8 @@ def usage(c, key, pol="chat"):
 
 
 @pytest.fixture
-def sd(make_server, tmp_path):
-    cfg = tmp_path / "sluice.yaml"
-    write(cfg, CONFIG)
-    http = free_port()
-    s = make_server(args=["--config", str(cfg), "--http-port", str(http)])
-    s.cfg = cfg
-    s.url = "http://127.0.0.1:%d" % http
-    return s
+def sd(config_server):
+    return config_server(CONFIG)
 
 
 def test_a_settle_gives_back_what_the_estimate_took_beyond_the_actual(sd):
@@ -183,7 +170,7 @@ def test_what_cannot_owe_is_refused_before_anything_is_settled(sd):
 def test_a_policy_changed_since_the_reservation_keeps_it_charged(sd):
     with sd.conn() as c:
         d = reserve(c, "chat", "j", "TOKENS", 100)
-        write(sd.cfg, CONFIG.replace("{name: tpm, limit: 100000000", "{name: tokens, limit: 100000000"))
+        write(sd.config, CONFIG.replace("{name: tpm, limit: 100000000", "{name: tokens, limit: 100000000"))
         os.kill(sd.proc.pid, signal.SIGHUP)
         deadline = time.time() + 10
         while time.time() < deadline:

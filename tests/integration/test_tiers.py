@@ -9,6 +9,7 @@ import time
 import requests
 
 from respclient import Error, as_map
+from conftest import write
 
 CONFIG = """\
 policies:
@@ -21,13 +22,6 @@ policies:
       windowed: {algorithm: sliding_window, limit: 200, period: 1h}
       logged: {algorithm: sliding_log, limit: 300, period: 1h}
 """
-
-
-def write(path, text):
-    tmp = str(path) + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(text)
-    os.replace(tmp, str(path))
 
 
 def start(make_server, tmp_path, text=CONFIG, extra=()):
