@@ -892,6 +892,26 @@ out:
     return rc;
 }
 
+static void sl_envoy_level_align(sl_envoy_level *l, int64_t clock_offset_ns)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        sl_envoy_node *n = &l->nodes[i];
+        for (size_t j = 0; n->rule && j < n->rule->nlimits; j++) {
+            sl_envoy_limit *lim = &n->rule->limits[j];
+            /* Initialized limits align without an error (no months). */
+            if (lim->requests_per_unit > 0)
+                sl_limit_align(&lim->limit, 0, 0, clock_offset_ns);
+        }
+        sl_envoy_level_align(&n->children, clock_offset_ns);
+    }
+}
+
+void sl_envoy_align(sl_envoy_config *c, int64_t clock_offset_ns)
+{
+    for (size_t i = 0; c && i < c->ndomains; i++)
+        sl_envoy_level_align(&c->domains[i].top, clock_offset_ns);
+}
+
 const sl_envoy_domain *sl_envoy_domain_find(const sl_envoy_config *c, const char *name,
                                             size_t len)
 {

@@ -166,6 +166,11 @@ int sl_envoy_add(sl_envoy_config *c, const char *text, size_t len, const char *n
  */
 int sl_envoy_load_dir(const char *dir, sl_envoy_config **out, char *err, size_t errlen);
 
+/* Aligns every limit of c for a clock that reads Unix time minus
+ * clock_offset_ns (sl_limit_align, no months): as loaded, windows fall at
+ * multiples of the unit on that clock. */
+void sl_envoy_align(sl_envoy_config *c, int64_t clock_offset_ns);
+
 /* The domain named so, NULL when none. */
 const sl_envoy_domain *sl_envoy_domain_find(const sl_envoy_config *c, const char *name,
                                             size_t len);
@@ -229,6 +234,8 @@ int sl_envoy_match_request(const sl_envoy_config *c, const char *domain, size_t 
  * "\x1f" KEY "\x1f" VALUE for each entry of the request (a share_threshold
  * wildcard's entry gives the pattern instead of its value, so that every
  * value it matches shares one state), then "\x1f#" INDEX for index > 0.
+ * A request's limit override of unit U takes index SL_ENVOY_MAX_LIMITS + U,
+ * so that it never shares a state with a rule's limit.
  * Inside each part the bytes 0x1b and 0x1f are escaped as 0x1b '1' and
  * 0x1b '2': two requests share a key only when their domain and entries
  * are the same (a share_threshold entry counting as its pattern), and no

@@ -1,19 +1,27 @@
 /*
  * grpc.c: the gRPC face (--grpc-port): HTTP/2 without TLS (h2c, prior
  * knowledge, as Envoy's gRPC clients speak it to a cluster marked http2),
- * on a libuv loop of its own thread. Each connection carries one session
- * of grpc_session.c, which reads the bytes, answers the calls and gives
- * the bytes to write; this file only moves them between the socket and the
- * session, and looks at deadlines every GRPC_TICK_MS. Bytes that are not
- * HTTP/2 close the connection (after a GOAWAY when nghttp2 has one to say).
+ * on the workers' loops as the other faces are: every worker accepts from
+ * the port's one listening socket, and a connection lives on the worker
+ * that accepted it, with that worker's handle on the backend.
+ *
+ * Each connection carries one session of grpc_session.c, which reads the
+ * bytes, answers the calls and gives the bytes to write; this file moves
+ * them between the socket and the session, serves ShouldRateLimit
+ * (cmd/rls.h) with the Envoy configuration in force, and looks at
+ * deadlines every GRPC_TICK_MS while the worker has connections. Bytes
+ * that are not HTTP/2 close the connection (after a GOAWAY when nghttp2
+ * has one to say).
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uv.h>
 
+#include "cmd/rls.h"
 #include "common/alloc.h"
+#include "common/clock.h"
+#include "proto/grpc_frame.h"
 #include "server/grpc.h"
 #include "server/grpc_session.h"
 #include "server/log.h"
@@ -22,28 +30,18 @@
 #define GRPC_WRITE_QUEUE_MAX (4u << 20) /* bytes owed to a client that does not read */
 #define GRPC_TICK_MS 10                 /* how often deadlines are looked at */
 
-typedef struct gconn {
+typedef struct sl_grpc_conn {
     uv_tcp_t tcp;
-    struct sl_grpc *face;
-    struct gconn *prev, *next;
+    sl_worker *w;
+    struct sl_grpc_conn *prev, *next;
     sl_grpc_session *session;
+    uint64_t id;
     bool closing;
-    unsigned writes; /* uv_writes in flight */
+    bool counted;      /* holds a client slot (srv->clients) */
+    bool close_after;  /* refused: closes once its GOAWAY is written */
+    unsigned writes;   /* uv_writes in flight */
+    int64_t last_active;
 } gconn;
-
-struct sl_grpc {
-    sl_server *srv;
-    uv_loop_t loop;
-    uv_tcp_t listener;
-    uv_tcp_t spare;  /* accepts and closes a client when memory runs out */
-    bool spare_busy;
-    uv_async_t stop;
-    uv_timer_t tick;
-    pthread_t thread;
-    gconn *conns;
-    int nconns;
-    uint8_t rbuf[65536];
-};
 
 typedef struct gwrite {
     uv_write_t req;
@@ -54,6 +52,103 @@ typedef struct gwrite {
 static void conn_close(gconn *c);
 static void conn_flush(gconn *c);
 
+/* ---- ShouldRateLimit ---- */
+
+static void answer_result(sl_grpc_call *call, sl_rls_call *rc)
+{
+    sl_rls_response resp;
+    const char *errstr;
+    int st = sl_rls_result(rc, &resp, &errstr);
+    if (st != SL_OK) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "store: %s", errstr ? errstr : sl_strerror((sl_status)st));
+        sl_grpc_answer_status(call, SL_GRPC_UNAVAILABLE, msg);
+        return;
+    }
+    size_t n;
+    uint8_t *out = sl_rls_response_encode(&resp, SL_GRPC_PREFIX, &n);
+    if (!out) {
+        sl_grpc_answer_status(call, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+        return;
+    }
+    sl_grpc_answer(call, out, n);
+}
+
+static void on_rls_done(sl_rls_call *rc, void *arg)
+{
+    answer_result(arg, rc);
+    sl_rls_free(rc);
+}
+
+static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, size_t len)
+{
+    gconn *c = arg;
+    sl_worker *w = c->w;
+    sl_server *srv = w->srv;
+    sl_rls_request r;
+    char err[256];
+    int st = sl_rls_request_decode(&r, msg, len, NULL, err, sizeof err);
+    if (st != SL_RLS_OK) {
+        sl_grpc_answer_status(call, st == SL_RLS_ENOMEM ? SL_GRPC_RESOURCE_EXHAUSTED
+                                                        : SL_GRPC_INVALID_ARGUMENT,
+                              st == SL_RLS_ENOMEM ? "out of memory" : err);
+        return;
+    }
+    /* The configuration is read during sl_rls_start only: the worker holds
+     * no pointer to it past this callback (the epoch, server.h). */
+    const sl_envoy_config *envoy = atomic_load(&srv->envoy);
+    if (!envoy) {
+        sl_rls_request_free(&r);
+        sl_grpc_answer_status(call, SL_GRPC_UNAVAILABLE,
+                              "no Envoy rate limit configuration: sluiced serves ShouldRateLimit "
+                              "with --envoy-config DIR");
+        return;
+    }
+    sl_rls_ctx ctx = {
+        .be = srv->backend,
+        .bw = w->bw,
+        .envoy = envoy,
+        .clock_offset_ns = srv->clock_offset_ns,
+        .max_key_bytes = srv->cfg.max_key_bytes,
+    };
+    sl_rls_call *rc;
+    st = sl_rls_start(&ctx, &r, on_rls_done, call, &rc, err, sizeof err);
+    if (st < 0) {
+        sl_rls_request_free(&r);
+        sl_grpc_answer_status(call, st == SL_ERR_NOMEM ? SL_GRPC_RESOURCE_EXHAUSTED
+                                                       : SL_GRPC_INVALID_ARGUMENT,
+                              err);
+    } else if (st == SL_OK) {
+        on_rls_done(rc, call);
+    } else {
+        sl_grpc_call_set_data(call, rc);
+    }
+}
+
+static void svc_cancel(void *arg, sl_grpc_call *call, void *data)
+{
+    if (data)
+        sl_rls_cancel(data);
+}
+
+static bool svc_serving(void *arg)
+{
+    gconn *c = arg;
+    return atomic_load(&c->w->srv->envoy) != NULL;
+}
+
+static void svc_wake(void *arg)
+{
+    conn_flush(arg);
+}
+
+static const sl_grpc_service service = {
+    .rate_limit = svc_rate_limit,
+    .cancel = svc_cancel,
+    .serving = svc_serving,
+    .wake = svc_wake,
+};
+
 /* ---- connections ---- */
 
 static void on_write(uv_write_t *req, int status)
@@ -63,7 +158,7 @@ static void on_write(uv_write_t *req, int status)
     sl_free(w->data);
     sl_free(w);
     c->writes--;
-    if (status < 0) {
+    if (status < 0 || (c->close_after && c->writes == 0)) {
         conn_close(c);
         return;
     }
@@ -122,19 +217,23 @@ static void conn_flush(gconn *c)
         }
         c->writes++;
         if (uv_stream_get_write_queue_size((uv_stream_t *)&c->tcp) > GRPC_WRITE_QUEUE_MAX) {
-            sl_log(SL_LOG_INFO, "gRPC: closing a client that does not read its answers");
+            sl_log(SL_LOG_INFO, "gRPC client %llu: closing: it does not read its answers",
+                   (unsigned long long)c->id);
             conn_close(c);
             return;
         }
     }
-    if (sl_grpc_session_done(c->session) && c->writes == 0)
+    if ((sl_grpc_session_done(c->session) || c->close_after) && c->writes == 0)
         conn_close(c);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     gconn *c = h->data;
-    *buf = uv_buf_init((char *)c->face->rbuf, sizeof c->face->rbuf);
+    /* One read buffer per worker: the session consumes a read whole. */
+    static _Thread_local uint8_t rbuf[65536];
+    (void)c;
+    *buf = uv_buf_init((char *)rbuf, sizeof rbuf);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -146,9 +245,15 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
         conn_close(c);
         return;
     }
-    if (sl_grpc_session_recv(c->session, (const uint8_t *)buf->base, (size_t)nread,
-                             (int64_t)uv_hrtime()) != 0) {
-        sl_log(SL_LOG_DEBUG, "gRPC: closing a connection: its bytes are not HTTP/2");
+    sl_worker *w = c->w;
+    w->now = sl_now_mono();
+    c->last_active = w->now;
+    sl_worker_enter(w);
+    int rc = sl_grpc_session_recv(c->session, (const uint8_t *)buf->base, (size_t)nread, w->now);
+    sl_worker_leave(w);
+    if (rc != 0) {
+        sl_log(SL_LOG_DEBUG, "gRPC client %llu: closing: its bytes are not HTTP/2",
+               (unsigned long long)c->id);
         /* Say GOAWAY when nghttp2 has one queued, then close. */
         conn_flush(c);
         conn_close(c);
@@ -160,16 +265,19 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 static void on_conn_closed(uv_handle_t *h)
 {
     gconn *c = h->data;
-    struct sl_grpc *g = c->face;
+    sl_worker *w = c->w;
+    /* Calls still waiting for the store are cancelled: their answers,
+     * when they come, free themselves. */
     sl_grpc_session_free(c->session);
     if (c->prev)
         c->prev->next = c->next;
     else
-        g->conns = c->next;
+        w->gconns = c->next;
     if (c->next)
         c->next->prev = c->prev;
-    g->nconns--;
     sl_free(c);
+    if (!w->gconns && !uv_is_closing((uv_handle_t *)&w->grpc_tick))
+        uv_timer_stop(&w->grpc_tick);
 }
 
 static void conn_close(gconn *c)
@@ -177,168 +285,140 @@ static void conn_close(gconn *c)
     if (c->closing)
         return;
     c->closing = true;
+    if (c->counted) {
+        atomic_fetch_sub(&c->w->srv->clients, 1);
+        atomic_fetch_sub(&c->w->srv->clients_on[SL_PROTO_GRPC], 1);
+        c->counted = false;
+    }
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
-static void on_spare_closed(uv_handle_t *h)
+/* Says why in a GOAWAY (gRPC clients show its debug data), then closes. */
+static void conn_refuse(gconn *c, const char *why)
 {
-    ((struct sl_grpc *)h->data)->spare_busy = false;
+    atomic_fetch_add(&c->w->srv->rejected_connections, 1);
+    sl_log(SL_LOG_INFO, "gRPC client %llu refused: %s", (unsigned long long)c->id, why);
+    sl_grpc_session_refuse(c->session, why);
+    c->close_after = true;
+    conn_flush(c);
 }
 
-static void on_connection(uv_stream_t *listener, int status)
+static void on_tick(uv_timer_t *t)
 {
-    struct sl_grpc *g = listener->data;
-    if (status < 0)
-        return;
-    gconn *c = sl_calloc(1, sizeof *c);
-    if (!c) {
-        /* Out of memory: the connection is accepted into the spare handle
-         * and closed, so that libuv goes on accepting the next ones. */
-        if (!g->spare_busy && uv_tcp_init(&g->loop, &g->spare) == 0) {
-            g->spare_busy = true;
-            g->spare.data = g;
-            uv_accept(listener, (uv_stream_t *)&g->spare);
-            uv_close((uv_handle_t *)&g->spare, on_spare_closed);
+    sl_worker *w = t->data;
+    int64_t now = sl_now_mono();
+    int64_t idle = (int64_t)w->srv->cfg.idle_timeout_s * 1000000000;
+    for (gconn *c = w->gconns, *next; c; c = next) {
+        next = c->next;
+        if (c->closing)
+            continue;
+        int n = sl_grpc_session_tick(c->session, now);
+        if (n > 0) {
+            sl_log(SL_LOG_DEBUG, "gRPC client %llu: %d call(s) answered DEADLINE_EXCEEDED",
+                   (unsigned long long)c->id, n);
+            conn_flush(c);
+        } else if (idle > 0 && now - c->last_active > idle && !sl_grpc_session_busy(c->session) &&
+                   c->writes == 0) {
+            sl_log(SL_LOG_DEBUG, "gRPC client %llu: idle; closing", (unsigned long long)c->id);
+            sl_grpc_session_goaway(c->session);
+            c->close_after = true;
+            conn_flush(c);
         }
-        sl_log(SL_LOG_WARN, "gRPC: a client refused: out of memory");
+    }
+}
+
+void sl_grpc_on_connection(uv_stream_t *listener, int status)
+{
+    sl_worker *w = listener->data;
+    sl_server *srv = w->srv;
+    if (status < 0) {
+        sl_log(SL_LOG_WARN, "accept on the gRPC port: %s", uv_strerror(status));
         return;
     }
-    c->face = g;
-    uv_tcp_init(&g->loop, &c->tcp);
+    gconn *c = sl_calloc(1, sizeof *c);
+    if (!c || uv_tcp_init(&w->loop, &c->tcp) != 0) {
+        /* Left in the backlog: the kernel holds it until memory returns. */
+        sl_log(SL_LOG_ERROR, "gRPC accept: out of memory");
+        sl_free(c);
+        return;
+    }
+    c->w = w;
     c->tcp.data = c;
-    c->next = g->conns;
-    if (g->conns)
-        g->conns->prev = c;
-    g->conns = c;
-    g->nconns++;
+    c->next = w->gconns;
+    if (w->gconns)
+        w->gconns->prev = c;
+    w->gconns = c;
     if (uv_accept(listener, (uv_stream_t *)&c->tcp) != 0) {
         conn_close(c);
         return;
     }
-    if (g->nconns > g->srv->cfg.maxclients) {
-        sl_log(SL_LOG_INFO, "gRPC: client refused: max number of clients reached (--maxclients %d)",
-               g->srv->cfg.maxclients);
+    c->id = atomic_fetch_add(&srv->next_client_id, 1) + 1;
+    c->last_active = sl_now_mono();
+    atomic_fetch_add(&srv->connections_received, 1);
+    int clients = atomic_fetch_add(&srv->clients, 1) + 1;
+    int on_port = atomic_fetch_add(&srv->clients_on[SL_PROTO_GRPC], 1) + 1;
+    c->counted = true;
+    uv_tcp_nodelay(&c->tcp, 1);
+    c->session = sl_grpc_session_new(srv->cfg.request_timeout_s, &service, c);
+    if (!c->session) {
         conn_close(c);
         return;
     }
-    uv_tcp_nodelay(&c->tcp, 1);
-    c->session = sl_grpc_session_new(g->srv->cfg.request_timeout_s);
-    if (!c->session || uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
+    if (!uv_is_active((uv_handle_t *)&w->grpc_tick))
+        uv_timer_start(&w->grpc_tick, on_tick, GRPC_TICK_MS, GRPC_TICK_MS);
+    if (clients > srv->cfg.maxclients) {
+        char why[96];
+        snprintf(why, sizeof why, "max number of clients reached (--maxclients %d)",
+                 srv->cfg.maxclients);
+        conn_refuse(c, why);
+        return;
+    }
+    if (on_port > srv->port_maxclients) {
+        char why[160];
+        snprintf(why, sizeof why,
+                 "max number of clients reached on the gRPC port (%d: --maxclients-port-share "
+                 "%d of --maxclients %d)",
+                 srv->port_maxclients, srv->cfg.port_share_pct, srv->cfg.maxclients);
+        conn_refuse(c, why);
+        return;
+    }
+    if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) != 0) {
         conn_close(c);
         return;
     }
     conn_flush(c);
 }
 
-/* Answers DEADLINE_EXCEEDED to every request whose deadline has passed
- * before it was whole. */
-static void on_tick(uv_timer_t *t)
+void sl_grpc_worker_init(sl_worker *w)
 {
-    struct sl_grpc *g = t->data;
-    int64_t now = (int64_t)uv_hrtime();
-    for (gconn *c = g->conns; c; c = c->next) {
+    uv_timer_init(&w->loop, &w->grpc_tick);
+    w->grpc_tick.data = w;
+}
+
+void sl_grpc_worker_stop(sl_worker *w)
+{
+    for (gconn *c = w->gconns, *next; c; c = next) {
+        next = c->next;
         if (c->closing)
             continue;
-        int n = sl_grpc_session_tick(c->session, now);
-        if (n > 0) {
-            sl_log(SL_LOG_DEBUG, "gRPC: %d request(s) answered DEADLINE_EXCEEDED: not whole by "
-                                 "their deadline",
-                   n);
-            conn_flush(c);
-        }
+        /* No new calls; the open ones are answered, then it closes
+         * (conn_flush, once the session is done), within the grace. */
+        sl_grpc_session_goaway(c->session);
+        conn_flush(c);
     }
 }
 
-static void on_any_closed(uv_handle_t *h)
+void sl_grpc_worker_close(sl_worker *w)
 {
-}
-
-static void on_stop(uv_async_t *a)
-{
-    struct sl_grpc *g = a->data;
-    uv_close((uv_handle_t *)&g->listener, on_any_closed);
-    uv_close((uv_handle_t *)&g->tick, on_any_closed);
-    uv_close((uv_handle_t *)&g->stop, on_any_closed);
-    for (gconn *c = g->conns; c; c = c->next) {
-        if (c->closing)
-            continue;
-        sl_grpc_session_goaway(c->session);
-        /* The GOAWAY goes out with the answers already owed (libuv writes
-         * what the socket takes at once), then the connection closes, even
-         * with a request still open on it: shutdown waits for no client. */
-        conn_flush(c);
+    for (gconn *c = w->gconns, *next; c; c = next) {
+        next = c->next;
+        if (!c->closing)
+            sl_log(SL_LOG_WARN, "gRPC client %llu: still owed answers at shutdown; closing",
+                   (unsigned long long)c->id);
         conn_close(c);
     }
-}
-
-static void *grpc_thread(void *arg)
-{
-    struct sl_grpc *g = arg;
-    uv_run(&g->loop, UV_RUN_DEFAULT);
-    return NULL;
-}
-
-int sl_grpc_start(sl_server *srv)
-{
-    if (srv->cfg.grpc_port == 0)
-        return 0;
-    struct sl_grpc *g = sl_calloc(1, sizeof *g);
-    if (!g) {
-        sl_log(SL_LOG_ERROR, "gRPC: out of memory");
-        return -1;
+    if (!uv_is_closing((uv_handle_t *)&w->grpc_tick)) {
+        uv_timer_stop(&w->grpc_tick);
+        uv_close((uv_handle_t *)&w->grpc_tick, NULL);
     }
-    g->srv = srv;
-    char addr[SL_LOG_ADDR_MAX];
-    sl_log_addr(addr, srv->cfg.bind, srv->cfg.grpc_port);
-    struct sockaddr_storage sa;
-    int rc = uv_ip4_addr(srv->cfg.bind, srv->cfg.grpc_port, (struct sockaddr_in *)&sa);
-    if (rc != 0)
-        rc = uv_ip6_addr(srv->cfg.bind, srv->cfg.grpc_port, (struct sockaddr_in6 *)&sa);
-    if (rc == 0)
-        rc = uv_loop_init(&g->loop);
-    if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "cannot listen on %s (gRPC): %s", addr, uv_strerror(rc));
-        sl_free(g);
-        return -1;
-    }
-    uv_tcp_init(&g->loop, &g->listener);
-    g->listener.data = g;
-    rc = uv_tcp_bind(&g->listener, (const struct sockaddr *)&sa, 0);
-    if (rc == 0)
-        rc = uv_listen((uv_stream_t *)&g->listener, 511, on_connection);
-    if (rc != 0) {
-        sl_log(SL_LOG_ERROR, "cannot listen on %s (gRPC): %s", addr,
-               rc == UV_EADDRINUSE ? "Address already in use" : uv_strerror(rc));
-        uv_close((uv_handle_t *)&g->listener, NULL);
-        uv_run(&g->loop, UV_RUN_DEFAULT);
-        uv_loop_close(&g->loop);
-        sl_free(g);
-        return -1;
-    }
-    uv_async_init(&g->loop, &g->stop, on_stop);
-    g->stop.data = g;
-    uv_timer_init(&g->loop, &g->tick);
-    g->tick.data = g;
-    uv_timer_start(&g->tick, on_tick, GRPC_TICK_MS, GRPC_TICK_MS);
-    if (pthread_create(&g->thread, NULL, grpc_thread, g) != 0) {
-        sl_log(SL_LOG_ERROR, "gRPC: cannot start its thread");
-        return -1; /* the process exits */
-    }
-    srv->grpc = g;
-    sl_log(SL_LOG_INFO, "gRPC on %s (h2c): Health/Check; ShouldRateLimit answers UNIMPLEMENTED "
-                        "in this version",
-           addr);
-    return 0;
-}
-
-void sl_grpc_stop(sl_server *srv)
-{
-    struct sl_grpc *g = srv->grpc;
-    if (!g)
-        return;
-    uv_async_send(&g->stop);
-    pthread_join(g->thread, NULL);
-    uv_loop_close(&g->loop);
-    sl_free(g);
-    srv->grpc = NULL;
 }

@@ -1,19 +1,26 @@
 /*
  * grpc.h: the gRPC face of sluiced (--grpc-port; src/server/grpc.c): h2c
- * on --bind's address, on a thread and libuv loop of its own.
+ * on --bind's address, served by the workers as the other faces are.
  */
 #ifndef SL_SERVER_GRPC_H
 #define SL_SERVER_GRPC_H
 
-struct sl_server;
+#include <uv.h>
 
-/* Listens on cfg.grpc_port (0: does nothing) and starts the face's thread.
- * Returns 0, or -1 with the error logged ("cannot listen on
- * 127.0.0.1:8081 (gRPC): Address already in use") and nothing left open. */
-int sl_grpc_start(struct sl_server *srv);
+struct sl_worker;
 
-/* Stops accepting, says GOAWAY to every connection, closes them and waits
- * for the thread; a no-op when the face is off. */
-void sl_grpc_stop(struct sl_server *srv);
+/* The worker's gRPC timer, before its loop runs (when --grpc-port is on). */
+void sl_grpc_worker_init(struct sl_worker *w);
+
+/* The gRPC listener's connection callback (listener->data: the worker). */
+void sl_grpc_on_connection(uv_stream_t *listener, int status);
+
+/* Shutdown: says GOAWAY to every connection of the worker; each closes once
+ * its open calls are answered. */
+void sl_grpc_worker_stop(struct sl_worker *w);
+
+/* The end of a shutdown: closes the worker's connections left, and its
+ * timer. */
+void sl_grpc_worker_close(struct sl_worker *w);
 
 #endif

@@ -13,13 +13,13 @@
  * DEADLINE_EXCEEDED.
  *
  * Methods:
- *   /grpc.health.v1.Health/Check    SERVING for "" (the server); NOT_SERVING for the
- *                                   rate limit service, which is not served yet
+ *   /grpc.health.v1.Health/Check    SERVING for "" (the server); for the rate
+ *                                   limit service, what the service says
  *   /envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit
- *                                   the request is decoded and checked
- *                                   (INVALID_ARGUMENT names what is wrong);
- *                                   then UNIMPLEMENTED: no Envoy rate limit
- *                                   configuration is read in this version
+ *                                   the service's (grpc_session.h), which
+ *                                   answers now or later; a call still
+ *                                   unanswered at its deadline is answered
+ *                                   DEADLINE_EXCEEDED and cancelled
  * Anything else is UNIMPLEMENTED.
  */
 #include "server/grpc_session.h"
@@ -40,10 +40,11 @@ static const char path_check[] = "/grpc.health.v1.Health/Check";
 static const char path_rls[] = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit";
 static const char service_rls[] = "envoy.service.ratelimit.v3.RateLimitService";
 
-/* One request's stream. */
-typedef struct gstream {
+/* One request's stream: the call a service sees. */
+typedef struct sl_grpc_call gstream;
+struct sl_grpc_call {
     struct sl_grpc_session *sess;
-    struct gstream *prev, *next; /* the session's open streams */
+    gstream *prev, *next; /* the session's open streams */
     int32_t id;
     char path[GRPC_PATH_MAX + 1];
     bool post, grpc_type, too_large, answered;
@@ -54,13 +55,18 @@ typedef struct gstream {
     size_t body_len, body_cap;
     uint8_t *out;     /* the answer's message with its prefix, sent by read_out */
     size_t out_len, out_off;
-} gstream;
+    bool with_service; /* handed to the service and not yet answered */
+    void *data;        /* the service's */
+};
 
 struct sl_grpc_session {
     nghttp2_session *session;
     gstream *streams;
     int request_timeout_s;
     int64_t now; /* of the call under way */
+    const sl_grpc_service *svc;
+    void *svc_arg;
+    bool in_io; /* in recv or tick: the owner sends what they queue */
 };
 
 /* ---- streams ---- */
@@ -68,6 +74,10 @@ struct sl_grpc_session {
 static void stream_free(gstream *s)
 {
     sl_grpc_session *g = s->sess;
+    if (s->with_service) {
+        s->with_service = false;
+        g->svc->cancel(g->svc_arg, s, s->data);
+    }
     if (s->prev)
         s->prev->next = s->next;
     else
@@ -104,6 +114,16 @@ static ssize_t read_out(nghttp2_session *session, int32_t id, uint8_t *buf, size
 
 /* Answers s with a message (out: SL_GRPC_PREFIX bytes of headroom, then
  * the message; s takes it) and grpc-status 0. */
+/* An answer from the service, outside recv and tick: the owner must send it. */
+static void answered_by_service(gstream *s)
+{
+    if (!s->with_service)
+        return;
+    s->with_service = false;
+    if (!s->sess->in_io)
+        s->sess->svc->wake(s->sess->svc_arg);
+}
+
 static void answer_ok(gstream *s, uint8_t *out, size_t len)
 {
     sl_grpc_prefix_write(out, false, (uint32_t)(len - SL_GRPC_PREFIX));
@@ -157,11 +177,12 @@ static void call_health(gstream *s, const uint8_t *msg, size_t len)
         answer_status(s, SL_GRPC_NOT_FOUND, m);
         return;
     }
-    /* A health checker of the rate limit service must not route Envoy's
-     * checks here while ShouldRateLimit answers UNIMPLEMENTED. */
+    /* The rate limit service is SERVING once it has a configuration to
+     * serve: a health checker must not route Envoy's checks here before. */
+    sl_grpc_session *g = s->sess;
+    bool serving = !service[0] || (g->svc && g->svc->serving(g->svc_arg));
     size_t n;
-    uint8_t *out = sl_health_response_encode(service[0] ? SL_HEALTH_NOT_SERVING
-                                                        : SL_HEALTH_SERVING,
+    uint8_t *out = sl_health_response_encode(serving ? SL_HEALTH_SERVING : SL_HEALTH_NOT_SERVING,
                                              SL_GRPC_PREFIX, &n);
     if (!out) {
         answer_status(s, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
@@ -172,21 +193,30 @@ static void call_health(gstream *s, const uint8_t *msg, size_t len)
 
 static void call_rls(gstream *s, const uint8_t *msg, size_t len)
 {
-    sl_rls_request r;
-    char err[256];
-    int rc = sl_rls_request_decode(&r, msg, len, NULL, err, sizeof err);
-    if (rc == SL_RLS_ENOMEM) {
-        answer_status(s, SL_GRPC_RESOURCE_EXHAUSTED, "out of memory");
+    sl_grpc_session *g = s->sess;
+    if (!g->svc) {
+        answer_status(s, SL_GRPC_UNAVAILABLE, "no rate limit service on this session");
         return;
     }
-    if (rc != SL_RLS_OK) {
-        answer_status(s, SL_GRPC_INVALID_ARGUMENT, err);
-        return;
-    }
-    sl_rls_request_free(&r);
-    answer_status(s, SL_GRPC_UNIMPLEMENTED,
-                  "ShouldRateLimit is not served by this version of sluiced: it reads no "
-                  "Envoy rate limit configuration yet (--envoy-config)");
+    s->with_service = true;
+    g->svc->rate_limit(g->svc_arg, s, msg, len);
+}
+
+void sl_grpc_answer(sl_grpc_call *s, uint8_t *out, size_t len)
+{
+    answer_ok(s, out, len);
+    answered_by_service(s);
+}
+
+void sl_grpc_answer_status(sl_grpc_call *s, int status, const char *message)
+{
+    answer_status(s, (sl_grpc_status)status, message);
+    answered_by_service(s);
+}
+
+void sl_grpc_call_set_data(sl_grpc_call *s, void *data)
+{
+    s->data = data;
 }
 
 /* The request on s is whole: answer it. */
@@ -368,7 +398,8 @@ static nghttp2_session_callbacks *callbacks_new(void)
     return cb;
 }
 
-sl_grpc_session *sl_grpc_session_new(int request_timeout_s)
+sl_grpc_session *sl_grpc_session_new(int request_timeout_s, const sl_grpc_service *svc,
+                                     void *arg)
 {
     sl_grpc_session *g = sl_calloc(1, sizeof *g);
     nghttp2_session_callbacks *cb = callbacks_new();
@@ -385,6 +416,8 @@ sl_grpc_session *sl_grpc_session_new(int request_timeout_s)
     }
     nghttp2_session_callbacks_del(cb); /* the session keeps its own copy */
     g->request_timeout_s = request_timeout_s;
+    g->svc = svc;
+    g->svc_arg = arg;
     return g;
 }
 
@@ -402,7 +435,10 @@ void sl_grpc_session_free(sl_grpc_session *g)
 int sl_grpc_session_recv(sl_grpc_session *g, const uint8_t *p, size_t n, int64_t now)
 {
     g->now = now;
-    return nghttp2_session_mem_recv(g->session, p, n) < 0 ? -1 : 0;
+    g->in_io = true;
+    ssize_t rc = nghttp2_session_mem_recv(g->session, p, n);
+    g->in_io = false;
+    return rc < 0 ? -1 : 0;
 }
 
 ssize_t sl_grpc_session_send(sl_grpc_session *g, const uint8_t **data)
@@ -414,15 +450,36 @@ ssize_t sl_grpc_session_send(sl_grpc_session *g, const uint8_t **data)
 int sl_grpc_session_tick(sl_grpc_session *g, int64_t now)
 {
     int answered = 0;
+    g->in_io = true;
     for (gstream *s = g->streams; s; s = s->next) {
         if (s->answered || !s->deadline || now < s->deadline)
             continue;
-        answer_status(s, SL_GRPC_DEADLINE_EXCEEDED,
-                      s->own_deadline ? "the deadline passed before the request was whole"
-                                      : "the request was not whole within --request-timeout");
+        const char *why = s->own_deadline
+                              ? "the deadline passed before the request was whole"
+                              : "the request was not whole within --request-timeout";
+        if (s->with_service) {
+            /* The store has not answered by the call's deadline: the
+             * client hears so now, and the service's answer is dropped. */
+            s->with_service = false;
+            s->sess->svc->cancel(s->sess->svc_arg, s, s->data);
+            why = "the deadline passed before the store answered";
+        }
+        answer_status(s, SL_GRPC_DEADLINE_EXCEEDED, why);
         answered++;
     }
+    g->in_io = false;
     return answered;
+}
+
+void sl_grpc_session_refuse(sl_grpc_session *g, const char *why)
+{
+    nghttp2_submit_goaway(g->session, NGHTTP2_FLAG_NONE, 0, NGHTTP2_REFUSED_STREAM,
+                          (const uint8_t *)why, strlen(why));
+}
+
+bool sl_grpc_session_busy(const sl_grpc_session *g)
+{
+    return g->streams != NULL;
 }
 
 void sl_grpc_session_goaway(sl_grpc_session *g)

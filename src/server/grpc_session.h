@@ -20,10 +20,42 @@
 
 typedef struct sl_grpc_session sl_grpc_session;
 
+/* A call the session hands to its service: one request's stream. */
+typedef struct sl_grpc_call sl_grpc_call;
+
+/*
+ * What serves the methods that are not the session's own (all but
+ * Health/Check). Each is called with the service's arg.
+ */
+typedef struct sl_grpc_service {
+    /* ShouldRateLimit's request, msg[0 .. len) (valid during the call).
+     * The service answers it once, now or later, with sl_grpc_answer or
+     * sl_grpc_answer_status; until then it may keep data with the call
+     * (sl_grpc_call_set_data). */
+    void (*rate_limit)(void *arg, sl_grpc_call *call, const uint8_t *msg, size_t len);
+    /* The call's stream is gone before its answer (the client reset it, or
+     * the connection closed): the service must not answer it. */
+    void (*cancel)(void *arg, sl_grpc_call *call, void *data);
+    /* Whether the rate limit service is SERVING (Health/Check). */
+    bool (*serving)(void *arg);
+    /* An answer was queued outside sl_grpc_session_recv and _tick: the
+     * owner has bytes to send (sl_grpc_session_send). */
+    void (*wake)(void *arg);
+} sl_grpc_service;
+
 /* A new session (the caller frees it with sl_grpc_session_free), with its
  * SETTINGS queued to send; request_timeout_s bounds a request that never
- * ends (0: no bound but its own grpc-timeout). NULL when out of memory. */
-sl_grpc_session *sl_grpc_session_new(int request_timeout_s);
+ * ends (0: no bound but its own grpc-timeout). svc (NULL: ShouldRateLimit
+ * answers UNAVAILABLE) serves the calls, with arg. NULL when out of memory. */
+sl_grpc_session *sl_grpc_session_new(int request_timeout_s, const sl_grpc_service *svc,
+                                     void *arg);
+
+/* Answers a call with a message: out holds SL_GRPC_PREFIX bytes of room,
+ * then the message (len counts both); the session takes out. */
+void sl_grpc_answer(sl_grpc_call *call, uint8_t *out, size_t len);
+/* Answers a call with an error status (sl_grpc_status) and message. */
+void sl_grpc_answer_status(sl_grpc_call *call, int status, const char *message);
+void sl_grpc_call_set_data(sl_grpc_call *call, void *data);
 
 void sl_grpc_session_free(sl_grpc_session *g);
 
@@ -43,6 +75,13 @@ int sl_grpc_session_tick(sl_grpc_session *g, int64_t now);
 /* Queues a GOAWAY: no new streams; the session is done once it is sent and
  * the open streams end. */
 void sl_grpc_session_goaway(sl_grpc_session *g);
+
+/* Queues a GOAWAY that refuses the connection, with why as its debug data
+ * (what gRPC clients show): close once it is sent. */
+void sl_grpc_session_refuse(sl_grpc_session *g, const char *why);
+
+/* Whether a stream is open (a call under way or being answered). */
+bool sl_grpc_session_busy(const sl_grpc_session *g);
 
 /* Whether the session wants neither to read nor to send: time to close. */
 bool sl_grpc_session_done(sl_grpc_session *g);

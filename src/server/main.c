@@ -32,7 +32,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "policy/config.h"
-#include "server/grpc.h"
+#include "policy/envoy.h"
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
@@ -110,13 +110,10 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
  * command line, so the default shown is the default used.
  */
 enum sl_flag_id {
-    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
+    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
     F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
-    /* Named in DESIGN.md but not in this version: refused with a message
-     * that says so, and left out of the help. */
-    F_ENVOY_CONFIG,
     F_COUNT
 };
 
@@ -144,10 +141,16 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HTTP_PORT] = {"http-port", "N", "7380", "HTTP port; 0 turns it off, if the RESP port is on",
                      "a port from 0 to 65535", SL_FLAG_APPLIED},
     [F_GRPC_PORT] = {"grpc-port", "N", "0",
-                     "gRPC port (h2c on --bind's address): grpc.health.v1 Health/Check; Envoy's "
-                     "ShouldRateLimit answers UNIMPLEMENTED in this version (docs/grpc.md); 0 "
-                     "turns it off",
+                     "gRPC port (h2c on --bind's address): Envoy's rate limit service "
+                     "(ShouldRateLimit, with --envoy-config) and grpc.health.v1 Health/Check "
+                     "(docs/grpc.md); 0 turns it off",
                      "a port from 0 to 65535", SL_FLAG_APPLIED},
+    [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL,
+                        "envoyproxy/ratelimit's configuration: every *.yaml file of DIR, served "
+                        "by ShouldRateLimit on --grpc-port; read again on SIGHUP and when a file "
+                        "in DIR changes, a configuration with an error refused whole "
+                        "(docs/envoy.md)",
+                        "a directory", 0},
     [F_BIND] = {"bind", "ADDR", "127.0.0.1",
                 "address to listen on, an IPv4 or IPv6 literal; any other than loopback "
                 "without --requirepass is warned about at start",
@@ -287,7 +290,6 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_HELP_MARKDOWN] = {"help-markdown", NULL, NULL,
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
-    [F_ENVOY_CONFIG] = {"envoy-config", "DIR", NULL, NULL, NULL, SL_FLAG_UNAVAILABLE},
 };
 
 /* "--name ARG" into buf: the flag as the help and the table show it. */
@@ -502,6 +504,7 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             cfg->snapshot = optarg;
             break;
         case F_CONFIG: cfg->config_path = optarg; break;
+        case F_ENVOY_CONFIG: cfg->envoy_config = optarg; break;
         case F_ALLOW_EMPTY_RELOAD: cfg->allow_empty_reload = true; break;
         case F_AUTH_HEADER:
             if (!*optarg || strlen(optarg) > 64 || strpbrk(optarg, " :\t\r\n"))
@@ -831,8 +834,11 @@ static int sl_settings_changed(const sl_config *next, const char *skip, char *bu
  * is run, once, when that one is retired, and reads the file as it is
  * then; any number of SIGHUPs meanwhile are one reload of the newest file. */
 static bool sl_reload_pending;
+/* Likewise for --envoy-config's directory alone (a change seen in it). */
+static bool sl_envoy_pending;
 
 static void sl_reload(sl_server *srv);
+static void sl_reload_envoy(sl_server *srv, const char *why);
 
 /* Frees the old config once every worker has seen the new epoch, then runs
  * the reload that was asked for meanwhile, if one was. */
@@ -845,20 +851,81 @@ static void sl_on_retire_timer(uv_timer_t *t)
             return;
     sl_config_free(srv->retired);
     srv->retired = NULL;
+    sl_envoy_free(srv->envoy_retired);
+    srv->envoy_retired = NULL;
     uv_timer_stop(t);
     if (sl_reload_pending) {
         sl_reload_pending = false;
+        sl_envoy_pending = false;
         sl_log(SL_LOG_INFO, "SIGHUP: running the reload asked for during the previous one");
         sl_reload(srv);
         /* The manager was told RELOADING=1 when that SIGHUP came, and
          * waits for this to know that it is over. */
         sl_notify("READY=1");
+    } else if (sl_envoy_pending) {
+        sl_envoy_pending = false;
+        sl_reload_envoy(srv, "changed");
     }
 }
 
 static void sl_say_reload(void *arg, const char *line)
 {
     sl_log(SL_LOG_WARN, "SIGHUP: %s", line);
+}
+
+/* Puts a new config and Envoy configuration in force (either may be the
+ * one in force already): the old ones are retired, and freed once every
+ * worker has seen the new epoch (sl_on_retire_timer). */
+static void sl_swap_configs(sl_server *srv, sl_config *next, sl_envoy_config *envoy)
+{
+    if (next != atomic_load(&srv->config)) {
+        srv->retired = atomic_exchange(&srv->config, next);
+        sl_metrics_reset_policies(srv); /* the indexes now name other policies */
+    }
+    if (envoy != atomic_load(&srv->envoy))
+        srv->envoy_retired = atomic_exchange(&srv->envoy, envoy);
+    atomic_fetch_add(&srv->epoch, 1);
+    sl_workers_wake(srv);
+    uv_timer_start(&sl_retire_timer, sl_on_retire_timer, 10, 10);
+}
+
+/* Reads --envoy-config's directory again: in force when it loads whole,
+ * refused with the file, line and key of its first error otherwise. */
+static void sl_reload_envoy(sl_server *srv, const char *why)
+{
+    sl_envoy_config *next;
+    char err[512];
+    if (sl_envoy_load_dir(srv->cfg.envoy_config, &next, err, sizeof err) != 0) {
+        sl_log(SL_LOG_ERROR, "envoy config %s (%s): refused, keeping the one in force: %s",
+               srv->cfg.envoy_config, why, err);
+        return;
+    }
+    sl_envoy_align(next, srv->clock_offset_ns);
+    sl_swap_configs(srv, atomic_load(&srv->config), next);
+    /* Store keys do not depend on the rules: a limit changed in place
+     * applies to the state its key holds (a window keeps its count). */
+    sl_log(SL_LOG_INFO, "envoy config %s (%s): reloaded, %zu domain%s; keys keep their state",
+           srv->cfg.envoy_config, why, next->ndomains, next->ndomains == 1 ? "" : "s");
+}
+
+static uv_fs_event_t sl_envoy_watch;
+static uv_timer_t sl_envoy_settle;
+
+/* A change in the directory: read it once the writes have settled (an
+ * editor's or a deploy's several events are one reload). */
+static void sl_on_envoy_settled(uv_timer_t *t)
+{
+    sl_server *srv = t->data;
+    if (srv->retired || srv->envoy_retired) {
+        sl_envoy_pending = true;
+        return;
+    }
+    sl_reload_envoy(srv, "changed");
+}
+
+static void sl_on_envoy_change(uv_fs_event_t *h, const char *filename, int events, int status)
+{
+    uv_timer_start(&sl_envoy_settle, sl_on_envoy_settled, 200, 0);
 }
 
 /*
@@ -905,7 +972,7 @@ static bool sl_reload_peers(sl_server *srv, const sl_config *next)
  * for the keys' states is logged, policy by policy. Server settings take
  * effect at restart. The caller has checked that no reload is being
  * applied (srv->retired is NULL). */
-static void sl_reload(sl_server *srv)
+static void sl_reload_policies(sl_server *srv)
 {
     sl_config *next;
     char err[512];
@@ -939,13 +1006,24 @@ static void sl_reload(sl_server *srv)
                             "%s changed in %s",
                changed, srv->cfg.config_path);
     sl_plans_redis_reload(srv, next); /* carries the hash tables over */
-    srv->retired = atomic_exchange(&srv->config, next);
-    sl_metrics_reset_policies(srv); /* the indexes now name other policies */
-    atomic_fetch_add(&srv->epoch, 1);
-    sl_workers_wake(srv);
-    uv_timer_start(&sl_retire_timer, sl_on_retire_timer, 10, 10);
+    sl_swap_configs(srv, next, atomic_load(&srv->envoy));
     sl_log(SL_LOG_INFO, "SIGHUP: reloaded %s: %zu policies", srv->cfg.config_path,
            next->npolicies);
+}
+
+/* SIGHUP's reload: the config file, then --envoy-config's directory (once
+ * the policies' swap is applied, when there was one: one retirement at a
+ * time). */
+static void sl_reload(sl_server *srv)
+{
+    if (srv->cfg.config_path)
+        sl_reload_policies(srv);
+    if (!srv->cfg.envoy_config)
+        return;
+    if (srv->retired)
+        sl_envoy_pending = true;
+    else
+        sl_reload_envoy(srv, "SIGHUP");
 }
 
 /* SIGHUP: reload now, or, while the previous reload is still being applied
@@ -954,11 +1032,11 @@ static void sl_reload(sl_server *srv)
 static bool sl_on_sighup(uv_signal_t *s, int signum)
 {
     sl_server *srv = s->data;
-    if (!srv->cfg.config_path) {
+    if (!srv->cfg.config_path && !srv->cfg.envoy_config) {
         sl_log(SL_LOG_INFO, "SIGHUP: no config file to reload");
         return true;
     }
-    if (srv->retired) {
+    if (srv->retired || srv->envoy_retired) {
         if (!sl_reload_pending)
             sl_log(SL_LOG_INFO, "SIGHUP: the previous reload is still being applied; this one "
                                 "runs when it is done");
@@ -1158,12 +1236,12 @@ int main(int argc, char **argv)
      * full disk does, with an error the snapshot reports, not kill the
      * server and every state with it. */
     signal(SIGXFSZ, SIG_IGN);
-    if (srv->cfg.port == 0 && srv->cfg.http_port == 0) {
-        fprintf(stderr, "sluiced: --port 0 and --http-port 0 turn both listeners off: "
-                        "nothing to serve\n");
+    if (srv->cfg.port == 0 && srv->cfg.http_port == 0 && srv->cfg.grpc_port == 0) {
+        fprintf(stderr, "sluiced: --port 0, --http-port 0 and --grpc-port 0 turn every "
+                        "listener off: nothing to serve\n");
         return 2;
     }
-    if (srv->cfg.port == srv->cfg.http_port &&
+    if (srv->cfg.port != 0 && srv->cfg.port == srv->cfg.http_port &&
         strcmp(srv->cfg.bind, sl_http_bind(&srv->cfg)) == 0) {
         char addr[SL_LOG_ADDR_MAX];
         fprintf(stderr, "sluiced: cannot listen on %s for both RESP and HTTP (--port and "
@@ -1285,11 +1363,34 @@ int main(int argc, char **argv)
                srv->cfg.snapshot_interval_s);
     else if (srv->cfg.snapshot)
         sl_log(SL_LOG_INFO, "snapshot %s: written at shutdown only", srv->cfg.snapshot);
+    if (srv->cfg.envoy_config) {
+        sl_envoy_config *envoy;
+        char err[512];
+        if (sl_envoy_load_dir(srv->cfg.envoy_config, &envoy, err, sizeof err) != 0) {
+            sl_log(SL_LOG_ERROR, "--envoy-config %s: %s", srv->cfg.envoy_config, err);
+            return 1;
+        }
+        sl_envoy_align(envoy, srv->clock_offset_ns);
+        atomic_store(&srv->envoy, envoy);
+        sl_log(SL_LOG_INFO, "envoy config %s: %zu domain%s%s", srv->cfg.envoy_config,
+               envoy->ndomains, envoy->ndomains == 1 ? "" : "s",
+               srv->cfg.grpc_port ? "" : " (not served: --grpc-port is 0)");
+    }
     srv->started_mono = sl_now_mono();
     uv_loop_t *loop = uv_default_loop();
+    if (srv->cfg.envoy_config) {
+        uv_timer_init(loop, &sl_envoy_settle);
+        sl_envoy_settle.data = srv;
+        uv_fs_event_init(loop, &sl_envoy_watch);
+        int wrc = uv_fs_event_start(&sl_envoy_watch, sl_on_envoy_change, srv->cfg.envoy_config, 0);
+        if (wrc != 0)
+            sl_log(SL_LOG_WARN, "envoy config %s: changes are not watched (%s): SIGHUP reads it "
+                                "again",
+                   srv->cfg.envoy_config, uv_strerror(wrc));
+    }
     /* The plans of Redis hashes are read before a client is answered. */
     sl_plans_redis_start(srv, loop);
-    if (sl_workers_start(srv) != 0 || sl_grpc_start(srv) != 0)
+    if (sl_workers_start(srv) != 0)
         return 1;
     uv_signal_init(loop, &sl_sigterm);
     uv_signal_init(loop, &sl_sigint);
@@ -1315,7 +1416,6 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
     sl_notify("STOPPING=1");
 
-    sl_grpc_stop(srv);
     sl_workers_stop(srv);
     sl_plans_redis_stop(srv);
     /* A final snapshot that fails loses the state: the exit status says so,
@@ -1327,6 +1427,8 @@ int main(int argc, char **argv)
         sl_store_free(srv->store);
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
+    sl_envoy_free(atomic_load(&srv->envoy));
+    sl_envoy_free(srv->envoy_retired);
     sl_start_settings_free();
     sl_secret_copies_free();
     sl_log(SL_LOG_INFO, status == 0 ? "bye" : "bye, without the final snapshot");

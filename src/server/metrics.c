@@ -261,7 +261,7 @@ static void sl_metrics_render_peers(sl_peers *first, sl_buf *out)
 void sl_metrics_render(sl_server *srv, sl_buf *out)
 {
     static const char *const outcome[SL_OUTCOMES] = {"allowed", "rejected", "shadow_rejected"};
-    static const char *const proto[SL_PROTOS] = {"resp", "http"};
+    static const char *const proto[SL_PROTOS] = {"resp", "http", "grpc"};
     const sl_config *cfg = atomic_load(&srv->config);
 
     sl_out(out, "# HELP sluice_decisions_total Rate limit decisions, by policy and outcome "

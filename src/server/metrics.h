@@ -18,7 +18,7 @@
 #define SL_METRIC_POLICIES 64
 
 enum { SL_OUT_ALLOWED, SL_OUT_REJECTED, SL_OUT_SHADOW, SL_OUTCOMES };
-enum { SL_PROTO_RESP, SL_PROTO_HTTP, SL_PROTOS };
+enum { SL_PROTO_RESP, SL_PROTO_HTTP, SL_PROTO_GRPC, SL_PROTOS };
 
 /* Upper bounds of the latency buckets, in microseconds; the last bucket is +Inf. */
 #define SL_LATENCY_BUCKETS 12

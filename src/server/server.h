@@ -49,6 +49,7 @@ typedef struct sl_server_config {
     const char *snapshot;    /* file, or NULL */
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
+    const char *envoy_config; /* --envoy-config: envoyproxy/ratelimit's directory, or NULL */
     bool allow_empty_reload; /* SIGHUP may remove every policy in force */
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
@@ -100,7 +101,7 @@ typedef struct sl_worker {
     int id;
     struct sl_server *srv;
     uv_loop_t loop;
-    uv_tcp_t listener[SL_PROTOS]; /* RESP and HTTP, each on its own port */
+    uv_tcp_t listener[SL_PROTOS]; /* RESP, HTTP and gRPC, each on its own port */
     bool listening[SL_PROTOS];
     uv_async_t wakeup; /* the main thread asks for shutdown through it */
     uv_timer_t tick;   /* idle timeouts and request deadlines */
@@ -111,6 +112,8 @@ typedef struct sl_worker {
     struct sl_conn *to_flush; /* connections with replies to write, by flush_next */
     pthread_t thread;
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
+    struct sl_grpc_conn *gconns; /* the gRPC face's (grpc.c), likewise */
+    uv_timer_t grpc_tick;        /* their deadlines, while there are any */
     sl_limit_cache limits;
     sl_backend_worker *bw; /* the backend's handle for this thread */
     struct sl_slot *slot_cache; /* freed reply slots, kept for reuse (a slot is a few KiB) */
@@ -144,7 +147,6 @@ typedef struct sl_server {
     struct sl_peers *peers; /* --peers: the routing fleet's membership, else NULL */
     sl_worker *workers;
     int nworkers;
-    struct sl_grpc *grpc; /* the gRPC face, when --grpc-port is on */
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
     uint64_t lease_key[2];
     _Atomic bool stopping;
@@ -170,6 +172,10 @@ typedef struct sl_server {
      * worker has acknowledged the new epoch. */
     _Atomic(struct sl_config *) config;
     struct sl_config *retired;
+    /* The Envoy rate limit configuration (--envoy-config), replaced whole
+     * on a reload as config is, under the same epoch; NULL when none. */
+    _Atomic(struct sl_envoy_config *) envoy;
+    struct sl_envoy_config *envoy_retired;
     atomic_uint_fast64_t epoch;
     /* EXECs waiting for or holding every worker (sl_workers_pause): while
      * it is not zero, a worker waits before its next read's commands, so
@@ -195,6 +201,14 @@ int sl_workers_start(sl_server *srv);
 /* Asks every worker to stop accepting, finish what is in flight and exit;
  * waits for them. */
 void sl_workers_stop(sl_server *srv);
+
+/* worker.c: before a worker runs the commands of a read (any face): lets
+ * pending EXECs go first, then takes its own `running`; and after. */
+void sl_worker_enter(sl_worker *w);
+static inline void sl_worker_leave(sl_worker *w)
+{
+    atomic_store_explicit(&w->running, false, memory_order_release);
+}
 
 /* worker.c: called by `self` while it runs commands (it holds its own
  * `running`): returns once no other worker is running any, and none starts

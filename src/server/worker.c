@@ -43,6 +43,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "proto/http.h"
+#include "server/grpc.h"
 #include "server/log.h"
 #include "server/server.h"
 
@@ -392,7 +393,7 @@ static void sl_lock_running(atomic_bool *running)
 /* Before a worker runs the commands of a read: lets pending EXECs go first
  * (they would otherwise wait for a moment between two reads of a busy
  * worker), then takes its own lock. */
-static inline void sl_worker_enter(sl_worker *w)
+void sl_worker_enter(sl_worker *w)
 {
     for (;;) {
         while (atomic_load_explicit(&w->srv->pausing, memory_order_relaxed) != 0)
@@ -428,7 +429,7 @@ static void sl_conn_process(sl_conn *c)
 {
     sl_worker_enter(c->w);
     size_t off = c->proto == SL_PROTO_HTTP ? sl_http_serve(c) : sl_conn_run_resp(c);
-    atomic_store_explicit(&c->w->running, false, memory_order_release);
+    sl_worker_leave(c->w);
     if (sl_conn_over_limit(c))
         return;
     if (off > 0) {
@@ -636,7 +637,7 @@ static void sl_conn_refuse(sl_conn *c, int http_status, const char *msg)
     sl_conn_flush_now(c);
 }
 
-static const char *const sl_proto_names[SL_PROTOS] = {"RESP", "HTTP"};
+static const char *const sl_proto_names[SL_PROTOS] = {"RESP", "HTTP", "gRPC"};
 
 /* Reads the socket's peer address into c->peer; false when it cannot be. */
 static bool sl_conn_read_peer(sl_conn *c)
@@ -830,8 +831,10 @@ static size_t sl_conn_received(sl_conn *c)
  * server), close what is left and the loop's own handles, so uv_run returns. */
 static void sl_worker_finish(sl_worker *w, int64_t now)
 {
-    if (w->conns && now < w->stop_deadline)
+    if ((w->conns || w->gconns) && now < w->stop_deadline)
         return;
+    if (w->srv->cfg.grpc_port > 0)
+        sl_grpc_worker_close(w);
     for (sl_conn *c = w->conns, *next; c; c = next) {
         next = c->next;
         sl_log(SL_LOG_WARN, "client %llu: still owed replies at shutdown; closing",
@@ -863,6 +866,7 @@ static void sl_worker_stop(sl_worker *w)
     }
     if (uv_is_closing((uv_handle_t *)&w->tick))
         return; /* a second wake-up during shutdown */
+    sl_grpc_worker_stop(w);
     for (sl_conn *c = w->conns, *next; c; c = next) {
         next = c->next;
         if (c->reading && !c->closing) {
@@ -953,7 +957,7 @@ static int sl_listen_socket(const char *bind_addr, int port)
  */
 int sl_listeners_open(sl_server *srv)
 {
-    const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port};
+    const int ports[SL_PROTOS] = {srv->cfg.port, srv->cfg.http_port, srv->cfg.grpc_port};
     for (int p = 0; p < SL_PROTOS; p++) {
         srv->listen_fd[p] = -1;
         if (ports[p] <= 0)
@@ -986,7 +990,7 @@ void sl_listeners_close(sl_server *srv)
  * worker its event loop, its wake-up, its copies of the listening sockets
  * and the one libuv holds back for an accept that finds no descriptor. */
 #define SL_FD_RESERVE 32
-#define SL_FD_PER_WORKER 6
+#define SL_FD_PER_WORKER 7
 
 /*
  * Fits --maxclients to the open file limit, as Redis does: the soft limit
@@ -1033,7 +1037,7 @@ static int sl_clients_fit(sl_server *srv)
         }
     }
     srv->port_maxclients = srv->cfg.maxclients;
-    if (srv->cfg.port > 0 && srv->cfg.http_port > 0) {
+    if ((srv->cfg.port > 0) + (srv->cfg.http_port > 0) + (srv->cfg.grpc_port > 0) >= 2) {
         /* At most 1000000 * 100: no overflow. At least one, so that a small
          * --maxclients still serves both faces. */
         int share = (int)((long long)srv->cfg.maxclients * srv->cfg.port_share_pct / 100);
@@ -1074,8 +1078,10 @@ int sl_workers_start(sl_server *srv)
         w->flusher.data = w;
         uv_check_start(&w->flusher, sl_worker_flush);
         uv_unref((uv_handle_t *)&w->flusher); /* keeps no loop alive */
-        static const uv_connection_cb on_accept[SL_PROTOS] = {sl_on_resp_connection,
-                                                              sl_on_http_connection};
+        static const uv_connection_cb on_accept[SL_PROTOS] = {
+            sl_on_resp_connection, sl_on_http_connection, sl_grpc_on_connection};
+        if (srv->cfg.grpc_port > 0)
+            sl_grpc_worker_init(w);
         for (int p = 0; p < SL_PROTOS; p++) {
             if (srv->listen_fd[p] < 0)
                 continue;

@@ -3,9 +3,10 @@
 The message classes are built at test time from the repository's own proto/*.proto:
 protoc-c writes a descriptor set (-o, --include_imports) and python3-protobuf makes the
 classes from it; calls go through grpcio's generic unary_unary, by method path, as a
-generated stub's would. What is checked: Health/Check answers SERVING; ShouldRateLimit
-decodes its request (a broken one is INVALID_ARGUMENT naming what broke) and answers
-UNIMPLEMENTED in this version; many concurrent calls on one channel; large requests past
+generated stub's would. What is checked: Health/Check answers SERVING (the rate limit
+service once it has a configuration); ShouldRateLimit decodes its request (a broken one is
+INVALID_ARGUMENT naming what broke), and without --envoy-config answers UNAVAILABLE; many
+concurrent calls on one channel; large requests past
 HTTP/2's initial flow control windows; a deadline passed before the request is whole is
 answered DEADLINE_EXCEEDED by the server; a stream the client resets half way; bytes that
 are not HTTP/2 close the connection, and the server keeps serving. The frames no gRPC
@@ -62,10 +63,23 @@ SERVING = 1
 NOT_SERVING = 2
 
 
+EDGE = """\
+domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
+  - key: user
+    rate_limit: {unit: minute, requests_per_unit: 1000000}
+"""
+
+
 @pytest.fixture(scope="module")
-def grpc_server():
+def grpc_server(tmp_path_factory):
     port = free_port()
-    s = Sluiced(args=["--grpc-port", str(port), "--log-level", "debug"])
+    d = tmp_path_factory.mktemp("envoy")
+    (d / "edge.yaml").write_text(EDGE)
+    s = Sluiced(args=["--grpc-port", str(port), "--envoy-config", str(d), "--log-level",
+                      "debug"])
     s.grpc_port = port
     s.start()
     yield s
@@ -108,21 +122,30 @@ def code_of(call, *args, **kw):
 
 def test_health_check_is_serving(channel):
     assert health(channel)(M["hreq"](), timeout=10).status == SERVING
-    # the rate limit service is not served yet: a health checker must not send Envoy here
     named = M["hreq"](service="envoy.service.ratelimit.v3.RateLimitService")
-    assert health(channel)(named, timeout=10).status == NOT_SERVING
+    assert health(channel)(named, timeout=10).status == SERVING
+
+
+def test_without_envoy_config_the_service_is_not_serving(make_server):
+    port = free_port()
+    make_server(args=["--grpc-port", str(port)])
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    try:
+        # a health checker must not send Envoy to a server with nothing to serve
+        named = M["hreq"](service="envoy.service.ratelimit.v3.RateLimitService")
+        assert health(ch)(named, timeout=10).status == NOT_SERVING
+        assert health(ch)(M["hreq"](), timeout=10).status == SERVING
+        code, details = code_of(rls(ch), request(), timeout=10)
+        assert code == grpc.StatusCode.UNAVAILABLE
+        assert "--envoy-config" in details
+    finally:
+        ch.close()
 
 
 def test_health_check_of_an_unknown_service_is_not_found(channel):
     code, details = code_of(health(channel), M["hreq"](service="nope.Nothing"), timeout=10)
     assert code == grpc.StatusCode.NOT_FOUND
     assert "nope.Nothing" in details
-
-
-def test_should_rate_limit_is_unimplemented_in_this_version(channel):
-    code, details = code_of(rls(channel), request(), timeout=10)
-    assert code == grpc.StatusCode.UNIMPLEMENTED
-    assert "ShouldRateLimit" in details and "--envoy-config" in details
 
 
 def test_a_broken_request_is_invalid_argument_naming_what_broke(channel):
@@ -168,7 +191,8 @@ def test_many_concurrent_calls_on_one_channel(channel):
         if kind == "h":
             assert f.result().status == SERVING
         else:
-            assert f.code() == grpc.StatusCode.UNIMPLEMENTED
+            resp = f.result()
+            assert resp.overall_code == 1 and resp.statuses[0].limit_remaining == 999999
 
 
 def test_large_requests_past_the_flow_control_windows(channel):
@@ -180,7 +204,7 @@ def test_large_requests_past_the_flow_control_windows(channel):
     assert 40000 < body.ByteSize() < 65536
     futures = [r.future(body, timeout=60) for _ in range(40)]
     for f in futures:
-        assert f.code() == grpc.StatusCode.UNIMPLEMENTED, f.details()
+        assert f.result().overall_code == 1  # OK: no rule for these keys
 
 
 class RawH2:

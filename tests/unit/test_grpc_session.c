@@ -162,7 +162,7 @@ Test(grpc_session, a_health_check_is_headers_message_and_trailers)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(10);
+    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL);
     cr_assert_not_null(g);
     body b;
     int32_t id = call(&c, health, NULL, &b, "", 0);
@@ -179,27 +179,100 @@ Test(grpc_session, a_health_check_is_headers_message_and_trailers)
     nghttp2_session_del(c.session);
 }
 
-Test(grpc_session, should_rate_limit_and_errors_are_one_headers_frame)
+/* A service that answers a 2-byte request at once (INVALID_ARGUMENT) and
+ * keeps any other for later, as the store's answers come. */
+typedef struct test_svc {
+    sl_grpc_call *held;
+    int calls, wakes, cancels;
+    void *cancelled_data;
+} test_svc;
+
+static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, size_t len)
+{
+    test_svc *t = arg;
+    t->calls++;
+    if (len == 2) {
+        sl_grpc_answer_status(call, SL_GRPC_INVALID_ARGUMENT, "two bytes");
+        return;
+    }
+    t->held = call;
+    sl_grpc_call_set_data(call, t);
+}
+
+static void svc_cancel(void *arg, sl_grpc_call *call, void *data)
+{
+    test_svc *t = arg;
+    t->cancels++;
+    t->cancelled_data = data;
+    if (t->held == call)
+        t->held = NULL;
+}
+
+static bool svc_serving(void *arg)
+{
+    return true;
+}
+
+static void svc_wake(void *arg)
+{
+    ((test_svc *)arg)->wakes++;
+}
+
+static const sl_grpc_service test_service = {svc_rate_limit, svc_cancel, svc_serving, svc_wake};
+
+Test(grpc_session, should_rate_limit_goes_to_the_service_now_or_later)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(10);
+    test_svc t = {0};
+    sl_grpc_session *g = sl_grpc_session_new(10, &test_service, &t);
     body b1, b2, b3;
     /* domain "edge", one descriptor ("k", "v") */
     static const uint8_t req[] = {0x0a, 4, 'e', 'd', 'g', 'e', 0x12, 8, 0x0a, 6,
                                   0x0a, 1, 'k', 0x12, 1, 'v'};
-    int32_t ok = call(&c, rls, "5S", &b1, req, sizeof req);
-    int32_t bad = call(&c, rls, NULL, &b2, "\x0a\x50", 2);
+    int32_t later = call(&c, rls, "5S", &b1, req, sizeof req);
+    int32_t now = call(&c, rls, NULL, &b2, "\x0a\x50", 2);
     int32_t unknown = call(&c, "/a.B/C", NULL, &b3, "", 0);
     pump(&c, g, T);
-    cr_assert_str_eq(c.streams[ok].grpc_status, "12");
-    cr_assert(strstr(c.streams[ok].grpc_message, "ShouldRateLimit") != NULL);
-    cr_assert_eq(c.streams[ok].data_len, 0);
-    cr_assert_str_eq(c.streams[bad].grpc_status, "3");
-    /* percent-encoded on the wire: the client sees the encoding */
-    cr_assert_str_eq(c.streams[bad].grpc_message, "request: not a RateLimitRequest on the wire");
+    cr_assert_eq(t.calls, 2);
+    /* answered in the call: no wake-up, the owner sends after recv */
+    cr_assert_eq(t.wakes, 0);
+    cr_assert_str_eq(c.streams[now].grpc_status, "3");
+    cr_assert_str_eq(c.streams[now].grpc_message, "two bytes");
     cr_assert_str_eq(c.streams[unknown].grpc_status, "12");
     cr_assert_str_eq(c.streams[unknown].grpc_message, "unknown method /a.B/C");
+    cr_assert_str_eq(c.streams[later].grpc_status, "");
+    /* the answer comes later: the owner is woken to send it */
+    cr_assert(t.held != NULL);
+    size_t n = SL_GRPC_PREFIX + 2;
+    uint8_t *out = malloc(n);
+    out[SL_GRPC_PREFIX] = 0x08, out[SL_GRPC_PREFIX + 1] = 0x01; /* overall_code OK */
+    sl_grpc_answer(t.held, out, n);
+    cr_assert_eq(t.wakes, 1);
+    pump(&c, g, T);
+    cr_assert_str_eq(c.streams[later].grpc_status, "0");
+    cr_assert_eq(c.streams[later].data_len, n);
+    cr_assert_eq(t.cancels, 0);
+    /* a call still held when the session ends is cancelled, with its data */
+    body b4;
+    call(&c, rls, NULL, &b4, req, sizeof req);
+    pump(&c, g, T);
+    cr_assert(t.held != NULL);
+    sl_grpc_session_free(g);
+    cr_assert_eq(t.cancels, 1);
+    cr_assert_eq(t.cancelled_data, &t);
+    nghttp2_session_del(c.session);
+}
+
+Test(grpc_session, without_a_service_should_rate_limit_is_unavailable)
+{
+    client c;
+    client_init(&c);
+    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL);
+    body b1;
+    int32_t id = call(&c, rls, NULL, &b1, "", 0);
+    pump(&c, g, T);
+    cr_assert_str_eq(c.streams[id].grpc_status, "14");
     sl_grpc_session_free(g);
     nghttp2_session_del(c.session);
 }
@@ -208,7 +281,7 @@ Test(grpc_session, a_deadline_passes_at_its_nanosecond_and_not_before)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(0);
+    sl_grpc_session *g = sl_grpc_session_new(0, NULL, NULL);
     body b;
     int32_t id = call(&c, rls, "200m", &b, NULL, 0);
     pump(&c, g, T);
@@ -230,7 +303,7 @@ Test(grpc_session, request_timeout_bounds_a_request_without_its_own)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(2);
+    sl_grpc_session *g = sl_grpc_session_new(2, NULL, NULL);
     body b1, b2;
     int32_t plain = call(&c, rls, NULL, &b1, NULL, 0);
     int32_t later = call(&c, rls, "1H", &b2, NULL, 0); /* later than 2 s: the 2 s win */
@@ -250,7 +323,7 @@ Test(grpc_session, request_timeout_bounds_a_request_without_its_own)
 Test(grpc_session, bytes_that_are_not_http2)
 {
     /* Not even the preface: refused, and the caller closes. */
-    sl_grpc_session *g = sl_grpc_session_new(10);
+    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL);
     const char *h1 = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     cr_assert_eq(sl_grpc_session_recv(g, (const uint8_t *)h1, strlen(h1), T), -1);
     const uint8_t *d;
@@ -260,7 +333,7 @@ Test(grpc_session, bytes_that_are_not_http2)
 
     /* The preface, then a SETTINGS frame of 5 bytes (a multiple of 6 or an
      * error): a GOAWAY (frame type 7) says so, and the session is done. */
-    g = sl_grpc_session_new(10);
+    g = sl_grpc_session_new(10, NULL, NULL);
     static const uint8_t bad[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
                                  "\x00\x00\x05\x04\x00\x00\x00\x00\x00"
                                  "\x00\x03\x00\x00\x00";
@@ -285,7 +358,7 @@ Test(grpc_session, goaway_ends_the_session_once_streams_end)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(0);
+    sl_grpc_session *g = sl_grpc_session_new(0, NULL, NULL);
     body b;
     call(&c, health, NULL, &b, "", 0);
     pump(&c, g, T);
