@@ -27,6 +27,7 @@ typedef struct rls_item {
     uint8_t kind;
     bool shadow;
     uint8_t n;                          /* limits (IT_TAKE), the one at 0 (IT_ZERO) */
+    int64_t hits;
     uint32_t rpu[SL_ENVOY_MAX_LIMITS];  /* each limit as Envoy states it */
     uint8_t unit[SL_ENVOY_MAX_LIMITS];  /* an sl_envoy_unit each */
     const char *name;                   /* the rule's name, in the call's arena */
@@ -44,10 +45,14 @@ struct sl_rls_call {
     bool cancelled;
     sl_rls_done_fn done;
     void *arg;
-    void (*decided)(void *arg, const char *key, size_t len, bool over, bool near, bool shadow);
+    void (*decided)(void *arg, const char *key, size_t len, int64_t hits, bool over, bool near,
+                    bool shadow);
     void *decided_arg;
+    const char *const *header_names;
     char *arena;      /* names and stats keys */
     sl_rls_status *statuses;
+    sl_rls_header headers[3];
+    char header_values[3][24];
     rls_item items[];
 };
 
@@ -81,7 +86,8 @@ static void call_decided(sl_rls_call *call)
             continue;
         bool over = it->kind == IT_ZERO || it->r.failed >= 0;
         bool near = !over && near_limit(&it->d[binding(it)]);
-        call->decided(call->decided_arg, it->mkey, it->mlen, over, near, it->shadow && over);
+        call->decided(call->decided_arg, it->mkey, it->mlen, it->hits, over, near,
+                      it->shadow && over);
     }
 }
 
@@ -262,6 +268,7 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
     call->arg = arg;
     call->decided = c->decided;
     call->decided_arg = c->decided_arg;
+    call->header_names = c->header_names;
     call->submitting = true;
     char *a = call->arena;
     for (size_t i = 0; i < n; i++) {
@@ -284,10 +291,13 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
             it->mlen = ml < SL_RLS_METRIC_KEY_MAX ? ml : SL_RLS_METRIC_KEY_MAX;
             a += it->mlen + 1;
         }
+        if (it->kind == IT_ZERO)
+            it->hits = hits(r, rd);
         if (!lim)
             continue;
         sl_take_item items[SL_ENVOY_MAX_LIMITS];
         int64_t cost = hits(r, rd);
+        it->hits = cost;
         for (size_t j = 0; j < it->n; j++) {
             char *k = keybuf + j * (keymax + 1);
             size_t index = rd->has_limit ? SL_ENVOY_MAX_LIMITS + (size_t)rd->limit_unit : j;
@@ -332,6 +342,41 @@ out:
     if (rc == SL_ERR_NOMEM)
         fail(err, errlen, rc, "out of memory");
     return rc;
+}
+
+/* The headers of the descriptor nearest its limit: the last one over it,
+ * else the one with the least remaining; none when no status has a limit. */
+static void add_headers(sl_rls_call *call, sl_rls_response *resp)
+{
+    const sl_rls_status *min = NULL;
+    for (size_t i = 0; i < call->n; i++) {
+        const sl_rls_status *s = &call->statuses[i];
+        if (!s->has_limit)
+            continue;
+        bool over = call->items[i].kind == IT_ZERO ||
+                    (call->items[i].kind == IT_TAKE && call->items[i].r.failed >= 0);
+        /* An over one has none remaining: only a later one over takes its place. */
+        if (over || !min || s->limit_remaining < min->limit_remaining)
+            min = s;
+    }
+    if (!min)
+        return;
+    /* The seconds to the reset, rounded up: a client that waits them finds
+     * the window over. */
+    int64_t reset = min->has_reset ? min->reset_after_ns / 1000000000 +
+                                         (min->reset_after_ns % 1000000000 != 0)
+                                   : 0;
+    snprintf(call->header_values[0], sizeof call->header_values[0], "%u",
+             min->requests_per_unit);
+    snprintf(call->header_values[1], sizeof call->header_values[1], "%u",
+             min->limit_remaining);
+    snprintf(call->header_values[2], sizeof call->header_values[2], "%lld", (long long)reset);
+    for (int i = 0; i < 3; i++) {
+        call->headers[i].key = call->header_names[i];
+        call->headers[i].value = call->header_values[i];
+    }
+    resp->response_headers = call->headers;
+    resp->n_response_headers = 3;
 }
 
 int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, const char **errstr)
@@ -383,6 +428,8 @@ int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, const char **errstr)
     resp->overall_code = overall;
     resp->statuses = call->statuses;
     resp->n_statuses = call->n;
+    if (call->header_names)
+        add_headers(call, resp);
     return SL_OK;
 }
 

@@ -48,11 +48,18 @@ typedef struct sl_rls_ctx {
     const sl_envoy_config *envoy; /* NULL: none loaded (every domain unknown) */
     int64_t clock_offset_ns;      /* a limit override's windows on the wall clock */
     size_t max_key_bytes;         /* the longest store key; 0: no bound */
+    /* The names of the headers the answer asks Envoy to add (the limit,
+     * what remains, the seconds to its reset), of the descriptor nearest
+     * its limit (the last one over it, else the least remaining), as the
+     * reference's LIMIT_RESPONSE_HEADERS_ENABLED adds them; NULL: none. */
+    const char *const *header_names;
     /* Called once per descriptor decided by a rule (not for no rule,
      * unlimited or replaced), for the face's metrics: the rule's stats key
-     * (sl_envoy_metric_key, key[0 .. len)), whether it was over the limit,
-     * near it (past 80% of it, within), and in shadow mode. May be NULL. */
-    void (*decided)(void *arg, const char *key, size_t len, bool over, bool near, bool shadow);
+     * (sl_envoy_metric_key, key[0 .. len)), its hits, whether it was over
+     * the limit, near it (past 80% of it, within), and in shadow mode. May
+     * be NULL. */
+    void (*decided)(void *arg, const char *key, size_t len, int64_t hits, bool over, bool near,
+                    bool shadow);
     void *decided_arg;
 } sl_rls_ctx;
 

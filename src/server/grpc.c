@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "proto/grpc_frame.h"
 #include "server/grpc.h"
+#include "server/envoy_stats.h"
 #include "server/grpc_session.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -110,6 +111,9 @@ static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, si
         .envoy = envoy,
         .clock_offset_ns = srv->clock_offset_ns,
         .max_key_bytes = srv->cfg.max_key_bytes,
+        .header_names = srv->cfg.envoy_headers,
+        .decided = sl_envoy_stats_count,
+        .decided_arg = w->envoy_stats,
     };
     sl_rls_call *rc;
     st = sl_rls_start(&ctx, &r, on_rls_done, call, &rc, err, sizeof err);
@@ -391,6 +395,8 @@ void sl_grpc_on_connection(uv_stream_t *listener, int status)
 
 void sl_grpc_worker_init(sl_worker *w)
 {
+    /* Without its table (out of memory) a worker counts nothing. */
+    w->envoy_stats = sl_envoy_stats_new();
     uv_timer_init(&w->loop, &w->grpc_tick);
     w->grpc_tick.data = w;
 }

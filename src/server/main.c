@@ -110,7 +110,7 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
  * command line, so the default shown is the default used.
  */
 enum sl_flag_id {
-    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
+    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_ENVOY_HEADERS, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
     F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
@@ -151,6 +151,16 @@ static const sl_flag sl_flags[F_COUNT] = {
                         "in DIR changes, a configuration with an error refused whole "
                         "(docs/envoy.md)",
                         "a directory", 0},
+    [F_ENVOY_HEADERS] = {"envoy-headers", "NAMES", "off",
+                         "the headers ShouldRateLimit asks Envoy to add to its answers (the "
+                         "limit, what remains, the seconds to the reset, of the descriptor "
+                         "nearest its limit): off; ratelimit for RateLimit-Limit, "
+                         "RateLimit-Remaining and RateLimit-Reset (the names of "
+                         "envoyproxy/ratelimit's LIMIT_RESPONSE_HEADERS_ENABLED); x-ratelimit for "
+                         "X-RateLimit-*; or three names, comma-separated",
+                         "off, ratelimit, x-ratelimit, or three header names (letters, digits "
+                         "and -, at most 64 bytes each) separated by commas",
+                         SL_FLAG_APPLIED},
     [F_BIND] = {"bind", "ADDR", "127.0.0.1",
                 "address to listen on, an IPv4 or IPv6 literal; any other than loopback "
                 "without --requirepass is warned about at start",
@@ -291,6 +301,47 @@ static const sl_flag sl_flags[F_COUNT] = {
                          "print the flags as the Markdown table of docs/configuration.md and exit",
                          NULL, SL_FLAG_CLI_ONLY},
 };
+
+/* --envoy-headers: off, ratelimit, x-ratelimit or three names, into
+ * cfg->envoy_headers (NULL for off). The names are kept in static room:
+ * the value may come from a config file's setting, which a reload frees. */
+static bool sl_parse_envoy_headers(const char *v, sl_server_config *cfg)
+{
+    static const char *const ratelimit[3] = {"RateLimit-Limit", "RateLimit-Remaining",
+                                             "RateLimit-Reset"};
+    static const char *const x_ratelimit[3] = {"X-RateLimit-Limit", "X-RateLimit-Remaining",
+                                               "X-RateLimit-Reset"};
+    static char names[3][65];
+    static const char *custom[3] = {names[0], names[1], names[2]};
+    if (strcmp(v, "off") == 0) {
+        cfg->envoy_headers = NULL;
+        return true;
+    }
+    if (strcmp(v, "ratelimit") == 0 || strcmp(v, "x-ratelimit") == 0) {
+        cfg->envoy_headers = v[0] == 'r' ? ratelimit : x_ratelimit;
+        return true;
+    }
+    char parsed[3][65];
+    const char *p = v;
+    for (int i = 0; i < 3; i++) {
+        size_t n = 0;
+        for (; *p && *p != ','; p++, n++) {
+            bool ok = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                      (*p >= '0' && *p <= '9') || *p == '-';
+            if (!ok || n == 64)
+                return false;
+            parsed[i][n] = *p;
+        }
+        parsed[i][n] = '\0';
+        if (n == 0 || (i < 2 && *p != ',') || (i == 2 && *p != '\0'))
+            return false;
+        if (i < 2)
+            p++;
+    }
+    memcpy(names, parsed, sizeof names);
+    cfg->envoy_headers = custom;
+    return true;
+}
 
 /* "--name ARG" into buf: the flag as the help and the table show it. */
 static void sl_flag_synopsis(const sl_flag *f, char *buf, size_t len)
@@ -456,6 +507,10 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
                 if (*t <= ' ' || *t > '~' || (*t == ',' && t[1] != '/'))
                     goto bad;
             cfg->http_open = optarg;
+            break;
+        case F_ENVOY_HEADERS:
+            if (!sl_parse_envoy_headers(optarg, cfg))
+                goto bad;
             break;
         case F_MAXCLIENTS:
             if (!sl_parse_size(optarg, 1000000, &v) || v < 1)

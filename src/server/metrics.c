@@ -2,6 +2,7 @@
  * metrics.c: per-worker counters and their Prometheus text exposition
  * (version 0.0.4: "# HELP", "# TYPE", then one sample per line).
  */
+#include "server/envoy_stats.h"
 #include "server/metrics.h"
 
 #include <stdarg.h>
@@ -358,4 +359,5 @@ void sl_metrics_render(sl_server *srv, sl_buf *out)
     sl_out(out, "# HELP sluice_commands_total Commands and requests served.\n"
                 "# TYPE sluice_commands_total counter\nsluice_commands_total %llu\n",
            (unsigned long long)sl_metrics_sum_commands(srv));
+    sl_envoy_stats_render(srv, out);
 }

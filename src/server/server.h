@@ -50,6 +50,7 @@ typedef struct sl_server_config {
     int snapshot_interval_s; /* 0 = only at shutdown; -1 = not given (60 with a snapshot) */
     const char *config_path;
     const char *envoy_config; /* --envoy-config: envoyproxy/ratelimit's directory, or NULL */
+    const char *const *envoy_headers; /* --envoy-headers: 3 names, or NULL for none */
     bool allow_empty_reload; /* SIGHUP may remove every policy in force */
     int log_level;
     const char *http_auth_header; /* forward-auth: the request header holding the key */
@@ -114,6 +115,7 @@ typedef struct sl_worker {
     struct sl_conn *conns; /* doubly linked, for idle timeouts and shutdown */
     struct sl_grpc_conn *gconns; /* the gRPC face's (grpc.c), likewise */
     uv_timer_t grpc_tick;        /* their deadlines, while there are any */
+    struct sl_envoy_stats *envoy_stats; /* ShouldRateLimit's counts (envoy_stats.h) */
     sl_limit_cache limits;
     sl_backend_worker *bw; /* the backend's handle for this thread */
     struct sl_slot *slot_cache; /* freed reply slots, kept for reuse (a slot is a few KiB) */

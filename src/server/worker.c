@@ -43,6 +43,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "proto/http.h"
+#include "server/envoy_stats.h"
 #include "server/grpc.h"
 #include "server/log.h"
 #include "server/server.h"
@@ -1162,6 +1163,7 @@ void sl_workers_stop(sl_server *srv)
         pthread_join(srv->workers[i].thread, NULL);
         uv_loop_close(&srv->workers[i].loop);
         free(srv->workers[i].check);
+        sl_envoy_stats_free(srv->workers[i].envoy_stats);
     }
     free(srv->workers);
     srv->workers = NULL;
