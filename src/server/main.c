@@ -407,15 +407,15 @@ static void sl_usage_markdown(FILE *f)
         fprintf(f, "| `%s` | %s | %s |\n", syn, fl->def ? fl->def : fl->arg ? "none" : "",
                 fl->help);
     }
-    fprintf(f, "\nNot in this version, and refused with an error that says so:");
-    const char *sep = " ";
+    const char *sep = "\nNot in this version, and refused with an error that says so: ";
     for (int i = 0; i < F_COUNT; i++) {
         if (sl_flags[i].flags & SL_FLAG_UNAVAILABLE) {
             fprintf(f, "%s`--%s`", sep, sl_flags[i].name);
             sep = ", ";
         }
     }
-    fprintf(f, ".\n");
+    if (sep[0] == ',')
+        fprintf(f, ".\n");
 }
 
 /* Parses flags into *cfg. `origin` names where they come from in messages
