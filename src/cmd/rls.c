@@ -137,8 +137,8 @@ static const sl_envoy_limit *item_limits(const sl_rls_ctx *c, const sl_rls_descr
     if (known && rd->has_limit) {
         sl_status st = sl_envoy_limit_init(own, (sl_envoy_unit)rd->limit_unit,
                                            rd->limit_requests_per_unit, SL_FIXED_WINDOW, 0);
-        if (st == SL_OK && rd->limit_requests_per_unit > 0)
-            st = sl_limit_align(&own->limit, 0, 0, c->clock_offset_ns);
+        if (st == SL_OK)
+            st = sl_envoy_limit_align(own, c->clock_offset_ns);
         if (st != SL_OK) {
             it->kind = IT_NONE;
             return NULL;

@@ -892,16 +892,28 @@ out:
     return rc;
 }
 
+sl_status sl_envoy_limit_align(sl_envoy_limit *l, int64_t clock_offset_ns)
+{
+    if (l->requests_per_unit == 0)
+        return SL_OK;
+    sl_status st = sl_limit_align(&l->limit, 0, 0, clock_offset_ns);
+    if (st != SL_OK)
+        return st;
+    /* sl_limit_align counts windows from Monday 1970-01-05; the reference
+     * from the epoch, which differs for a week, a month and a year: now +
+     * clock_offset_ns a multiple of the period, so now = -offset mod it. */
+    int64_t p = l->limit.period_ns, ph = -clock_offset_ns % p;
+    l->limit.phase_ns = ph < 0 ? ph + p : ph;
+    return SL_OK;
+}
+
 static void sl_envoy_level_align(sl_envoy_level *l, int64_t clock_offset_ns)
 {
     for (size_t i = 0; i < l->n; i++) {
         sl_envoy_node *n = &l->nodes[i];
-        for (size_t j = 0; n->rule && j < n->rule->nlimits; j++) {
-            sl_envoy_limit *lim = &n->rule->limits[j];
-            /* Initialized limits align without an error (no months). */
-            if (lim->requests_per_unit > 0)
-                sl_limit_align(&lim->limit, 0, 0, clock_offset_ns);
-        }
+        /* Loaded limits align without an error (no months, an offset in range). */
+        for (size_t j = 0; n->rule && j < n->rule->nlimits; j++)
+            sl_envoy_limit_align(&n->rule->limits[j], clock_offset_ns);
         sl_envoy_level_align(&n->children, clock_offset_ns);
     }
 }

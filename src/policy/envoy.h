@@ -166,9 +166,12 @@ int sl_envoy_add(sl_envoy_config *c, const char *text, size_t len, const char *n
  */
 int sl_envoy_load_dir(const char *dir, sl_envoy_config **out, char *err, size_t errlen);
 
-/* Aligns every limit of c for a clock that reads Unix time minus
- * clock_offset_ns (sl_limit_align, no months): as loaded, windows fall at
- * multiples of the unit on that clock. */
+/* Puts a limit's windows where the reference has them, at multiples of the
+ * unit since the Unix epoch (a week from Thursday 1970-01-01), for a clock
+ * that reads Unix time minus clock_offset_ns; as initialized, they fall at
+ * multiples of the unit on that clock. Returns sl_limit_align's error. */
+sl_status sl_envoy_limit_align(sl_envoy_limit *l, int64_t clock_offset_ns);
+/* sl_envoy_limit_align on every limit of c. */
 void sl_envoy_align(sl_envoy_config *c, int64_t clock_offset_ns);
 
 /* The domain named so, NULL when none. */

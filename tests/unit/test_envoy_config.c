@@ -990,3 +990,32 @@ Test(envoy_values, a_limit_override)
     cr_assert_eq(sl_envoy_limit_init(&l, SL_ENVOY_SECOND, 5, SL_GCRA, 9), SL_OK);
     cr_assert_eq(l.limit.burst, 9);
 }
+
+/* Windows fall where the reference has them, at multiples of the unit since
+ * the Unix epoch, whatever the clock's offset from Unix time: a week from
+ * Thursday, a month every 30 days, a minute on the minute. */
+Test(envoy_align, windows_at_multiples_of_the_unit_since_the_epoch)
+{
+    static const sl_envoy_unit units[] = {SL_ENVOY_SECOND, SL_ENVOY_MINUTE, SL_ENVOY_HOUR,
+                                          SL_ENVOY_DAY,    SL_ENVOY_WEEK,   SL_ENVOY_MONTH,
+                                          SL_ENVOY_YEAR};
+    /* Unix time 2026-12-02 04:00:07.5 UTC, a Wednesday; a clock that reads
+     * it minus an offset of about 56 years and a fraction. */
+    const int64_t unix_now = INT64_C(1796097607500000000);
+    const int64_t offset = INT64_C(1796000000123456789);
+    const int64_t now = unix_now - offset;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        sl_envoy_limit l;
+        cr_assert_eq(sl_envoy_limit_init(&l, units[i], 10, SL_FIXED_WINDOW, 0), SL_OK);
+        cr_assert_eq(sl_envoy_limit_align(&l, offset), SL_OK);
+        uint64_t state[8] = {0};
+        cr_assert_leq(sl_state_size(&l.limit), sizeof state);
+        sl_decision d;
+        cr_assert_eq(sl_take(&l.limit, state, now, 1, &d), SL_OK);
+        int64_t unit = sl_envoy_unit_seconds(units[i]) * INT64_C(1000000000);
+        int64_t into = unix_now % unit;
+        cr_assert_eq(d.reset_after_ns, unit - into, "%s: %lld, not %lld",
+                     sl_envoy_unit_name(units[i]), (long long)d.reset_after_ns,
+                     (long long)(unit - into));
+    }
+}
