@@ -171,6 +171,27 @@ static const sl_envoy_limit *item_limits(const sl_rls_ctx *c, const sl_rls_descr
     return it->kind == IT_TAKE ? lim : NULL;
 }
 
+/* What sl_rls_start keeps on the stack when the request fits. */
+#define RLS_STACK_DESCRIPTORS 4
+#define RLS_STACK_ENTRIES 16
+#define RLS_STACK_KEYS 2048
+
+/* Frees what sl_rls_start allocated for a request too large for its stack room. */
+static void free_room(char *keybuf, const char *key_room, sl_envoy_descriptor *desc,
+                      const sl_envoy_descriptor *desc_room, sl_envoy_entry *entries,
+                      const sl_envoy_entry *entries_room, sl_envoy_match *m,
+                      const sl_envoy_match *m_room)
+{
+    if (keybuf != key_room)
+        sl_free(keybuf);
+    if (desc != desc_room)
+        sl_free(desc);
+    if (entries != entries_room)
+        sl_free(entries);
+    if (m != m_room)
+        sl_free(m);
+}
+
 int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, void *arg,
                  sl_rls_call **out, char *err, size_t errlen)
 {
@@ -180,18 +201,23 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
     if (r->n_descriptors == 0)
         return fail(err, errlen, SL_ERR_ARGUMENT, "rate limit descriptor list must not be empty");
     size_t n = r->n_descriptors;
-    sl_envoy_descriptor *desc = sl_calloc(n, sizeof *desc);
-    sl_envoy_entry *entries = NULL;
-    sl_envoy_match *m = sl_calloc(n, sizeof *m);
     size_t nentries = 0;
     for (size_t i = 0; i < n; i++)
         nentries += r->descriptors[i].n_entries;
-    if (nentries)
-        entries = sl_calloc(nentries, sizeof *entries);
+    /* The matching's room: on the stack for the common request, a few
+     * descriptors of a few entries; else allocated. */
+    sl_envoy_descriptor desc_room[RLS_STACK_DESCRIPTORS];
+    sl_envoy_entry entries_room[RLS_STACK_ENTRIES];
+    sl_envoy_match m_room[RLS_STACK_DESCRIPTORS];
+    char key_room[RLS_STACK_KEYS];
+    bool small = n <= RLS_STACK_DESCRIPTORS && nentries <= RLS_STACK_ENTRIES;
+    sl_envoy_descriptor *desc = small ? desc_room : sl_calloc(n, sizeof *desc);
+    sl_envoy_entry *entries = small ? entries_room : sl_calloc(nentries + 1, sizeof *entries);
+    sl_envoy_match *m = small ? m_room : sl_calloc(n, sizeof *m);
     int rc = SL_OK;
     sl_rls_call *call = NULL;
     char *keybuf = NULL;
-    if (!desc || !m || (nentries && !entries)) {
+    if (!desc || !m || !entries) {
         rc = SL_ERR_NOMEM;
         goto out;
     }
@@ -207,7 +233,9 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
         }
     }
     bool known = false;
-    if (c->envoy) {
+    if (!c->envoy) {
+        memset(m, 0, n * sizeof *m); /* no rule for any */
+    } else {
         int mr = sl_envoy_match_request(c->envoy, r->domain.p, r->domain.n, desc, n, m);
         if (mr < 0) {
             rc = mr;
@@ -253,16 +281,18 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
             goto out;
         }
     }
-    call = sl_calloc(1, sizeof *call + n * sizeof call->items[0]);
-    if (call) {
-        call->statuses = sl_calloc(n, sizeof *call->statuses);
-        call->arena = sl_malloc(arena + 1);
-    }
-    keybuf = sl_malloc(SL_ENVOY_MAX_LIMITS * (keymax + 1));
-    if (!call || !call->statuses || !call->arena || !keybuf) {
+    /* The call, its statuses and its arena in one allocation (the items
+     * and statuses are 8-byte aligned, the arena bytes). */
+    size_t head = sizeof *call + n * sizeof call->items[0];
+    call = sl_calloc(1, head + n * sizeof *call->statuses + arena + 1);
+    size_t keybytes = SL_ENVOY_MAX_LIMITS * (keymax + 1);
+    keybuf = keybytes <= sizeof key_room ? key_room : sl_malloc(keybytes);
+    if (!call || !keybuf) {
         rc = SL_ERR_NOMEM;
         goto out;
     }
+    call->statuses = (sl_rls_status *)((char *)call + head);
+    call->arena = (char *)(call->statuses + n);
     call->n = n;
     call->done = done;
     call->arg = arg;
@@ -321,10 +351,7 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
             call->pending--;
     }
     call->submitting = false;
-    sl_free(keybuf);
-    sl_free(desc);
-    sl_free(entries);
-    sl_free(m);
+    free_room(keybuf, key_room, desc, desc_room, entries, entries_room, m, m_room);
     call->req = *r;
     memset(r, 0, sizeof *r);
     *out = call;
@@ -334,11 +361,8 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
     return SL_OK;
 
 out:
-    sl_free(keybuf);
-    sl_free(desc);
-    sl_free(entries);
-    sl_free(m);
-    sl_rls_free(call);
+    free_room(keybuf, key_room, desc, desc_room, entries, entries_room, m, m_room);
+    sl_free(call);
     if (rc == SL_ERR_NOMEM)
         fail(err, errlen, rc, "out of memory");
     return rc;
@@ -438,8 +462,6 @@ void sl_rls_free(sl_rls_call *call)
     if (!call)
         return;
     sl_rls_request_free(&call->req);
-    sl_free(call->statuses);
-    sl_free(call->arena);
     sl_free(call);
 }
 

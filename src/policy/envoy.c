@@ -1155,8 +1155,12 @@ size_t sl_envoy_store_key(const char *domain, size_t dlen, const sl_envoy_descri
     }
     if (index > 0) {
         char num[24];
-        int w = snprintf(num, sizeof num, "\x1f#%zu", index);
-        sl_ekey_raw(&k, num, (size_t)w);
+        size_t at = sizeof num;
+        do
+            num[--at] = (char)('0' + index % 10);
+        while ((index /= 10) > 0);
+        sl_ekey_raw(&k, "\x1f#", 2);
+        sl_ekey_raw(&k, num + at, sizeof num - at);
     }
     return k.len;
 }

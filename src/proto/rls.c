@@ -168,13 +168,18 @@ static int walk_entry(wire w, const sl_rls_bounds *b, size_t d, size_t e, char *
         }
         if (num != 1 && num != 2)
             continue;
-        snprintf(what, sizeof what, "descriptors[%zu].entries[%zu].%s", d, e,
-                 num == 1 ? "key" : "value");
-        if (type != WT_LEN)
-            return MALFORMED(err, errlen, what);
-        int rc = check_string(&body, num == 1 ? b->max_key : b->max_value, what, err, errlen);
-        if (rc != SL_RLS_OK)
-            return rc;
+        /* The field's name is written only for an error: this runs for
+         * every entry of every request. */
+        int rc = type != WT_LEN ? SL_RLS_EMALFORMED
+                                : check_string(&body, num == 1 ? b->max_key : b->max_value,
+                                               "", NULL, 0);
+        if (rc != SL_RLS_OK) {
+            snprintf(what, sizeof what, "descriptors[%zu].entries[%zu].%s", d, e,
+                     num == 1 ? "key" : "value");
+            if (type != WT_LEN)
+                return MALFORMED(err, errlen, what);
+            return check_string(&body, num == 1 ? b->max_key : b->max_value, what, err, errlen);
+        }
     }
     return SL_RLS_OK;
 }
@@ -396,16 +401,24 @@ uint8_t *sl_rls_response_encode(const sl_rls_response *r, size_t headroom, size_
     size_t ns = r->n_statuses, nh = r->n_response_headers + r->n_request_headers;
     if (nh < r->n_response_headers)
         return NULL;
-    /* Every part is a separate array, each of at least one element. */
-    pb_status *st = sl_calloc(ns ? ns : 1, sizeof *st);
-    pb_status **stp = sl_calloc(ns ? ns : 1, sizeof *stp);
-    pb_limit *lim = sl_calloc(ns ? ns : 1, sizeof *lim);
-    pb_duration *dur = sl_calloc(ns ? ns : 1, sizeof *dur);
-    pb_header *hs = sl_calloc(nh ? nh : 1, sizeof *hs);
-    pb_header **hsp = sl_calloc(nh ? nh : 1, sizeof *hsp);
+    /* The parts, in one allocation: the structs (8-byte aligned each), then
+     * the arrays of pointers to them. */
+    size_t per_status = sizeof(pb_status) + sizeof(pb_limit) + sizeof(pb_duration) +
+                        sizeof(pb_status *),
+           per_header = sizeof(pb_header) + sizeof(pb_header *), bytes;
+    if (ns > SIZE_MAX / per_status || nh > SIZE_MAX / per_header ||
+        __builtin_add_overflow(ns * per_status, nh * per_header, &bytes))
+        return NULL;
+    char *room = sl_malloc(bytes ? bytes : 1);
+    if (!room)
+        return NULL;
+    pb_status *st = (pb_status *)room;
+    pb_limit *lim = (pb_limit *)(st + ns);
+    pb_duration *dur = (pb_duration *)(lim + ns);
+    pb_header *hs = (pb_header *)(dur + ns);
+    pb_status **stp = (pb_status **)(hs + nh);
+    pb_header **hsp = (pb_header **)(stp + ns);
     uint8_t *out = NULL;
-    if (!st || !stp || !lim || !dur || !hs || !hsp)
-        goto done;
 
     for (size_t i = 0; i < ns; i++) {
         const sl_rls_status *s = &r->statuses[i];
@@ -448,13 +461,7 @@ uint8_t *sl_rls_response_encode(const sl_rls_response *r, size_t headroom, size_
         m.raw_body.len = r->raw_body_len;
     }
     out = pack_with_headroom(&m.base, headroom, len);
-done:
-    sl_free(st);
-    sl_free(stp);
-    sl_free(lim);
-    sl_free(dur);
-    sl_free(hs);
-    sl_free(hsp);
+    sl_free(room);
     return out;
 }
 
