@@ -55,6 +55,22 @@ static void conn_flush(gconn *c);
 
 /* ---- ShouldRateLimit ---- */
 
+bool sl_rls_ctx_of(sl_worker *w, sl_rls_ctx *ctx)
+{
+    sl_server *srv = w->srv;
+    *ctx = (sl_rls_ctx){
+        .be = srv->backend,
+        .bw = w->bw,
+        .envoy = atomic_load(&srv->envoy),
+        .clock_offset_ns = srv->clock_offset_ns,
+        .max_key_bytes = srv->cfg.max_key_bytes,
+        .header_names = srv->cfg.envoy_headers,
+        .decided = sl_envoy_stats_count,
+        .decided_arg = w->envoy_stats,
+    };
+    return ctx->envoy != NULL;
+}
+
 static void answer_result(sl_grpc_call *call, sl_rls_call *rc)
 {
     sl_rls_response resp;
@@ -85,7 +101,6 @@ static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, si
 {
     gconn *c = arg;
     sl_worker *w = c->w;
-    sl_server *srv = w->srv;
     sl_rls_request r;
     char err[256];
     int st = sl_rls_request_decode(&r, msg, len, NULL, err, sizeof err);
@@ -95,26 +110,12 @@ static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, si
                               st == SL_RLS_ENOMEM ? "out of memory" : err);
         return;
     }
-    /* The configuration is read during sl_rls_start only: the worker holds
-     * no pointer to it past this callback (the epoch, server.h). */
-    const sl_envoy_config *envoy = atomic_load(&srv->envoy);
-    if (!envoy) {
+    sl_rls_ctx ctx;
+    if (!sl_rls_ctx_of(w, &ctx)) {
         sl_rls_request_free(&r);
-        sl_grpc_answer_status(call, SL_GRPC_UNAVAILABLE,
-                              "no Envoy rate limit configuration: sluiced serves ShouldRateLimit "
-                              "with --envoy-config DIR");
+        sl_grpc_answer_status(call, SL_GRPC_UNAVAILABLE, SL_RLS_NO_CONFIG);
         return;
     }
-    sl_rls_ctx ctx = {
-        .be = srv->backend,
-        .bw = w->bw,
-        .envoy = envoy,
-        .clock_offset_ns = srv->clock_offset_ns,
-        .max_key_bytes = srv->cfg.max_key_bytes,
-        .header_names = srv->cfg.envoy_headers,
-        .decided = sl_envoy_stats_count,
-        .decided_arg = w->envoy_stats,
-    };
     sl_rls_call *rc;
     st = sl_rls_start(&ctx, &r, on_rls_done, call, &rc, err, sizeof err);
     if (st < 0) {

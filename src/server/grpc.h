@@ -7,7 +7,19 @@
 
 #include <uv.h>
 
+#include "cmd/rls.h"
+
 struct sl_worker;
+
+/* What ShouldRateLimit's faces (gRPC, HTTP's POST /json) answer without an
+ * Envoy configuration. */
+#define SL_RLS_NO_CONFIG                                                                       \
+    "no Envoy rate limit configuration: sluiced serves ShouldRateLimit with --envoy-config DIR"
+
+/* The worker's context for a call (cmd/rls.h), with the Envoy configuration
+ * in force, which the worker must not keep past its callback (the epoch,
+ * server.h); false when there is none. */
+bool sl_rls_ctx_of(struct sl_worker *w, sl_rls_ctx *ctx);
 
 /* The worker's gRPC timer, before its loop runs (when --grpc-port is on). */
 void sl_grpc_worker_init(struct sl_worker *w);

@@ -19,6 +19,8 @@
  *                                       policy: read by a key template only)
  *   GET  /metrics                       Prometheus text
  *   GET  /healthz
+ *   POST /json                          envoyproxy/ratelimit's: ShouldRateLimit in proto3 JSON
+ *   GET  /healthcheck                   envoyproxy/ratelimit's: OK with an Envoy configuration
  *
  * Requests on a connection are served in order, pipelined or not; a request
  * whose body has not fully arrived waits for it. A malformed request gets
@@ -37,6 +39,9 @@
 #include "common/duration.h"
 #include "common/secret.h"
 #include "cmd/reserve.h"
+#include "cmd/rls.h"
+#include "proto/rls_json.h"
+#include "server/grpc.h"
 #include "common/units.h"
 #include "policy/config.h"
 #include "proto/client_addr.h"
@@ -800,6 +805,97 @@ static bool sl_http_bears(const sl_http_request *r, const char *token)
     return sl_equal_ct(v, n, token, strlen(token));
 }
 
+/* ---- POST /json: envoyproxy/ratelimit's ShouldRateLimit in proto3 JSON ---- */
+
+/* The answer: 200 with the RateLimitResponse for OK, 429 for OVER_LIMIT,
+ * as the reference; 503 when the store could not answer. */
+static void sl_http_rls_write(sl_buf *out, sl_rls_call *call, bool keep)
+{
+    sl_rls_response resp;
+    const char *errstr;
+    int st = sl_rls_result(call, &resp, &errstr);
+    if (st != SL_OK) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "store: %s", errstr ? errstr : sl_strerror((sl_status)st));
+        sl_http_write_error(out, 503, keep, msg, NULL);
+        return;
+    }
+    size_t n;
+    char *json = sl_rls_response_to_json(&resp, &n);
+    if (!json) {
+        sl_http_write_error(out, 503, keep, "out of memory", NULL);
+        return;
+    }
+    sl_http_write_response(out, resp.overall_code == SL_RLS_CODE_OVER_LIMIT ? 429 : 200, keep,
+                           "application/json", NULL, json, n, false);
+    sl_free(json);
+}
+
+/* A call the store answered later: written in its slot, in order. */
+static void sl_http_rls_done(sl_rls_call *call, void *arg)
+{
+    sl_slot *s = arg;
+    sl_conn *conn = s->conn;
+    if (conn)
+        sl_http_rls_write(&s->reply, call, s->rls_keep);
+    sl_rls_free(call);
+    s->rls = NULL;
+    if (!conn) {
+        sl_slot_free(s); /* closed meanwhile */
+        return;
+    }
+    s->done = true;
+    conn->inflight--;
+    sl_conn_slots_drain(conn);
+}
+
+static void sl_http_rls_json(sl_conn *c, const sl_http_request *r, const char *body, bool keep)
+{
+    sl_rls_ctx ctx;
+    if (!sl_rls_ctx_of(c->w, &ctx)) {
+        sl_http_write_error(sl_conn_out(c), 503, keep, SL_RLS_NO_CONFIG, NULL);
+        return;
+    }
+    sl_rls_request req;
+    char err[256];
+    int rc = sl_rls_request_from_json(&req, body, (size_t)r->content_length, NULL, err,
+                                      sizeof err);
+    if (rc != SL_RLS_OK) {
+        sl_http_write_error(sl_conn_out(c), rc == SL_RLS_ENOMEM ? 503 : 400, keep,
+                            rc == SL_RLS_ENOMEM ? "out of memory" : err, NULL);
+        return;
+    }
+    /* The slot is taken first, so that a call the store answers later has
+     * its place; one answered now gives it back. */
+    sl_slot *s = sl_slot_new(c->w, c->out.proto);
+    if (!s) {
+        sl_rls_request_free(&req);
+        sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
+        return;
+    }
+    sl_rls_call *call;
+    rc = sl_rls_start(&ctx, &req, sl_http_rls_done, s, &call, err, sizeof err);
+    if (rc < 0) {
+        sl_slot_free(s);
+        sl_rls_request_free(&req);
+        sl_http_write_error(sl_conn_out(c), rc == SL_ERR_NOMEM ? 503 : 400, keep, err, NULL);
+    } else if (rc == SL_OK) {
+        sl_slot_free(s);
+        sl_http_rls_write(sl_conn_out(c), call, keep);
+        sl_rls_free(call);
+    } else {
+        s->conn = c;
+        s->rls = call;
+        s->rls_keep = keep;
+        if (c->slots_tail)
+            c->slots_tail->next = s;
+        else
+            c->slots = s;
+        c->slots_tail = s;
+        c->inflight++;
+    }
+}
+
 /* Routes one complete request (its body, content_length bytes, at `body`). */
 static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body)
 {
@@ -808,11 +904,12 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
     bool head = sl_method_is(r, "HEAD");
     sl_http_slice path = r->path;
 
-    /* With a token (--http-token or --requirepass), only /healthz and the
+    /* With a token (--http-token or --requirepass), only /healthz, /healthcheck and the
      * paths --http-open names are served without it: every other path can
      * take from a limit, or tells who is being limited. */
     const char *token = sl_http_token(&c->w->srv->cfg);
-    if (token && !sl_path_is(path, "/healthz") && !sl_path_open(c->w->srv->cfg.http_open, path) &&
+    if (token && !sl_path_is(path, "/healthz") && !sl_path_is(path, "/healthcheck") &&
+        !sl_path_open(c->w->srv->cfg.http_open, path) &&
         !sl_http_bears(r, token)) {
         static const char body401[] =
             "{\"error\":\"authentication required: send Authorization: Bearer <token> "
@@ -859,6 +956,22 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
     } else if (sl_path_is(path, "/healthz") && get) {
         sl_http_write_response(sl_conn_out(c), 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
+    } else if (sl_path_is(path, "/json")) {
+        if (sl_method_is(r, "POST"))
+            sl_http_rls_json(c, r, body, keep);
+        else
+            sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
+                                   "Allow: POST\r\n", "{\"error\":\"method not allowed\"}\n", 31,
+                                   head);
+    } else if (sl_path_is(path, "/healthcheck") && get) {
+        /* envoyproxy/ratelimit's: OK once there is a configuration to serve. */
+        if (atomic_load(&c->w->srv->envoy))
+            sl_http_write_response(sl_conn_out(c), 200, keep, "text/plain", NULL, "OK\n", 3,
+                                   head);
+        else
+            sl_http_write_response(sl_conn_out(c), 503, keep, "text/plain", NULL,
+                                   "no Envoy rate limit configuration (--envoy-config)\n", 51,
+                                   head);
     } else if (sl_path_is(path, "/metrics") && get) {
         sl_buf text;
         sl_buf_init(&text, 2, 0);
@@ -869,7 +982,8 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
             sl_http_write_response(sl_conn_out(c), 200, keep, "text/plain; version=0.0.4; charset=utf-8",
                                    NULL, text.data, text.len, head);
         sl_buf_free(&text);
-    } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/metrics") ||
+    } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/healthcheck") ||
+               sl_path_is(path, "/metrics") ||
                sl_path_is(path, "/v1/policies") || sl_path_is(path, "/v1/usage")) {
         sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                                "{\"error\":\"method not allowed\"}\n", 31, head);

@@ -257,6 +257,8 @@ typedef struct sl_slot {
     bool done;
     sl_buf reply; /* its own reply, once decided */
     sl_buf after; /* the replies after it, up to the next slot */
+    struct sl_rls_call *rls; /* HTTP's POST /json: its call, else NULL (check unused) */
+    bool rls_keep;
     sl_check check;
 } sl_slot;
 

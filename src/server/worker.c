@@ -86,6 +86,7 @@ sl_slot *sl_slot_new(sl_worker *w, int proto)
     s->next = NULL;
     s->w = w;
     s->done = false;
+    s->rls = NULL;
     return s;
 }
 
