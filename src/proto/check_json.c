@@ -8,18 +8,16 @@
  * names its field the same way.
  */
 #include <cjson/cJSON.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "common/duration.h"
 #include "common/parse.h"
+#include "proto/cjson_parse.h"
 #include "proto/http.h"
 
 #define NS_PER_S INT64_C(1000000000)
-
-static pthread_mutex_t cjson_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* The fields of a check; a bit each in raw.given. */
 enum {
@@ -666,13 +664,9 @@ int sl_http_check_from_json(sl_http_check *c, const char *body, size_t len)
     const char *end = NULL;
     cJSON *root = NULL;
     if (len) {
-        /* cJSON writes a global error position on every parse (cJSON.c:
-         * global_error), so concurrent parses from several workers race on
-         * it. The lock makes that write safe; it is held for one parse of a
-         * body of at most 64 KiB, nothing else. */
-        pthread_mutex_lock(&cjson_lock);
-        root = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-        pthread_mutex_unlock(&cjson_lock);
+        /* One parse at a time: cJSON writes a global error position on
+         * every parse (proto/cjson_parse.h). */
+        root = sl_cjson_parse(body, len, &end);
     }
     if (!root) {
         if (len == 0)
