@@ -35,6 +35,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/alloc.h"
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/secret.h"
