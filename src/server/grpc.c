@@ -364,7 +364,9 @@ void sl_grpc_on_connection(uv_stream_t *listener, int status)
     int on_port = atomic_fetch_add(&srv->clients_on[SL_PROTO_GRPC], 1) + 1;
     c->counted = true;
     uv_tcp_nodelay(&c->tcp, 1);
-    c->session = sl_grpc_session_new(srv->cfg.request_timeout_s, &service, c);
+    /* The HTTP port's token: both faces answer ShouldRateLimit. */
+    c->session =
+        sl_grpc_session_new(srv->cfg.request_timeout_s, &service, c, sl_http_token(&srv->cfg));
     if (!c->session) {
         conn_close(c);
         return;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "common/alloc.h"
+#include "common/secret.h"
 #include "proto/grpc_frame.h"
 #include "proto/rls.h"
 
@@ -48,6 +49,7 @@ struct sl_grpc_call {
     int32_t id;
     char path[GRPC_PATH_MAX + 1];
     bool post, grpc_type, too_large, answered;
+    bool authed; /* its authorization header bears the session's token */
     size_t header_bytes;
     int64_t deadline; /* monotonic ns, as `now`; 0 = none */
     bool own_deadline; /* the deadline is grpc-timeout's, not --request-timeout's */
@@ -66,6 +68,7 @@ struct sl_grpc_session {
     int64_t now; /* of the call under way */
     const sl_grpc_service *svc;
     void *svc_arg;
+    const char *token; /* what ShouldRateLimit's "authorization: Bearer" must be; NULL: none */
     bool in_io; /* in recv or tick: the owner sends what they queue */
 };
 
@@ -198,6 +201,12 @@ static void call_rls(gstream *s, const uint8_t *msg, size_t len)
         answer_status(s, SL_GRPC_UNAVAILABLE, "no rate limit service on this session");
         return;
     }
+    if (g->token && !s->authed) {
+        answer_status(s, SL_GRPC_UNAUTHENTICATED,
+                      "authentication required: send authorization: Bearer <token> "
+                      "(--http-token, or --requirepass)");
+        return;
+    }
     s->with_service = true;
     g->svc->rate_limit(g->svc_arg, s, msg, len);
 }
@@ -313,6 +322,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         size_t n = valuelen < GRPC_PATH_MAX ? valuelen : GRPC_PATH_MAX;
         memcpy(s->path, value, n);
         s->path[n] = '\0';
+    } else if (is(name, namelen, "authorization")) {
+        const char *token = ((sl_grpc_session *)ud)->token;
+        s->authed = token && valuelen > 7 && memcmp(value, "Bearer ", 7) == 0 &&
+                    sl_equal_ct((const char *)value + 7, valuelen - 7, token, strlen(token));
     } else if (is(name, namelen, "content-type")) {
         s->grpc_type = sl_grpc_content_type_ok((const char *)value, valuelen);
     } else if (is(name, namelen, "grpc-timeout")) {
@@ -399,7 +412,7 @@ static nghttp2_session_callbacks *callbacks_new(void)
 }
 
 sl_grpc_session *sl_grpc_session_new(int request_timeout_s, const sl_grpc_service *svc,
-                                     void *arg)
+                                     void *arg, const char *token)
 {
     sl_grpc_session *g = sl_calloc(1, sizeof *g);
     nghttp2_session_callbacks *cb = callbacks_new();
@@ -418,6 +431,7 @@ sl_grpc_session *sl_grpc_session_new(int request_timeout_s, const sl_grpc_servic
     g->request_timeout_s = request_timeout_s;
     g->svc = svc;
     g->svc_arg = arg;
+    g->token = token;
     return g;
 }
 

@@ -46,9 +46,13 @@ typedef struct sl_grpc_service {
 /* A new session (the caller frees it with sl_grpc_session_free), with its
  * SETTINGS queued to send; request_timeout_s bounds a request that never
  * ends (0: no bound but its own grpc-timeout). svc (NULL: ShouldRateLimit
- * answers UNAVAILABLE) serves the calls, with arg. NULL when out of memory. */
+ * answers UNAVAILABLE) serves the calls, with arg. With a token (NULL:
+ * none), a ShouldRateLimit whose "authorization" header is not "Bearer
+ * TOKEN" is answered UNAUTHENTICATED: it would change state (a health
+ * check needs none). The token must outlive the session. NULL when out of
+ * memory. */
 sl_grpc_session *sl_grpc_session_new(int request_timeout_s, const sl_grpc_service *svc,
-                                     void *arg);
+                                     void *arg, const char *token);
 
 /* Answers a call with a message: out holds SL_GRPC_PREFIX bytes of room,
  * then the message (len counts both); the session takes out. */

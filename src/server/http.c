@@ -41,6 +41,7 @@
 #include "common/secret.h"
 #include "cmd/reserve.h"
 #include "cmd/rls.h"
+#include "proto/cjson_parse.h"
 #include "proto/rls_json.h"
 #include "server/grpc.h"
 #include "common/units.h"
@@ -596,7 +597,7 @@ static void sl_http_usage(sl_conn *c, const sl_http_request *r, bool keep, bool 
 static void sl_http_settle(sl_conn *c, const sl_http_request *r, const char *body, bool keep)
 {
     cJSON *root = r->content_length > 0
-                      ? cJSON_ParseWithLength(body, (size_t)r->content_length)
+                      ? sl_cjson_parse(body, (size_t)r->content_length, NULL)
                       : NULL;
     const char *id = NULL, *bad = NULL, *field = NULL;
     int64_t amount[2];

@@ -45,7 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t chunk = (size_t)data[0] + 1;
     uint8_t *copy = (uint8_t *)copy_of(data + 1, size - 1);
     size_t n = size - 1;
-    sl_grpc_session *g = sl_grpc_session_new(1, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(1, NULL, NULL, NULL);
     CHECK(g);
     drain(g);
     int64_t now = 1000000000;

@@ -148,6 +148,29 @@ def test_health_check_of_an_unknown_service_is_not_found(channel):
     assert "nope.Nothing" in details
 
 
+def test_a_password_protects_should_rate_limit(make_server, tmp_path):
+    # ShouldRateLimit changes state: with --requirepass (or --http-token) it wants the
+    # HTTP port's token as "authorization: Bearer"; a health check does not.
+    port = free_port()
+    d = tmp_path / "envoy"
+    d.mkdir()
+    (d / "edge.yaml").write_text(EDGE)
+    make_server(args=["--grpc-port", str(port), "--envoy-config", str(d)], password="pw")
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    try:
+        assert health(ch)(M["hreq"](), timeout=10).status == SERVING
+        code, details = code_of(rls(ch), request(), timeout=10)
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        assert "authorization: Bearer" in details
+        code, _ = code_of(rls(ch), request(), timeout=10,
+                          metadata=[("authorization", "Bearer wrong")])
+        assert code == grpc.StatusCode.UNAUTHENTICATED
+        resp = rls(ch)(request(), timeout=10, metadata=[("authorization", "Bearer pw")])
+        assert resp.overall_code == 1 and resp.statuses[0].limit_remaining == 999999
+    finally:
+        ch.close()
+
+
 def test_a_broken_request_is_invalid_argument_naming_what_broke(channel):
     # a length past the end of the message
     code, details = code_of(rls(channel, raw=True), b"\x0a\x50abc", timeout=10)

@@ -162,7 +162,7 @@ Test(grpc_session, a_health_check_is_headers_message_and_trailers)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL, NULL);
     cr_assert_not_null(g);
     body b;
     int32_t id = call(&c, health, NULL, &b, "", 0);
@@ -225,7 +225,7 @@ Test(grpc_session, should_rate_limit_goes_to_the_service_now_or_later)
     client c;
     client_init(&c);
     test_svc t = {0};
-    sl_grpc_session *g = sl_grpc_session_new(10, &test_service, &t);
+    sl_grpc_session *g = sl_grpc_session_new(10, &test_service, &t, NULL);
     body b1, b2, b3;
     /* domain "edge", one descriptor ("k", "v") */
     static const uint8_t req[] = {0x0a, 4, 'e', 'd', 'g', 'e', 0x12, 8, 0x0a, 6,
@@ -268,7 +268,7 @@ Test(grpc_session, without_a_service_should_rate_limit_is_unavailable)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL, NULL);
     body b1;
     int32_t id = call(&c, rls, NULL, &b1, "", 0);
     pump(&c, g, T);
@@ -281,7 +281,7 @@ Test(grpc_session, a_deadline_passes_at_its_nanosecond_and_not_before)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(0, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(0, NULL, NULL, NULL);
     body b;
     int32_t id = call(&c, rls, "200m", &b, NULL, 0);
     pump(&c, g, T);
@@ -303,7 +303,7 @@ Test(grpc_session, request_timeout_bounds_a_request_without_its_own)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(2, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(2, NULL, NULL, NULL);
     body b1, b2;
     int32_t plain = call(&c, rls, NULL, &b1, NULL, 0);
     int32_t later = call(&c, rls, "1H", &b2, NULL, 0); /* later than 2 s: the 2 s win */
@@ -323,7 +323,7 @@ Test(grpc_session, request_timeout_bounds_a_request_without_its_own)
 Test(grpc_session, bytes_that_are_not_http2)
 {
     /* Not even the preface: refused, and the caller closes. */
-    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(10, NULL, NULL, NULL);
     const char *h1 = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
     cr_assert_eq(sl_grpc_session_recv(g, (const uint8_t *)h1, strlen(h1), T), -1);
     const uint8_t *d;
@@ -333,7 +333,7 @@ Test(grpc_session, bytes_that_are_not_http2)
 
     /* The preface, then a SETTINGS frame of 5 bytes (a multiple of 6 or an
      * error): a GOAWAY (frame type 7) says so, and the session is done. */
-    g = sl_grpc_session_new(10, NULL, NULL);
+    g = sl_grpc_session_new(10, NULL, NULL, NULL);
     static const uint8_t bad[] = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
                                  "\x00\x00\x05\x04\x00\x00\x00\x00\x00"
                                  "\x00\x03\x00\x00\x00";
@@ -358,7 +358,7 @@ Test(grpc_session, goaway_ends_the_session_once_streams_end)
 {
     client c;
     client_init(&c);
-    sl_grpc_session *g = sl_grpc_session_new(0, NULL, NULL);
+    sl_grpc_session *g = sl_grpc_session_new(0, NULL, NULL, NULL);
     body b;
     call(&c, health, NULL, &b, "", 0);
     pump(&c, g, T);
