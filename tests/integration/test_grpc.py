@@ -14,8 +14,10 @@ library sends come from python3-h2's HTTP/2 state machine over a plain socket.
 """
 
 import os
+import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -426,3 +428,79 @@ def test_shutdown_with_a_request_still_open(make_server):
         assert goaway
     finally:
         c.close()
+
+
+# ---- calls the store answers later: a deadline, a reset, a close while they wait ----
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
+from redis_server import RedisServer  # noqa: E402
+
+
+@pytest.fixture
+def paused_store(make_server, tmp_path):
+    """A sluiced on a redis-server that is stopped (SIGSTOP) while the test runs: every
+    ShouldRateLimit waits for the store; the test resumes it (resume())."""
+    redis = RedisServer(str(tmp_path / "redis"), module=False).start()
+    d = tmp_path / "envoy"
+    d.mkdir()
+    (d / "edge.yaml").write_text(EDGE)
+    port = free_port()
+    s = make_server(args=["--grpc-port", str(port), "--envoy-config", str(d), "--store",
+                          "redis://127.0.0.1:%d" % redis.port, "--store-timeout-ms", "10000"])
+    s.grpc_port = port
+    # one call while the store answers, so that the script is loaded and connected
+    ch = grpc.insecure_channel("127.0.0.1:%d" % port)
+    assert rls(ch)(request(), timeout=10).overall_code == 1
+    ch.close()
+    os.kill(redis.proc.pid, signal.SIGSTOP)
+    s.resume = lambda: os.kill(redis.proc.pid, signal.SIGCONT)
+    yield s
+    s.resume()
+    redis.stop()
+
+
+def _ask_and_check_it_still_serves(s):
+    ch = grpc.insecure_channel("127.0.0.1:%d" % s.grpc_port)
+    try:
+        resp = rls(ch)(request(descriptors=[("user", "after")]), timeout=10)
+        assert resp.overall_code == 1 and resp.statuses[0].limit_remaining == 999999
+    finally:
+        ch.close()
+
+
+def test_a_deadline_passed_while_the_store_has_not_answered(paused_store):
+    c = RawH2(paused_store.grpc_port)
+    try:
+        c.start(1, RLS, extra=[("grpc-timeout", "300m")])
+        c.send_message(1, request().SerializeToString())
+        headers, _ = c.answer(1)
+        assert headers["grpc-status"] == "4"  # DEADLINE_EXCEEDED
+        assert headers["grpc-message"] == "the deadline passed before the store answered"
+    finally:
+        c.close()
+    # the store's answer, when it comes, finds its call cancelled; the server goes on
+    paused_store.resume()
+    _ask_and_check_it_still_serves(paused_store)
+
+
+def test_a_stream_reset_and_a_connection_closed_while_the_store_has_not_answered(paused_store):
+    c = RawH2(paused_store.grpc_port)
+    c.start(1, RLS)
+    c.send_message(1, request().SerializeToString())
+    c.conn.reset_stream(1)
+    c.flush()
+    c.start(3, RLS)
+    c.send_message(3, request(descriptors=[("user", "gone")]).SerializeToString())
+    # A PING's ACK comes after the server has read every frame before it: both calls
+    # are then in the server, waiting for the store.
+    c.conn.ping(b"sluice!!")
+    c.flush()
+    acked = False
+    while not acked:
+        chunk = c.sock.recv(65536)
+        assert chunk
+        acked = any(isinstance(ev, h2.events.PingAckReceived) for ev in c.conn.receive_data(chunk))
+    c.close()
+    paused_store.resume()
+    _ask_and_check_it_still_serves(paused_store)
+    assert paused_store.alive()
