@@ -403,10 +403,9 @@ static void add_headers(sl_rls_call *call, sl_rls_response *resp)
     resp->n_response_headers = 3;
 }
 
-int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, const char **errstr)
+int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, char *err, size_t errlen)
 {
     memset(resp, 0, sizeof *resp);
-    *errstr = NULL;
     sl_rls_code overall = SL_RLS_CODE_OK;
     for (size_t i = 0; i < call->n; i++) {
         const rls_item *it = &call->items[i];
@@ -427,10 +426,9 @@ int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, const char **errstr)
             s->limit_name = it->name;
             break;
         case IT_TAKE: {
-            if (it->r.rc != SL_OK) {
-                *errstr = it->r.errstr;
-                return it->r.rc;
-            }
+            if (it->r.rc != SL_OK)
+                return fail(err, errlen, it->r.rc, "store: %s",
+                            it->r.errstr ? it->r.errstr : sl_strerror((sl_status)it->r.rc));
             size_t b = binding(it);
             const sl_decision *d = &it->d[b];
             bool over = it->r.failed >= 0;

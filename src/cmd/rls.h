@@ -87,10 +87,10 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
 /*
  * The answer of a decided call: fills *resp (pointing into the call, valid
  * until sl_rls_free) and returns SL_OK; or returns the store's error for a
- * descriptor that it could not decide (SL_ERR_UNAVAILABLE, ...), with its
- * words in *errstr (or NULL), when no store-down policy answered for it.
+ * descriptor that it could not decide (SL_ERR_UNAVAILABLE, ...), when no
+ * store-down policy answered for it, with "store: " and its words in err.
  */
-int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, const char **errstr);
+int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, char *err, size_t errlen);
 
 void sl_rls_free(sl_rls_call *call);
 

@@ -74,11 +74,8 @@ bool sl_rls_ctx_of(sl_worker *w, sl_rls_ctx *ctx)
 static void answer_result(sl_grpc_call *call, sl_rls_call *rc)
 {
     sl_rls_response resp;
-    const char *errstr;
-    int st = sl_rls_result(rc, &resp, &errstr);
-    if (st != SL_OK) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "store: %s", errstr ? errstr : sl_strerror((sl_status)st));
+    char msg[300];
+    if (sl_rls_result(rc, &resp, msg, sizeof msg) != SL_OK) {
         sl_grpc_answer_status(call, SL_GRPC_UNAVAILABLE, msg);
         return;
     }

@@ -814,11 +814,8 @@ static bool sl_http_bears(const sl_http_request *r, const char *token)
 static void sl_http_rls_write(sl_buf *out, sl_rls_call *call, bool keep)
 {
     sl_rls_response resp;
-    const char *errstr;
-    int st = sl_rls_result(call, &resp, &errstr);
-    if (st != SL_OK) {
-        char msg[300];
-        snprintf(msg, sizeof msg, "store: %s", errstr ? errstr : sl_strerror((sl_status)st));
+    char msg[300];
+    if (sl_rls_result(call, &resp, msg, sizeof msg) != SL_OK) {
         sl_http_write_error(out, 503, keep, msg, NULL);
         return;
     }

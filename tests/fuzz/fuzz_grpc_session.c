@@ -100,8 +100,7 @@ static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, si
     }
     CHECK(st == SL_OK);
     sl_rls_response resp;
-    const char *errstr;
-    CHECK(sl_rls_result(rc, &resp, &errstr) == SL_OK);
+    CHECK(sl_rls_result(rc, &resp, NULL, 0) == SL_OK);
     CHECK(resp.n_statuses == r.n_descriptors || r.n_descriptors == 0);
     size_t n;
     uint8_t *out = sl_rls_response_encode(&resp, SL_GRPC_PREFIX, &n);

@@ -93,8 +93,8 @@ static sl_rls_call *ask(const char *key, const char *value, int64_t hits, sl_rls
     char err[128];
     cr_assert_eq(sl_rls_start(&c, &r, never_done, NULL, &call, err, sizeof err), SL_OK, "%s",
                  err);
-    const char *errstr;
-    cr_assert_eq(sl_rls_result(call, resp, &errstr), SL_OK);
+    char msg[128];
+    cr_assert_eq(sl_rls_result(call, resp, msg, sizeof msg), SL_OK, "%s", msg);
     cr_assert_eq(resp->n_statuses, 1);
     return call;
 }
