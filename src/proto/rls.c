@@ -327,7 +327,7 @@ int sl_rls_request_decode(sl_rls_request *out, const uint8_t *buf, size_t len,
         }
         if (pd->limit) {
             int unit = (int)pd->limit->unit;
-            if (unit < SL_RLS_UNIT_UNKNOWN || unit > SL_RLS_UNIT_YEAR) {
+            if (unit < SL_RLS_UNIT_UNKNOWN || unit > SL_RLS_UNIT_WEEK) {
                 owner_free(o);
                 return fail(SL_RLS_EMALFORMED, err, errlen,
                             "descriptors[%zu].limit.unit: %d is no RateLimitUnit", i, unit);

@@ -61,8 +61,8 @@ enum {
 };
 
 /* Envoy's units, the same numbers as on the wire: envoy.type.v3.RateLimitUnit
- * (a request's limit override) has UNKNOWN to YEAR; the response's
- * RateLimitResponse.RateLimit.Unit has WEEK as well. */
+ * (a request's limit override) and the response's
+ * RateLimitResponse.RateLimit.Unit have the same values, WEEK the last. */
 typedef enum sl_rls_unit {
     SL_RLS_UNIT_UNKNOWN = 0,
     SL_RLS_UNIT_SECOND = 1,
@@ -71,7 +71,7 @@ typedef enum sl_rls_unit {
     SL_RLS_UNIT_DAY = 4,
     SL_RLS_UNIT_MONTH = 5,
     SL_RLS_UNIT_YEAR = 6,
-    SL_RLS_UNIT_WEEK = 7, /* in a response only */
+    SL_RLS_UNIT_WEEK = 7,
 } sl_rls_unit;
 
 /* RateLimitResponse.Code. */

@@ -568,7 +568,7 @@ static int walk_uint64(walk *w, const cJSON *item, const char *path, uint64_t *o
 }
 
 static const char *const unit_names[] = {"UNKNOWN", "SECOND", "MINUTE", "HOUR",
-                                         "DAY",     "MONTH",  "YEAR"};
+                                         "DAY",     "MONTH",  "YEAR",   "WEEK"};
 
 /* An envoy.type.v3.RateLimitUnit: a name, or a number (any int32, as
  * protojson takes it: sl_rls_request_decode then says which it knows). */
@@ -582,7 +582,7 @@ static int walk_unit(walk *w, const cJSON *item, const char *path, int *out)
             }
         return fail(SL_RLS_EMALFORMED, w->err, w->errlen,
                     "%s: \"%.32s\" is no RateLimitUnit (UNKNOWN, SECOND, MINUTE, HOUR, DAY, "
-                    "MONTH or YEAR)",
+                    "MONTH, YEAR or WEEK)",
                     path, item->valuestring);
     }
     uint64_t mag;

@@ -39,7 +39,7 @@ static void check_request(const sl_rls_request *r, const sl_rls_bounds *b)
     for (size_t i = 0; i < r->n_descriptors; i++) {
         const sl_rls_descriptor *d = &r->descriptors[i];
         CHECK(d->n_entries <= b->max_entries);
-        CHECK(d->limit_unit <= SL_RLS_UNIT_YEAR);
+        CHECK(d->limit_unit <= SL_RLS_UNIT_WEEK);
         for (size_t j = 0; j < d->n_entries; j++) {
             check_str(d->entries[j].key, b->max_key);
             check_str(d->entries[j].value, b->max_value);

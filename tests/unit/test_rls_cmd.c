@@ -207,3 +207,33 @@ Test(rls_cmd, an_empty_request_is_refused_and_stays_the_callers)
     cr_assert_null(call);
     cr_assert_eq(r.domain.n, 4);
 }
+
+Test(rls_cmd, a_limit_override_of_a_week_has_its_own_counter)
+{
+    sl_rls_entry e = {{"ip", 2}, {"10.0.0.9", 8}};
+    sl_rls_descriptor d = {.entries = &e, .n_entries = 1, .has_limit = true,
+                           .limit_requests_per_unit = 1, .limit_unit = SL_RLS_UNIT_WEEK};
+    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy};
+    char err[128];
+    for (int i = 0; i < 2; i++) {
+        sl_rls_request r = {.domain = {"edge", 4}, .descriptors = &d, .n_descriptors = 1};
+        sl_rls_call *call;
+        cr_assert_eq(sl_rls_start(&c, &r, never_done, NULL, &call, err, sizeof err), SL_OK,
+                     "%s", err);
+        sl_rls_response resp;
+        cr_assert_eq(sl_rls_result(call, &resp, err, sizeof err), SL_OK);
+        cr_assert_eq(resp.statuses[0].unit, SL_RLS_UNIT_WEEK);
+        cr_assert_eq(resp.statuses[0].requests_per_unit, 1);
+        cr_assert_str_eq(resp.statuses[0].limit_name, "");
+        /* a week's windows begin on Thursdays, at multiples of 7 days since the epoch */
+        int64_t week = 7 * 86400 * NS_PER_SEC;
+        cr_assert_eq(resp.statuses[0].reset_after_ns, week - H.now % week);
+        cr_assert_eq(resp.overall_code, i == 0 ? SL_RLS_CODE_OK : SL_RLS_CODE_OVER_LIMIT);
+        sl_rls_free(call);
+    }
+    /* the rule's own counter (3 a minute) is untouched */
+    sl_rls_response resp;
+    sl_rls_call *call = ask("ip", "10.0.0.9", -1, &resp);
+    cr_assert_eq(resp.statuses[0].limit_remaining, 2);
+    sl_rls_free(call);
+}

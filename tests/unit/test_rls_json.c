@@ -273,10 +273,10 @@ Test(rls_json, units_by_name_or_number)
     }
     refused("{\"descriptors\":[{\"limit\":{\"unit\":\"minute\"}}]}", SL_RLS_EMALFORMED,
             "descriptors[0].limit.unit: \"minute\" is no RateLimitUnit (UNKNOWN, SECOND, "
-            "MINUTE, HOUR, DAY, MONTH or YEAR)");
+            "MINUTE, HOUR, DAY, MONTH, YEAR or WEEK)");
     refused("{\"descriptors\":[{\"limit\":{\"unit\":\"2\"}}]}", SL_RLS_EMALFORMED,
             "descriptors[0].limit.unit: \"2\" is no RateLimitUnit (UNKNOWN, SECOND, "
-            "MINUTE, HOUR, DAY, MONTH or YEAR)");
+            "MINUTE, HOUR, DAY, MONTH, YEAR or WEEK)");
     refused("{\"descriptors\":[{\"limit\":{\"unit\":2.5}}]}", SL_RLS_EMALFORMED,
             "descriptors[0].limit.unit: not a RateLimitUnit (its name, or its number)");
     refused("{\"descriptors\":[{\"limit\":{\"unit\":2147483648}}]}", SL_RLS_EMALFORMED,
