@@ -415,6 +415,13 @@ def test_statuses_in_request_order_and_overall_code(ch):
     assert resp.overall_code == OK
 
 
+def test_one_key_twice_in_a_request_is_counted_in_order(ch):
+    u = ("user", uniq())
+    resp = call(ch, req("basic", u, u, u, u))
+    assert [s.code for s in resp.statuses] == [OK, OK, OK, OVER]
+    assert [s.limit_remaining for s in resp.statuses] == [2, 1, 0, 0]
+
+
 def test_hits_addend_of_the_request_and_of_a_descriptor(ch):
     a, b = ("user", uniq()), ("user", uniq())
     # the request's hits_addend applies to each descriptor
@@ -428,6 +435,15 @@ def test_hits_addend_of_the_request_and_of_a_descriptor(ch):
     st = one(ch, "basic", {"entries": a, "hits": 2})
     assert st.code == OVER
     assert one(ch, "basic", a).limit_remaining == 0
+    # asking without counting, once spent: OK (0 more hits fit), nothing left
+    st = one(ch, "basic", {"entries": a, "hits": 0})
+    assert st.code == OK and st.limit_remaining == 0
+    # hits far past the limit (and past 2^32): over, and the key spends nothing
+    d = ("user", uniq())
+    assert one(ch, "basic", {"entries": d, "hits": 2 ** 40}).code == OVER
+    assert one(ch, "basic", {"entries": d, "hits": 2 ** 64 - 1}).code == OVER
+    assert one(ch, "basic", d, hits=2 ** 32 - 1).code == OVER
+    assert one(ch, "basic", d).limit_remaining == 2
     # the request's 0 means one hit
     c = ("user", uniq())
     assert one(ch, "basic", c, hits=0).limit_remaining == 2
@@ -454,12 +470,24 @@ def test_a_descriptors_limit_override(ch):
     assert st.code == OK and not st.HasField("current_limit")
 
 
+def test_a_limit_override_is_not_in_shadow_mode(ch):
+    # the reference's override never takes the rule's shadow_mode
+    s = ("shadow", uniq())
+    seen = [one(ch, "basic", {"entries": s, "limit": (1, HOUR)}) for _ in range(2)]
+    assert [x.code for x in seen] == [OK, OVER]
+
+
 def test_a_limit_override_of_a_bad_unit_is_invalid_argument(ch):
     u = ("user", uniq())
     code, details = code_of(rls(ch), req("basic", u, {"entries": ("user", uniq()),
                                                       "limit": (5, 0)}), timeout=20)
     assert code == grpc.StatusCode.INVALID_ARGUMENT
     assert "descriptor 1" in details and "limit override" in details
+    # a number that is no unit at all
+    code, details = code_of(rls(ch), req("basic", u, {"entries": ("user", uniq()),
+                                                      "limit": (5, 99)}), timeout=20)
+    assert code == grpc.StatusCode.INVALID_ARGUMENT
+    assert details == "descriptors[1].limit.unit: 99 is no RateLimitUnit"
     # nothing was taken for the good descriptor beside it
     assert one(ch, "basic", u).limit_remaining == 2
 
@@ -882,6 +910,27 @@ def test_on_redis(on_redis):
     assert one(c, "conc", m, hits=3).code == OK
     # the state is in Redis
     assert r.client().dbsize() > 0
+
+
+def test_on_redis_reloads_with_calls_in_flight(on_redis):
+    # Calls wait on Redis while the configuration they were matched against is replaced:
+    # each is answered by the one it started with, and the server stays whole.
+    s, c, r = on_redis
+    stub = rls(c)
+    futures = []
+    for i in range(6):
+        futures += [stub.future(req("conc", ("user", "f%d" % j), ("multi", "m")), timeout=60)
+                    for j in range(40)]
+        write(s.envoy_dir / "conc.yaml", CONC.replace("requests_per_unit: 3}",
+                                                      "requests_per_unit: %d}" % (3 + i)))
+        s.proc.send_signal(signal.SIGHUP)
+    for f in futures:
+        resp = f.result()
+        assert len(resp.statuses) == 2
+        assert resp.statuses[0].current_limit.requests_per_unit in range(3, 9)
+    poll("the last limit", lambda: one(c, "conc", {"entries": ("user", "x"), "hits": 0})
+         .current_limit.requests_per_unit == 8)
+    s.assert_serving()
 
 
 def test_on_redis_concurrent_calls_are_counted_exactly(on_redis):
