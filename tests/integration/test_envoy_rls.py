@@ -284,6 +284,114 @@ descriptors:
 }
 
 
+# envoyproxy/ratelimit's test/config/wildcard.yaml and share_threshold.yaml (each its own
+# domain here: both say test-domain).
+REF_WILDCARD = """\
+# Basic configuration for testing.
+domain: test-wildcard
+descriptors:
+  - key: wild
+    value: foo*
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+  - key: noWild
+    value: foo
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+  - key: noVal
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+  - key: midWild
+    value: bar*b
+    rate_limit:
+      unit: minute
+      requests_per_unit: 20
+  - key: multiWild
+    value: foo*bar*baz
+    rate_limit:
+      unit: minute
+      requests_per_unit: 10
+  - key: nestedWild
+    value: val1
+    descriptors:
+      - key: wild
+        value: goo*
+        rate_limit:
+          unit: minute
+          requests_per_unit: 20
+"""
+
+REF_SHARE_THRESHOLD = """\
+# Configuration for testing share_threshold feature
+domain: test-share
+descriptors:
+  - key: files
+    value: files/*
+    share_threshold: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+  - key: nested
+    value: parent
+    descriptors:
+      - key: files
+        value: nested/*
+        share_threshold: true
+        rate_limit:
+          unit: minute
+          requests_per_unit: 200
+  # Test case for nested descriptors with same key name at different levels
+  - key: files
+    value: top/*
+    share_threshold: true
+    descriptors:
+      - key: files
+        value: nested/*
+        share_threshold: true
+        rate_limit:
+          unit: minute
+          requests_per_unit: 300
+  # Test case for nested descriptors with multiple wildcards - mixed share_threshold
+  - key: path
+    value: path/*
+    share_threshold: true
+    descriptors:
+      - key: file
+        value: file/*
+        share_threshold: false
+        descriptors:
+          - key: type
+            rate_limit:
+              unit: minute
+              requests_per_unit: 120
+  # Test case: explicit value takes precedence over wildcard with share_threshold
+  - key: file
+    value: test1
+    rate_limit:
+      unit: minute
+      requests_per_unit: 50
+  - key: file
+    value: test*
+    share_threshold: true
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+  # Test case: share_threshold with middle wildcard nested
+  - key: tenant
+    value: t*prod
+    share_threshold: true
+    descriptors:
+      - key: resource
+        value: res*v2
+        share_threshold: true
+        rate_limit:
+          unit: minute
+          requests_per_unit: 60
+"""
+
 def uniq():
     return uuid.uuid4().hex[:10]
 
@@ -311,7 +419,8 @@ def open_channel(s):
 
 @pytest.fixture(scope="module")
 def envoy_server(tmp_path_factory):
-    files = {"basic.yaml": BASIC, "ext.yaml": EXT}
+    files = {"basic.yaml": BASIC, "ext.yaml": EXT, "ref_wildcard.yaml": REF_WILDCARD,
+             "ref_share.yaml": REF_SHARE_THRESHOLD}
     files.update(README_EXAMPLES)
     s = start_rls(tmp_path_factory.mktemp("rls"), files)
     yield s
@@ -636,6 +745,71 @@ def test_rate_limits_are_taken_all_or_nothing(ch):
     st = one(ch, "ext", ("multi", uniq()))
     assert st.code == OK and st.limit_remaining == 2 and st.current_limit.unit == DAY
     assert st.current_limit.name == "both"
+
+
+# ---------------------------------------------------------------- the reference's config tests
+
+
+def rpu(ch, domain, entries):
+    st = one(ch, domain, {"entries": entries, "hits": 0})
+    return st.current_limit.requests_per_unit if st.HasField("current_limit") else None
+
+
+def shared(ch, domain, a, b):
+    """Whether descriptors a and b count against one state: a hit on a, then b's
+    remaining, compared within one window (tried again when a window ended between)."""
+    for _ in range(5):
+        before = one(ch, domain, {"entries": b, "hits": 0})
+        one(ch, domain, a)
+        after = one(ch, domain, {"entries": b, "hits": 0})
+        if reset_s(after) <= reset_s(before):
+            return after.limit_remaining == before.limit_remaining - 1
+    pytest.fail("five windows ended within five tries")
+
+
+def test_reference_wildcards(ch):
+    d = "test-wildcard"
+    for entries, want in [
+            (("noVal", "foo1"), 20), (("wild", "foo1"), 20), (("wild", "foo"), 20),
+            ([("nestedWild", "val1"), ("wild", "goo2")], 20), (("wild", "bar"), None),
+            (("noWild", "foo1"), None), (("noWild", "foo"), 20), (("midWild", "barab"), 20),
+            (("midWild", "bar123b"), 20), (("midWild", "barb"), 20), (("midWild", "bara"), None),
+            (("midWild", "xbarb"), None), (("multiWild", "foo123bar456baz"), 10),
+            (("multiWild", "foobarbaz"), 10), (("multiWild", "foo123baz"), None),
+            (("multiWild", "bar456baz"), None), ([("nestedWild", "val1"), ("wild", "foo1")], None)]:
+        assert rpu(ch, d, entries) == want, entries
+    # without share_threshold each value a wildcard matches counts apart
+    v = uniq()
+    assert not shared(ch, d, ("wild", "foo" + v), ("wild", "foo" + v + "x"))
+    assert shared(ch, d, ("wild", "foo" + v), ("wild", "foo" + v))
+
+
+def test_reference_share_threshold(ch):
+    d = "test-share"
+    v, w = uniq(), uniq()
+    assert rpu(ch, d, ("files", "files/" + v)) == 100
+    assert shared(ch, d, ("files", "files/" + v), ("files", "files/" + w))
+    nested = lambda x: [("nested", "parent"), ("files", "nested/" + x)]  # noqa: E731
+    assert rpu(ch, d, nested(v)) == 200
+    assert shared(ch, d, nested(v), nested(w))
+    top = lambda x, y: [("files", "top/" + x), ("files", "nested/" + y)]  # noqa: E731
+    assert rpu(ch, d, top(v, v)) == 300
+    assert shared(ch, d, top(v, w), top(w, v))
+    # path/* shares, file/* beneath it does not
+    mixed = lambda x, y: [("path", "path/" + x), ("file", "file/" + y), ("type", "pdf")]  # noqa
+    assert rpu(ch, d, mixed(v, v)) == 120
+    assert shared(ch, d, mixed(v, v), mixed(w, v))
+    assert not shared(ch, d, mixed(v, v), mixed(v, w))
+    # an explicit value before a wildcard; the wildcard's values share
+    assert rpu(ch, d, ("file", "test1")) == 50
+    assert rpu(ch, d, ("file", "test2")) == 100
+    assert shared(ch, d, ("file", "test" + v), ("file", "test" + w))
+    assert not shared(ch, d, ("file", "test" + v), ("file", "test1"))
+    # middle wildcards, nested
+    mid = lambda t, r: [("tenant", "t%sprod" % t), ("resource", "res%sv2" % r)]  # noqa: E731
+    assert rpu(ch, d, mid("1", "A")) == 60
+    assert shared(ch, d, mid(v, v), mid(w, w))
+    assert rpu(ch, d, [("tenant", "t1dev"), ("resource", "resAv2")]) is None
 
 
 # ---------------------------------------------------------------- README examples
