@@ -1000,6 +1000,33 @@ def test_an_invalid_file_keeps_the_configuration_in_force(reloading):
     s.assert_serving()
 
 
+ALGO = """\
+domain: reload
+descriptors:
+  - key: user
+    rate_limit: {unit: hour, requests_per_unit: %d, algorithm: %s}
+"""
+
+
+def used_across_algorithms(s, c):
+    """Takes under one algorithm after another, a reload between each: the units used
+    carry over (what a policy's reload does), rather than the key's state being refused."""
+    u = uniq()
+    assert [one(c, "reload", ("user", u)).limit_remaining for _ in range(3)] == [4, 3, 2]
+    used = 3
+    for n, algo in [(6, "token_bucket"), (7, "gcra"), (8, "sliding_window"),
+                    (9, "sliding_log"), (10, "fixed_window")]:
+        write(s.envoy_dir / "reload.yaml", ALGO % (n, algo))
+        poll(algo + " in force", lambda: peek(c, u).current_limit.requests_per_unit == n)
+        st = one(c, "reload", ("user", u))
+        used += 1
+        assert (st.code, st.limit_remaining) == (OK, n - used), algo
+
+
+def test_a_reload_that_changes_the_algorithm_keeps_the_units_used(reloading):
+    used_across_algorithms(*reloading)
+
+
 def test_sighup_reloads(reloading):
     s, c = reloading
     u = uniq()
@@ -1084,6 +1111,13 @@ def test_on_redis(on_redis):
     assert one(c, "conc", m, hits=3).code == OK
     # the state is in Redis
     assert r.client().dbsize() > 0
+
+
+def test_on_redis_a_reload_that_changes_the_algorithm(on_redis):
+    s, c, r = on_redis
+    write(s.envoy_dir / "reload.yaml", RELOAD % 5)
+    poll("the reload domain", lambda: one(c, "reload", ("user", "x")).HasField("current_limit"))
+    used_across_algorithms(s, c)
 
 
 def test_on_redis_reloads_with_calls_in_flight(on_redis):
