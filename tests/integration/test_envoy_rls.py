@@ -7,9 +7,11 @@ wall clock); statuses in request order and overall_code; hits_addend of the requ
 of a descriptor; a descriptor's limit override; unlimited, no rule, replaces, wildcards,
 nested descriptors, shadow_mode, requests_per_unit 0, an unknown domain, empty requests;
 the extensions (algorithm and burst, rate_limits taken all or nothing); the example
-configurations of envoyproxy/ratelimit's README with the answers it documents; reloads
-(a change in DIR, an invalid file kept out, SIGHUP) that keep each key's state; and a
-subset of the same on a central redis-server (--store redis://), with many concurrent
+configurations of envoyproxy/ratelimit's README with the answers it documents, and its
+test/config wildcard.yaml and share_threshold.yaml; reloads (a change in DIR, an invalid
+file kept out, SIGHUP, calls in flight) that keep each key's state, the units used
+carried across a change of limit or algorithm; and a subset of the same on a central
+redis-server (--store redis://, the module and the Lua script), with many concurrent
 calls on one channel counted exactly.
 
 Counting tests use hour or day windows, and each test its own descriptor values, so that
@@ -26,7 +28,7 @@ import grpc
 import pytest
 
 from conftest import Sluiced, free_port, write
-from test_grpc import M, code_of, request, rls
+from test_grpc import M, code_of, rls
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from redis_server import RedisServer  # noqa: E402
