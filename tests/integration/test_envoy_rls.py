@@ -1107,6 +1107,13 @@ def test_on_redis(on_redis):
     assert one(c, "conc", {"entries": v, "hits": 0}).limit_remaining == 1
     st = one(c, "conc", {"entries": v, "limit": (4, DAY)})
     assert st.limit_remaining == 3 and st.current_limit.unit == DAY
+    # windows on the wall clock (Redis's): an override of a minute ends at a whole minute
+    t0 = time.time()
+    st = one(c, "conc", {"entries": ("user", uniq()), "limit": (5, MINUTE)})
+    t1 = time.time()
+    dur = reset_s(st)
+    assert st.limit_remaining == 4 and 0 < dur <= 60
+    assert int((t1 + dur + 1.0) // 60) * 60 >= t0 + dur - 1.0, (t0, t1, dur)
     # rate_limits all or nothing
     m = ("multi", uniq())
     assert one(c, "conc", m, hits=4).code == OVER
