@@ -81,8 +81,16 @@ int sl_envoy_limit_init(sl_envoy_limit *l, sl_envoy_unit unit, uint32_t requests
         return SL_ERR_PERIOD;
     if (requests_per_unit == 0)
         return SL_OK; /* every request over the limit: no sluice limit to fill */
-    return sl_limit_init(&l->limit, algorithm, (int64_t)requests_per_unit,
-                         seconds * INT64_C(1000000000), burst);
+    sl_status st = sl_limit_init(&l->limit, algorithm, (int64_t)requests_per_unit,
+                                 seconds * INT64_C(1000000000), burst);
+    /* The states name the limit that wrote them (see "Carried states" in
+     * sluice.h), as a policy's do: a reload that changes a rule's limit,
+     * unit or algorithm carries over the units each key has used, where a
+     * state of another algorithm would otherwise be refused as the wrong
+     * type. Every algorithm a rule may have can be carried. */
+    if (st == SL_OK)
+        st = sl_limit_carry(&l->limit);
+    return st;
 }
 
 /* ---- freeing ---- */

@@ -80,8 +80,8 @@ typedef struct sl_envoy_limit {
     uint32_t requests_per_unit; /* 0: every request is over the limit */
     sl_algorithm algorithm;     /* SL_FIXED_WINDOW unless the file says */
     int64_t burst;              /* as written; 0: the algorithm's default */
-    /* The sluice limit: limit = requests_per_unit, period = the unit.
-     * Initialized (sl_limit_init) only when requests_per_unit > 0. */
+    /* The sluice limit: limit = requests_per_unit, period = the unit,
+     * carried. Initialized (sl_limit_init) only when requests_per_unit > 0. */
     sl_limit limit;
 } sl_envoy_limit;
 
@@ -89,8 +89,11 @@ typedef struct sl_envoy_limit {
  * Fills *l with requests_per_unit per unit under algorithm (SL_FIXED_WINDOW
  * for the reference's) and burst (0: the algorithm's default): what a rule's
  * limit holds, and what a request's own limit override (RateLimitDescriptor's
- * limit, fixed_window) maps to. Returns SL_OK; SL_ERR_PERIOD for an unknown
- * unit; or sl_limit_init's error.
+ * limit, fixed_window) maps to. The limit is carried (sl_limit_carry): its
+ * states name it, so that a reload that changes a rule's limit, unit or
+ * algorithm carries over the units each key has used. Returns SL_OK;
+ * SL_ERR_PERIOD for an unknown unit; or sl_limit_init's (or
+ * sl_limit_carry's) error.
  */
 int sl_envoy_limit_init(sl_envoy_limit *l, sl_envoy_unit unit, uint32_t requests_per_unit,
                         sl_algorithm algorithm, int64_t burst);

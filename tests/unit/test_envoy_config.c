@@ -659,6 +659,14 @@ Test(envoy_ext, algorithm_burst_and_several_limits)
     cr_assert_eq(r->limits[1].limit.limit, 1000);
     cr_assert_eq(r->limits[1].limit.period_ns, INT64_C(3600000000000));
     cr_assert_eq(r->limits[2].limit.algorithm, SL_SLIDING_WINDOW);
+    /* Carried, each: a reload that changes a limit or its algorithm carries
+     * the units a key has used over, instead of finding a state of another
+     * shape that the store refuses. */
+    for (size_t i = 0; i < r->nlimits; i++)
+        cr_assert(r->limits[i].limit.flags & SL_LIMIT_CARRY, "limit %zu", i);
+    sl_envoy_limit own;
+    cr_assert_eq(sl_envoy_limit_init(&own, SL_ENVOY_MINUTE, 5, SL_FIXED_WINDOW, 0), SL_OK);
+    cr_assert(own.limit.flags & SL_LIMIT_CARRY);
     /* One key per limit. */
     char k0[64], k1[64], k2[64];
     size_t n0 = store_key(c, "d", make("user", "u1", NULL), 0, k0, sizeof k0);
