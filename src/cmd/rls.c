@@ -30,6 +30,7 @@ typedef struct rls_item {
     int64_t hits;
     uint32_t rpu[SL_ENVOY_MAX_LIMITS];  /* each limit as Envoy states it */
     uint8_t unit[SL_ENVOY_MAX_LIMITS];  /* an sl_envoy_unit each */
+    int64_t window_left[SL_ENVOY_MAX_LIMITS]; /* a fixed window's time left; 0: not one */
     const char *name;                   /* the rule's name, in the call's arena */
     const char *mkey;                   /* its stats key, in the arena; NULL: none */
     size_t mlen;
@@ -124,6 +125,19 @@ static int fail(char *err, size_t errlen, int rc, const char *fmt, ...)
     return rc;
 }
 
+/* A fixed window's time left at c->now: the reference's windows, at
+ * multiples of the unit since the epoch (sl_envoy_limit_align); 0 for
+ * another algorithm, whose reset is its state's. */
+static int64_t window_left(const sl_rls_ctx *c, const sl_envoy_limit *l)
+{
+    if (l->algorithm != SL_FIXED_WINDOW)
+        return 0;
+    int64_t p = sl_envoy_unit_seconds(l->unit) * INT64_C(1000000000);
+    /* now + clock_offset is Unix time, both within SL_TIME_MAX: no overflow. */
+    int64_t at = (c->now + c->clock_offset_ns) % p;
+    return p - (at < 0 ? at + p : at);
+}
+
 /* The limits a descriptor takes from: its override's (in *own), or its
  * rule's; sets it->kind, n, rpu, unit, shadow. Returns the limits, NULL
  * for none to take. */
@@ -163,6 +177,7 @@ static const sl_envoy_limit *item_limits(const sl_rls_ctx *c, const sl_rls_descr
     for (size_t j = 0; j < n; j++) {
         it->rpu[j] = lim[j].requests_per_unit;
         it->unit[j] = (uint8_t)lim[j].unit;
+        it->window_left[j] = window_left(c, &lim[j]);
         if (lim[j].requests_per_unit == 0 && it->kind == IT_TAKE) {
             it->kind = IT_ZERO;
             it->n = (uint8_t)j;
@@ -424,6 +439,8 @@ int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, char *err, size_t er
             s->requests_per_unit = 0;
             s->unit = (sl_rls_unit)it->unit[it->n];
             s->limit_name = it->name;
+            s->has_reset = it->window_left[it->n] > 0;
+            s->reset_after_ns = it->window_left[it->n];
             break;
         case IT_TAKE: {
             if (it->r.rc != SL_OK)
@@ -440,7 +457,9 @@ int sl_rls_result(sl_rls_call *call, sl_rls_response *resp, char *err, size_t er
             int64_t rem = over || d->remaining < 0 ? 0 : d->remaining;
             s->limit_remaining = rem > (int64_t)UINT32_MAX ? UINT32_MAX : (uint32_t)rem;
             s->has_reset = true;
-            s->reset_after_ns = d->reset_after_ns > 0 ? d->reset_after_ns : 0;
+            s->reset_after_ns = it->window_left[b] > 0   ? it->window_left[b]
+                                : d->reset_after_ns > 0 ? d->reset_after_ns
+                                                        : 0;
             break;
         }
         }

@@ -16,6 +16,11 @@
  *   unlimited                                    OK, no current_limit, remaining 2^32-1
  *   within its limits                            OK, current_limit, remaining, reset
  *   over one                                     OVER_LIMIT (OK in shadow mode), remaining 0
+ *   requests_per_unit 0                          OVER_LIMIT, current_limit, remaining 0, reset
+ *
+ * where reset, for a fixed window (the reference's), is the time left in
+ * the current window, whatever the key holds, as the reference answers it;
+ * for another algorithm, the time until the key's state is full again.
  *
  * where the limit reported of a rule with several is the one that refused,
  * else the one with the least remaining. overall_code is OVER_LIMIT when
@@ -47,6 +52,7 @@ typedef struct sl_rls_ctx {
     sl_backend_worker *bw;
     const sl_envoy_config *envoy; /* NULL: none loaded (every domain unknown) */
     int64_t clock_offset_ns;      /* a limit override's windows on the wall clock */
+    int64_t now;                  /* the backend worker's clock: where a window ends */
     size_t max_key_bytes;         /* the longest store key; 0: no bound */
     /* The names of the headers the answer asks Envoy to add (the limit,
      * what remains, the seconds to its reset), of the descriptor nearest

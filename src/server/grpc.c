@@ -63,6 +63,7 @@ bool sl_rls_ctx_of(sl_worker *w, sl_rls_ctx *ctx)
         .bw = w->bw,
         .envoy = atomic_load(&srv->envoy),
         .clock_offset_ns = srv->clock_offset_ns,
+        .now = w->now,
         .max_key_bytes = srv->cfg.max_key_bytes,
         .header_names = srv->cfg.envoy_headers,
         .decided = sl_envoy_stats_count,

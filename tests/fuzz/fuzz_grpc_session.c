@@ -89,7 +89,7 @@ static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, si
     }
     static const char *const names[3] = {"RateLimit-Limit", "RateLimit-Remaining",
                                          "RateLimit-Reset"};
-    sl_rls_ctx c = {.be = F.be, .bw = F.bw, .envoy = F.envoy, .max_key_bytes = 512,
+    sl_rls_ctx c = {.be = F.be, .bw = F.bw, .envoy = F.envoy, .now = F.now, .max_key_bytes = 512,
                     .header_names = names, .decided = stats};
     sl_rls_call *rc;
     int st = sl_rls_start(&c, &r, never_later, NULL, &rc, err, sizeof err);

@@ -87,8 +87,8 @@ static sl_rls_call *ask(const char *key, const char *value, int64_t hits, sl_rls
     }
     sl_rls_request r = {.domain = {"edge", 4}, .descriptors = &d, .n_descriptors = 1};
     static const char *const names[3] = {"L", "R", "S"};
-    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy, .header_names = names,
-                    .decided = count};
+    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy, .now = H.now,
+                    .header_names = names, .decided = count};
     sl_rls_call *call;
     char err[128];
     cr_assert_eq(sl_rls_start(&c, &r, never_done, NULL, &call, err, sizeof err), SL_OK, "%s",
@@ -122,6 +122,12 @@ Test(rls_cmd, a_fixed_window_counts_down_and_ends_on_the_minute)
     cr_assert_eq(resp.overall_code, SL_RLS_CODE_OVER_LIMIT);
     cr_assert_eq(resp.statuses[0].limit_remaining, 0);
     sl_rls_free(call);
+    /* a key over on its first call (its hits past the limit) holds nothing, and its
+     * window still ends on the minute */
+    call = ask("ip", "10.0.0.3", 4, &resp);
+    cr_assert_eq(resp.overall_code, SL_RLS_CODE_OVER_LIMIT);
+    cr_assert_eq(resp.statuses[0].reset_after_ns, 20 * NS_PER_SEC);
+    sl_rls_free(call);
     /* another value has its own counter */
     call = ask("ip", "10.0.0.2", -1, &resp);
     cr_assert_eq(resp.statuses[0].limit_remaining, 2);
@@ -137,9 +143,9 @@ Test(rls_cmd, a_fixed_window_counts_down_and_ends_on_the_minute)
     cr_assert_eq(resp.overall_code, SL_RLS_CODE_OK);
     cr_assert_eq(resp.statuses[0].limit_remaining, 2);
     sl_rls_free(call);
-    /* 4 + 2 + 1 decided, 2 over, the third of a window near its limit */
-    cr_assert_eq(H.decided, 7);
-    cr_assert_eq(H.over, 2);
+    /* 4 + 1 + 2 + 1 decided, 3 over, the third of a window near its limit */
+    cr_assert_eq(H.decided, 8);
+    cr_assert_eq(H.over, 3);
     cr_assert_eq(H.near, 1);
 }
 
@@ -186,6 +192,10 @@ Test(rls_cmd, shadow_mode_is_ok_and_counted_and_zero_is_always_over)
     cr_assert_eq(resp.overall_code, SL_RLS_CODE_OVER_LIMIT);
     cr_assert_eq(resp.statuses[0].requests_per_unit, 0);
     cr_assert_eq(resp.statuses[0].unit, SL_RLS_UNIT_HOUR);
+    /* the hour's window still ends where the reference says */
+    int64_t hour = 3600 * NS_PER_SEC;
+    cr_assert(resp.statuses[0].has_reset);
+    cr_assert_eq(resp.statuses[0].reset_after_ns, hour - H.now % hour);
     sl_rls_free(call);
     /* no rule: OK, no limit, no headers */
     call = ask("nothing", "n", -1, &resp);
@@ -198,7 +208,7 @@ Test(rls_cmd, shadow_mode_is_ok_and_counted_and_zero_is_always_over)
 Test(rls_cmd, an_empty_request_is_refused_and_stays_the_callers)
 {
     sl_rls_request r = {.domain = {"edge", 4}};
-    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy};
+    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy, .now = H.now};
     sl_rls_call *call;
     char err[128];
     cr_assert_eq(sl_rls_start(&c, &r, never_done, NULL, &call, err, sizeof err),
@@ -213,7 +223,7 @@ Test(rls_cmd, a_limit_override_of_a_week_has_its_own_counter)
     sl_rls_entry e = {{"ip", 2}, {"10.0.0.9", 8}};
     sl_rls_descriptor d = {.entries = &e, .n_entries = 1, .has_limit = true,
                            .limit_requests_per_unit = 1, .limit_unit = SL_RLS_UNIT_WEEK};
-    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy};
+    sl_rls_ctx c = {.be = H.be, .bw = H.bw, .envoy = H.envoy, .now = H.now};
     char err[128];
     for (int i = 0; i < 2; i++) {
         sl_rls_request r = {.domain = {"edge", 4}, .descriptors = &d, .n_descriptors = 1};
