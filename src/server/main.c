@@ -120,7 +120,6 @@ enum sl_flag_id {
 enum {
     SL_FLAG_APPLIED = 1,     /* def is an argument, applied before anything else */
     SL_FLAG_CLI_ONLY = 2,    /* not a setting of the config file's server: section */
-    SL_FLAG_UNAVAILABLE = 4, /* refused: not in this version */
 };
 
 typedef struct sl_flag {
@@ -377,14 +376,12 @@ static void sl_usage(FILE *f)
     char syn[64];
     for (int i = 0; i < F_COUNT; i++) {
         sl_flag_synopsis(&sl_flags[i], syn, sizeof syn);
-        if (!(sl_flags[i].flags & SL_FLAG_UNAVAILABLE) && (int)strlen(syn) > w)
+        if ((int)strlen(syn) > w)
             w = (int)strlen(syn);
     }
     fprintf(f, "usage: sluiced [options]\n");
     for (int i = 0; i < F_COUNT; i++) {
         const sl_flag *fl = &sl_flags[i];
-        if (fl->flags & SL_FLAG_UNAVAILABLE)
-            continue;
         sl_flag_synopsis(fl, syn, sizeof syn);
         char text[512];
         snprintf(text, sizeof text, "%s%s%s%s", fl->help, fl->def ? " (default " : "",
@@ -401,21 +398,10 @@ static void sl_usage_markdown(FILE *f)
     fprintf(f, "| flag | default | meaning |\n|---|---|---|\n");
     for (int i = 0; i < F_COUNT; i++) {
         const sl_flag *fl = &sl_flags[i];
-        if (fl->flags & SL_FLAG_UNAVAILABLE)
-            continue;
         sl_flag_synopsis(fl, syn, sizeof syn);
         fprintf(f, "| `%s` | %s | %s |\n", syn, fl->def ? fl->def : fl->arg ? "none" : "",
                 fl->help);
     }
-    const char *sep = "\nNot in this version, and refused with an error that says so: ";
-    for (int i = 0; i < F_COUNT; i++) {
-        if (sl_flags[i].flags & SL_FLAG_UNAVAILABLE) {
-            fprintf(f, "%s`--%s`", sep, sl_flags[i].name);
-            sep = ", ";
-        }
-    }
-    if (sep[0] == ',')
-        fprintf(f, ".\n");
 }
 
 /* Parses flags into *cfg. `origin` names where they come from in messages
@@ -454,10 +440,6 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             (as_written[2 + nlen] != '\0' && as_written[2 + nlen] != '=')) {
             fprintf(stderr, "%s: unknown option '%.60s' (sluiced --help lists them)\n", origin,
                     as_written);
-            return 2;
-        }
-        if (fl->flags & SL_FLAG_UNAVAILABLE) {
-            fprintf(stderr, "%s: --%s is not available in this version\n", origin, fl->name);
             return 2;
         }
         switch (id) {
