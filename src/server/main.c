@@ -1389,9 +1389,13 @@ int main(int argc, char **argv)
         snprintf(http, sizeof http, "on %s%s",
                  sl_log_addr(addr, sl_http_bind(&srv->cfg), srv->cfg.http_port),
                  sl_http_token(&srv->cfg) ? " (bearer token)" : "");
+    char grpc[SL_LOG_ADDR_MAX + 16] = "";
+    if (srv->cfg.grpc_port)
+        snprintf(grpc, sizeof grpc, ", gRPC on %s",
+                 sl_log_addr(addr, srv->cfg.bind, srv->cfg.grpc_port));
     /* The store by its kind only: its URL may hold a password. */
-    sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s, %d threads, store %s, %zu policies",
-           SLUICE_VERSION, resp, http, srv->nworkers, srv->backend->ops->name,
+    sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s%s, %d threads, store %s, %zu policies",
+           SLUICE_VERSION, resp, http, grpc, srv->nworkers, srv->backend->ops->name,
            conf ? conf->npolicies : 0);
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
         srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
