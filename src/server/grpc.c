@@ -396,8 +396,6 @@ void sl_grpc_on_connection(uv_stream_t *listener, int status)
 
 void sl_grpc_worker_init(sl_worker *w)
 {
-    /* Without its table (out of memory) a worker counts nothing. */
-    w->envoy_stats = sl_envoy_stats_new();
     uv_timer_init(&w->loop, &w->grpc_tick);
     w->grpc_tick.data = w;
 }

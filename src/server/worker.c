@@ -1084,6 +1084,10 @@ int sl_workers_start(sl_server *srv)
             sl_on_resp_connection, sl_on_http_connection, sl_grpc_on_connection};
         if (srv->cfg.grpc_port > 0)
             sl_grpc_worker_init(w);
+        /* ShouldRateLimit's counts (gRPC and POST /json); without its table
+         * (out of memory) a worker counts nothing. */
+        if (srv->cfg.envoy_config)
+            w->envoy_stats = sl_envoy_stats_new();
         for (int p = 0; p < SL_PROTOS; p++) {
             if (srv->listen_fd[p] < 0)
                 continue;

@@ -140,3 +140,21 @@ def test_healthcheck_is_open_and_json_takes_the_token(tmp_path):
         assert r.status_code == 200
     finally:
         s.stop()
+
+
+def test_metrics_count_hits_per_stats_key(tmp_path):
+    s = start(tmp_path)
+    try:
+        # limit 3: 1 within; 2 within, leaving it 3/3 used (past 80%); 1 and 5 over
+        for hits in (1, 2, 1, 5):
+            requests.post(s.http + "/json", json=body("10.0.0.7", hits=hits), timeout=10)
+        text = requests.get(s.http + "/metrics", timeout=10).text
+        got = {}
+        for line in text.splitlines():
+            m = re.match(r'sluice_envoy_(\w+)_total\{key="edge\.remote_address"\} (\d+)$', line)
+            if m:
+                got[m.group(1)] = int(m.group(2))
+        assert got == {"hits": 9, "over_limit": 6, "near_limit": 2, "within_limit": 3,
+                       "shadow_mode": 0}, got
+    finally:
+        s.stop()
