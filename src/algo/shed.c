@@ -12,7 +12,7 @@
  *
  * and the request is admitted while in_flight < ceiling. Both sums are at
  * most the limit (shares add up to at most 1000 permille, each rounded
- * down), so the ceiling lies in [0, limit] and nothing here can overflow.
+ * down), so nothing here can overflow.
  */
 #include <string.h>
 
@@ -68,33 +68,39 @@ static int64_t sl_shed_unused(int64_t share, int64_t used)
     return used < share ? share - used : 0;
 }
 
-/* The ceiling of class cls in partition part (see the top of the file);
- * *reason and *by say which rule lowered it below the limit, if one did. */
-static int64_t sl_shed_ceiling(const sl_shed *s, const sl_shed_config *c, int64_t limit,
-                               int64_t now, int cls, int part, sl_shed_reason *reason, int *by)
+/* What holds back a request of class cls in partition part: the class
+ * rule's ceiling (the limit less the unused reserves that more important
+ * classes hold), and what the other partitions hold of their guarantees,
+ * which a partition at or above its own may not borrow. */
+typedef struct sl_shed_room {
+    int64_t ceiling;    /* in [0, limit] */
+    int64_t held;       /* other partitions' unused guarantees held, in [0, limit] */
+    int64_t guaranteed; /* slots left in the partition's own guarantee */
+    int by_class, by_partition; /* the first class / partition holding, or -1 */
+} sl_shed_room;
+
+static void sl_shed_measure(const sl_shed *s, const sl_shed_config *c, int64_t limit,
+                            int64_t now, int cls, int part, sl_shed_room *r)
 {
     int64_t held = 0;
-    *reason = SL_SHED_FULL;
-    *by = -1;
+    r->by_class = r->by_partition = -1;
     for (int j = 0; j < cls; j++) {
         if (!sl_shed_holds(c, s->class_seen >> j & 1u, s->class_asked[j], now))
             continue;
         int64_t u = sl_shed_unused(sl_shed_share(limit, c->reserve_permille[j]),
                                    s->class_in_flight[j]);
-        if (u > 0 && *by < 0) {
-            *reason = SL_SHED_RESERVED;
-            *by = j;
-        }
+        if (u > 0 && r->by_class < 0)
+            r->by_class = j;
         held += u;
     }
-    int64_t ceiling = limit - held;
-    if (c->partitions == 0 ||
-        s->partition_in_flight[part] < sl_shed_share(limit, c->guarantee_permille[part]))
-        return ceiling;
-    /* At or above its guarantee: borrowing, from what no other partition
-     * holds. A refusal names the class rule when that alone refuses. */
-    int64_t lent_out = 0;
-    int first = -1;
+    r->ceiling = limit - held;
+    r->held = 0;
+    if (c->partitions == 0) {
+        r->guaranteed = limit; /* no partition rule */
+        return;
+    }
+    r->guaranteed = sl_shed_unused(sl_shed_share(limit, c->guarantee_permille[part]),
+                                   s->partition_in_flight[part]);
     for (int q = 0; q < c->partitions; q++) {
         if (q == part)
             continue;
@@ -103,15 +109,25 @@ static int64_t sl_shed_ceiling(const sl_shed *s, const sl_shed_config *c, int64_
             continue;
         int64_t u = sl_shed_unused(sl_shed_share(limit, c->guarantee_permille[q]),
                                    s->partition_in_flight[q]);
-        if (u > 0 && first < 0)
-            first = q;
-        lent_out += u;
+        if (u > 0 && r->by_partition < 0)
+            r->by_partition = q;
+        r->held += u;
     }
-    if (lent_out > 0 && s->in_flight < ceiling && s->in_flight >= ceiling - lent_out) {
-        *reason = SL_SHED_PARTITION;
-        *by = first;
-    }
-    return sl_max64(ceiling - lent_out, 0);
+}
+
+/* How many requests of the class and partition r describes would be
+ * admitted one after another from `in_flight`: those within the
+ * partition's guarantee up to the class ceiling, or, if more, all up to
+ * the ceiling less what the other partitions hold. Admitting them changes
+ * neither: a class's own requests hold back only less important ones. */
+static int64_t sl_shed_remaining(const sl_shed_room *r, int64_t in_flight)
+{
+    int64_t room = r->ceiling - in_flight;
+    if (room <= 0)
+        return 0;
+    int64_t within = sl_min64(r->guaranteed, room);
+    int64_t borrowing = room - r->held; /* room > 0, held in [0, limit]: fits */
+    return sl_max64(within, sl_max64(borrowing, 0));
 }
 
 sl_status sl_shed_admit(sl_shed *s, const sl_shed_config *c, int64_t limit, int64_t now,
@@ -138,24 +154,29 @@ sl_status sl_shed_admit(sl_shed *s, const sl_shed_config *c, int64_t limit, int6
     s->partition_asked[part] = now;
     s->partition_seen |= 1u << part;
 
-    sl_shed_reason reason;
-    int by;
-    int64_t ceiling = sl_shed_ceiling(s, c, limit, now, cls, part, &reason, &by);
+    sl_shed_room r;
+    sl_shed_measure(s, c, limit, now, cls, part, &r);
     d->limit = limit;
-    if (s->in_flight < ceiling) {
-        /* in_flight < ceiling <= limit: the sums cannot overflow. */
+    if (sl_shed_remaining(&r, s->in_flight) > 0) {
+        /* in_flight < ceiling <= limit: the counts cannot overflow. */
         s->in_flight++;
         s->class_in_flight[cls]++;
         s->partition_in_flight[part]++;
+        if (r.guaranteed > 0 && c->partitions > 0)
+            r.guaranteed--;
         d->admitted = true;
         d->reason = SL_SHED_ADMITTED;
-        ceiling = sl_shed_ceiling(s, c, limit, now, cls, part, &reason, &by);
+    } else if (s->in_flight >= limit) {
+        d->reason = SL_SHED_FULL;
+    } else if (s->in_flight >= r.ceiling) {
+        d->reason = SL_SHED_RESERVED;
+        d->by = r.by_class;
     } else {
-        d->reason = s->in_flight >= limit ? SL_SHED_FULL : reason;
-        d->by = d->reason == SL_SHED_FULL ? -1 : by;
+        d->reason = SL_SHED_PARTITION;
+        d->by = r.by_partition;
     }
     d->in_flight = s->in_flight;
-    d->remaining = s->in_flight < ceiling ? ceiling - s->in_flight : 0;
+    d->remaining = sl_shed_remaining(&r, s->in_flight);
     return SL_OK;
 }
 

@@ -444,6 +444,107 @@ Test(shed, classes_within_partitions)
     assert_refused(admit(&s, &c, 10, 0, SL_PRIO_CRITICAL, 0), SL_SHED_FULL, -1);
 }
 
+/* The slow model: whether a request of class k in partition p may start,
+ * straight from the rules' words. */
+static bool model_admits(const sl_shed *s, const sl_shed_config *c, int64_t limit, int64_t now,
+                         int k, int p)
+{
+    if (s->in_flight + 1 > limit)
+        return false;
+    int64_t keep = 0; /* what more important classes hold and do not use */
+    for (int j = 0; j < k; j++) {
+        bool idle = c->idle_ns > 0 && (!(s->class_seen & (1u << j)) ||
+                                       now - s->class_asked[j] >= c->idle_ns);
+        int64_t r = limit * c->reserve_permille[j] / 1000;
+        if (!idle && s->class_in_flight[j] < r)
+            keep += r - s->class_in_flight[j];
+    }
+    if (s->in_flight + 1 + keep > limit)
+        return false;
+    if (c->partitions == 0 ||
+        s->partition_in_flight[p] + 1 <= limit * c->guarantee_permille[p] / 1000)
+        return true;
+    for (int q = 0; q < c->partitions; q++) {
+        bool idle = c->lends[q] && c->idle_ns > 0 &&
+                    (!(s->partition_seen & (1u << q)) ||
+                     now - s->partition_asked[q] >= c->idle_ns);
+        int64_t g = limit * c->guarantee_permille[q] / 1000;
+        if (q != p && !idle && s->partition_in_flight[q] < g)
+            keep += g - s->partition_in_flight[q];
+    }
+    return s->in_flight + 1 + keep <= limit;
+}
+
+/* Random traces (fixed seeds) of admits and dones, random time steps and
+ * a limit that moves, against the model; `remaining` against admitting
+ * that many more on a copy. */
+Test(shed, random_traces_match_the_model)
+{
+    test_rng rng = {2022};
+    for (int trace = 0; trace < 300; trace++) {
+        sl_shed_config c;
+        memset(&c, 0, sizeof c);
+        c.classes = (int)test_range(&rng, 1, 4);
+        int32_t left = 1000;
+        for (int k = 0; k < c.classes; k++) {
+            c.reserve_permille[k] = (int32_t)test_range(&rng, 0, left / 2);
+            left -= c.reserve_permille[k];
+        }
+        c.partitions = (int)test_range(&rng, 0, 3);
+        left = 1000;
+        for (int p = 0; p < c.partitions; p++) {
+            c.guarantee_permille[p] = (int32_t)test_range(&rng, 0, left);
+            left -= c.guarantee_permille[p];
+            c.lends[p] = test_range(&rng, 0, 1);
+        }
+        c.idle_ns = test_range(&rng, 0, 3) * 10 * MS;
+        cr_assert_eq(sl_shed_config_check(&c), SL_OK);
+        int nparts = c.partitions == 0 ? 1 : c.partitions;
+
+        sl_shed s;
+        memset(&s, 0, sizeof s);
+        int64_t now = test_range(&rng, 0, SL_TIME_MAX / 2), limit = test_range(&rng, 0, 30);
+        for (int op = 0; op < 400; op++) {
+            now += test_range(&rng, 0, 15 * MS);
+            if (test_range(&rng, 0, 19) == 0)
+                limit = test_range(&rng, 0, 30);
+            int k = (int)test_range(&rng, 0, c.classes - 1);
+            int p = (int)test_range(&rng, 0, nparts - 1);
+            if (test_range(&rng, 0, 2) == 0) {
+                bool held = s.class_in_flight[k] > 0 && s.partition_in_flight[p] > 0;
+                cr_assert_eq(sl_shed_done(&s, k, p), held ? SL_OK : SL_ERR_ARGUMENT);
+                continue;
+            }
+            sl_shed model = s;
+            model.class_asked[k] = now;
+            model.class_seen |= 1u << k;
+            model.partition_asked[p] = now;
+            model.partition_seen |= 1u << p;
+            bool want = model_admits(&model, &c, limit, now, k, p);
+            sl_shed_decision d = admit(&s, &c, limit, now, k, p);
+            cr_assert_eq(d.admitted, want, "trace %d op %d: class %d partition %d limit %lld",
+                         trace, op, k, p, (long long)limit);
+            cr_assert_leq(s.in_flight, limit > d.in_flight ? limit : d.in_flight);
+            cr_assert_eq(d.in_flight, s.in_flight);
+            if (!d.admitted) {
+                cr_assert_eq(d.reason == SL_SHED_FULL, s.in_flight >= limit);
+                if (d.reason == SL_SHED_RESERVED)
+                    cr_assert(d.by >= 0 && d.by < k, "by %d for class %d", d.by, k);
+                else if (d.reason == SL_SHED_PARTITION)
+                    cr_assert(d.by >= 0 && d.by < c.partitions && d.by != p);
+                else
+                    cr_assert_eq(d.by, -1);
+            }
+            sl_shed copy = s;
+            int64_t more = 0;
+            while (admit(&copy, &c, limit, now, k, p).admitted)
+                more++;
+            cr_assert_eq(d.remaining, more, "trace %d op %d: remaining %lld, %lld admitted",
+                         trace, op, (long long)d.remaining, (long long)more);
+        }
+    }
+}
+
 /* ---- simulation on a virtual clock ---- */
 
 #define SIM_LIMIT 100
@@ -487,8 +588,8 @@ static sim_result simulate(const sl_shed_config *c, int load_pct, const int *cla
     int n = 0;
     test_rng rng = {seed};
     int64_t gap = SIM_SERVICE * 100 / ((int64_t)load_pct * SIM_LIMIT);
-    int64_t last = 0, class_area[SL_SHED_CLASSES_MAX] = {0}, part_area[SL_SHED_PARTITIONS_MAX] = {0};
-    int64_t total_area = 0;
+    int64_t last = 0, total_area = 0;
+    int64_t class_area[SL_SHED_CLASSES_MAX] = {0}, part_area[SL_SHED_PARTITIONS_MAX] = {0};
     int nparts = c->partitions == 0 ? 1 : c->partitions;
     int64_t reserve0 = SIM_LIMIT * c->reserve_permille[0] / 1000;
 
