@@ -741,8 +741,9 @@ SL_API sl_status sl_store_snapshot_load(sl_store *s, const char *path, int64_t n
  *
  *   0                                       80                 100
  *   |-------- anyone (sheddable too) --------|-- critical only --|
- *                                            |<-- reserve not -->|
- *                                               used by critical
+ *                                            |<- the reserve, ->|
+ *                                               while critical
+ *                                               runs none of it
  *
  * The rules, for a request of class k in partition p (each request is one
  * unit; in_flight counts all admitted and not yet done):
