@@ -351,7 +351,8 @@ void sl_grpc_on_connection(uv_stream_t *listener, int status)
     }
     gconn *c = sl_calloc(1, sizeof *c);
     if (!c || uv_tcp_init(&w->loop, &c->tcp) != 0) {
-        /* Left in the backlog: the kernel holds it until memory returns. */
+        /* As the other faces do: libuv keeps the connection unaccepted and
+         * this worker's listener waits on it; the other workers go on. */
         sl_log(SL_LOG_ERROR, "gRPC accept: out of memory");
         sl_free(c);
         return;
