@@ -145,13 +145,13 @@ static int64_t clamp_limit(const sl_adapt *a, int64_t l)
 }
 
 /* Whether a request that started with `inflight` in flight used at least
- * half the limit: below that the service was not the bottleneck, and its
- * latency says nothing about a larger limit. */
+ * half the limit (in whole units): below that the service was not the
+ * bottleneck, and its latency says nothing about a larger limit. */
 static bool busy(const sl_adapt *a, int64_t inflight)
 {
     if (inflight > SL_ADAPT_LIMIT_MAX)
         return true;
-    return inflight * 2 * ONE >= a->limit;
+    return inflight * 2 >= sl_adapt_limit(a);
 }
 
 /* floor(a * b / (c * d)) for a, b >= 0 and c, d > 0, each below 2^63,

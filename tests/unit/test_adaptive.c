@@ -396,3 +396,206 @@ Test(adaptive_sim, modest_overload)
     run_free(&rg);
     run_free(&ra);
 }
+
+/* ---- the API: defaults, bad input, exact steps ---- */
+
+static sl_adapt started(sl_adapt_kind kind)
+{
+    sl_adapt_config c;
+    sl_adapt a;
+    cr_assert_eq(sl_adapt_config_default(kind, &c), SL_OK);
+    cr_assert_eq(sl_adapt_init(&a, &c), SL_OK);
+    return a;
+}
+
+Test(adaptive_api, defaults_and_names)
+{
+    static const char *names[] = {"aimd", "vegas", "gradient2", "anchored"};
+    for (int k = 0; k < SL_ADAPT_KIND_COUNT; k++) {
+        sl_adapt a = started((sl_adapt_kind)k);
+        cr_expect_str_eq(sl_adapt_kind_name((sl_adapt_kind)k), names[k]);
+        cr_expect_eq(sl_adapt_limit(&a), 20);
+    }
+    sl_adapt_config c;
+    cr_expect_eq(sl_adapt_config_default(SL_ADAPT_KIND_COUNT, &c), SL_ERR_ALGORITHM);
+    cr_expect_null(sl_adapt_kind_name(SL_ADAPT_KIND_COUNT));
+    cr_assert_eq(sl_adapt_config_default(SL_ADAPT_GRADIENT2, &c), SL_OK);
+    cr_expect_eq(c.long_window, 600);
+    cr_expect_eq(c.tolerance_permille, 1500);
+    cr_expect_eq(c.queue_size, 4);
+    cr_assert_eq(sl_adapt_config_default(SL_ADAPT_AIMD, &c), SL_OK);
+    cr_expect_eq(c.backoff_permille, 900);
+    cr_expect_eq(c.timeout_ns, 5 * NS_PER_SEC);
+}
+
+Test(adaptive_api, init_refuses_bad_config)
+{
+    sl_adapt a, before;
+    memset(&a, 0x5a, sizeof a);
+    before = a;
+    sl_adapt_config c;
+    sl_adapt_config_default(SL_ADAPT_ANCHORED, &c);
+    c.min_limit = 0;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_LIMIT);
+    sl_adapt_config_default(SL_ADAPT_ANCHORED, &c);
+    c.max_limit = SL_ADAPT_LIMIT_MAX + 1;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_LIMIT);
+    sl_adapt_config_default(SL_ADAPT_ANCHORED, &c);
+    c.initial_limit = 2; /* below min 4 */
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_LIMIT);
+    sl_adapt_config_default(SL_ADAPT_ANCHORED, &c);
+    c.queue_permille = 0;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_ARGUMENT);
+    sl_adapt_config_default(SL_ADAPT_AIMD, &c);
+    c.backoff_permille = 1000;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_ARGUMENT);
+    sl_adapt_config_default(SL_ADAPT_AIMD, &c);
+    c.timeout_ns = 0;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_ARGUMENT);
+    sl_adapt_config_default(SL_ADAPT_GRADIENT2, &c);
+    c.tolerance_permille = 999;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_ARGUMENT);
+    sl_adapt_config_default(SL_ADAPT_VEGAS, &c);
+    c.smoothing_permille = 1001;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_ARGUMENT);
+    c.kind = (sl_adapt_kind)9;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_ERR_ALGORITHM);
+    cr_expect_eq(memcmp(&a, &before, sizeof a), 0);
+    /* A field another kind reads is not checked. */
+    sl_adapt_config_default(SL_ADAPT_VEGAS, &c);
+    c.backoff_permille = -1;
+    cr_expect_eq(sl_adapt_init(&a, &c), SL_OK);
+}
+
+Test(adaptive_api, sample_refuses_bad_input)
+{
+    for (int k = 0; k < SL_ADAPT_KIND_COUNT; k++) {
+        sl_adapt a = started((sl_adapt_kind)k);
+        cr_assert_eq(sl_adapt_sample(&a, 1000, SVC, 20, SL_ADAPT_SUCCESS), SL_OK);
+        sl_adapt before = a;
+        cr_expect_eq(sl_adapt_sample(&a, -1, SVC, 20, SL_ADAPT_SUCCESS), SL_ERR_TIME);
+        cr_expect_eq(sl_adapt_sample(&a, SL_TIME_MAX + 1, SVC, 20, SL_ADAPT_SUCCESS),
+                     SL_ERR_TIME);
+        cr_expect_eq(sl_adapt_sample(&a, 2000, 0, 20, SL_ADAPT_SUCCESS), SL_ERR_ARGUMENT);
+        cr_expect_eq(sl_adapt_sample(&a, 2000, -5, 20, SL_ADAPT_SUCCESS), SL_ERR_ARGUMENT);
+        cr_expect_eq(sl_adapt_sample(&a, 2000, SL_SPAN_MAX + 1, 20, SL_ADAPT_SUCCESS),
+                     SL_ERR_ARGUMENT);
+        cr_expect_eq(sl_adapt_sample(&a, 2000, SVC, 0, SL_ADAPT_SUCCESS), SL_ERR_ARGUMENT);
+        cr_expect_eq(sl_adapt_sample(&a, 2000, SVC, 20, (sl_adapt_outcome)3), SL_ERR_ARGUMENT);
+        /* An ignored sample is accepted and changes nothing. */
+        cr_expect_eq(sl_adapt_sample(&a, 2000, SVC, 20, SL_ADAPT_IGNORED), SL_OK);
+        cr_expect_eq(memcmp(&a, &before, sizeof a), 0, "%s", sl_adapt_kind_name((sl_adapt_kind)k));
+    }
+}
+
+Test(adaptive_api, aimd_steps)
+{
+    sl_adapt_config c;
+    sl_adapt a;
+    sl_adapt_config_default(SL_ADAPT_AIMD, &c);
+    c.min_limit = 1;
+    c.timeout_ns = 100 * NS_PER_MS;
+    cr_assert_eq(sl_adapt_init(&a, &c), SL_OK);
+    int64_t t = NS_PER_SEC;
+    /* Below half the limit in flight: no growth. */
+    for (int i = 0; i < 100; i++)
+        sl_adapt_sample(&a, t += NS_PER_MS, SVC, 9, SL_ADAPT_SUCCESS);
+    cr_expect_eq(sl_adapt_limit(&a), 20);
+    /* 1/limit a success: a unit after a limit's worth (and a little). */
+    for (int i = 0; i < 20; i++)
+        sl_adapt_sample(&a, t += NS_PER_MS, SVC, 10, SL_ADAPT_SUCCESS);
+    cr_expect_eq(sl_adapt_limit(&a), 20);
+    for (int i = 0; i < 2; i++)
+        sl_adapt_sample(&a, t += NS_PER_MS, SVC, 10, SL_ADAPT_SUCCESS);
+    cr_expect_eq(sl_adapt_limit(&a), 21);
+    /* A drop cuts by 10%; another from a request sent before the cut does
+     * not; one sent after it does. */
+    sl_adapt_sample(&a, t += NS_PER_MS, SVC, 21, SL_ADAPT_DROPPED);
+    cr_expect_eq(sl_adapt_limit(&a), 18); /* 21.0x * 0.9 */
+    sl_adapt_sample(&a, t + SVC / 2, SVC, 21, SL_ADAPT_DROPPED);
+    cr_expect_eq(sl_adapt_limit(&a), 18);
+    sl_adapt_sample(&a, t + SVC, SVC, 21, SL_ADAPT_DROPPED);
+    cr_expect_eq(sl_adapt_limit(&a), 17);
+    /* A success slower than the timeout is a drop. */
+    t += 10 * NS_PER_SEC;
+    sl_adapt_sample(&a, t, 101 * NS_PER_MS, 21, SL_ADAPT_SUCCESS);
+    cr_expect_eq(sl_adapt_limit(&a), 15);
+    /* Never below min_limit. */
+    for (int i = 0; i < 100; i++)
+        sl_adapt_sample(&a, t += NS_PER_SEC, SVC, 1, SL_ADAPT_DROPPED);
+    cr_expect_eq(sl_adapt_limit(&a), 1);
+}
+
+Test(adaptive_api, anchored_probe)
+{
+    sl_adapt_config c;
+    sl_adapt a;
+    sl_adapt_config_default(SL_ADAPT_ANCHORED, &c);
+    c.probe_samples = 4;
+    cr_assert_eq(sl_adapt_init(&a, &c), SL_OK);
+    /* The first sample starts a probe at min_limit. */
+    sl_adapt_sample(&a, 1000, 50 * NS_PER_MS, 30, SL_ADAPT_SUCCESS);
+    cr_expect_eq(sl_adapt_limit(&a), 4);
+    /* Only requests that started with at most min_limit in flight count:
+     * their mean latency becomes the baseline. */
+    int64_t rtts[] = {9, 10, 11, 14};
+    for (int i = 0; i < 4; i++) {
+        sl_adapt_sample(&a, 2000 + i, 40 * NS_PER_MS, 5, SL_ADAPT_SUCCESS);
+        cr_expect_eq(sl_adapt_limit(&a), 4);
+        sl_adapt_sample(&a, 3000 + i, rtts[i] * NS_PER_MS, 4, SL_ADAPT_SUCCESS);
+    }
+    cr_expect_eq(sl_adapt_limit(&a), 20);
+    cr_expect_eq(a.rtt_base, 11 * NS_PER_MS);
+    /* At the baseline, busy: grows toward 1.25 x. Far above it: falls,
+     * at most halving. */
+    int64_t t = NS_PER_SEC;
+    for (int i = 0; i < 200; i++)
+        sl_adapt_sample(&a, t += NS_PER_MS, 11 * NS_PER_MS, sl_adapt_limit(&a), SL_ADAPT_SUCCESS);
+    cr_expect_gt(sl_adapt_limit(&a), 24);
+    int64_t high = sl_adapt_limit(&a);
+    for (int i = 0; i < 2000; i++)
+        sl_adapt_sample(&a, t += NS_PER_MS, 1000 * NS_PER_MS, high, SL_ADAPT_SUCCESS);
+    cr_expect_eq(sl_adapt_limit(&a), 4);
+    /* A lasting queue does not raise the baseline. */
+    cr_expect_eq(a.rtt_base, 11 * NS_PER_MS);
+    /* The next probe, probe_interval_ns after the last, gives up after 16
+     * samples per one wanted when none qualifies, and keeps the baseline. */
+    t = 1000 + c.probe_interval_ns + 3 * NS_PER_SEC;
+    for (int i = 0; i < 16 * 4; i++) {
+        sl_adapt_sample(&a, t + i, 30 * NS_PER_MS, 50, SL_ADAPT_SUCCESS);
+        if (i < 16 * 4 - 1)
+            cr_expect_eq(a.probe_saved != 0, 1, "probing at %d", i);
+    }
+    cr_expect_eq(a.probe_saved, 0);
+    cr_expect_eq(a.rtt_base, 11 * NS_PER_MS);
+}
+
+/* Wild samples: every call succeeds and the limit stays in [min, max]
+ * (under UBSan, this also checks the arithmetic for overflow). */
+Test(adaptive_api, extremes)
+{
+    test_rng rng = {7};
+    for (int k = 0; k < SL_ADAPT_KIND_COUNT; k++) {
+        sl_adapt_config c;
+        sl_adapt a;
+        sl_adapt_config_default((sl_adapt_kind)k, &c);
+        c.min_limit = 1;
+        c.max_limit = SL_ADAPT_LIMIT_MAX;
+        c.initial_limit = SL_ADAPT_LIMIT_MAX / 2;
+        c.probe_interval_ns = SL_SPAN_MAX;
+        cr_assert_eq(sl_adapt_init(&a, &c), SL_OK);
+        for (int i = 0; i < 200000; i++) {
+            uint64_t r = test_next(&rng);
+            int64_t now = (r & 1) ? SL_TIME_MAX - test_range(&rng, 0, 1000)
+                                  : test_range(&rng, 0, SL_TIME_MAX);
+            int64_t rtt = (r & 2) ? test_range(&rng, 1, 1000)
+                                  : (r & 4) ? SL_SPAN_MAX : test_range(&rng, 1, SL_SPAN_MAX);
+            int64_t infl = (r & 8) ? INT64_MAX : test_range(&rng, 1, 2 * SL_ADAPT_LIMIT_MAX);
+            sl_adapt_outcome o = (sl_adapt_outcome)((r >> 8) % 3);
+            cr_assert_eq(sl_adapt_sample(&a, now, rtt, infl, o), SL_OK);
+            int64_t l = sl_adapt_limit(&a);
+            cr_assert(l >= 1 && l <= SL_ADAPT_LIMIT_MAX, "%s: %lld",
+                      sl_adapt_kind_name((sl_adapt_kind)k), (long long)l);
+        }
+    }
+}
