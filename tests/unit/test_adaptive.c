@@ -363,7 +363,7 @@ static void modest_run(sl_adapt_kind kind, run *r, figures *f)
     r->ph[1] = (phase){2 * NS_PER_SEC, 42 * NS_PER_SEC, 1200, C0};
     simulate(r, &a);
     f->conv = mean_limit(r, 1);
-    f->good = goodput(r, 1) * 1000 / 1200 * 12 / 10; /* per mille of C, not of the offered */
+    f->good = goodput(r, 1); /* per mille of C, not of the offered load */
     f->p99x = p99(r, 1) * 1000 / SVC;
 }
 
@@ -380,12 +380,12 @@ Test(adaptive_sim, modest_overload)
         lo = ra.trace[k] < lo ? ra.trace[k] : lo;
         hi = ra.trace[k] > hi ? ra.trace[k] : hi;
     }
-    cr_log_info("modest overload (120%% of C=%d), limit at 5/10/20/42 s: gradient2 "
-                "%lld/%lld/%lld/%lld (p99 %.2fxS), anchored %lld/%lld/%lld/%lld (band %lld..%lld, "
+    cr_log_info("modest overload (120%% of C=%d), limit at 5/10/20 s and the end: gradient2 "
+                "%lld/%lld/%lld/%lld (goodput %.1f%%, p99 %.2fxS), anchored %lld/%lld/%lld/%lld (band %lld..%lld, "
                 "goodput %.1f%%, p99 %.2fxS)",
                 C0, (long long)rg.trace[500], (long long)rg.trace[1000],
                 (long long)rg.trace[2000], (long long)rg.trace[rg.ntrace - 1],
-                g.p99x / 1000.0, (long long)ra.trace[500], (long long)ra.trace[1000],
+                g.good / 10.0, g.p99x / 1000.0, (long long)ra.trace[500], (long long)ra.trace[1000],
                 (long long)ra.trace[2000], (long long)ra.trace[ra.ntrace - 1],
                 (long long)lo, (long long)hi, an.good / 10.0, an.p99x / 1000.0);
     cr_expect_gt(rg.trace[rg.ntrace - 1], 4 * C0);
