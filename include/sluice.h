@@ -499,7 +499,8 @@ SL_API void sl_cell_reply(const sl_decision *d, int64_t out[5]);
  *   adds 1/limit (one unit per limit's worth of successes, about one a round
  *   trip); a drop, or a success slower than timeout_ns, multiplies the
  *   limit by backoff_permille / 1000, at most once a round trip (a drop of
- *   a request that started before the last cut says nothing new). Defaults:
+ *   a request that started before the last cut says nothing new; Netflix's
+ *   AIMDLimit adds 1 a success and cuts on every drop). Defaults:
  *   initial 20, min 20, max 200, backoff 900, timeout 5 s. Its limit settles
  *   where latency reaches the timeout, so that timeout sets its queue.
  *
@@ -510,7 +511,8 @@ SL_API void sl_cell_reply(const sl_decision *d, int64_t out[5]);
  *   6 * log10(limit) takes log10(limit) off; a drop takes log10(limit) off
  *   (log10 in whole units, at least 1). The new limit is blended with the
  *   old by smoothing_permille. Every probe_multiplier * limit samples the
- *   no-load RTT restarts from the sample at hand. Defaults: initial 20, min
+ *   no-load RTT restarts from the sample at hand (a sample that restarts or
+ *   lowers it moves nothing else). Defaults: initial 20, min
  *   1, max 1000, smoothing 1000, probe_multiplier 30. Under a queue that
  *   never empties, each restart raises the no-load RTT to a queued latency.
  *
@@ -530,9 +532,11 @@ SL_API void sl_cell_reply(const sl_decision *d, int64_t out[5]);
  *   SL_ADAPT_ANCHORED (sluice's own): the gradient against a baseline that
  *   queueing cannot move. The baseline is the no-load RTT measured in a
  *   probe: the limit is held at min_limit until probe_samples requests that
- *   started with at most min_limit in flight have ended (at most
- *   16 * probe_samples samples), and the baseline is their mean latency.
- *   The first sample starts a probe, and one follows every
+ *   started with at most min_limit in flight have ended, and the baseline
+ *   is their mean latency (a probe gives up after 16 * probe_samples
+ *   samples: with none that qualified the baseline stays as it was, or is
+ *   the short-term average when there was none yet; no sample moves the
+ *   limit while it lasts). The first sample starts a probe, and one follows every
  *   probe_interval_ns; between probes the baseline can only fall (to the
  *   short-term average, when that is lower). The allowed queueing delay is
  *   relative to the baseline: the target latency is
@@ -551,7 +555,8 @@ SL_API void sl_cell_reply(const sl_decision *d, int64_t out[5]);
  *   min 4, max 1000, queue 250, smoothing 500, short_window 16, probe every
  *   30 s over 16 samples, backoff 900.
  *
- * A limit's whole units are at least 1 and at most SL_ADAPT_LIMIT_MAX.
+ * A limit's whole units are at least 1 and at most SL_ADAPT_LIMIT_MAX. An
+ * sl_adapt holds no lock: one caller at a time.
  */
 
 /* Fixed point: a limit of 1 is SL_ADAPT_ONE. */
