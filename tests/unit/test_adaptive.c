@@ -599,3 +599,51 @@ Test(adaptive_api, extremes)
         }
     }
 }
+
+/* Gradient2 against a slow model of its formulas in floating point (the
+ * Java original's arithmetic): on a random trace the integer limit stays
+ * within 0.5% of the model's. */
+Test(adaptive_api, gradient2_matches_model)
+{
+    sl_adapt_config c;
+    sl_adapt a;
+    sl_adapt_config_default(SL_ADAPT_GRADIENT2, &c);
+    c.min_limit = 1;
+    c.max_limit = 10000;
+    cr_assert_eq(sl_adapt_init(&a, &c), SL_OK);
+    double lim = 20, lng = 0, lo = 1e9, hi = 0;
+    int n = 0;
+    test_rng rng = {135};
+    int64_t base = 10 * NS_PER_MS, t = 0;
+    for (int i = 0; i < 100000; i++) {
+        if (i % 1000 == 0)
+            base = test_range(&rng, 2, 40) * NS_PER_MS; /* the service's latency moves */
+        int64_t rtt = base + test_range(&rng, 0, base);
+        int64_t infl = test_range(&rng, 1, 2 * (int64_t)lim + 2);
+        t += NS_PER_MS;
+        cr_assert_eq(sl_adapt_sample(&a, t, rtt, infl, SL_ADAPT_SUCCESS), SL_OK);
+        if (n < 10) {
+            lng += (rtt - lng) / (n + 1);
+            n++;
+        } else {
+            lng += (rtt - lng) * 2 / (c.long_window + 1);
+        }
+        double l0 = lng;
+        if (l0 / 2 > rtt)
+            lng *= 0.95;
+        if (infl * 2 >= (int64_t)lim) {
+            double g = 1.5 * l0 / rtt;
+            g = g < 0.5 ? 0.5 : g > 1 ? 1 : g;
+            double next = lim * g + 4;
+            lim = lim * 0.8 + next * 0.2;
+            lim = lim < 1 ? 1 : lim > 10000 ? 10000 : lim;
+        }
+        lo = lim < lo ? lim : lo;
+        hi = lim > hi ? lim : hi;
+        double got = (double)a.limit / SL_ADAPT_ONE;
+        cr_assert(got >= lim * 0.995 - 0.01 && got <= lim * 1.005 + 0.01,
+                  "sample %d: %.4f, the model %.4f", i, got, lim);
+    }
+    cr_log_info("gradient2 against its model: the limit went from %.1f to %.1f", lo, hi);
+    cr_expect(lo < 10 && hi > 100); /* the trace moved it over a wide range */
+}
