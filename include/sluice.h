@@ -473,6 +473,175 @@ SL_API int sl_lease_release(const sl_limit *l, void *state, int64_t now, uint64_
  */
 SL_API void sl_cell_reply(const sl_decision *d, int64_t out[5]);
 
+/* ---- adaptive concurrency limits (src/algo/adaptive.c) ---- */
+
+/*
+ * An adaptive concurrency limit finds, from measured latency, how many
+ * requests a service can take at once. The caller keeps its own count of
+ * requests in flight and admits one only while that count is below
+ * sl_adapt_limit(); when a request ends it feeds a sample: its latency, the
+ * count in flight when it started (itself included) and its outcome. The
+ * estimator moves the limit. Everything is on integers (the limit in
+ * 1/SL_ADAPT_ONE units, times in ns, ratios in per mille); `now` is the
+ * caller's, as for the rate limits.
+ *
+ *   latency |                           .
+ *           |                        .     past capacity: in flight above
+ *           |                     .        C only waits in a queue
+ *   no-load |___________________.
+ *           +-------------------|-------------------> in flight
+ *                               C (the true capacity)
+ *
+ * The estimators (the defaults are those of sl_adapt_config_default):
+ *
+ *   SL_ADAPT_AIMD: loss-based, for a client that sees only failures. A
+ *   success whose request started with at least half the limit in flight
+ *   adds 1/limit (one unit per limit's worth of successes, about one a round
+ *   trip); a drop, or a success slower than timeout_ns, multiplies the
+ *   limit by backoff_permille / 1000, at most once a round trip (a drop of
+ *   a request that started before the last cut says nothing new; Netflix's
+ *   AIMDLimit adds 1 a success and cuts on every drop). Defaults:
+ *   initial 20, min 20, max 200, backoff 900, timeout 5 s. Its limit settles
+ *   where latency reaches the timeout, so that timeout sets its queue.
+ *
+ *   SL_ADAPT_VEGAS: TCP Vegas' queue estimate. The no-load RTT is the
+ *   smallest latency seen; queue = limit * (1 - no_load / latency), rounded
+ *   up. Past half the limit in flight: queue <= log10(limit) adds
+ *   6 * log10(limit); queue < 3 * log10(limit) adds log10(limit); queue >
+ *   6 * log10(limit) takes log10(limit) off; a drop takes log10(limit) off
+ *   (log10 in whole units, at least 1). The new limit is blended with the
+ *   old by smoothing_permille. Every probe_multiplier * limit samples the
+ *   no-load RTT restarts from the sample at hand (a sample that restarts or
+ *   lowers it moves nothing else). Defaults: initial 20, min
+ *   1, max 1000, smoothing 1000, probe_multiplier 30. Under a queue that
+ *   never empties, each restart raises the no-load RTT to a queued latency.
+ *
+ *   SL_ADAPT_GRADIENT2: Netflix's Gradient2, the long-term RTT (an
+ *   exponential average over long_window samples, a plain average over the
+ *   first ten) against the sample's. gradient = tolerance * long / short,
+ *   clamped to [0.5, 1]; new = limit * gradient + queue_size, blended by
+ *   smoothing_permille; past half the limit in flight only. The long RTT is
+ *   cut by 5% whenever it is more than twice the sample's. Drops count as
+ *   successes. Defaults: initial 20, min 20, max 200, smoothing 200,
+ *   long_window 600, tolerance 1500, queue_size 4. Its weakness: the long
+ *   RTT follows the queued latency, and while the sample's latency stays
+ *   within `tolerance` of it the gradient is 1 and the limit gains
+ *   queue_size * smoothing every sample; under a modest, lasting overload
+ *   the limit climbs to max_limit and the queue with it.
+ *
+ *   SL_ADAPT_ANCHORED (sluice's own): the gradient against a baseline that
+ *   queueing cannot move. The baseline is the no-load RTT measured in a
+ *   probe: the limit is held at min_limit until probe_samples requests that
+ *   started with at most min_limit in flight have ended, and the baseline
+ *   is their mean latency (a probe gives up after 16 * probe_samples
+ *   samples: with none that qualified the baseline stays as it was, or is
+ *   the short-term average when there was none yet; no sample moves the
+ *   limit while it lasts). The first sample starts a probe, and one follows every
+ *   probe_interval_ns; between probes the baseline can only fall (to the
+ *   short-term average, when that is lower). The allowed queueing delay is
+ *   relative to the baseline: the target latency is
+ *   baseline * (1000 + queue_permille) / 1000, and the limit moves toward
+ *   limit * target / short (short: the average latency over the last
+ *   short_window samples; the ratio clamped to at least 1/2), by
+ *   smoothing_permille of the distance per limit's worth of samples, so
+ *   about that much a round trip whatever the limit. It grows only past
+ *   half the limit in flight; a drop multiplies it by backoff_permille /
+ *   1000 at most once a round trip. With no additive term and a baseline
+ *   that a lasting queue cannot raise, the limit settles where the queue
+ *   holds queue_permille of the no-load latency: near
+ *   C * (1000 + queue_permille) / 1000. min_limit must lie below the
+ *   capacity for a probe to see an empty queue; a probe costs the
+ *   throughput above min_limit for a few round trips. Defaults: initial 20,
+ *   min 4, max 1000, queue 250, smoothing 500, short_window 16, probe every
+ *   30 s over 16 samples, backoff 900.
+ *
+ * A limit's whole units are at least 1 and at most SL_ADAPT_LIMIT_MAX. An
+ * sl_adapt holds no lock: one caller at a time.
+ */
+
+/* Fixed point: a limit of 1 is SL_ADAPT_ONE. */
+#define SL_ADAPT_ONE (INT64_C(1) << 16)
+/* The largest min, max or initial limit, in units. */
+#define SL_ADAPT_LIMIT_MAX (INT64_C(1) << 24)
+
+typedef enum sl_adapt_kind {
+    SL_ADAPT_AIMD = 0,
+    SL_ADAPT_VEGAS,
+    SL_ADAPT_GRADIENT2,
+    SL_ADAPT_ANCHORED,
+    SL_ADAPT_KIND_COUNT
+} sl_adapt_kind;
+
+/* How a request ended, as a sample tells it. */
+typedef enum sl_adapt_outcome {
+    SL_ADAPT_SUCCESS = 0, /* served: its latency is a measurement */
+    SL_ADAPT_DROPPED,     /* refused or timed out for load (a 503, a shed): the loss signal */
+    SL_ADAPT_IGNORED,     /* says nothing about load (cancelled, a bad request): changes nothing */
+} sl_adapt_outcome;
+
+/* An estimator's parameters. Each field names the kinds that read it; the
+ * others ignore it. Ratios are per mille. */
+typedef struct sl_adapt_config {
+    sl_adapt_kind kind;
+    int64_t initial_limit; /* units, in [min_limit, max_limit] */
+    int64_t min_limit;     /* units, >= 1; ANCHORED: also the probe's limit */
+    int64_t max_limit;     /* units, <= SL_ADAPT_LIMIT_MAX */
+    int64_t backoff_permille;   /* AIMD, ANCHORED: the cut on a drop, [500, 999] */
+    int64_t timeout_ns;         /* AIMD: a slower success counts as a drop, > 0 */
+    int64_t smoothing_permille; /* VEGAS, GRADIENT2 (per sample), ANCHORED (per round trip): [1, 1000] */
+    int64_t probe_multiplier;   /* VEGAS: the no-load RTT restarts every this * limit samples, >= 1 */
+    int64_t tolerance_permille; /* GRADIENT2: [1000, 100000] */
+    int64_t long_window;        /* GRADIENT2: samples, [10, 1000000] */
+    int64_t queue_size;         /* GRADIENT2: units added every sample, [0, SL_ADAPT_LIMIT_MAX] */
+    int64_t queue_permille;     /* ANCHORED: the queueing delay allowed, of the no-load RTT, [1, 10000] */
+    int64_t short_window;       /* ANCHORED: samples, [1, 1000000] */
+    int64_t probe_interval_ns;  /* ANCHORED: between probes, [1, SL_SPAN_MAX] */
+    int64_t probe_samples;      /* ANCHORED: samples a probe averages, [1, 1000000] */
+} sl_adapt_config;
+
+/* The state of one estimator: its configuration and a few numbers. A plain
+ * struct the caller owns; sl_adapt_init fills it. */
+typedef struct sl_adapt {
+    sl_adapt_config cfg;
+    int64_t limit;     /* 1/SL_ADAPT_ONE units, in [min, max] * SL_ADAPT_ONE */
+    int64_t samples;   /* counted as each kind needs (warm-up, probe spacing) */
+    int64_t rtt_base;  /* ns: VEGAS no-load, GRADIENT2 long-term, ANCHORED baseline; 0 unknown */
+    int64_t rtt_short; /* ns: ANCHORED's short-term average; 0 none yet */
+    int64_t cut_at;    /* ns: AIMD and ANCHORED: the last cut; -1 none */
+    int64_t probe_next;  /* ns: ANCHORED: when the next probe starts */
+    int64_t probe_saved; /* ANCHORED: the limit to restore after a probe; 0 not probing */
+    int64_t probe_got;   /* ANCHORED: samples counted in the probe */
+    int64_t probe_sum;   /* ns: ANCHORED: their latencies' sum */
+} sl_adapt;
+
+/* Fills *cfg with the defaults of `kind` (above). Returns SL_OK, or
+ * SL_ERR_ALGORITHM for an unknown kind (and *cfg is then zeroed). */
+SL_API sl_status sl_adapt_config_default(sl_adapt_kind kind, sl_adapt_config *cfg);
+
+/* Checks *cfg and starts *a at the initial limit. Returns SL_OK,
+ * SL_ERR_ALGORITHM for an unknown kind, SL_ERR_LIMIT for limits out of
+ * order or range, SL_ERR_ARGUMENT for a parameter out of its range; *a is
+ * left untouched on error. */
+SL_API sl_status sl_adapt_init(sl_adapt *a, const sl_adapt_config *cfg);
+
+/*
+ * Feeds one sample at `now`: a request that took rtt_ns, started with
+ * `inflight` requests in flight (itself included), and ended with
+ * `outcome`. Returns SL_OK; SL_ERR_TIME for a `now` outside
+ * [0, SL_TIME_MAX], SL_ERR_ARGUMENT for an rtt_ns outside [1, SL_SPAN_MAX],
+ * an inflight below 1 or an unknown outcome, and then *a is unchanged.
+ * Samples need not arrive in order of `now`.
+ */
+SL_API sl_status sl_adapt_sample(sl_adapt *a, int64_t now, int64_t rtt_ns, int64_t inflight,
+                                 sl_adapt_outcome outcome);
+
+/* The limit now, in whole units (rounded down, at least 1). */
+SL_API int64_t sl_adapt_limit(const sl_adapt *a);
+
+/* The estimator's name ("aimd", "vegas", "gradient2", "anchored"); NULL for
+ * an unknown kind. */
+SL_API const char *sl_adapt_kind_name(sl_adapt_kind kind);
+
 /* ---- the keyed store (src/store/) ---- */
 
 /*

@@ -95,10 +95,21 @@ static void on_rls_done(sl_rls_call *rc, void *arg)
     sl_rls_free(rc);
 }
 
+static void rate_limit(sl_worker *w, sl_grpc_call *call, const uint8_t *msg, size_t len);
+
+/* A call, counted and timed as HTTP's requests are: the time to serve it
+ * here (a store that answers later adds its round trip outside it). */
 static void svc_rate_limit(void *arg, sl_grpc_call *call, const uint8_t *msg, size_t len)
 {
-    gconn *c = arg;
-    sl_worker *w = c->w;
+    sl_worker *w = ((gconn *)arg)->w;
+    int64_t started = sl_now_mono();
+    sl_counter_add(&w->metrics.commands, 1);
+    rate_limit(w, call, msg, len);
+    sl_metrics_latency(&w->metrics, SL_PROTO_GRPC, sl_now_mono() - started, 1);
+}
+
+static void rate_limit(sl_worker *w, sl_grpc_call *call, const uint8_t *msg, size_t len)
+{
     sl_rls_request r;
     char err[256];
     int st = sl_rls_request_decode(&r, msg, len, NULL, err, sizeof err);
@@ -340,7 +351,8 @@ void sl_grpc_on_connection(uv_stream_t *listener, int status)
     }
     gconn *c = sl_calloc(1, sizeof *c);
     if (!c || uv_tcp_init(&w->loop, &c->tcp) != 0) {
-        /* Left in the backlog: the kernel holds it until memory returns. */
+        /* As the other faces do: libuv keeps the connection unaccepted and
+         * this worker's listener waits on it; the other workers go on. */
         sl_log(SL_LOG_ERROR, "gRPC accept: out of memory");
         sl_free(c);
         return;
