@@ -892,6 +892,140 @@ SL_API sl_status sl_store_snapshot_clean(const char *path, size_t *removed, uint
 SL_API sl_status sl_store_snapshot_load(sl_store *s, const char *path, int64_t now_mono,
                                         int64_t now_wall, size_t *loaded);
 
+/*
+ * Load shedding by priority (src/algo/shed.c).
+ *
+ * A shedder sits in front of a concurrency limit (a fixed one, or the
+ * current value of an adaptive estimator: the limit is an argument of every
+ * call) and decides which requests get the in-flight slots when there are
+ * not enough for all. Each request carries a *class*, 0 .. classes-1, lower
+ * is more important (SL_PRIO_*: critical, default, sheddable), and
+ * optionally a *partition* (a tenant, a kind of traffic: live, batch).
+ *
+ * Shares are permille of the limit, rounded down: a class's *reserve* is
+ * capacity that less important classes may not take from it; a partition's
+ * *guarantee* is capacity that other partitions may not take from it.
+ *
+ *   limit = 100, critical reserve 200 (20 slots):
+ *
+ *   0                                       80                 100
+ *   |-------- anyone (sheddable too) --------|-- critical only --|
+ *                                            |<- the reserve, ->|
+ *                                               while critical
+ *                                               runs none of it
+ *
+ * The rules, for a request of class k in partition p (each request is one
+ * unit; in_flight counts all admitted and not yet done):
+ *
+ * 1. Never more than `limit` in flight.
+ * 2. Class rule: admitted only while in_flight < limit minus, for each
+ *    class j more important than k whose reserve is *held*, the part of j's
+ *    reserve that j is not using (reserve_j - in_flight_j, when positive).
+ *    Critical work (class 0) sees the whole limit, so it can always use its
+ *    reserve even when the others filled the rest; sheddable work sees the
+ *    least, so it is refused first.
+ * 3. Partition rule (when there are partitions): a partition below its
+ *    guarantee sees the whole limit (rule 2 still applies); at or above its
+ *    guarantee it may borrow only what is left after the unused guarantees
+ *    of the other partitions that are held.
+ *
+ * Held or lent: a class or partition that has asked (admitted or refused)
+ * within the last idle_ns holds its unused share; one that has not (or has
+ * never asked) lends it, so that with no critical traffic the others may
+ * use the whole limit: nothing idles. When critical work comes back, it
+ * holds its reserve again from its first request: others are refused while
+ * it is taken, so the slots they borrowed return to critical as they end.
+ * A partition lends only when its `lends` flag says so; idle_ns 0 lends
+ * nothing (strict shares).
+ *
+ * State: caller-owned, all zero when empty; no clock is read, no memory
+ * allocated, no lock taken: a caller shared between threads serializes the
+ * calls of one sl_shed.
+ */
+#define SL_SHED_CLASSES_MAX 8
+#define SL_SHED_PARTITIONS_MAX 8
+
+/* The usual three classes. */
+enum {
+    SL_PRIO_CRITICAL = 0,  /* user-facing work that must not fail */
+    SL_PRIO_DEFAULT = 1,   /* everything else */
+    SL_PRIO_SHEDDABLE = 2, /* retries, prefetches, batch: refused first */
+};
+
+typedef struct sl_shed_config {
+    int classes; /* 1 .. SL_SHED_CLASSES_MAX */
+    /* Each class's reserve, permille of the limit (critical 200: 20%);
+     * 0 .. 1000, adding up to at most 1000. The least important class's
+     * reserve holds nothing back (no class is below it). */
+    int32_t reserve_permille[SL_SHED_CLASSES_MAX];
+    int partitions; /* 0 (none: pass partition 0) .. SL_SHED_PARTITIONS_MAX */
+    /* Each partition's guarantee, permille of the limit (live 900, batch
+     * 100); 0 .. 1000, adding up to at most 1000. */
+    int32_t guarantee_permille[SL_SHED_PARTITIONS_MAX];
+    /* Whether an idle partition's unused guarantee may be borrowed. */
+    bool lends[SL_SHED_PARTITIONS_MAX];
+    /* ns without a request after which a class or partition is idle and
+     * lends its unused share; 0 never lends. At most SL_SPAN_MAX. */
+    int64_t idle_ns;
+} sl_shed_config;
+
+/* The state of one shedder: what is in flight, and when each class and
+ * partition last asked. Zero it to start; read it, do not write it. */
+typedef struct sl_shed {
+    int64_t in_flight;
+    int64_t class_in_flight[SL_SHED_CLASSES_MAX];
+    int64_t partition_in_flight[SL_SHED_PARTITIONS_MAX];
+    int64_t class_asked[SL_SHED_CLASSES_MAX]; /* ns; meaningful when its bit of class_seen is set */
+    int64_t partition_asked[SL_SHED_PARTITIONS_MAX];
+    uint32_t class_seen, partition_seen; /* bit i: class (partition) i has asked */
+} sl_shed;
+
+/* Why a request was refused. */
+typedef enum sl_shed_reason {
+    SL_SHED_ADMITTED = 0,
+    SL_SHED_FULL,      /* `limit` are in flight (or more, after the limit fell) */
+    SL_SHED_RESERVED,  /* the rest is reserved for more important classes */
+    SL_SHED_PARTITION, /* the rest is guaranteed to other partitions */
+} sl_shed_reason;
+
+typedef struct sl_shed_decision {
+    bool admitted;
+    sl_shed_reason reason;
+    int by;            /* SL_SHED_RESERVED: the most important class whose unused
+                        * reserve is held; SL_SHED_PARTITION: the first such
+                        * partition; -1 otherwise */
+    int64_t limit;     /* the limit the decision was made against */
+    int64_t in_flight; /* all in flight after the decision */
+    int64_t remaining; /* how many more of this class and partition would be
+                        * admitted now, one after another */
+} sl_shed_decision;
+
+/* SL_OK when *c is a valid configuration (see its fields), else
+ * SL_ERR_ARGUMENT (a NULL c too). */
+SL_API sl_status sl_shed_config_check(const sl_shed_config *c);
+
+/*
+ * Decides whether one request of class `cls` in partition `part` may start
+ * at time `now` (ns, used only to tell idle classes and partitions), under
+ * a limit of `limit` in flight (>= 0; 0 refuses everything). Admitted:
+ * counts it in flight (call sl_shed_done when it ends). Either way records
+ * that the class and the partition asked, and fills *d. Returns SL_OK (a
+ * refusal is a decision: d->admitted false and d->reason), SL_ERR_LIMIT for
+ * a negative limit, SL_ERR_TIME for now outside [0, SL_TIME_MAX], or
+ * SL_ERR_ARGUMENT for a NULL pointer, an invalid *c, or a class or
+ * partition out of range; on error *s is unchanged and *d zeroed.
+ */
+SL_API sl_status sl_shed_admit(sl_shed *s, const sl_shed_config *c, int64_t limit, int64_t now,
+                               int cls, int part, sl_shed_decision *d);
+
+/*
+ * Ends a request that sl_shed_admit admitted with class `cls` in partition
+ * `part`. Returns SL_OK, or SL_ERR_ARGUMENT (and changes nothing) for a
+ * NULL s, an index out of range, or a class or partition with nothing in
+ * flight.
+ */
+SL_API sl_status sl_shed_done(sl_shed *s, int cls, int part);
+
 #ifdef __cplusplus
 }
 #endif
