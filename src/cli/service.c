@@ -88,8 +88,8 @@ void svc_result_free(svc_result *r)
     free(r->t_inflight);
     free(r->t_served);
     free(r->t_refused);
-    free(r->lat_end);
-    free(r->lat_ns);
+    free(r->pt_hist);
+    free(r->seg_hist);
     memset(r, 0, sizeof *r);
 }
 
@@ -133,67 +133,6 @@ static svc_req heap_pop(svc_req *h, int64_t *n)
     return top;
 }
 
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* The nearest-rank p99 of v[0 .. n), which it sorts; 0 when empty. */
-static int64_t p99_of(int64_t *v, size_t n)
-{
-    if (n == 0)
-        return 0;
-    qsort(v, n, sizeof *v, cmp_i64);
-    size_t rank = (n * 99 + 99) / 100;
-    return v[(rank ? rank : 1) - 1];
-}
-
-/* The p99 of the latencies of requests that ended in [from, to); -1 no memory. */
-static int64_t p99_between(const svc_result *r, int64_t from, int64_t to)
-{
-    size_t lo = 0, hi = r->nlat;
-    /* lat_end is sorted: the first end >= from. */
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (r->lat_end[mid] < from)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t b = lo, e = lo;
-    while (e < r->nlat && r->lat_end[e] < to)
-        e++;
-    if (e == b)
-        return 0;
-    int64_t *tmp = malloc((e - b) * sizeof *tmp);
-    if (!tmp)
-        return -1;
-    memcpy(tmp, r->lat_ns + b, (e - b) * sizeof *tmp);
-    int64_t v = p99_of(tmp, e - b);
-    free(tmp);
-    return v;
-}
-
-static int record_latency(svc_result *r, int64_t end, int64_t lat)
-{
-    if (r->nlat == r->latcap) {
-        size_t cap = r->latcap ? r->latcap * 2 : 65536;
-        int64_t *a = realloc(r->lat_end, cap * sizeof *a);
-        if (!a)
-            return -1;
-        r->lat_end = a;
-        int64_t *b = realloc(r->lat_ns, cap * sizeof *b);
-        if (!b)
-            return -1;
-        r->lat_ns = b;
-        r->latcap = cap;
-    }
-    r->lat_end[r->nlat] = end;
-    r->lat_ns[r->nlat++] = lat;
-    return 0;
-}
-
 /* The exponential gap before the next arrival at load_permille. */
 static int64_t next_gap(cli_rng *rng, const svc_params *p, int64_t load_permille)
 {
@@ -219,18 +158,27 @@ int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf
     r->t_inflight = calloc(r->ntick, sizeof *r->t_inflight);
     r->t_served = calloc(r->ntick, sizeof *r->t_served);
     r->t_refused = calloc(r->ntick, sizeof *r->t_refused);
+    r->pt_ticks = (r->ntick + SVC_POINTS_MAX - 1) / SVC_POINTS_MAX;
+    r->npts = (r->ntick + r->pt_ticks - 1) / r->pt_ticks;
+    r->pt_hist = malloc(r->npts * sizeof *r->pt_hist);
+    r->seg_hist = malloc(SVC_SEGMENTS_MAX * sizeof *r->seg_hist);
     /* In flight never exceeds the limit, so neither the queue nor the
      * servers hold more than max_limit. */
     size_t qcap = (size_t)r->cfg.max_limit + 1;
     svc_req *q = malloc(qcap * sizeof *q);
     svc_req *busy = malloc((size_t)p->capacity * sizeof *busy);
-    if (!r->t_limit || !r->t_inflight || !r->t_served || !r->t_refused || !q || !busy) {
+    if (!r->t_limit || !r->t_inflight || !r->t_served || !r->t_refused || !r->pt_hist ||
+        !r->seg_hist || !q || !busy) {
         free(q);
         free(busy);
         snprintf(errbuf, errcap, "out of memory");
         return -1;
     }
 
+    for (size_t i = 0; i < r->npts; i++)
+        hist_init(&r->pt_hist[i]);
+    for (int i = 0; i < SVC_SEGMENTS_MAX; i++)
+        hist_init(&r->seg_hist[i]);
     cli_rng rng;
     cli_rng_seed(&rng, p->seed);
     int64_t nbusy = 0, inflight = 0;
@@ -263,16 +211,18 @@ int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf
             int64_t rtt = t - d.arrive;
             if (rtt < 1)
                 rtt = 1;
-            if (sl_adapt_sample(&a, t, rtt, d.inflight, SL_ADAPT_SUCCESS) != SL_OK ||
-                record_latency(r, t, rtt) != 0) {
-                snprintf(errbuf, errcap, "%s: a sample failed at %lld ns (or out of memory)",
+            if (sl_adapt_sample(&a, t, rtt, d.inflight, SL_ADAPT_SUCCESS) != SL_OK) {
+                snprintf(errbuf, errcap, "%s: a sample failed at %lld ns",
                          sl_adapt_kind_name(kind), (long long)t);
                 status = -1;
                 break;
             }
             r->t_served[tick]++;
-            if (in_win)
+            hist_record(&r->pt_hist[tick / r->pt_ticks], (uint64_t)rtt);
+            if (in_win) {
                 sg->served++;
+                hist_record(&r->seg_hist[si], (uint64_t)rtt);
+            }
         } else {
             if (in_win)
                 sg->offered++;
@@ -320,11 +270,7 @@ int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf
             span > 0 ? (int64_t)((__int128)sg->served * 1000 * p->service_ns /
                                  ((__int128)span * sg->servers))
                      : 0;
-        sg->p99_ns = p99_between(r, sg->win_from, sg->to);
-        if (sg->p99_ns < 0) {
-            snprintf(errbuf, errcap, "out of memory");
-            return -1;
-        }
+        sg->p99_ns = (int64_t)hist_percentile(&r->seg_hist[i], 9900);
     }
     /* Following the halving: the limit settled before it, and the time
      * until the trace first reads 2/3 of that (a third above half). */
@@ -343,9 +289,10 @@ int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf
     return 0;
 }
 
-int svc_points(const svc_params *p, const svc_result *r, size_t ticks, svc_point *pts, size_t n)
+void svc_points(const svc_params *p, const svc_result *r, svc_point *pts)
 {
-    for (size_t i = 0; i < n; i++) {
+    size_t ticks = r->pt_ticks;
+    for (size_t i = 0; i < r->npts; i++) {
         svc_point *pt = &pts[i];
         memset(pt, 0, sizeof *pt);
         size_t k0 = i * ticks, k1 = k0 + ticks < r->ntick ? k0 + ticks : r->ntick;
@@ -366,9 +313,6 @@ int svc_points(const svc_params *p, const svc_result *r, size_t ticks, svc_point
             pt->goodput_permille = (int64_t)((__int128)pt->served * 1000 * p->service_ns /
                                              ((__int128)pt->span_ns * pt->servers));
         }
-        pt->p99_ns = p99_between(r, pt->t_ns, pt->t_ns + pt->span_ns);
-        if (pt->p99_ns < 0)
-            return -1;
+        pt->p99_ns = (int64_t)hist_percentile(&r->pt_hist[i], 9900);
     }
-    return 0;
 }

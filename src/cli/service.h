@@ -20,6 +20,7 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "cli/hist.h"
 
 #define SVC_NS_PER_SEC INT64_C(1000000000)
 #define SVC_STEPS_MAX 16
@@ -33,6 +34,7 @@
 #define SVC_LOAD_MAX 100000                      /* 10000% */
 #define SVC_RUN_MAX_NS (INT64_C(3600) * 1000000000) /* an hour of virtual time */
 #define SVC_MAX_ARRIVALS 20000000u               /* offered requests, all steps */
+#define SVC_POINTS_MAX 300
 
 /* One step of the offered load. */
 typedef struct svc_step {
@@ -77,9 +79,12 @@ typedef struct svc_result {
     size_t ntick;
     int64_t *t_limit, *t_inflight;
     uint32_t *t_served, *t_refused;
-    /* Every served request's end and latency, in order of their ends. */
-    int64_t *lat_end, *lat_ns;
-    size_t nlat, latcap;
+    /* The points of the plot and the CSV: pt_ticks ticks each (at most
+     * SVC_POINTS_MAX of them), and the latencies of the requests that ended
+     * in each point and in each segment's window. */
+    size_t pt_ticks, npts;
+    cli_hist *pt_hist;
+    cli_hist *seg_hist; /* [SVC_SEGMENTS_MAX] */
 } svc_result;
 
 /* The end of the run: the steps' total duration. */
@@ -102,7 +107,7 @@ int svc_config(sl_adapt_kind kind, const svc_params *p, sl_adapt_config *c);
 int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf, size_t errcap);
 void svc_result_free(svc_result *r);
 
-/* One point of the plot and the CSV: `ticks` ticks from tick `first` on. */
+/* One point of the plot and the CSV. */
 typedef struct svc_point {
     int64_t t_ns, span_ns;
     int64_t servers;          /* at t_ns */
@@ -112,12 +117,12 @@ typedef struct svc_point {
     int64_t p99_ns;           /* of the requests that ended in it; 0 none */
 } svc_point;
 
-/* Fills pts[0 .. n) from r, `ticks` ticks a point; returns 0 or -1 (no memory). */
-int svc_points(const svc_params *p, const svc_result *r, size_t ticks, svc_point *pts, size_t n);
+/* Fills pts[0 .. r->npts) from r. */
+void svc_points(const svc_params *p, const svc_result *r, svc_point *pts);
 
 /* The plot: per estimator, the limit, in flight, goodput and p99 over time.
- * Returns 0, or -1 (a stdio error, or no memory). */
-int svc_write_svg(FILE *f, const svc_params *p, const svc_result *r, size_t nr, size_t ticks,
+ * Returns 0, or -1 (a stdio error, or no memory). Every result has the same points. */
+int svc_write_svg(FILE *f, const svc_params *p, const svc_result *r, size_t nr,
                   const char *title);
 
 #endif

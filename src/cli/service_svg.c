@@ -52,7 +52,7 @@ static double strip_value(int k, const svc_params *p, const svc_point *q)
     }
 }
 
-int svc_write_svg(FILE *f, const svc_params *p, const svc_result *r, size_t nr, size_t ticks,
+int svc_write_svg(FILE *f, const svc_params *p, const svc_result *r, size_t nr,
                   const char *title)
 {
     static const char *const label[NSTRIP] = {"limit", "in flight", "goodput %", "p99 / S"};
@@ -60,15 +60,12 @@ int svc_write_svg(FILE *f, const svc_params *p, const svc_result *r, size_t nr, 
     const double plot_w = W - LEFT - RIGHT;
     const double panel_h = NSTRIP * STRIP + (NSTRIP - 1) * GAP;
     const double H = TOP + (double)nr * (panel_h + PANEL_GAP) + 10;
-    size_t npts = nr ? (r[0].ntick + ticks - 1) / ticks : 0;
+    size_t npts = nr ? r[0].npts : 0;
     svc_point *pts = calloc(nr * npts + 1, sizeof *pts);
     if (!pts)
         return -1;
     for (size_t i = 0; i < nr; i++)
-        if (svc_points(p, &r[i], ticks, pts + i * npts, npts) != 0) {
-            free(pts);
-            return -1;
-        }
+        svc_points(p, &r[i], pts + i * npts);
     const double span_ns = (double)r[0].ntick * (double)SVC_TICK_NS;
 
     /* Shared scales, with the reference lines in view and capped (above). */

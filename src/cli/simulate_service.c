@@ -49,9 +49,6 @@ static const char service_usage[] =
 static const sl_adapt_kind default_kinds[] = {SL_ADAPT_AIMD, SL_ADAPT_VEGAS, SL_ADAPT_GRADIENT2,
                                               SL_ADAPT_ANCHORED};
 
-/* At most this many points in the plot and the CSV. */
-#define SVC_POINTS_MAX 300
-
 /*
  * Parses a percentage, "N" or "N%", with at most one decimal ("12.5%"),
  * into per mille. Returns 0, or -1 (not a percentage).
@@ -421,18 +418,15 @@ int cmd_simulate_service(int argc, char **argv)
     }
 
     if (fl[S_SVG].seen || fl[S_CSV].seen) {
-        size_t ntick = res[0].ntick;
-        size_t ticks = (ntick + SVC_POINTS_MAX - 1) / SVC_POINTS_MAX;
-        size_t npts = (ntick + ticks - 1) / ticks;
+        size_t npts = res[0].npts;
         pts = calloc((size_t)nk * npts, sizeof *pts);
-        int bad = !pts;
-        for (int i = 0; i < nk && !bad; i++)
-            bad = svc_points(&p, &res[i], ticks, pts + (size_t)i * npts, npts) != 0;
-        if (bad) {
+        if (!pts) {
             cli_error("simulate", "out of memory");
             status = CLI_EXIT_FAIL;
             goto out;
         }
+        for (int i = 0; i < nk; i++)
+            svc_points(&p, &res[i], pts + (size_t)i * npts);
         if (fl[S_CSV].seen) {
             FILE *f = open_out(fl[S_CSV].value);
             if (!f || (write_csv(f, &p, res, (size_t)nk, pts, npts),
@@ -447,7 +441,7 @@ int cmd_simulate_service(int argc, char **argv)
                 status = CLI_EXIT_FAIL;
                 goto out;
             }
-            int wrote = svc_write_svg(f, &p, res, (size_t)nk, ticks, title);
+            int wrote = svc_write_svg(f, &p, res, (size_t)nk, title);
             if (close_out(f, fl[S_SVG].value, wrote) != 0) {
                 status = CLI_EXIT_FAIL;
                 goto out;
