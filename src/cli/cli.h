@@ -22,6 +22,8 @@
 #define CLI_EXIT_USAGE 2
 
 int cmd_simulate(int argc, char **argv);
+/* `sluice simulate --service` (simulate_service.c); cmd_simulate hands over to it. */
+int cmd_simulate_service(int argc, char **argv);
 int cmd_take(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 

@@ -54,6 +54,20 @@ void sim_result_free(sim_result *r);
 /* The bucket of time t. */
 size_t sim_bucket_of(const sim_setup *s, int64_t t_ns);
 
+/* The plots' drawing (svg.c), shared with the service model's plot
+ * (service_svg.c): the panels are SIM_SVG_W wide, their strips start at
+ * SIM_SVG_LEFT and end SIM_SVG_RIGHT from the right edge. */
+#define SIM_SVG_W 960.0
+#define SIM_SVG_LEFT 78.0
+#define SIM_SVG_RIGHT 24.0
+/* Writes s with the five XML special characters escaped (control bytes as '?'). */
+void sim_svg_text(FILE *f, const char *s);
+/* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks up to max. */
+double sim_svg_step(double max, int n);
+/* The gridlines and labels of a strip of height h from y0, for values 0 .. max,
+ * and the strip's label rotated at the left. */
+void sim_svg_y_axis(FILE *f, double y0, double h, double max, const char *label);
+
 /* Writes the plot; 0, or -1 with errno set by stdio. */
 int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr);
 

@@ -45,6 +45,8 @@ static const char simulate_usage[] =
     "  --node-weights W,W,... the share of the requests each node gets (default:\n"
     "                         round-robin, all equal)\n"
     "  --shift-at DURATION    from then on, node k's requests go to node k+1\n"
+    "  --service              the adaptive concurrency estimators on a modelled\n"
+    "                         service instead (sluice simulate --service --help)\n"
     "\n"
     "Table columns: admitted and rejected requests; max_in_period, the most units\n"
     "admitted for one key in any window of one period (exact, over the admitted\n"
@@ -358,6 +360,10 @@ int cmd_simulate(int argc, char **argv)
         [F_WEIGHTS] = {"--node-weights", true, NULL, false},
         [F_SHIFT] = {"--shift-at", true, NULL, false},
     };
+    /* The service model has flags of its own. */
+    for (int i = 1; i < argc && strcmp(argv[i], "--") != 0; i++)
+        if (strcmp(argv[i], "--service") == 0)
+            return cmd_simulate_service(argc, argv);
     size_t npos;
     int pr = cli_parse_flags("simulate", argc, argv, fl, F_COUNT, NULL, 0, &npos);
     if (pr == 1) {

@@ -21,9 +21,9 @@
 
 #include "cli/sim.h"
 
-#define W 960.0
-#define LEFT 78.0
-#define RIGHT 24.0
+#define W SIM_SVG_W
+#define LEFT SIM_SVG_LEFT
+#define RIGHT SIM_SVG_RIGHT
 #define TOP 74.0
 #define STRIP_A 84.0  /* height of the per-bucket strip */
 #define STRIP_B 64.0  /* height of the in-last-period strip */
@@ -31,7 +31,7 @@
 #define PANEL_GAP 58.0 /* title above a panel, tick labels below it */
 
 /* Writes s with the five XML special characters escaped. */
-static void xml_text(FILE *f, const char *s)
+void sim_svg_text(FILE *f, const char *s)
 {
     for (; *s; s++) {
         switch (*s) {
@@ -48,7 +48,7 @@ static void xml_text(FILE *f, const char *s)
 }
 
 /* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks up to max. */
-static double nice_step(double max, int n)
+double sim_svg_step(double max, int n)
 {
     if (max <= 0)
         return 1;
@@ -60,9 +60,9 @@ static double nice_step(double max, int n)
 }
 
 /* A horizontal axis with labels, gridlines, at the left of a strip. */
-static void y_axis(FILE *f, double y0, double h, double max, const char *label)
+void sim_svg_y_axis(FILE *f, double y0, double h, double max, const char *label)
 {
-    double step = nice_step(max, 3);
+    double step = sim_svg_step(max, 3);
     for (double v = 0; v <= max * 1.0001; v += step) {
         double y = y0 + h - v / max * h;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", LEFT,
@@ -74,7 +74,7 @@ static void y_axis(FILE *f, double y0, double h, double max, const char *label)
             "<text x=\"14\" y=\"%.1f\" class=\"axis\" text-anchor=\"middle\" "
             "transform=\"rotate(-90 14 %.1f)\">",
             y0 + h / 2, y0 + h / 2);
-    xml_text(f, label);
+    sim_svg_text(f, label);
     fputs("</text>\n", f);
 }
 
@@ -101,7 +101,7 @@ int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
         }
     max_a *= 1.1;
     max_b *= 1.15;
-    double sa = nice_step(max_a, 3), sb = nice_step(max_b, 3);
+    double sa = sim_svg_step(max_a, 3), sb = sim_svg_step(max_b, 3);
     max_a = ceil(max_a / sa) * sa;
     max_b = ceil(max_b / sb) * sb;
 
@@ -124,11 +124,11 @@ int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
           "</style>\n",
           f);
     fputs("<title>sluice simulate: ", f);
-    xml_text(f, s->title);
+    sim_svg_text(f, s->title);
     fputs("</title>\n", f);
     fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n", f);
     fprintf(f, "<text x=\"%.1f\" y=\"22\" class=\"title\">", LEFT);
-    xml_text(f, s->title);
+    sim_svg_text(f, s->title);
     fputs("</text>\n", f);
 
     /* The legend. */
@@ -165,7 +165,7 @@ int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
                 (long long)(hundredths / 100), (long long)(hundredths % 100));
 
         /* Strip A: bars per bucket. */
-        y_axis(f, y0, STRIP_A, max_a, "per bucket");
+        sim_svg_y_axis(f, y0, STRIP_A, max_a, "per bucket");
         fputs("<g class=\"admitted\">", f);
         for (size_t b = 0; b < s->nbuckets; b++) {
             if (!p->b_admitted[b])
@@ -191,7 +191,7 @@ int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
                 LEFT, y0, plot_w, STRIP_A);
 
         /* Strip B: the sliding count against the limit. */
-        y_axis(f, yb, STRIP_B, max_b, "in last period");
+        sim_svg_y_axis(f, yb, STRIP_B, max_b, "in last period");
         fputs("<polyline class=\"window\" points=\"", f);
         for (size_t b = 0; b < s->nbuckets; b++)
             fprintf(f, "%.2f,%.2f ", LEFT + (double)(b + 1) * bar_w,
@@ -204,7 +204,7 @@ int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
                 LEFT, yb, plot_w, STRIP_B);
 
         /* The time axis, in seconds. */
-        double span_s = span_ns / 1e9, step = nice_step(span_s, 8);
+        double span_s = span_ns / 1e9, step = sim_svg_step(span_s, 8);
         for (double t = 0; t <= span_s * 1.0001; t += step) {
             double x = LEFT + t / span_s * plot_w;
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"tick\" text-anchor=\"middle\">%g</text>",
