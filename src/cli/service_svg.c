@@ -81,32 +81,12 @@ int svc_write_svg(FILE *f, const svc_params *p, const svc_result *r, size_t nr,
         top[k] = ceil(top[k] / st) * st;
     }
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n",
-            W, H, W, H);
-    fputs("<style>\n"
-          ".grid{stroke:#e4e4e4;stroke-width:1}\n"
-          ".frame{fill:none;stroke:#888;stroke-width:1}\n"
-          ".tick{font-size:10px;fill:#444}\n"
-          ".axis{font-size:10px;fill:#444}\n"
-          ".title{font-size:13px;font-weight:bold;fill:#222}\n"
-          ".sub{font-size:11px;fill:#444}\n"
-          ".limit{stroke:#1f4e9c;stroke-width:1.5;fill:none}\n"
-          ".inflight{stroke:#3a9d5d;stroke-width:1.5;fill:none}\n"
-          ".goodput{stroke:#e08a00;stroke-width:1.5;fill:none}\n"
-          ".p99{stroke:#d9534f;stroke-width:1.5;fill:none}\n"
-          ".ref{stroke:#555;stroke-width:1;stroke-dasharray:6 4;fill:none}\n"
-          "</style>\n",
-          f);
-    fputs("<title>sluice simulate --service: ", f);
-    sim_svg_text(f, title);
-    fputs("</title>\n", f);
-    fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n", f);
-    fprintf(f, "<text x=\"%.1f\" y=\"22\" class=\"title\">", LEFT);
-    sim_svg_text(f, title);
-    fputs("</text>\n", f);
+    sim_svg_begin(f, W, H, LEFT, "sluice simulate --service", title,
+                  ".limit{stroke:#1f4e9c;stroke-width:1.5;fill:none}\n"
+                  ".inflight{stroke:#3a9d5d;stroke-width:1.5;fill:none}\n"
+                  ".goodput{stroke:#e08a00;stroke-width:1.5;fill:none}\n"
+                  ".p99{stroke:#d9534f;stroke-width:1.5;fill:none}\n"
+                  ".ref{stroke:#555;stroke-width:1;stroke-dasharray:6 4;fill:none}\n");
     double lx = LEFT, ly = 44;
     for (int k = 0; k < NSTRIP; k++, lx += 130) {
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"%s\"/>", lx,

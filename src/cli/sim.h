@@ -62,6 +62,11 @@ size_t sim_bucket_of(const sim_setup *s, int64_t t_ns);
 #define SIM_SVG_RIGHT 24.0
 /* Writes s with the five XML special characters escaped (control bytes as '?'). */
 void sim_svg_text(FILE *f, const char *s);
+/* An SVG's opening, the same for every plot: the document's size (width
+ * x height), the shared styles and `styles` (CSS rules), the title "what:
+ * title", a white background, and the title's text at x = left. */
+void sim_svg_begin(FILE *f, double width, double height, double left, const char *what,
+                   const char *title, const char *styles);
 /* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks up to max. */
 double sim_svg_step(double max, int n);
 /* The gridlines and labels of a strip of height h from y0, for values 0 .. max,

@@ -47,6 +47,34 @@ void sim_svg_text(FILE *f, const char *s)
     }
 }
 
+void sim_svg_begin(FILE *f, double width, double height, double left, const char *what,
+                   const char *title, const char *styles)
+{
+    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n",
+            width, height, width, height);
+    fputs("<style>\n"
+          ".grid{stroke:#e4e4e4;stroke-width:1}\n"
+          ".frame{fill:none;stroke:#888;stroke-width:1}\n"
+          ".tick{font-size:10px;fill:#444}\n"
+          ".axis{font-size:10px;fill:#444}\n"
+          ".title{font-size:13px;font-weight:bold;fill:#222}\n"
+          ".sub{font-size:11px;fill:#444}\n",
+          f);
+    fputs(styles, f);
+    fputs("</style>\n<title>", f);
+    fputs(what, f);
+    fputs(": ", f);
+    sim_svg_text(f, title);
+    fputs("</title>\n", f);
+    fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n", f);
+    fprintf(f, "<text x=\"%.1f\" y=\"22\" class=\"title\">", left);
+    sim_svg_text(f, title);
+    fputs("</text>\n", f);
+}
+
 /* A "nice" tick step (1, 2 or 5 times a power of ten) for about n ticks up to max. */
 double sim_svg_step(double max, int n)
 {
@@ -105,31 +133,11 @@ int sim_write_svg(FILE *f, const sim_setup *s, const sim_result *r, size_t nr)
     max_a = ceil(max_a / sa) * sa;
     max_b = ceil(max_b / sb) * sb;
 
-    fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-            "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\">\n",
-            W, H, W, H);
-    fputs("<style>\n"
-          ".grid{stroke:#e4e4e4;stroke-width:1}\n"
-          ".frame{fill:none;stroke:#888;stroke-width:1}\n"
-          ".tick{font-size:10px;fill:#444}\n"
-          ".axis{font-size:10px;fill:#444}\n"
-          ".title{font-size:13px;font-weight:bold;fill:#222}\n"
-          ".sub{font-size:11px;fill:#444}\n"
-          ".admitted{fill:#3a9d5d}\n"
-          ".rejected{fill:#d9534f}\n"
-          ".limit{stroke:#1f4e9c;stroke-width:1.5;stroke-dasharray:6 4;fill:none}\n"
-          ".window{stroke:#e08a00;stroke-width:2;fill:none}\n"
-          "</style>\n",
-          f);
-    fputs("<title>sluice simulate: ", f);
-    sim_svg_text(f, s->title);
-    fputs("</title>\n", f);
-    fputs("<rect x=\"0\" y=\"0\" width=\"100%\" height=\"100%\" fill=\"white\"/>\n", f);
-    fprintf(f, "<text x=\"%.1f\" y=\"22\" class=\"title\">", LEFT);
-    sim_svg_text(f, s->title);
-    fputs("</text>\n", f);
+    sim_svg_begin(f, W, H, LEFT, "sluice simulate", s->title,
+                  ".admitted{fill:#3a9d5d}\n"
+                  ".rejected{fill:#d9534f}\n"
+                  ".limit{stroke:#1f4e9c;stroke-width:1.5;stroke-dasharray:6 4;fill:none}\n"
+                  ".window{stroke:#e08a00;stroke-width:2;fill:none}\n");
 
     /* The legend. */
     double lx = LEFT, ly = 44;
