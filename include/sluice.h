@@ -1026,6 +1026,162 @@ SL_API sl_status sl_shed_admit(sl_shed *s, const sl_shed_config *c, int64_t limi
  */
 SL_API sl_status sl_shed_done(sl_shed *s, int cls, int part);
 
+/*
+ * Adaptive limiters (src/store/limiter.c): an estimator (sl_adapt), a
+ * shedder (sl_shed) and the leases in flight, as one thread-safe object, and
+ * a keyed table of them.
+ *
+ * acquire admits a request or refuses it: admitted while the shedder lets
+ * its class and partition have one of the estimator's sl_adapt_limit()
+ * slots. An admitted request holds a lease until it is completed with its
+ * outcome and latency (rtt_ns <= 0: the limiter measures it, from the
+ * acquire's `now` to the completion's), which is the estimator's sample
+ * (with the count in flight when it started, itself included). A lease not
+ * completed within ttl_ns of its acquire expires: its slot is freed and it
+ * is the estimator's sample of a DROPPED request that took ttl_ns (a
+ * request that outlived its deadline is the loss signal; a holder that
+ * crashed looks the same). Expiries are found at the next call on the
+ * limiter, in acquire order (one TTL for all: the oldest expire first).
+ *
+ * Lease ids are the caller's (non-zero; a server passes random ones, so
+ * that they cannot be guessed); the limiter adds the slot the lease is in,
+ * and a completion must name both. `now` never goes back for a limiter: an
+ * older one counts as the newest seen.
+ *
+ * Memory: the config, the estimator and shedder, and 40 bytes a slot;
+ * slots grow (doubling) with the most in flight at once, up to max_limit.
+ */
+typedef struct sl_limiter_config {
+    sl_adapt_config adapt;
+    sl_shed_config shed; /* classes >= 1 (1: no priorities) */
+    int64_t ttl_ns;      /* [1, SL_SPAN_MAX] */
+} sl_limiter_config;
+
+/* SL_OK when *c is valid (sl_adapt_init's and sl_shed_config_check's
+ * rules, and the TTL's); else the error naming what is not. */
+SL_API sl_status sl_limiter_config_check(const sl_limiter_config *c);
+
+/* A lease as acquire hands it out. */
+typedef struct sl_limiter_lease {
+    uint64_t id;   /* the caller's */
+    uint32_t slot; /* the limiter's: < SL_ADAPT_LIMIT_MAX */
+} sl_limiter_lease;
+
+typedef struct sl_limiter_decision {
+    bool admitted;
+    sl_shed_reason reason; /* why refused; SL_SHED_ADMITTED when admitted */
+    int by;                /* sl_shed_decision's */
+    int64_t limit;         /* the estimator's limit, whole units */
+    int64_t in_flight;     /* after the decision */
+    int64_t remaining;     /* more of this class and partition admitted now */
+    /* Refused: a hint for when to try again, the recent mean latency (the
+     * estimator's short-term or no-load one, else the TTL); 0 admitted. */
+    int64_t retry_after_ns;
+} sl_limiter_decision;
+
+typedef struct sl_limiter_stats {
+    sl_adapt_kind kind;
+    int64_t limit; /* whole units */
+    int64_t min_limit, max_limit;
+    int64_t in_flight;
+    int64_t class_in_flight[SL_SHED_CLASSES_MAX];
+    int64_t partition_in_flight[SL_SHED_PARTITIONS_MAX];
+    int64_t rtt_base_ns;  /* the estimator's no-load (or long-term) latency; 0 unknown */
+    int64_t rtt_short_ns; /* ANCHORED's short-term average; 0 none */
+    bool probing;         /* ANCHORED: a probe holds the limit at min_limit */
+    int classes, partitions;
+    /* Counted since the limiter was made. */
+    uint64_t admitted, refused, completed, dropped, expired;
+    uint64_t refused_by_class[SL_SHED_CLASSES_MAX];
+} sl_limiter_stats;
+
+typedef struct sl_limiter sl_limiter;
+
+/* A limiter under *cfg (copied). NULL with *err set (may be NULL) to
+ * sl_limiter_config_check's error, or SL_ERR_NOMEM. */
+SL_API sl_limiter *sl_limiter_new(const sl_limiter_config *cfg, sl_status *err);
+SL_API void sl_limiter_free(sl_limiter *lim);
+
+/* Changes the config, keeping what the limiter has learned and holds: the
+ * estimator restarts under the new parameters from the current limit
+ * (clamped to the new [min, max]); leases stay, a class or partition out of
+ * the new range counting as the last one. Returns SL_OK or the config's
+ * error (then nothing changes), SL_ERR_NOMEM. */
+SL_API sl_status sl_limiter_configure(sl_limiter *lim, const sl_limiter_config *cfg, int64_t now);
+
+/* Asks for one slot at `now` for class `cls` (0 .. classes-1) in partition
+ * `part` (0 when there are none), under lease id `id`. Returns SL_OK (a
+ * refusal too: d->admitted false), SL_ERR_TIME, SL_ERR_ARGUMENT (id 0, a
+ * class or partition out of range, a NULL pointer), SL_ERR_NOMEM (slots
+ * could not grow: refused, nothing changed). *lease is set when admitted. */
+SL_API sl_status sl_limiter_acquire(sl_limiter *lim, int64_t now, int cls, int part, uint64_t id,
+                                    sl_limiter_lease *lease, sl_limiter_decision *d);
+
+/* acquire that waits, up to timeout_ns on the monotonic clock (sl_now_mono's
+ * CLOCK_MONOTONIC), for a slot: woken by completions and expiries. Reads the
+ * clock itself; *now_out (may be NULL) gets the time of the decision. The
+ * same returns as sl_limiter_acquire; refused only at the deadline. */
+SL_API sl_status sl_limiter_acquire_wait(sl_limiter *lim, int64_t timeout_ns, int cls, int part,
+                                         uint64_t id, sl_limiter_lease *lease,
+                                         sl_limiter_decision *d, int64_t *now_out);
+
+/* Completes *lease at `now` with `outcome` and its latency (rtt_ns <= 0:
+ * measured from the acquire). Returns 1 when the lease was held, 0 when it
+ * is unknown or has expired (nothing changes), SL_ERR_TIME,
+ * SL_ERR_ARGUMENT (an unknown outcome, rtt_ns above SL_SPAN_MAX). */
+SL_API int sl_limiter_complete(sl_limiter *lim, int64_t now, const sl_limiter_lease *lease,
+                               sl_adapt_outcome outcome, int64_t rtt_ns);
+
+/* What the limiter holds at `now` (expiries found first). */
+SL_API void sl_limiter_stats_get(sl_limiter *lim, int64_t now, sl_limiter_stats *st);
+
+/*
+ * A keyed table of limiters, for many threads: one per key, made by the
+ * first acquire with the config it brings, reconfigured
+ * (sl_limiter_configure) by an acquire that brings another. At most
+ * max_keys of them: a new key at the cap evicts the least recently used
+ * limiter with nothing in flight (its estimate is lost: the key starts
+ * again from the initial limit), or is refused with SL_ERR_NOMEM when every
+ * one holds leases. Keys are 1 .. max_key_len bytes (SL_ERR_KEY). Each call
+ * holds one of 16 locks (by the key's hash) for its duration: O(1) but for
+ * a reconfiguration.
+ */
+typedef struct sl_limiters sl_limiters;
+
+typedef struct sl_limiters_info {
+    size_t keys, max_keys;
+    uint64_t evicted;
+    size_t bytes; /* what the limiters and the table hold */
+} sl_limiters_info;
+
+SL_API sl_limiters *sl_limiters_new(size_t max_keys, size_t max_key_len);
+SL_API void sl_limiters_free(sl_limiters *t);
+
+/* sl_limiter_acquire on key's limiter under *cfg (made or reconfigured
+ * first). Also SL_ERR_KEY, SL_ERR_NOMEM, *cfg's error. */
+SL_API sl_status sl_limiters_acquire(sl_limiters *t, const void *key, size_t keylen,
+                                     const sl_limiter_config *cfg, int64_t now, int cls, int part,
+                                     uint64_t id, sl_limiter_lease *lease, sl_limiter_decision *d);
+
+/* sl_limiter_complete on key's limiter; 0 for an unknown key. */
+SL_API int sl_limiters_complete(sl_limiters *t, const void *key, size_t keylen, int64_t now,
+                                const sl_limiter_lease *lease, sl_adapt_outcome outcome,
+                                int64_t rtt_ns);
+
+/* sl_limiter_stats_get on key's limiter: 1, or 0 for an unknown key (and
+ * *st zeroed); SL_ERR_KEY. */
+SL_API int sl_limiters_stats(sl_limiters *t, const void *key, size_t keylen, int64_t now,
+                             sl_limiter_stats *st);
+
+/* Calls fn once per key, in no order, under that key's lock (fn must not
+ * call into t): for metrics. */
+SL_API void sl_limiters_each(sl_limiters *t, int64_t now,
+                             void (*fn)(void *arg, const void *key, size_t keylen,
+                                        const sl_limiter_stats *st),
+                             void *arg);
+
+SL_API void sl_limiters_info_get(sl_limiters *t, sl_limiters_info *info);
+
 #ifdef __cplusplus
 }
 #endif
