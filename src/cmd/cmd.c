@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cmd/adaptive.h"
 #include "common/duration.h"
 #include "common/hex.h"
 #include "common/parse.h"
@@ -366,7 +367,6 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
     return true;
 }
 
-#define SL_LEASE_TEXT 24 /* a lease id's text: see sl_lease_new_id */
 
 /* ---- the check runner: submit, count, render ---- */
 
@@ -756,14 +756,6 @@ static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
  * earlier lease (a 64-bit collision aside), even across restarts.
  */
 
-static uint64_t sl_lease_new_id(const sl_cmd_ctx *c)
-{
-    static _Thread_local uint64_t counter;
-    uint64_t in[2] = {(uint64_t)(uintptr_t)&counter, ++counter}; /* unique per thread */
-    uint64_t id = sl_siphash(c->lease_key, in, sizeof in);
-    return id ? id : 1;
-}
-
 static bool sl_hex(const char *p, size_t n, uint64_t *out)
 {
     uint64_t v = 0;
@@ -781,6 +773,10 @@ static bool sl_hex(const char *p, size_t n, uint64_t *out)
 static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     int64_t max, ttl_ms, weight = 1, ttl;
+    if (sl_arg_is(&argv[2], "POLICY") || (argc >= 5 && sl_arg_is(&argv[4], "ADAPTIVE"))) {
+        sl_cmd_acquire_adaptive(c, argc, argv);
+        return;
+    }
     if (!sl_arg_int(c, &argv[2], &max) || !sl_arg_int(c, &argv[3], &ttl_ms))
         return;
     if (argc == 6 && sl_arg_is(&argv[4], "WEIGHT")) {
@@ -833,6 +829,12 @@ static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     uint64_t id, max;
     const sl_resp_slice *t = &argv[2];
+    uint32_t tail;
+    if (argc > 3 || (sl_lease_text_parse(t->ptr, t->len, &id, &tail) &&
+                     (tail & SL_LEASE_ADAPTIVE_BIT))) {
+        sl_cmd_release_adaptive(c, argc, argv);
+        return;
+    }
     if (t->len != SL_LEASE_TEXT || !sl_hex(t->ptr, 16, &id) || !sl_hex(t->ptr + 16, 8, &max) ||
         id == 0 || max < 1 || max > SL_CONCURRENCY_MAX) {
         R->integer(c->sink, 0); /* not a lease id this server hands out */
@@ -1204,9 +1206,16 @@ const sl_command sl_rate_commands[] = {
     {"sl.reset", -2, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, -1, 1, sl_cmd_reset,
      "Forgets keys: their next take starts afresh", "key [key ...]", 0},
     {"sl.acquire", -4, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_acquire,
-     "Acquires a concurrency lease", "key max_in_flight ttl_ms [WEIGHT weight]", 0},
-    {"sl.release", 3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
-     "Releases a concurrency lease", "key lease_id", 0},
+     "Acquires a concurrency lease, of a fixed or an adaptive limit",
+     "key max_in_flight ttl_ms [WEIGHT weight] | key max_in_flight ttl_ms ADAPTIVE [ESTIMATOR e] "
+     "[MIN n] [INITIAL n] [PRIORITY p] | key POLICY name [PRIORITY p] [PARTITION part]",
+     0},
+    {"sl.release", -3, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 1, 1, 1, sl_cmd_release,
+     "Releases a concurrency lease; an adaptive one with its latency and outcome",
+     "key lease_id [POLICY name] [LATENCY ms] [OUTCOME success|dropped|ignored]", 0},
+    {"sl.limit", -2, SL_CMD_READONLY | SL_CMD_FAST, 1, 1, 1, sl_cmd_limit,
+     "What a key's adaptive concurrency limit holds: its estimate, in flight, refusals",
+     "key [POLICY name]", 0},
     {"sl.decide", -5, SL_CMD_WRITE | SL_CMD_FAST | SL_CMD_STOREKEYS, 0, 0, 0, sl_cmd_decide,
      "Decides for sluiced's central store: limits as built, answers in nanoseconds",
      "op lease numkeys key [key ...] [algorithm a b c cost months utc_offset_ns flags ...]", 3},

@@ -196,6 +196,12 @@ typedef struct sl_cmd_ctx {
      * policy's table, which sluiced fills. */
     int (*plan_tier)(struct sl_cmd_ctx *c, const struct sl_policy *p, const char *key,
                      size_t len);
+    /* The face's adaptive concurrency limits (cmd/adaptive.h); NULL: it
+     * serves none. */
+    sl_limiters *limiters;
+    /* Called once per adaptive decision, for the metrics: policy is the
+     * index of the config's adaptive policy, -1 ad hoc. May be NULL. */
+    void (*adapted)(struct sl_cmd_ctx *c, int policy, int cls, bool admitted);
 } sl_cmd_ctx;
 
 /*

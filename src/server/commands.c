@@ -44,6 +44,11 @@ static void sl_on_decided(sl_cmd_ctx *c, const sl_check *k, bool allowed, bool s
         sl_metrics_fallback(&w->metrics, k->policy, k->name, k->req.by);
 }
 
+static void sl_on_adapted(sl_cmd_ctx *c, int policy, int cls, bool admitted)
+{
+    sl_metrics_adapted(&CONN(c)->w->metrics, policy, cls, admitted);
+}
+
 /* A slot's decision came: rendered in its place, then the connection's
  * replies that are now in order go out. */
 static void sl_slot_done(sl_backend_req *r)
@@ -117,6 +122,8 @@ void sl_conn_cmd_ctx(sl_conn *conn, sl_cmd_ctx *ctx)
         .decided = sl_on_decided,
         .defer = sl_conn_defer,
         .render = conn->proto == SL_PROTO_HTTP ? sl_http_render : NULL,
+        .limiters = srv->limiters,
+        .adapted = sl_on_adapted,
     };
 }
 

@@ -39,8 +39,10 @@
 #include "common/clock.h"
 #include "common/duration.h"
 #include "common/secret.h"
+#include "cmd/adaptive.h"
 #include "cmd/reserve.h"
 #include "cmd/rls.h"
+#include "proto/acquire_json.h"
 #include "proto/cjson_parse.h"
 #include "proto/rls_json.h"
 #include "server/grpc.h"
@@ -654,6 +656,179 @@ static void sl_http_settle(sl_conn *c, const sl_http_request *r, const char *bod
     sl_check_submit(&ctx, &k);
 }
 
+/* ---- adaptive concurrency: /v1/acquire, /v1/release, /v1/limit ---- */
+
+static void sl_http_write_json(sl_conn *c, int status, bool keep, cJSON *obj, bool head);
+
+static const char *const sl_shed_reasons[] = {"admitted", "full", "reserved", "partition"};
+
+/* POST /v1/acquire: a lease (200), or 503 with Retry-After when shed. */
+static void sl_http_acquire(sl_conn *c, const sl_http_request *r, const char *body, bool keep)
+{
+    sl_acquire_body b;
+    const char *bad, *field;
+    char err[200];
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(c, &ctx);
+    const sl_adaptive_policy *p = NULL;
+    int cls = SL_PRIO_DEFAULT, part = 0, pindex = -1;
+    sl_limiter_config cfg;
+    if (sl_acquire_body_parse(body, r->content_length > 0 ? (size_t)r->content_length : 0, false,
+                              &b, &bad, &field) == 0) {
+        if (b.priority_num >= 0)
+            cls = (int)b.priority_num;
+        else if (b.priority && (cls = sl_priority_parse(b.priority, b.priority_len)) < 0)
+            bad = "priority must be critical, default or sheddable (or 0, 1, 2)",
+            field = "priority";
+        if (bad) {
+        } else if (b.policy) {
+            p = ctx.config ? sl_config_adaptive(ctx.config, b.policy, b.policy_len) : NULL;
+            field = "policy";
+            if (!p) {
+                snprintf(err, sizeof err, "%s '%.*s'",
+                         ctx.config && sl_config_policy(ctx.config, b.policy, b.policy_len)
+                             ? "a rate limit policy, not an adaptive one: check it at /v1/check,"
+                             : "unknown adaptive policy",
+                         (int)(b.policy_len > 64 ? 64 : b.policy_len), b.policy);
+                bad = err;
+            } else if (p->cfg.shed.partitions > 0 && !b.partition) {
+                snprintf(err, sizeof err, "policy '%s' has partitions: name one", p->name);
+                bad = err, field = "partition";
+            } else if (b.partition &&
+                       (part = sl_adaptive_partition(p, b.partition, b.partition_len)) < 0) {
+                snprintf(err, sizeof err, "unknown partition '%.*s' for policy '%s'",
+                         (int)(b.partition_len > 32 ? 32 : b.partition_len), b.partition,
+                         p->name);
+                bad = err, field = "partition";
+            } else {
+                pindex = (int)(p - ctx.config->adaptive);
+                field = NULL;
+            }
+        } else if (!sl_adaptive_adhoc(&cfg, b.estimator, b.estimator_len, b.max_in_flight,
+                                      b.ttl_ms, b.min_limit, b.initial_limit, err, sizeof err)) {
+            bad = err;
+            field = NULL;
+        }
+    }
+    sl_limiter_decision d;
+    char lease[SL_LEASE_TEXT + 1];
+    int rc = bad ? SL_OK
+                 : sl_adaptive_acquire(&ctx, b.key, b.key_len, p, pindex, &cfg, cls, part, &d,
+                                       lease);
+    sl_acquire_body_free(&b); /* b's strings are not read past here */
+    if (bad || rc != SL_OK) {
+        sl_http_write_error(sl_conn_out(c), rc == SL_ERR_NOMEM ? 503 : 400, keep,
+                            bad ? bad : sl_strerror(rc), bad ? field : "key");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "admitted", d.admitted);
+    if (d.admitted)
+        cJSON_AddStringToObject(o, "lease", lease);
+    else
+        cJSON_AddStringToObject(o, "reason", sl_shed_reasons[d.reason & 3]);
+    cJSON_AddNumberToObject(o, "limit", (double)d.limit);
+    cJSON_AddNumberToObject(o, "in_flight", (double)d.in_flight);
+    cJSON_AddNumberToObject(o, "remaining", (double)d.remaining);
+    if (d.admitted) {
+        sl_http_write_json(c, 200, keep, o, false);
+        return;
+    }
+    /* Shed: 503, and when to try again, in whole seconds rounded up. */
+    int64_t ms = (d.retry_after_ns + 999999) / 1000000;
+    cJSON_AddNumberToObject(o, "retry_after_ms", (double)ms);
+    char *text = o ? cJSON_PrintUnformatted(o) : NULL;
+    cJSON_Delete(o);
+    if (!text) {
+        sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);
+        return;
+    }
+    char extra[64];
+    int64_t secs = (ms + 999) / 1000;
+    snprintf(extra, sizeof extra, "Retry-After: %lld\r\n", (long long)(secs > 0 ? secs : 1));
+    size_t n = strlen(text);
+    text[n] = '\n';
+    sl_http_write_response(sl_conn_out(c), 503, keep, "application/json", extra, text, n + 1,
+                           false);
+    cJSON_free(text);
+}
+
+/* POST /v1/release: {"released": bool}. */
+static void sl_http_release(sl_conn *c, const sl_http_request *r, const char *body, bool keep)
+{
+    sl_acquire_body b;
+    const char *bad, *field;
+    int outcome = SL_ADAPT_SUCCESS, held = 0, rc = SL_OK;
+    if (sl_acquire_body_parse(body, r->content_length > 0 ? (size_t)r->content_length : 0, true,
+                              &b, &bad, &field) == 0 &&
+        b.outcome && (outcome = sl_outcome_parse(b.outcome, b.outcome_len)) < 0)
+        bad = "outcome must be success, dropped or ignored", field = "outcome";
+    if (!bad) {
+        sl_cmd_ctx ctx;
+        sl_conn_cmd_ctx(c, &ctx);
+        rc = sl_adaptive_release(&ctx, b.key, b.key_len, b.policy, b.policy_len, b.lease,
+                                 b.lease_len, (sl_adapt_outcome)outcome, b.latency_ns, &held);
+    }
+    sl_acquire_body_free(&b);
+    if (bad || rc != SL_OK) {
+        sl_http_write_error(sl_conn_out(c), rc == SL_ERR_NOMEM ? 503 : 400, keep,
+                            bad ? bad : sl_strerror(rc), bad ? field : "key");
+        return;
+    }
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "released", held == 1);
+    sl_http_write_json(c, 200, keep, o, false);
+}
+
+/* GET /v1/limit?key=K[&policy=P]: what the key's adaptive limiter holds. */
+static void sl_http_limit(sl_conn *c, const sl_http_request *r, bool keep, bool head)
+{
+    char key[SL_HTTP_KEY_MAX], pname[SL_HTTP_NAME_MAX];
+    long klen = sl_http_query_param(r->query.ptr, r->query.len, "key", key, sizeof key);
+    long plen = sl_http_query_param(r->query.ptr, r->query.len, "policy", pname, sizeof pname);
+    if (klen <= 0 || plen == SL_HTTP_BAD_ESCAPE || plen == SL_HTTP_TOO_LONG || plen == 0) {
+        sl_http_write_error(sl_conn_out(c), 400, keep,
+                            klen <= 0 ? "key is required, at most 1024 bytes, percent-encoded"
+                                      : "policy must be a name of at most 64 bytes",
+                            klen <= 0 ? "key" : "policy");
+        return;
+    }
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(c, &ctx);
+    sl_limiter_stats st;
+    int found;
+    int rc = sl_adaptive_stats(&ctx, key, (size_t)klen, plen > 0 ? pname : NULL,
+                               plen > 0 ? (size_t)plen : 0, &st, &found);
+    if (rc != SL_OK || !found) {
+        sl_http_write_error(sl_conn_out(c), rc == SL_OK ? 404 : 400, keep,
+                            rc == SL_OK ? "no adaptive limit for this key" : sl_strerror(rc),
+                            "key");
+        return;
+    }
+    static const char *const prio[] = {"critical", "default", "sheddable"};
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "estimator", sl_adapt_kind_name(st.kind));
+    cJSON_AddNumberToObject(o, "limit", (double)st.limit);
+    cJSON_AddNumberToObject(o, "min_limit", (double)st.min_limit);
+    cJSON_AddNumberToObject(o, "max_limit", (double)st.max_limit);
+    cJSON_AddNumberToObject(o, "in_flight", (double)st.in_flight);
+    cJSON_AddNumberToObject(o, "admitted", (double)st.admitted);
+    cJSON_AddNumberToObject(o, "refused", (double)st.refused);
+    cJSON_AddNumberToObject(o, "completed", (double)st.completed);
+    cJSON_AddNumberToObject(o, "dropped", (double)st.dropped);
+    cJSON_AddNumberToObject(o, "expired", (double)st.expired);
+    cJSON_AddNumberToObject(o, "baseline_ms", (double)st.rtt_base_ns / 1e6);
+    cJSON_AddNumberToObject(o, "latency_ms", (double)st.rtt_short_ns / 1e6);
+    cJSON_AddBoolToObject(o, "probing", st.probing);
+    cJSON *by = cJSON_AddObjectToObject(o, "priorities");
+    for (int k = 0; k < st.classes && k < 3; k++) {
+        cJSON *e = cJSON_AddObjectToObject(by, prio[k]);
+        cJSON_AddNumberToObject(e, "in_flight", (double)st.class_in_flight[k]);
+        cJSON_AddNumberToObject(e, "refused", (double)st.refused_by_class[k]);
+    }
+    sl_http_write_json(c, 200, keep, o, head);
+}
+
 /* ---- for operators: /v1/keys/{key}, /v1/policies ---- */
 
 /* Writes a cJSON object as the JSON body (and frees it), or a 503 when it
@@ -948,6 +1123,17 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
             sl_http_check_request(c, r, body, keep, false, true);
         else
             sl_http_settle(c, r, body, keep);
+    } else if (sl_path_is(path, "/v1/acquire") || sl_path_is(path, "/v1/release")) {
+        if (!sl_method_is(r, "POST"))
+            sl_http_write_response(sl_conn_out(c), 405, keep, "application/json",
+                                   "Allow: POST\r\n", "{\"error\":\"method not allowed\"}\n", 31,
+                                   head);
+        else if (sl_path_is(path, "/v1/acquire"))
+            sl_http_acquire(c, r, body, keep);
+        else
+            sl_http_release(c, r, body, keep);
+    } else if (sl_path_is(path, "/v1/limit") && get) {
+        sl_http_limit(c, r, keep, head);
     } else if (sl_path_is(path, "/v1/policies") && get) {
         sl_http_policies(c, keep, head);
     } else if (sl_path_is(path, "/v1/usage") && get) {
@@ -983,7 +1169,8 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         sl_buf_free(&text);
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/healthcheck") ||
                sl_path_is(path, "/metrics") ||
-               sl_path_is(path, "/v1/policies") || sl_path_is(path, "/v1/usage")) {
+               sl_path_is(path, "/v1/policies") || sl_path_is(path, "/v1/usage") ||
+               sl_path_is(path, "/v1/limit")) {
         sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                                "{\"error\":\"method not allowed\"}\n", 31, head);
     } else {

@@ -110,7 +110,7 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
  * command line, so the default shown is the default used.
  */
 enum sl_flag_id {
-    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_ENVOY_HEADERS, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY,
+    F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_ENVOY_HEADERS, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY, F_MAX_ADAPTIVE,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
     F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
@@ -184,6 +184,11 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_MAXKEY] = {"max-key-bytes", "N", "512",
                   "longest key; a longer one is an error, not a truncation",
                   "an integer from 1 to 65535", SL_FLAG_APPLIED},
+    [F_MAX_ADAPTIVE] = {"max-adaptive-keys", "N", "65536",
+                        "adaptive concurrency limits held at once (docs/concurrency.md); a new "
+                        "key past it evicts the least recently used one with nothing in "
+                        "flight, which starts again from its initial limit",
+                        "an integer from 1 to 16777216", SL_FLAG_APPLIED},
     [F_MAXREQ] = {"max-request-bytes", "N", "65536",
                   "largest request; a larger one is a protocol error and closes the connection",
                   "from 1024 to 512m", SL_FLAG_APPLIED},
@@ -509,6 +514,11 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             if (!sl_parse_size(optarg, 65535, &v) || v < 1)
                 goto bad;
             cfg->max_key_bytes = (size_t)v;
+            break;
+        case F_MAX_ADAPTIVE:
+            if (!sl_parse_size(optarg, 1 << 24, &v) || v < 1)
+                goto bad;
+            cfg->max_adaptive_keys = (size_t)v;
             break;
         case F_MAXREQ:
             if (!sl_parse_size(optarg, 512LL * 1024 * 1024, &v) || v < 1024)
@@ -1315,6 +1325,14 @@ int main(int argc, char **argv)
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != sizeof seed)
         seed = (uint64_t)sl_now_wall();
+    /* Adaptive limits are the node's own, whatever the store: a key's
+     * estimate follows what this node's callers report. */
+    srv->limiters = sl_limiters_new(srv->cfg.max_adaptive_keys,
+                                    srv->cfg.max_key_bytes + SL_POLICY_NAME_MAX + 1);
+    if (!srv->limiters) {
+        sl_log(SL_LOG_ERROR, "cannot create the adaptive limiters: out of memory");
+        return 1;
+    }
     if (sl_store_is_memory(&srv->cfg)) {
         sl_store_config scfg = {.max_memory = srv->cfg.max_memory,
                                 .max_key_len = srv->cfg.max_key_bytes,
@@ -1466,6 +1484,7 @@ int main(int argc, char **argv)
     sl_peers_free(srv->peers);
     if (srv->store)
         sl_store_free(srv->store);
+    sl_limiters_free(srv->limiters);
     sl_config_free(atomic_load(&srv->config));
     sl_config_free(srv->retired);
     sl_envoy_free(atomic_load(&srv->envoy));

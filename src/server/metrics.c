@@ -7,9 +7,11 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/peers.h"
+#include "cmd/adaptive.h"
 #include "common/clock.h"
 #include "policy/config.h"
 #include "server/log.h"
@@ -30,6 +32,14 @@ void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow)
         sl_counter_add(&m->decisions[0][out], 1);
     else /* sl_metrics_reset_policies may zero it meanwhile */
         atomic_fetch_add_explicit(&m->decisions[slot][out], 1, memory_order_relaxed);
+}
+
+void sl_metrics_adapted(sl_metrics *m, int policy, int cls, bool admitted)
+{
+    if (policy >= SL_METRIC_POLICIES || cls < 0 || cls >= SL_METRIC_PRIORITIES)
+        return;
+    int slot = policy < 0 ? 0 : policy + 1;
+    atomic_fetch_add_explicit(&m->adaptive[slot][cls][admitted], 1, memory_order_relaxed);
 }
 
 /* When each policy may log its next shadow line (monotonic ns; 0: at once),
@@ -104,6 +114,12 @@ void sl_metrics_reset_policies(sl_server *srv)
             for (int o = 0; o < SL_OUTCOMES; o++)
                 atomic_store_explicit(&srv->workers[w].metrics.decisions[p][o], 0,
                                       memory_order_relaxed);
+    for (int w = 0; w < srv->nworkers; w++)
+        for (int p = 1; p <= SL_METRIC_POLICIES; p++)
+            for (int k = 0; k < SL_METRIC_PRIORITIES; k++)
+                for (int a = 0; a < 2; a++)
+                    atomic_store_explicit(&srv->workers[w].metrics.adaptive[p][k][a], 0,
+                                          memory_order_relaxed);
 }
 
 void sl_metrics_fallback(sl_metrics *m, int policy, const char *name, int by)
@@ -137,6 +153,82 @@ static void sl_policy_label(const sl_config *cfg, size_t p, char *label, size_t 
     label[0] = '\0';
     if (p > 0)
         sl_label(label, cap, cfg->policies[p - 1].name);
+}
+
+/* The adaptive limits' gauges, summed per policy slot (0: ad hoc, and the
+ * keys of a policy no longer in the config). */
+typedef struct sl_adaptive_sums {
+    const sl_config *cfg;
+    size_t slots;
+    uint64_t keys[SL_METRIC_POLICIES + 1];
+    int64_t limit[SL_METRIC_POLICIES + 1], in_flight[SL_METRIC_POLICIES + 1];
+} sl_adaptive_sums;
+
+static void sl_adaptive_sum(void *arg, const void *key, size_t keylen,
+                            const sl_limiter_stats *st)
+{
+    sl_adaptive_sums *s = arg;
+    size_t plen = sl_adaptive_key_policy(key, keylen), slot = 0;
+    for (size_t p = 0; plen && p < s->slots; p++)
+        if (strlen(s->cfg->adaptive[p].name) == plen &&
+            memcmp(s->cfg->adaptive[p].name, key, plen) == 0)
+            slot = p + 1;
+    s->keys[slot]++;
+    s->limit[slot] += st->limit;
+    s->in_flight[slot] += st->in_flight;
+}
+
+static void sl_metrics_render_adaptive(sl_server *srv, const sl_config *cfg, sl_buf *out)
+{
+    static const char *const prio[SL_METRIC_PRIORITIES] = {"critical", "default", "sheddable"};
+    sl_adaptive_sums *s = calloc(1, sizeof *s);
+    if (!s) {
+        out->failed = true;
+        return;
+    }
+    s->cfg = cfg;
+    s->slots = cfg ? (cfg->nadaptive > SL_METRIC_POLICIES ? SL_METRIC_POLICIES : cfg->nadaptive)
+                   : 0;
+    sl_limiters_each(srv->limiters, sl_now_mono(), sl_adaptive_sum, s);
+    sl_out(out, "# HELP sluice_adaptive_requests_total Adaptive concurrency decisions, by policy "
+                "(\"\" for ad-hoc limits), priority and result.\n"
+                "# TYPE sluice_adaptive_requests_total counter\n");
+    for (size_t p = 0; p <= s->slots; p++) {
+        char label[2 * SL_POLICY_NAME_MAX + 1] = "";
+        if (p > 0)
+            sl_label(label, sizeof label, cfg->adaptive[p - 1].name);
+        for (int k = 0; k < SL_METRIC_PRIORITIES; k++)
+            for (int a = 1; a >= 0; a--) {
+                uint64_t n = 0;
+                for (int w = 0; w < srv->nworkers; w++)
+                    n += sl_load(&srv->workers[w].metrics.adaptive[p][k][a]);
+                sl_out(out, "sluice_adaptive_requests_total{policy=\"%s\",priority=\"%s\","
+                            "result=\"%s\"} %llu\n",
+                       label, prio[k], a ? "admitted" : "shed", (unsigned long long)n);
+            }
+    }
+    static const char *const gauge[3][2] = {
+        {"sluice_adaptive_keys", "Keys with an adaptive concurrency limit."},
+        {"sluice_adaptive_limit", "The adaptive limits' current estimates, summed over keys."},
+        {"sluice_adaptive_in_flight", "Leases held under adaptive limits."}};
+    for (int g = 0; g < 3; g++) {
+        sl_out(out, "# HELP %s %s\n# TYPE %s gauge\n", gauge[g][0], gauge[g][1], gauge[g][0]);
+        for (size_t p = 0; p <= s->slots; p++) {
+            char label[2 * SL_POLICY_NAME_MAX + 1] = "";
+            if (p > 0)
+                sl_label(label, sizeof label, cfg->adaptive[p - 1].name);
+            long long v = g == 0 ? (long long)s->keys[p] : g == 1 ? s->limit[p] : s->in_flight[p];
+            sl_out(out, "%s{policy=\"%s\"} %lld\n", gauge[g][0], label, v);
+        }
+    }
+    sl_limiters_info info;
+    sl_limiters_info_get(srv->limiters, &info);
+    sl_out(out, "# HELP sluice_adaptive_evictions_total Adaptive limits evicted at "
+                "--max-adaptive-keys (idle ones: they start again from the initial limit).\n"
+                "# TYPE sluice_adaptive_evictions_total counter\n"
+                "sluice_adaptive_evictions_total %llu\n",
+           (unsigned long long)info.evicted);
+    free(s);
 }
 
 /* The store's health (a remote store): its state, its round trips, and the
@@ -302,6 +394,9 @@ void sl_metrics_render(sl_server *srv, sl_buf *out)
         sl_out(out, "sluice_request_duration_seconds_count{proto=\"%s\"} %llu\n", proto[pr],
                (unsigned long long)cum);
     }
+
+    if (srv->limiters)
+        sl_metrics_render_adaptive(srv, cfg, out);
 
     sl_store_stats st = {0};
     if (srv->store)

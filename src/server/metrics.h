@@ -20,6 +20,8 @@
 enum { SL_OUT_ALLOWED, SL_OUT_REJECTED, SL_OUT_SHADOW, SL_OUTCOMES };
 enum { SL_PROTO_RESP, SL_PROTO_HTTP, SL_PROTO_GRPC, SL_PROTOS };
 
+#define SL_METRIC_PRIORITIES 3
+
 /* Upper bounds of the latency buckets, in microseconds; the last bucket is +Inf. */
 #define SL_LATENCY_BUCKETS 12
 
@@ -32,6 +34,10 @@ typedef struct sl_metrics {
     atomic_uint_fast64_t fallback[SL_METRIC_POLICIES + 1][4];
     atomic_uint_fast64_t latency[SL_PROTOS][SL_LATENCY_BUCKETS + 1];
     atomic_uint_fast64_t latency_sum_ns[SL_PROTOS];
+    /* Adaptive concurrency decisions, per adaptive policy as decisions
+     * are (slot 0 ad hoc), by priority (critical, default, sheddable) and
+     * whether admitted (1) or shed (0). */
+    atomic_uint_fast64_t adaptive[SL_METRIC_POLICIES + 1][SL_METRIC_PRIORITIES][2];
 } sl_metrics;
 
 /* Adds n to a counter that only its worker writes (all but the per-policy
@@ -46,6 +52,10 @@ static inline void sl_counter_add(atomic_uint_fast64_t *a, uint64_t n)
 
 /* policy: -1 for an ad-hoc limit, else the config's index. */
 void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow);
+
+/* An adaptive concurrency decision: policy is the config's adaptive
+ * policy's index, -1 ad hoc; cls its priority. */
+void sl_metrics_adapted(sl_metrics *m, int policy, int cls, bool admitted);
 
 /* A decision a store-down policy took (by: an sl_fallback); name is the
  * policy's, NULL for an ad-hoc limit. */

@@ -35,6 +35,7 @@ typedef struct sl_server_config {
     int maxclients;
     size_t max_request_bytes;
     size_t max_key_bytes;
+    size_t max_adaptive_keys; /* adaptive limiters at once (SL.ACQUIRE ... ADAPTIVE) */
     int idle_timeout_s;      /* 0 = never */
     int request_timeout_s;   /* from a request's first byte to its last; 0 = no deadline */
     int port_share_pct;      /* percent of maxclients one port may hold while both are on */
@@ -146,6 +147,7 @@ typedef struct sl_server {
     sl_server_config cfg;
     sl_store *store;      /* the memory backend's, else NULL */
     sl_backend *backend;  /* where states live: every take goes through it */
+    sl_limiters *limiters; /* the node's adaptive concurrency limits (cmd/adaptive.h) */
     struct sl_peers *peers; /* --peers: the routing fleet's membership, else NULL */
     sl_worker *workers;
     int nworkers;
