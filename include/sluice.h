@@ -1090,7 +1090,11 @@ typedef struct sl_limiter_stats {
     int64_t rtt_short_ns; /* ANCHORED's short-term average; 0 none */
     bool probing;         /* ANCHORED: a probe holds the limit at min_limit */
     int classes, partitions;
-    /* Counted since the limiter was made. */
+    /* Counted since the limiter was made: completed counts every
+     * completion (dropped: those with outcome DROPPED), expired the leases
+     * that outlived the TTL, so admitted = completed + expired + in_flight;
+     * refused counts the refusals returned (acquire_wait's tries before its
+     * deadline are not). */
     uint64_t admitted, refused, completed, dropped, expired;
     uint64_t refused_by_class[SL_SHED_CLASSES_MAX];
 } sl_limiter_stats;
@@ -1144,7 +1148,9 @@ SL_API void sl_limiter_stats_get(sl_limiter *lim, int64_t now, sl_limiter_stats 
  * again from the initial limit), or is refused with SL_ERR_NOMEM when every
  * one holds leases. Keys are 1 .. max_key_len bytes (SL_ERR_KEY). Each call
  * holds one of 16 locks (by the key's hash) for its duration: O(1) but for
- * a reconfiguration.
+ * a reconfiguration. The cap is the table's, not a lock's: a new key at it
+ * evicts from its own lock's keys first, then from any other lock's it can
+ * take without waiting.
  */
 typedef struct sl_limiters sl_limiters;
 
