@@ -1693,8 +1693,8 @@ static void sl_reload_adaptive(const sl_config *old, const sl_config *next,
         const sl_adaptive_policy *n = sl_config_adaptive(next, o->name, strlen(o->name));
         if (!n) {
             snprintf(line, sizeof line,
-                     "policy '%s' removed: adaptive limit: acquiring under it is refused, and "
-                     "its keys' estimates are no longer kept", o->name);
+                     "policy '%s' removed: adaptive limit (%s): requests naming it are "
+                     "refused", o->name, sl_adapt_kind_name(o->cfg.adapt.kind));
             say(arg, line);
             continue;
         }

@@ -202,7 +202,9 @@ void sl_config_free(sl_config *c);
  * default, a tier, its global limit) carries each key's used units over (a
  * policy's limits are carried: see "Carried states" in sluice.h); a changed
  * key template, which finds no key again, is said loudly; removed policies
- * and tiers, and shadow mode turned on or off. Nothing for what is unchanged.
+ * and tiers, and shadow mode turned on or off. Adaptive policies added,
+ * removed and changed (what changed: each key keeps its estimate, clamped
+ * to the new limits, and its leases). Nothing for what is unchanged.
  */
 void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                                void (*say)(void *arg, const char *line), void *arg);

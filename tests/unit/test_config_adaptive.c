@@ -456,7 +456,9 @@ Test(config_adaptive, a_reload_says_what_changed_for_adaptive_policies)
     cr_assert(strstr(said, "policy 'swap': adaptive limit changed (estimator aimd -> vegas, "
                            "min_limit 20 -> 1, max_limit 200 -> 1000): each key keeps"),
               "%s", said);
-    cr_assert(strstr(said, "policy 'gone' removed: adaptive limit"), "%s", said);
+    cr_assert(strstr(said, "policy 'gone' removed: adaptive limit (anchored): requests naming it "
+                           "are refused\n"),
+              "%s", said);
     cr_assert(strstr(said, "policy 'fresh' added: adaptive limit (anchored, 4 to 50, ttl 30s): "
                            "each key starts at 20\n"),
               "%s", said);
