@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,19 @@ static yaml_node_t *sl_node(sl_loader *ld, int index)
 static bool sl_key_is(const yaml_node_t *k, const char *name)
 {
     return sl_yaml_is_scalar(k) && strcmp(sl_yaml_scalar(k), name) == 0;
+}
+
+/* Whether s[0 .. n) is `word`, ASCII case ignored. */
+static bool sl_ascii_is(const char *s, size_t n, const char *word)
+{
+    if (strlen(word) != n)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i] >= 'A' && s[i] <= 'Z' ? (char)(s[i] - 'A' + 'a') : s[i];
+        if (c != word[i])
+            return false;
+    }
+    return true;
 }
 
 /* Quotes a scalar for a message, cut to 40 bytes. */
@@ -95,6 +109,10 @@ static int sl_algorithm_value(sl_loader *ld, const yaml_node_t *v, const char *w
                               sl_algorithm *out)
 {
     char q[48];
+    if (sl_yaml_is_scalar(v) && sl_ascii_is(sl_yaml_scalar(v), v->data.scalar.length, "adaptive"))
+        return sl_fail(ld, v, "%s: adaptive is a whole policy's algorithm (algorithm: adaptive "
+                              "beside its settings), not a limit's",
+                       where);
     if (!sl_yaml_is_scalar(v) || sl_algorithm_parse(sl_yaml_scalar(v), v->data.scalar.length, out) != SL_OK ||
         *out == SL_CONCURRENCY)
         return sl_fail(ld, v, "%s: unknown algorithm %s (use gcra, token_bucket, leaky_bucket, "
@@ -702,6 +720,491 @@ static int sl_policy_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_
     return plans ? sl_plans_value(ld, plans, where, p) : 0;
 }
 
+/* ---- adaptive policies ---- */
+
+int sl_priority_parse(const char *s, size_t len)
+{
+    static const char *const names[] = {"critical", "default", "sheddable"};
+    for (int i = 0; i < 3; i++)
+        if (sl_ascii_is(s, len, names[i]))
+            return i;
+    if (len == 1 && s[0] >= '0' && s[0] <= '2')
+        return s[0] - '0';
+    return -1;
+}
+
+void sl_adaptive_defaults(sl_limiter_config *c, sl_adapt_kind kind, int64_t max, int64_t ttl_ns)
+{
+    memset(c, 0, sizeof *c);
+    sl_adapt_config_default(kind, &c->adapt);
+    c->adapt.max_limit = max;
+    if (c->adapt.min_limit > max)
+        c->adapt.min_limit = max;
+    if (c->adapt.initial_limit > max)
+        c->adapt.initial_limit = max;
+    if (c->adapt.initial_limit < c->adapt.min_limit)
+        c->adapt.initial_limit = c->adapt.min_limit;
+    c->shed.classes = 3;
+    c->shed.reserve_permille[SL_PRIO_CRITICAL] = 200;
+    c->shed.reserve_permille[SL_PRIO_DEFAULT] = 100;
+    c->shed.reserve_permille[SL_PRIO_SHEDDABLE] = 0;
+    c->shed.idle_ns = SL_ADAPTIVE_IDLE_DEFAULT_NS;
+    c->ttl_ns = ttl_ns;
+}
+
+/*
+ * A percentage with at most one decimal ("90%", "12.5%") as per mille.
+ * Seven digits at most before the point: no sane ratio is larger, and the
+ * product stays far from overflow.
+ */
+static bool sl_percent_parse(const char *s, size_t n, int64_t *permille)
+{
+    size_t i = 0;
+    int64_t whole = 0, tenth = 0;
+    while (i < n && i < 7 && s[i] >= '0' && s[i] <= '9')
+        whole = whole * 10 + (s[i++] - '0');
+    if (i == 0)
+        return false;
+    if (i < n && s[i] == '.') {
+        if (i + 1 >= n || s[i + 1] < '0' || s[i + 1] > '9')
+            return false;
+        tenth = s[i + 1] - '0';
+        i += 2;
+    }
+    if (i + 1 != n || s[i] != '%')
+        return false;
+    *permille = whole * 10 + tenth;
+    return true;
+}
+
+/* Per mille as a percentage: 125 is "12.5%", 900 "90%". */
+static const char *sl_permille_text(int64_t permille, char buf[32])
+{
+    if (permille % 10)
+        snprintf(buf, 32, "%lld.%lld%%", (long long)(permille / 10), (long long)(permille % 10));
+    else
+        snprintf(buf, 32, "%lld%%", (long long)(permille / 10));
+    return buf;
+}
+
+/* Nanoseconds in the largest unit that divides them: "30s", "500ms". */
+static const char *sl_span_text(int64_t ns, char buf[32])
+{
+    static const struct {
+        int64_t ns;
+        const char *unit;
+    } units[] = {{INT64_C(86400000000000), "d"}, {INT64_C(3600000000000), "h"},
+                 {INT64_C(60000000000), "m"},    {INT64_C(1000000000), "s"},
+                 {INT64_C(1000000), "ms"},       {INT64_C(1000), "us"}};
+    for (size_t i = 0; ns != 0 && i < sizeof units / sizeof units[0]; i++)
+        if (ns % units[i].ns == 0) {
+            snprintf(buf, 32, "%lld%s", (long long)(ns / units[i].ns), units[i].unit);
+            return buf;
+        }
+    snprintf(buf, 32, ns == 0 ? "0" : "%lldns", (long long)ns);
+    return buf;
+}
+
+/* Whether s[0 .. n) is a zero duration: "0", "0s", "0ms", ... */
+static bool sl_zero_duration(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && s[i] == '0')
+        i++;
+    if (i == 0)
+        return false;
+    const char *unit = s + i;
+    size_t ulen = n - i;
+    static const char *const units[] = {"", "ms", "s", "m", "h", "d", "w"};
+    for (size_t u = 0; u < sizeof units / sizeof units[0]; u++)
+        if (strlen(units[u]) == ulen && memcmp(unit, units[u], ulen) == 0)
+            return true;
+    return false;
+}
+
+/* How an adaptive policy's value is written. */
+typedef enum sl_arg_type {
+    SL_ARG_PERCENT, /* "12.5%", stored per mille */
+    SL_ARG_COUNT,   /* a whole number */
+    SL_ARG_SPAN,    /* a duration, stored in ns; 0 only where min is 0 */
+} sl_arg_type;
+
+static const char *sl_arg_text(sl_arg_type type, int64_t x, char buf[32])
+{
+    if (type == SL_ARG_PERCENT)
+        return sl_permille_text(x, buf);
+    if (type == SL_ARG_SPAN)
+        return sl_span_text(x, buf);
+    snprintf(buf, 32, "%lld", (long long)x);
+    return buf;
+}
+
+/* A value of `type` in [min, max] into *out; the message names `what` and
+ * the range. */
+static int sl_arg_value(sl_loader *ld, const yaml_node_t *v, const char *where, const char *what,
+                        sl_arg_type type, int64_t min, int64_t max, int64_t *out)
+{
+    char q[48], lo[32], hi[32];
+    bool ok = sl_yaml_is_scalar(v);
+    const char *s = ok ? sl_yaml_scalar(v) : "";
+    size_t n = ok ? v->data.scalar.length : 0;
+    int64_t x = 0;
+    if (ok && type == SL_ARG_PERCENT)
+        ok = sl_percent_parse(s, n, &x);
+    else if (ok && type == SL_ARG_COUNT)
+        ok = sl_parse_i64(s, n, SL_INT_NO_SIGN, &x);
+    else if (ok && sl_zero_duration(s, n))
+        x = 0;
+    else if (ok)
+        ok = sl_parse_duration(s, n, &x) == SL_DURATION_OK;
+    if (ok && x >= min && x <= max) {
+        *out = x;
+        return 0;
+    }
+    if (type == SL_ARG_PERCENT)
+        return sl_fail(ld, v, "%s: %s must be a percentage with at most one decimal, from %s to "
+                              "%s (got %s)",
+                       where, what, sl_arg_text(type, min, lo), sl_arg_text(type, max, hi),
+                       sl_quote(v, q));
+    if (type == SL_ARG_COUNT)
+        return sl_fail(ld, v, "%s: %s must be an integer from %s to %s (got %s)", where, what,
+                       sl_arg_text(type, min, lo), sl_arg_text(type, max, hi), sl_quote(v, q));
+    return sl_fail(ld, v, "%s: %s must be a %sduration: seconds, or a number with ms, s, m, h, d "
+                          "or w%s (got %s)",
+                   where, what, min > 0 ? "positive " : "", min > 0 ? "" : " (0: never)",
+                   sl_quote(v, q));
+}
+
+#define SL_KIND_BIT(k) (1u << (k))
+
+/* An estimator's parameter: its setting's name, the estimators that read
+ * it, how it is written, its field of sl_adapt_config and its range
+ * (sluice.h's, which sl_adapt_init checks). */
+typedef struct sl_adapt_param {
+    const char *name;
+    unsigned kinds;
+    sl_arg_type type;
+    size_t off;
+    int64_t min, max;
+} sl_adapt_param;
+
+static const sl_adapt_param sl_adapt_params[] = {
+    {"backoff", SL_KIND_BIT(SL_ADAPT_AIMD) | SL_KIND_BIT(SL_ADAPT_ANCHORED), SL_ARG_PERCENT,
+     offsetof(sl_adapt_config, backoff_permille), 500, 999},
+    {"timeout", SL_KIND_BIT(SL_ADAPT_AIMD), SL_ARG_SPAN, offsetof(sl_adapt_config, timeout_ns), 1,
+     SL_SPAN_MAX},
+    {"smoothing",
+     SL_KIND_BIT(SL_ADAPT_VEGAS) | SL_KIND_BIT(SL_ADAPT_GRADIENT2) | SL_KIND_BIT(SL_ADAPT_ANCHORED),
+     SL_ARG_PERCENT, offsetof(sl_adapt_config, smoothing_permille), 1, 1000},
+    {"probe_multiplier", SL_KIND_BIT(SL_ADAPT_VEGAS), SL_ARG_COUNT,
+     offsetof(sl_adapt_config, probe_multiplier), 1, SL_ADAPT_LIMIT_MAX},
+    {"tolerance", SL_KIND_BIT(SL_ADAPT_GRADIENT2), SL_ARG_PERCENT,
+     offsetof(sl_adapt_config, tolerance_permille), 1000, 100000},
+    {"long_window", SL_KIND_BIT(SL_ADAPT_GRADIENT2), SL_ARG_COUNT,
+     offsetof(sl_adapt_config, long_window), 10, 1000000},
+    {"queue_size", SL_KIND_BIT(SL_ADAPT_GRADIENT2), SL_ARG_COUNT,
+     offsetof(sl_adapt_config, queue_size), 0, SL_ADAPT_LIMIT_MAX},
+    {"queue", SL_KIND_BIT(SL_ADAPT_ANCHORED), SL_ARG_PERCENT,
+     offsetof(sl_adapt_config, queue_permille), 1, 10000},
+    {"short_window", SL_KIND_BIT(SL_ADAPT_ANCHORED), SL_ARG_COUNT,
+     offsetof(sl_adapt_config, short_window), 1, 1000000},
+    {"probe_interval", SL_KIND_BIT(SL_ADAPT_ANCHORED), SL_ARG_SPAN,
+     offsetof(sl_adapt_config, probe_interval_ns), 1, SL_SPAN_MAX},
+    {"probe_samples", SL_KIND_BIT(SL_ADAPT_ANCHORED), SL_ARG_COUNT,
+     offsetof(sl_adapt_config, probe_samples), 1, 1000000},
+};
+#define SL_ADAPT_NPARAMS (sizeof sl_adapt_params / sizeof sl_adapt_params[0])
+
+static int64_t *sl_param_field(sl_adapt_config *a, const sl_adapt_param *p)
+{
+    return (int64_t *)((char *)a + p->off);
+}
+
+static int64_t sl_param_get(const sl_adapt_config *a, const sl_adapt_param *p)
+{
+    return *(const int64_t *)((const char *)a + p->off);
+}
+
+/* "aimd and anchored": the estimators of mask `kinds`, for a message. */
+static const char *sl_kinds_text(unsigned kinds, char buf[64])
+{
+    int total = 0, seen = 0;
+    for (int k = 0; k < SL_ADAPT_KIND_COUNT; k++)
+        total += (kinds & SL_KIND_BIT(k)) != 0;
+    size_t w = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < SL_ADAPT_KIND_COUNT && w < 64; k++) {
+        if (!(kinds & SL_KIND_BIT(k)))
+            continue;
+        seen++;
+        const char *sep = seen == 1 ? "" : seen == total ? " and " : ", ";
+        int n = snprintf(buf + w, 64 - w, "%s%s", sep, sl_adapt_kind_name((sl_adapt_kind)k));
+        w += n < 0 ? 0 : (size_t)n;
+    }
+    return buf;
+}
+
+static int sl_estimator_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                              sl_adapt_kind *out)
+{
+    char q[48];
+    for (int k = 0; k < SL_ADAPT_KIND_COUNT && sl_yaml_is_scalar(v); k++)
+        if (sl_ascii_is(sl_yaml_scalar(v), v->data.scalar.length,
+                        sl_adapt_kind_name((sl_adapt_kind)k))) {
+            *out = (sl_adapt_kind)k;
+            return 0;
+        }
+    return sl_fail(ld, v, "%s: unknown estimator %s (use aimd, vegas, gradient2 or anchored)",
+                   where, sl_quote(v, q));
+}
+
+/* reserve: {critical: 20%, default: 10%}: each class named is given its
+ * reserve; the others keep the defaults. Their sum is checked with all. */
+static int sl_reserve_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                            sl_shed_config *shed)
+{
+    char q[48], what[64], a[32], b[32], c[32];
+    if (!v || v->type != YAML_MAPPING_NODE)
+        return sl_fail(ld, v, "%s: reserve must be a mapping of priorities (critical, default, "
+                              "sheddable) to percentages (got %s)",
+                       where, sl_quote(v, q));
+    unsigned given = 0;
+    for (yaml_node_pair_t *p = v->data.mapping.pairs.start; p < v->data.mapping.pairs.top; p++) {
+        yaml_node_t *k = sl_node(ld, p->key), *x = sl_node(ld, p->value);
+        int cls = sl_yaml_is_scalar(k) ? sl_priority_parse(sl_yaml_scalar(k), k->data.scalar.length)
+                                       : -1;
+        if (cls < 0)
+            return sl_fail(ld, k, "%s: reserve: unknown priority %s (use critical, default or "
+                                  "sheddable)",
+                           where, sl_quote(k, q));
+        if (given & (1u << cls))
+            return sl_fail(ld, k, "%s: reserve: priority %s is given twice", where,
+                           sl_quote(k, q));
+        given |= 1u << cls;
+        int64_t permille;
+        snprintf(what, sizeof what, "reserve %s", sl_quote(k, q));
+        if (sl_arg_value(ld, x, where, what, SL_ARG_PERCENT, 0, 1000, &permille))
+            return -1;
+        shed->reserve_permille[cls] = (int32_t)permille;
+    }
+    int64_t sum = 0;
+    for (int k = 0; k < shed->classes; k++)
+        sum += shed->reserve_permille[k];
+    if (sum > 1000) {
+        char total[32];
+        return sl_fail(ld, v, "%s: reserve: the reserves add up to %s (critical %s, default %s, "
+                              "sheddable %s), more than 100%%",
+                       where, sl_permille_text(sum, total),
+                       sl_permille_text(shed->reserve_permille[SL_PRIO_CRITICAL], a),
+                       sl_permille_text(shed->reserve_permille[SL_PRIO_DEFAULT], b),
+                       sl_permille_text(shed->reserve_permille[SL_PRIO_SHEDDABLE], c));
+    }
+    return 0;
+}
+
+/* A partition's name: letters, digits, '_' and '-', as a limit's. */
+static int sl_partition_name_value(sl_loader *ld, const yaml_node_t *k, const char *where,
+                                   char *out)
+{
+    char q[48];
+    bool ok = sl_yaml_is_scalar(k) && k->data.scalar.length >= 1 &&
+              k->data.scalar.length <= SL_ADAPTIVE_PARTITION_NAME_MAX;
+    for (size_t i = 0; ok && i < k->data.scalar.length; i++) {
+        char c = sl_yaml_scalar(k)[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_' || c == '-';
+    }
+    if (!ok)
+        return sl_fail(ld, k, "%s: a partition's name must be 1 to %d letters, digits, '_' or "
+                              "'-' (got %s)",
+                       where, SL_ADAPTIVE_PARTITION_NAME_MAX, sl_quote(k, q));
+    memcpy(out, sl_yaml_scalar(k), k->data.scalar.length + 1);
+    return 0;
+}
+
+/* partitions: {live: 90%, batch: {share: 10%, lend: false}}, in order. */
+static int sl_partitions_value(sl_loader *ld, const yaml_node_t *v, const char *where,
+                               sl_adaptive_policy *p)
+{
+    char q[48], pwhere[160], total[32];
+    sl_shed_config *shed = &p->cfg.shed;
+    if (!v || v->type != YAML_MAPPING_NODE)
+        return sl_fail(ld, v, "%s: partitions must be a mapping of partition names to shares "
+                              "(live: 90%%, or batch: {share: 10%%, lend: false}) (got %s)",
+                       where, sl_quote(v, q));
+    size_t n = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
+    if (n > SL_SHED_PARTITIONS_MAX)
+        return sl_fail(ld, v, "%s: at most %d partitions (got %zu)", where,
+                       SL_SHED_PARTITIONS_MAX, n);
+    int64_t sum = 0;
+    for (yaml_node_pair_t *pr = v->data.mapping.pairs.start; pr < v->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = sl_node(ld, pr->key), *x = sl_node(ld, pr->value);
+        int i = shed->partitions;
+        if (sl_partition_name_value(ld, k, where, p->partition[i]))
+            return -1;
+        snprintf(pwhere, sizeof pwhere, "%s partition '%s'", where, p->partition[i]);
+        int64_t share = -1;
+        bool lends = true;
+        if (x && x->type == YAML_MAPPING_NODE) {
+            for (yaml_node_pair_t *s = x->data.mapping.pairs.start; s < x->data.mapping.pairs.top;
+                 s++) {
+                yaml_node_t *sk = sl_node(ld, s->key), *sv = sl_node(ld, s->value);
+                if (sl_key_is(sk, "share")) {
+                    if (sl_arg_value(ld, sv, pwhere, "share", SL_ARG_PERCENT, 0, 1000, &share))
+                        return -1;
+                } else if (sl_key_is(sk, "lend")) {
+                    if (sl_bool_value(ld, sv, pwhere, "lend", &lends))
+                        return -1;
+                } else {
+                    return sl_fail(ld, sk, "%s: unknown setting %s (share, lend)", pwhere,
+                                   sl_quote(sk, q));
+                }
+            }
+            if (share < 0)
+                return sl_fail(ld, x, "%s: share is required (a percentage of the limit)",
+                               pwhere);
+        } else if (sl_arg_value(ld, x, pwhere, "share", SL_ARG_PERCENT, 0, 1000, &share)) {
+            return -1;
+        }
+        shed->guarantee_permille[i] = (int32_t)share;
+        shed->lends[i] = lends;
+        shed->partitions = i + 1;
+        sum += share;
+    }
+    if (sum > 1000)
+        return sl_fail(ld, v, "%s: the partitions' shares add up to %s, more than 100%%", where,
+                       sl_permille_text(sum, total));
+    return 0;
+}
+
+/*
+ * A policy of algorithm adaptive into *p. The estimator is read first (its
+ * defaults are those of the rest), then the limits (a default min or
+ * initial limit is clamped to the max given), then every other setting.
+ */
+static int sl_adaptive_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *m,
+                             sl_adaptive_policy *p)
+{
+    static const char *const rate_keys[] = {
+        "tiers",  "global", "plans",    "key",       "key_fallback", "shadow", "on_store_error",
+        "store_timeout_ms", "limits", "period", "burst", "cost", "utc_offset", "reset_day", NULL};
+    char where[96], q[48], known[64], a[32];
+    if (sl_name_value(ld, k, "policy", p->name))
+        return -1;
+    snprintf(where, sizeof where, "policy '%s'", p->name);
+    sl_adapt_kind kind = SL_ADAPT_ANCHORED;
+    const yaml_node_t *v = sl_mapping_get(ld, m, "estimator");
+    if (v && sl_estimator_value(ld, v, where, &kind))
+        return -1;
+    sl_adapt_config def;
+    sl_adapt_config_default(kind, &def);
+
+    const yaml_node_t *vmax = sl_mapping_get(ld, m, "max_limit");
+    const yaml_node_t *vlimit = sl_mapping_get(ld, m, "limit");
+    if (vmax && vlimit)
+        return sl_fail(ld, vlimit, "%s: limit is another spelling of max_limit: give one of them",
+                       where);
+    int64_t max = def.max_limit, ttl = SL_ADAPTIVE_TTL_DEFAULT_NS;
+    if ((vmax || vlimit) && sl_arg_value(ld, vmax ? vmax : vlimit, where,
+                                         vmax ? "max_limit" : "limit", SL_ARG_COUNT, 1,
+                                         SL_ADAPT_LIMIT_MAX, &max))
+        return -1;
+    if ((v = sl_mapping_get(ld, m, "ttl")) &&
+        sl_arg_value(ld, v, where, "ttl", SL_ARG_SPAN, 1, SL_SPAN_MAX, &ttl))
+        return -1;
+    sl_adaptive_defaults(&p->cfg, kind, max, ttl);
+    sl_adapt_config *ac = &p->cfg.adapt;
+    const char *of_max = vmax || vlimit ? "" : " (the estimator's default)";
+    if ((v = sl_mapping_get(ld, m, "min_limit"))) {
+        if (sl_arg_value(ld, v, where, "min_limit", SL_ARG_COUNT, 1, SL_ADAPT_LIMIT_MAX,
+                         &ac->min_limit))
+            return -1;
+        if (ac->min_limit > ac->max_limit)
+            return sl_fail(ld, v, "%s: min_limit %lld is above max_limit %lld%s", where,
+                           (long long)ac->min_limit, (long long)ac->max_limit, of_max);
+        ac->initial_limit = def.initial_limit < ac->min_limit   ? ac->min_limit
+                            : def.initial_limit > ac->max_limit ? ac->max_limit
+                                                                : def.initial_limit;
+    }
+    if ((v = sl_mapping_get(ld, m, "initial_limit"))) {
+        if (sl_arg_value(ld, v, where, "initial_limit", SL_ARG_COUNT, 1, SL_ADAPT_LIMIT_MAX,
+                         &ac->initial_limit))
+            return -1;
+        if (ac->initial_limit > ac->max_limit)
+            return sl_fail(ld, v, "%s: initial_limit %lld is above max_limit %lld%s", where,
+                           (long long)ac->initial_limit, (long long)ac->max_limit, of_max);
+        if (ac->initial_limit < ac->min_limit)
+            return sl_fail(ld, v, "%s: initial_limit %lld is below min_limit %lld", where,
+                           (long long)ac->initial_limit, (long long)ac->min_limit);
+    }
+
+    for (yaml_node_pair_t *pr = m->data.mapping.pairs.start; pr < m->data.mapping.pairs.top; pr++) {
+        yaml_node_t *pk = sl_node(ld, pr->key);
+        v = sl_node(ld, pr->value);
+        if (sl_key_is(pk, "algorithm") || sl_key_is(pk, "estimator") ||
+            sl_key_is(pk, "max_limit") || sl_key_is(pk, "limit") || sl_key_is(pk, "min_limit") ||
+            sl_key_is(pk, "initial_limit") || sl_key_is(pk, "ttl"))
+            continue; /* read above */
+        const sl_adapt_param *param = NULL;
+        for (size_t i = 0; i < SL_ADAPT_NPARAMS && !param; i++)
+            if (sl_key_is(pk, sl_adapt_params[i].name))
+                param = &sl_adapt_params[i];
+        if (param) {
+            if (!(param->kinds & SL_KIND_BIT(kind)))
+                return sl_fail(ld, pk, "%s: %s is read only by %s, not by %s (the estimator)",
+                               where, param->name, sl_kinds_text(param->kinds, known),
+                               sl_adapt_kind_name(kind));
+            if (sl_arg_value(ld, v, where, param->name, param->type, param->min, param->max,
+                             sl_param_field(ac, param)))
+                return -1;
+            continue;
+        }
+        if (sl_key_is(pk, "reserve")) {
+            if (sl_reserve_value(ld, v, where, &p->cfg.shed))
+                return -1;
+        } else if (sl_key_is(pk, "partitions")) {
+            if (sl_partitions_value(ld, v, where, p))
+                return -1;
+        } else if (sl_key_is(pk, "idle")) {
+            if (sl_arg_value(ld, v, where, "idle", SL_ARG_SPAN, 0, SL_SPAN_MAX,
+                             &p->cfg.shed.idle_ns))
+                return -1;
+        } else {
+            bool rate = false;
+            for (int i = 0; rate_keys[i]; i++)
+                rate |= sl_key_is(pk, rate_keys[i]);
+            if (rate)
+                return sl_fail(ld, pk, "%s: %s is a rate policy's setting: an adaptive policy "
+                                       "limits the requests in flight, acquired and released, "
+                                       "and has none",
+                               where, sl_quote(pk, q));
+            return sl_fail(ld, pk, "%s: unknown setting %s", where, sl_quote(pk, q));
+        }
+    }
+    /* Every range was checked as it was read; the library's own checks
+     * stand behind them. */
+    sl_adapt scratch;
+    int rc = sl_adapt_init(&scratch, ac);
+    if (rc == SL_OK)
+        rc = sl_shed_config_check(&p->cfg.shed);
+    if (rc == SL_OK && (p->cfg.ttl_ns < 1 || p->cfg.ttl_ns > SL_SPAN_MAX))
+        rc = SL_ERR_ARGUMENT;
+    if (rc != SL_OK)
+        return sl_fail(ld, m, "%s: %s (ttl %s)", where, sl_strerror(rc),
+                       sl_span_text(p->cfg.ttl_ns, a));
+    return 0;
+}
+
+/* Whether the policy mapping m says algorithm: adaptive. */
+static bool sl_is_adaptive(sl_loader *ld, const yaml_node_t *m)
+{
+    const yaml_node_t *a = m && m->type == YAML_MAPPING_NODE ? sl_mapping_get(ld, m, "algorithm")
+                                                             : NULL;
+    return sl_yaml_is_scalar(a) && sl_ascii_is(sl_yaml_scalar(a), a->data.scalar.length,
+                                                "adaptive");
+}
+
 static int sl_setting_value(sl_loader *ld, const yaml_node_t *k, const yaml_node_t *v)
 {
     char q[48];
@@ -816,9 +1319,19 @@ static int sl_walk(sl_loader *ld)
                 continue;
             size_t n = (size_t)(v->data.mapping.pairs.top - v->data.mapping.pairs.start);
             ld->cfg->policies = sl_calloc(n ? n : 1, sizeof(sl_policy));
-            if (!ld->cfg->policies)
+            ld->cfg->adaptive = sl_calloc(n ? n : 1, sizeof(sl_adaptive_policy));
+            if (!ld->cfg->policies || !ld->cfg->adaptive)
                 return sl_fail(ld, NULL, "out of memory");
+            /* A name is unique across both kinds: sl_unique_keys refused a
+             * name given twice in this one mapping. */
             for (yaml_node_pair_t *s = v->data.mapping.pairs.start; s < v->data.mapping.pairs.top; s++) {
+                if (sl_is_adaptive(ld, sl_node(ld, s->value))) {
+                    sl_adaptive_policy *ap = &ld->cfg->adaptive[ld->cfg->nadaptive];
+                    if (sl_adaptive_value(ld, sl_node(ld, s->key), sl_node(ld, s->value), ap))
+                        return -1;
+                    ld->cfg->nadaptive++;
+                    continue;
+                }
                 sl_policy *pol = &ld->cfg->policies[ld->cfg->npolicies];
                 if (sl_policy_value(ld, sl_node(ld, s->key), sl_node(ld, s->value), pol)) {
                     sl_policy_free_sets(pol);
@@ -914,6 +1427,7 @@ void sl_config_free(sl_config *c)
     for (size_t i = 0; i < c->npolicies; i++)
         sl_policy_free_sets(&c->policies[i]);
     sl_free(c->policies);
+    sl_free(c->adaptive);
     sl_free(c);
 }
 
@@ -1082,6 +1596,131 @@ static bool sl_templates_same(const sl_policy *a, const sl_policy *b)
     return true;
 }
 
+/* Appends ", " and the formatted text to buf (cap bytes) at *w. */
+static void sl_append(char *buf, size_t cap, size_t *w, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void sl_append(char *buf, size_t cap, size_t *w, const char *fmt, ...)
+{
+    if (*w + 1 >= cap)
+        return;
+    if (*w > 0) {
+        int n = snprintf(buf + *w, cap - *w, ", ");
+        *w += n < 0 ? 0 : (size_t)n < cap - *w ? (size_t)n : cap - *w - 1;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *w, cap - *w, fmt, ap);
+    va_end(ap);
+    *w += n < 0 ? 0 : (size_t)n < cap - *w ? (size_t)n : cap - *w - 1;
+}
+
+/* "live 90%, batch 10% (not lent)", or "none". */
+static const char *sl_partitions_text(const sl_adaptive_policy *p, char *buf, size_t cap)
+{
+    size_t w = 0;
+    char a[32];
+    buf[0] = '\0';
+    for (int i = 0; i < p->cfg.shed.partitions; i++)
+        sl_append(buf, cap, &w, "%s %s%s", p->partition[i],
+                  sl_permille_text(p->cfg.shed.guarantee_permille[i], a),
+                  p->cfg.shed.lends[i] ? "" : " (not lent)");
+    if (w == 0)
+        snprintf(buf, cap, "none");
+    return buf;
+}
+
+/* What differs between two adaptive policies' configs, as "max_limit 200
+ * -> 100, backoff 90% -> 80%" into buf; "" when nothing does. */
+static void sl_adaptive_diff(const sl_adaptive_policy *o, const sl_adaptive_policy *n, char *buf,
+                             size_t cap)
+{
+    const sl_adapt_config *oa = &o->cfg.adapt, *na = &n->cfg.adapt;
+    char a[32], b[32];
+    size_t w = 0;
+    buf[0] = '\0';
+    if (oa->kind != na->kind)
+        sl_append(buf, cap, &w, "estimator %s -> %s", sl_adapt_kind_name(oa->kind),
+                  sl_adapt_kind_name(na->kind));
+    static const struct {
+        const char *name;
+        size_t off;
+    } limits[] = {{"min_limit", offsetof(sl_adapt_config, min_limit)},
+                  {"max_limit", offsetof(sl_adapt_config, max_limit)},
+                  {"initial_limit", offsetof(sl_adapt_config, initial_limit)}};
+    for (size_t i = 0; i < sizeof limits / sizeof limits[0]; i++) {
+        int64_t x = *(const int64_t *)((const char *)oa + limits[i].off);
+        int64_t y = *(const int64_t *)((const char *)na + limits[i].off);
+        if (x != y)
+            sl_append(buf, cap, &w, "%s %lld -> %lld", limits[i].name, (long long)x,
+                      (long long)y);
+    }
+    /* Under another estimator the parameters are the new one's: the
+     * estimator's change says it. */
+    for (size_t i = 0; oa->kind == na->kind && i < SL_ADAPT_NPARAMS; i++) {
+        const sl_adapt_param *pm = &sl_adapt_params[i];
+        int64_t x = sl_param_get(oa, pm), y = sl_param_get(na, pm);
+        if ((pm->kinds & SL_KIND_BIT(na->kind)) && x != y)
+            sl_append(buf, cap, &w, "%s %s -> %s", pm->name, sl_arg_text(pm->type, x, a),
+                      sl_arg_text(pm->type, y, b));
+    }
+    if (o->cfg.ttl_ns != n->cfg.ttl_ns)
+        sl_append(buf, cap, &w, "ttl %s -> %s", sl_span_text(o->cfg.ttl_ns, a),
+                  sl_span_text(n->cfg.ttl_ns, b));
+    static const char *const classes[] = {"critical", "default", "sheddable"};
+    for (int k = 0; k < 3; k++)
+        if (o->cfg.shed.reserve_permille[k] != n->cfg.shed.reserve_permille[k])
+            sl_append(buf, cap, &w, "reserve %s %s -> %s", classes[k],
+                      sl_permille_text(o->cfg.shed.reserve_permille[k], a),
+                      sl_permille_text(n->cfg.shed.reserve_permille[k], b));
+    char op[400], np[400];
+    sl_partitions_text(o, op, sizeof op);
+    sl_partitions_text(n, np, sizeof np);
+    if (strcmp(op, np) != 0)
+        sl_append(buf, cap, &w, "partitions %s -> %s", op, np);
+    if (o->cfg.shed.idle_ns != n->cfg.shed.idle_ns)
+        sl_append(buf, cap, &w, "idle %s -> %s", sl_span_text(o->cfg.shed.idle_ns, a),
+                  sl_span_text(n->cfg.shed.idle_ns, b));
+}
+
+/* What a reload does to the adaptive policies: those removed, changed
+ * and added, in that order. */
+static void sl_reload_adaptive(const sl_config *old, const sl_config *next,
+                               void (*say)(void *, const char *), void *arg)
+{
+    char line[2048], diff[1536];
+    for (size_t i = 0; old && i < old->nadaptive; i++) {
+        const sl_adaptive_policy *o = &old->adaptive[i];
+        const sl_adaptive_policy *n = sl_config_adaptive(next, o->name, strlen(o->name));
+        if (!n) {
+            snprintf(line, sizeof line,
+                     "policy '%s' removed: adaptive limit (%s): requests naming it are "
+                     "refused", o->name, sl_adapt_kind_name(o->cfg.adapt.kind));
+            say(arg, line);
+            continue;
+        }
+        sl_adaptive_diff(o, n, diff, sizeof diff);
+        if (diff[0]) {
+            snprintf(line, sizeof line,
+                     "policy '%s': adaptive limit changed (%s): each key keeps its estimate, "
+                     "clamped to [min, max], and its leases", o->name, diff);
+            say(arg, line);
+        }
+    }
+    for (size_t i = 0; next && i < next->nadaptive; i++) {
+        const sl_adaptive_policy *n = &next->adaptive[i];
+        if (sl_config_adaptive(old, n->name, strlen(n->name)))
+            continue;
+        const sl_adapt_config *na = &n->cfg.adapt;
+        char ttl[32];
+        snprintf(line, sizeof line,
+                 "policy '%s' added: adaptive limit (%s, %lld to %lld, ttl %s): each key starts "
+                 "at %lld", n->name, sl_adapt_kind_name(na->kind), (long long)na->min_limit,
+                 (long long)na->max_limit, sl_span_text(n->cfg.ttl_ns, ttl),
+                 (long long)na->initial_limit);
+        say(arg, line);
+    }
+}
+
 void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                                void (*say)(void *arg, const char *line), void *arg)
 {
@@ -1168,6 +1807,7 @@ void sl_config_describe_reload(const sl_config *old, const sl_config *next,
             say(arg, line);
         }
     }
+    sl_reload_adaptive(old, next, say, arg);
 }
 
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len)
@@ -1176,6 +1816,22 @@ const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t l
         if (strlen(c->policies[i].name) == len && memcmp(c->policies[i].name, name, len) == 0)
             return &c->policies[i];
     return NULL;
+}
+
+const sl_adaptive_policy *sl_config_adaptive(const sl_config *c, const char *name, size_t len)
+{
+    for (size_t i = 0; c && i < c->nadaptive; i++)
+        if (strlen(c->adaptive[i].name) == len && memcmp(c->adaptive[i].name, name, len) == 0)
+            return &c->adaptive[i];
+    return NULL;
+}
+
+int sl_adaptive_partition(const sl_adaptive_policy *p, const char *name, size_t len)
+{
+    for (int i = 0; p && i < p->cfg.shed.partitions; i++)
+        if (strlen(p->partition[i]) == len && memcmp(p->partition[i], name, len) == 0)
+            return i;
+    return -1;
 }
 
 const sl_limit_set *sl_policy_limits(const sl_policy *p, const char *tier, size_t len)

@@ -38,6 +38,16 @@
  *       on_store_error: local   # a central store (--store redis://) down or slow:
  *                               #   fail_open, fail_closed or local; default the flag's
  *       store_timeout_ms: 20    # the store's time budget for this policy, 1..60000
+ *     backend:                  # an adaptive concurrency limit (acquired, not taken)
+ *       algorithm: adaptive
+ *       estimator: anchored     # aimd, vegas, gradient2 or anchored (the default)
+ *       max_limit: 200          # default the estimator's; min_limit, initial_limit too
+ *       ttl: 30s                # a lease not released by then expires; default 30s
+ *       backoff: 90%            # the estimator's parameters, each only for the
+ *                               #   estimators that read it (sl_adapt_config)
+ *       reserve: {critical: 20%, default: 10%}   # each priority's reserve
+ *       partitions: {live: 90%, batch: {share: 10%, lend: false}}
+ *       idle: 1s                # an unused share is lent after this long idle
  *
  * A file is loaded whole or not at all: every error names the file, line,
  * column and what was wrong, and the caller keeps what it had.
@@ -145,11 +155,28 @@ typedef struct sl_config_setting {
     int line, column;
 } sl_config_setting;
 
+#define SL_ADAPTIVE_PARTITION_NAME_MAX 32
+#define SL_ADAPTIVE_TTL_DEFAULT_NS INT64_C(30000000000) /* 30 s */
+#define SL_ADAPTIVE_IDLE_DEFAULT_NS INT64_C(1000000000) /* 1 s */
+
+/* A policy whose algorithm is adaptive: a concurrency limit that follows
+ * measured latency, with priorities and partitions (acquired, not taken). */
+typedef struct sl_adaptive_policy {
+    char name[SL_POLICY_NAME_MAX + 1];
+    sl_limiter_config cfg; /* shed.classes is 3: critical, default, sheddable */
+    /* cfg.shed.partitions names, in the order written */
+    char partition[SL_SHED_PARTITIONS_MAX][SL_ADAPTIVE_PARTITION_NAME_MAX + 1];
+} sl_adaptive_policy;
+
 typedef struct sl_config {
     sl_config_setting *settings;
     size_t nsettings;
     sl_policy *policies;
     size_t npolicies;
+    /* The policies of algorithm adaptive, apart: they have no sl_limit. A
+     * name is that of one policy of either kind. Owned by the config. */
+    sl_adaptive_policy *adaptive;
+    size_t nadaptive;
     /* The file holds no YAML node at all: it is empty, or only blanks and
      * comments. A reload tells it apart from a file without policies. */
     bool empty;
@@ -175,7 +202,9 @@ void sl_config_free(sl_config *c);
  * default, a tier, its global limit) carries each key's used units over (a
  * policy's limits are carried: see "Carried states" in sluice.h); a changed
  * key template, which finds no key again, is said loudly; removed policies
- * and tiers, and shadow mode turned on or off. Nothing for what is unchanged.
+ * and tiers, and shadow mode turned on or off. Adaptive policies added,
+ * removed and changed (what changed: each key keeps its estimate, clamped
+ * to the new limits, and its leases). Nothing for what is unchanged.
  */
 void sl_config_describe_reload(const sl_config *old, const sl_config *next,
                                void (*say)(void *arg, const char *line), void *arg);
@@ -187,6 +216,22 @@ void sl_config_align(sl_config *c, int64_t clock_offset_ns);
 
 /* The policy called `name` (len bytes), or NULL. */
 const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t len);
+
+/* The adaptive policy called name (len bytes), or NULL. */
+const sl_adaptive_policy *sl_config_adaptive(const sl_config *c, const char *name, size_t len);
+
+/* The defaults of an adaptive limit with estimator `kind`, max_limit `max` (>= 1; the
+ * estimator's min and initial limits clamped to it) and TTL ttl_ns: sl_adapt_config_default's
+ * parameters, three classes with reserves critical 20%, default 10%, sheddable 0, no partitions,
+ * idle_ns 1 s. Shared by the policies and the ad-hoc commands (SL.ACQUIRE ... ADAPTIVE). */
+void sl_adaptive_defaults(sl_limiter_config *c, sl_adapt_kind kind, int64_t max, int64_t ttl_ns);
+
+/* A priority by name: "critical" 0, "default" 1, "sheddable" 2 (ASCII case ignored), or the
+ * digits 0..2. Returns the class, or -1. */
+int sl_priority_parse(const char *s, size_t len);
+
+/* The partition called name in p, or -1. */
+int sl_adaptive_partition(const sl_adaptive_policy *p, const char *name, size_t len);
 
 /* The policy's limits for `tier` (NULL or len 0: the default); NULL when the
  * tier is unknown. A policy's plans file is not read here (sl_policy_items

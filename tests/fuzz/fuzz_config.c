@@ -73,6 +73,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!p->plans && n != -3 && (n != (int)(p->limits.n + p->global.n) || nkey != p->limits.n))
             abort();
     }
+    /* Every adaptive policy is found by its name, under no rate policy's,
+     * and its config is one the limiter takes. */
+    for (size_t i = 0; i < c->nadaptive; i++) {
+        const sl_adaptive_policy *p = &c->adaptive[i];
+        sl_adapt scratch;
+        if (sl_config_adaptive(c, p->name, strlen(p->name)) != p ||
+            sl_config_policy(c, p->name, strlen(p->name)) != NULL ||
+            sl_adapt_init(&scratch, &p->cfg.adapt) != SL_OK ||
+            sl_shed_config_check(&p->cfg.shed) != SL_OK || p->cfg.shed.classes != 3 ||
+            p->cfg.ttl_ns < 1 || p->cfg.ttl_ns > SL_SPAN_MAX)
+            abort();
+        for (int k = 0; k < p->cfg.shed.partitions; k++)
+            if (sl_adaptive_partition(p, p->partition[k], strlen(p->partition[k])) != k)
+                abort();
+    }
     sl_config_free(c);
     return 0;
 }
