@@ -43,6 +43,12 @@ int slm_init_api(RedisModuleCtx *ctx, const char *name, int version)
 /* ---- module state: Redis runs commands on one thread ---- */
 
 static uint64_t slm_lease_key[2];  /* drawn at load: lease ids are unguessable */
+/* Adaptive concurrency limits (SL.ACQUIRE ... ADAPTIVE): in the module's
+ * memory, not in keys. Redis runs a key's commands on the one node that
+ * owns it, so each key's estimate sees every release; they are not
+ * replicated or persisted (a restart or failover learns them again). */
+#define SLM_ADAPTIVE_KEYS 65536
+static sl_limiters *slm_limiters;
 static sl_limit_cache slm_limits;  /* prepared limits, as each sluiced worker keeps */
 static sl_config *slm_config;      /* CONFIG path: the policies of SL.POLICY; NULL = none */
 
@@ -185,6 +191,7 @@ static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleStrin
         .config = slm_config, /* NULL without CONFIG: SL.POLICY answers unknown policy */
         .face = &m,
         .plan_tier = slm_plan_tier,
+        .limiters = slm_limiters,
     };
     sl_command_call(cmd, &c, argc, slices);
     if (slices != stack)
@@ -318,6 +325,8 @@ int RedisModule_OnUnload(RedisModuleCtx *ctx)
 {
     sl_config_free(slm_config);
     slm_config = NULL;
+    sl_limiters_free(slm_limiters);
+    slm_limiters = NULL;
     slm_keys_free(ctx);
     return REDISMODULE_OK;
 }
@@ -332,6 +341,12 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
         return REDISMODULE_ERR;
     }
     RedisModule_GetRandomBytes((unsigned char *)slm_lease_key, sizeof slm_lease_key);
+    slm_limiters = sl_limiters_new(SLM_ADAPTIVE_KEYS, 65535 + SL_POLICY_NAME_MAX + 1);
+    if (!slm_limiters) {
+        sl_config_free(slm_config);
+        slm_config = NULL;
+        return REDISMODULE_ERR;
+    }
     if (slm_keys_init(ctx) != REDISMODULE_OK) {
         sl_config_free(slm_config);
         slm_config = NULL;
