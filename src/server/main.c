@@ -1031,8 +1031,8 @@ static void sl_reload_policies(sl_server *srv)
      * editor or a deploy that truncates, then writes): taking it would lift
      * every limit at once. */
     const sl_config *cur = atomic_load(&srv->config);
-    size_t in_force = cur ? cur->npolicies : 0;
-    if (next->npolicies == 0 && in_force > 0 && !srv->cfg.allow_empty_reload) {
+    size_t in_force = cur ? cur->npolicies + cur->nadaptive : 0;
+    if (next->npolicies + next->nadaptive == 0 && in_force > 0 && !srv->cfg.allow_empty_reload) {
         sl_log(SL_LOG_ERROR, "SIGHUP: config refused, keeping the old policies: %s %s and would "
                              "remove all %zu policies in force (--allow-empty-reload lets it)",
                srv->cfg.config_path, next->empty ? "is empty" : "has no policies", in_force);
@@ -1055,7 +1055,7 @@ static void sl_reload_policies(sl_server *srv)
     sl_plans_redis_reload(srv, next); /* carries the hash tables over */
     sl_swap_configs(srv, next, atomic_load(&srv->envoy));
     sl_log(SL_LOG_INFO, "SIGHUP: reloaded %s: %zu policies", srv->cfg.config_path,
-           next->npolicies);
+           next->npolicies + next->nadaptive);
 }
 
 /* SIGHUP's reload: the config file, then --envoy-config's directory (once
@@ -1414,7 +1414,7 @@ int main(int argc, char **argv)
     /* The store by its kind only: its URL may hold a password. */
     sl_log(SL_LOG_INFO, "sluiced %s: RESP %s, HTTP %s%s, %d threads, store %s, %zu policies",
            SLUICE_VERSION, resp, http, grpc, srv->nworkers, srv->backend->ops->name,
-           conf ? conf->npolicies : 0);
+           conf ? conf->npolicies + conf->nadaptive : 0);
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s < 0)
         srv->cfg.snapshot_interval_s = SL_SNAPSHOT_INTERVAL_DEFAULT;
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0)
