@@ -193,7 +193,7 @@ def test_take_errors(client, key, args, fragment):
 
 @pytest.mark.parametrize("cmd,args", [
     ("sl.take", ("k", 10)), ("sl.peek", ("k", 10)), ("sl.policy", ("p",)), ("sl.takemany", ()),
-    ("sl.reset", ()), ("sl.acquire", ("k", 2)), ("sl.release", ("k",)), ("sl.release", ("k", "id", "x")),
+    ("sl.reset", ()), ("sl.acquire", ("k", 2)), ("sl.release", ("k",)),
 ])
 def test_wrong_arity(client, cmd, args):
     assert err(client, cmd.upper(), *args) == "ERR wrong number of arguments for '%s' command" % cmd
