@@ -680,15 +680,13 @@ static void sl_http_acquire(sl_conn *c, const sl_http_request *r, const char *bo
         else if (b.priority && (cls = sl_priority_parse(b.priority, b.priority_len)) < 0)
             bad = "priority must be critical, default or sheddable (or 0, 1, 2)",
             field = "priority";
-        if (bad) {
-        } else if (b.policy) {
+        else if (b.policy) {
             p = ctx.config ? sl_config_adaptive(ctx.config, b.policy, b.policy_len) : NULL;
             field = "policy";
             if (!p) {
-                snprintf(err, sizeof err, "%s '%.*s'",
-                         ctx.config && sl_config_policy(ctx.config, b.policy, b.policy_len)
-                             ? "a rate limit policy, not an adaptive one: check it at /v1/check,"
-                             : "unknown adaptive policy",
+                bool rate = ctx.config && sl_config_policy(ctx.config, b.policy, b.policy_len);
+                snprintf(err, sizeof err, rate ? "policy '%.*s' is a rate limit: check it at /v1/check"
+                                               : "unknown adaptive policy '%.*s'",
                          (int)(b.policy_len > 64 ? 64 : b.policy_len), b.policy);
                 bad = err;
             } else if (p->cfg.shed.partitions > 0 && !b.partition) {
