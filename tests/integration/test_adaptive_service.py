@@ -41,7 +41,6 @@ The whole test takes about 27 s.
 import http.client
 import json
 import queue
-import socket
 import threading
 import time
 import uuid
