@@ -713,6 +713,12 @@ static void sl_http_acquire(sl_conn *c, const sl_http_request *r, const char *bo
     int rc = bad ? SL_OK
                  : sl_adaptive_acquire(&ctx, b.key, b.key_len, p, pindex, &cfg, cls, part, &d,
                                        lease);
+    /* field may point into b's tree (an unknown field's name): copy it first */
+    char field_copy[64];
+    if (field) {
+        snprintf(field_copy, sizeof field_copy, "%s", field);
+        field = field_copy;
+    }
     sl_acquire_body_free(&b); /* b's strings are not read past here */
     if (bad || rc != SL_OK) {
         sl_http_write_error(sl_conn_out(c), rc == SL_ERR_NOMEM ? 503 : 400, keep,
@@ -766,6 +772,12 @@ static void sl_http_release(sl_conn *c, const sl_http_request *r, const char *bo
         sl_conn_cmd_ctx(c, &ctx);
         rc = sl_adaptive_release(&ctx, b.key, b.key_len, b.policy, b.policy_len, b.lease,
                                  b.lease_len, (sl_adapt_outcome)outcome, b.latency_ns, &held);
+    }
+    /* field may point into b's tree (an unknown field's name): copy it first */
+    char field_copy[64];
+    if (field) {
+        snprintf(field_copy, sizeof field_copy, "%s", field);
+        field = field_copy;
     }
     sl_acquire_body_free(&b);
     if (bad || rc != SL_OK) {
