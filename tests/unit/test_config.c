@@ -9,25 +9,8 @@
 #include <unistd.h>
 
 #include "policy/config.h"
+#include "configlib.h"
 #include "testlib.h"
-
-static char err[512];
-
-static sl_config *parse_ok(const char *yaml)
-{
-    sl_config *c = NULL;
-    cr_assert_eq(sl_config_parse(yaml, strlen(yaml), "t.yaml", &c, err, sizeof err), 0, "%s", err);
-    return c;
-}
-
-static const char *parse_err(const char *yaml)
-{
-    sl_config *c = (sl_config *)1;
-    cr_assert_eq(sl_config_parse(yaml, strlen(yaml), "t.yaml", &c, err, sizeof err), -1,
-                 "accepted: %s", yaml);
-    cr_assert_null(c);
-    return err;
-}
 
 Test(config, policies_tiers_globals_and_settings)
 {

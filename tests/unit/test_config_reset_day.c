@@ -10,27 +10,10 @@
 
 #include "algo/calendar.h"
 #include "policy/config.h"
+#include "configlib.h"
 #include "testlib.h"
 
 #define NS_PER_DAY (86400 * NS_PER_SEC)
-
-static char err[512];
-
-static sl_config *parse_ok(const char *yaml)
-{
-    sl_config *c = NULL;
-    cr_assert_eq(sl_config_parse(yaml, strlen(yaml), "t.yaml", &c, err, sizeof err), 0, "%s", err);
-    return c;
-}
-
-static const char *parse_err(const char *yaml)
-{
-    sl_config *c = (sl_config *)1;
-    cr_assert_eq(sl_config_parse(yaml, strlen(yaml), "t.yaml", &c, err, sizeof err), -1,
-                 "accepted: %s", yaml);
-    cr_assert_null(c);
-    return err;
-}
 
 static int64_t utc(int64_t y, int m, int d)
 {
