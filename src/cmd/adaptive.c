@@ -257,6 +257,30 @@ static bool sl_adaptive_here(sl_cmd_ctx *c)
 /* An argument for a message: at most 32 bytes of it. */
 #define SL_ARG_SHOWN(a) (int)((a)->len > 32 ? 32 : (a)->len), (a)->ptr
 
+/*
+ * The keyword option at argv[i] (followed by its value): its index in
+ * opts[0 .. n), each at most once (*seen's bits). Replies the error and
+ * returns -1 for an unknown option, one without a value, or one given twice;
+ * usage is the syntax an unknown one is told.
+ */
+static int sl_arg_option(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int i,
+                         const char *const *opts, int n, unsigned *seen, const char *usage)
+{
+    int o = 0;
+    while (o < n && !sl_arg_is(&argv[i], opts[o]))
+        o++;
+    if (o == n || i + 1 >= argc) {
+        sl_reply_errorf(c, "syntax error: %s", usage);
+        return -1;
+    }
+    if (*seen & 1u << o) {
+        sl_reply_errorf(c, "syntax error: option '%s' is given twice", opts[o]);
+        return -1;
+    }
+    *seen |= 1u << o;
+    return o;
+}
+
 /* PRIORITY's value: a class of the three, or replies the error. */
 static bool sl_arg_priority(sl_cmd_ctx *c, const sl_resp_slice *a, int *cls)
 {
@@ -303,24 +327,19 @@ void sl_cmd_acquire_adaptive(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         from = 4;
     }
     unsigned seen = 0;
+    bool named = false; /* PARTITION given */
     static const char *const opts[] = {"ESTIMATOR", "MIN", "INITIAL", "PRIORITY", "PARTITION"};
+    const char *usage = adhoc ? "SL.ACQUIRE key max_in_flight ttl_ms ADAPTIVE [ESTIMATOR name] "
+                                "[MIN n] [INITIAL n] [PRIORITY p]"
+                              : "SL.ACQUIRE key POLICY name [PRIORITY p] [PARTITION name]";
     for (int i = from; i < argc; i += 2) {
-        int o = 0;
-        while (o < 5 && !sl_arg_is(&argv[i], opts[o]))
-            o++;
-        bool allowed = o == 3 || (adhoc ? o < 3 : o == 4);
-        if (o == 5 || !allowed || i + 1 >= argc) {
-            sl_reply_errorf(c, "syntax error: %s",
-                            adhoc ? "SL.ACQUIRE key max_in_flight ttl_ms ADAPTIVE [ESTIMATOR "
-                                    "name] [MIN n] [INITIAL n] [PRIORITY p]"
-                                  : "SL.ACQUIRE key POLICY name [PRIORITY p] [PARTITION name]");
+        /* The ad-hoc form's options, or the policy's: PRIORITY is both's. */
+        const char *const *mine = adhoc ? opts : opts + 3;
+        int o = sl_arg_option(c, argc, argv, i, mine, adhoc ? 4 : 2, &seen, usage);
+        if (o < 0)
             return;
-        }
-        if (seen & 1u << o) {
-            sl_reply_errorf(c, "syntax error: option '%s' is given twice", opts[o]);
-            return;
-        }
-        seen |= 1u << o;
+        if (!adhoc)
+            o += 3;
         const sl_resp_slice *v = &argv[i + 1];
         if (o == 0) {
             est = v;
@@ -334,10 +353,13 @@ void sl_cmd_acquire_adaptive(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         } else if (o == 3) {
             if (!sl_arg_priority(c, v, &cls))
                 return;
-        } else if ((part = sl_adaptive_partition(p, v->ptr, v->len)) < 0) {
-            sl_reply_errorf(c, "unknown partition '%.*s' for policy '%s'", SL_ARG_SHOWN(v),
-                            p->name);
-            return;
+        } else {
+            named = true;
+            if ((part = sl_adaptive_partition(p, v->ptr, v->len)) < 0) {
+                sl_reply_errorf(c, "unknown partition '%.*s' for policy '%s'", SL_ARG_SHOWN(v),
+                                p->name);
+                return;
+            }
         }
     }
     char err[200];
@@ -346,7 +368,7 @@ void sl_cmd_acquire_adaptive(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_reply_errorf(c, "%s", err);
         return;
     }
-    if (!adhoc && p->cfg.shed.partitions > 0 && !(seen & 1u << 4)) {
+    if (!adhoc && p->cfg.shed.partitions > 0 && !named) {
         sl_reply_errorf(c, "policy '%s' has partitions: name one with PARTITION", p->name);
         return;
     }
@@ -397,19 +419,11 @@ void sl_cmd_release_adaptive(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     unsigned seen = 0;
     static const char *const opts[] = {"POLICY", "LATENCY", "OUTCOME"};
     for (int i = 3; i < argc; i += 2) {
-        int o = 0;
-        while (o < 3 && !sl_arg_is(&argv[i], opts[o]))
-            o++;
-        if (o == 3 || i + 1 >= argc) {
-            sl_reply_errorf(c, "syntax error: SL.RELEASE key lease_id [POLICY name] [LATENCY ms] "
-                               "[OUTCOME success|dropped|ignored]");
+        int o = sl_arg_option(c, argc, argv, i, opts, 3, &seen,
+                              "SL.RELEASE key lease_id [POLICY name] [LATENCY ms] "
+                              "[OUTCOME success|dropped|ignored]");
+        if (o < 0)
             return;
-        }
-        if (seen & 1u << o) {
-            sl_reply_errorf(c, "syntax error: option '%s' is given twice", opts[o]);
-            return;
-        }
-        seen |= 1u << o;
         const sl_resp_slice *v = &argv[i + 1];
         if (o == 0) {
             pname = v;
