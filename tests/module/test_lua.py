@@ -65,10 +65,12 @@ def both(c, sha, op, lease, keys, groups, suffix=(":m", ":l")):
     return mod, lua
 
 
-def same(mod, lua, where=""):
+def same(mod, lua, where="", remaining_slack=0):
     """The module's answer and the script's agree: errors word for word, integers
     exactly, a decision array exactly but for its durations (retry, reset, delay),
-    which agree to the slack."""
+    which agree to the slack. Where a state's remaining grows with the time
+    between the two calls (a fast rate read after a slow one), remaining_slack
+    lets it differ by that many."""
     if isinstance(mod, Error) or isinstance(lua, Error):
         assert isinstance(mod, Error) and isinstance(lua, Error) and \
             mod.message == lua.message, (where, mod, lua)
@@ -80,7 +82,8 @@ def same(mod, lua, where=""):
     assert mod[0] == lua[0], (where, "failed", mod, lua)
     for k in range(1, len(mod), 6):
         m, l = mod[k:k + 6], lua[k:k + 6]
-        assert m[:3] == l[:3], (where, "allowed/limit/remaining", mod, lua)
+        assert m[:2] == l[:2], (where, "allowed/limit", mod, lua)
+        assert abs(m[2] - l[2]) <= remaining_slack, (where, "remaining", mod, lua)
         for i in (3, 4, 5):
             if m[i] == -1 or l[i] == -1:
                 assert m[i] == l[i], (where, i, mod, lua)
@@ -408,7 +411,9 @@ def test_an_adhoc_limit_reads_the_time_not_the_units(conn, sha):
     for _ in range(100):
         both(conn, sha, "TAKE", "0", [key], [group("gcra", 100, minute, 0, 1)])
     mod, lua = both(conn, sha, "PEEK", "0", [key], [group("gcra", 10000, minute, 0, 0)])
-    same(mod, lua, "adhoc")
+    # At 10000 a minute a token is 6 ms: the two states, made 0.1 ms apart,
+    # may stand on either side of a token's edge.
+    same(mod, lua, "adhoc", remaining_slack=1)
     assert lua[3] < 10, lua
 
 
