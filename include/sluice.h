@@ -1179,6 +1179,13 @@ SL_API int sl_limiters_complete(sl_limiters *t, const void *key, size_t keylen, 
 SL_API int sl_limiters_stats(sl_limiters *t, const void *key, size_t keylen, int64_t now,
                              sl_limiter_stats *st);
 
+/* Reconfigures under *cfg (as an acquire under it would) every key that
+ * begins with the prefix_len bytes at prefix, so that a changed policy
+ * shows in every key's limit at once rather than at each key's next
+ * acquire. Returns how many keys changed, or *cfg's error (nothing changed). */
+SL_API int64_t sl_limiters_configure(sl_limiters *t, const void *prefix, size_t prefix_len,
+                                     const sl_limiter_config *cfg, int64_t now);
+
 /* Calls fn once per key, in no order, under that key's lock (fn must not
  * call into t): for metrics. */
 SL_API void sl_limiters_each(sl_limiters *t, int64_t now,

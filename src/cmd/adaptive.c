@@ -56,16 +56,14 @@ int sl_outcome_parse(const char *s, size_t len)
 size_t sl_adaptive_key(const char *pname, size_t pname_len, const char *key, size_t keylen,
                        char *out, size_t cap)
 {
-    size_t n = pname ? pname_len + 1 + keylen : keylen;
+    if (pname == NULL)
+        pname_len = 0;
+    size_t n = pname_len + 1 + keylen;
     if (keylen == 0 || n > cap)
         return 0;
-    size_t at = 0;
-    if (pname) {
-        memcpy(out, pname, pname_len);
-        out[pname_len] = '\x1f';
-        at = pname_len + 1;
-    }
-    memcpy(out + at, key, keylen);
+    memcpy(out, pname, pname_len);
+    out[pname_len] = '\x1f';
+    memcpy(out + pname_len + 1, key, keylen);
     return n;
 }
 
@@ -75,13 +73,29 @@ size_t sl_adaptive_key_policy(const void *key, size_t keylen)
     return sep ? (size_t)(sep - (const char *)key) : 0;
 }
 
+int64_t sl_adaptive_reconfigure(sl_limiters *t, const sl_config *next, int64_t now)
+{
+    int64_t changed = 0;
+    for (size_t i = 0; t && next && i < next->nadaptive; i++) {
+        const sl_adaptive_policy *p = &next->adaptive[i];
+        char prefix[SL_POLICY_NAME_MAX + 1];
+        size_t n = strlen(p->name);
+        memcpy(prefix, p->name, n);
+        prefix[n] = '\x1f';
+        int64_t rc = sl_limiters_configure(t, prefix, n + 1, &p->cfg, now);
+        if (rc > 0)
+            changed += rc;
+    }
+    return changed;
+}
+
 /* A limiter key in `room`, or on the heap when it is longer: *key_out, and
  * the length (0: no memory, or an empty key). */
 #define SL_ADAPTIVE_KEY_STACK 1024
 static size_t sl_adaptive_key_get(const char *pname, size_t pname_len, const char *key,
                                   size_t keylen, char room[SL_ADAPTIVE_KEY_STACK], char **key_out)
 {
-    size_t need = (pname ? pname_len + 1 : 0) + keylen;
+    size_t need = (pname ? pname_len : 0) + 1 + keylen;
     char *buf = need <= SL_ADAPTIVE_KEY_STACK ? room : malloc(need);
     *key_out = buf;
     return buf ? sl_adaptive_key(pname, pname_len, key, keylen, buf, need) : 0;

@@ -5,9 +5,9 @@
  *
  * An adaptive limit lives in the face's process (sl_cmd_ctx.limiters): its
  * estimate follows the latency this node's callers report, whatever store
- * the rate limits use. A key's limiter is the key itself for an ad-hoc
- * limit, and "POLICY\x1fKEY" under an adaptive policy, so that the two never
- * share one.
+ * the rate limits use. A key's limiter is "\x1fKEY" for an ad-hoc limit
+ * and "POLICY\x1fKEY" under an adaptive policy (whose name has no 0x1f),
+ * so that the two never share one, whatever bytes KEY holds.
  *
  * Lease ids are 24 hex digits, as the fixed leases': 16 of a random id, then
  * 8 of the slot with the top bit set (a fixed lease's last 8 are its
@@ -66,6 +66,11 @@ size_t sl_adaptive_key(const char *pname, size_t pname_len, const char *key, siz
 /* The policy a limiter key is under (the prefix before the first 0x1f),
  * for the metrics: its length, 0 for an ad-hoc key. */
 size_t sl_adaptive_key_policy(const void *key, size_t keylen);
+
+/* After a reload: every key of each adaptive policy of `next` takes the
+ * policy's limit now (each keeps its estimate, clamped, and its leases).
+ * Returns how many keys changed. */
+int64_t sl_adaptive_reconfigure(sl_limiters *t, const sl_config *next, int64_t now);
 
 /* An estimator by name (aimd, vegas, gradient2, anchored; ASCII case
  * ignored): its sl_adapt_kind, or -1. */

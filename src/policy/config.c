@@ -777,8 +777,7 @@ static bool sl_percent_parse(const char *s, size_t n, int64_t *permille)
     return true;
 }
 
-/* Per mille as a percentage: 125 is "12.5%", 900 "90%". */
-static const char *sl_permille_text(int64_t permille, char buf[32])
+const char *sl_permille_text(int64_t permille, char buf[32])
 {
     if (permille % 10)
         snprintf(buf, 32, "%lld.%lld%%", (long long)(permille / 10), (long long)(permille % 10));
@@ -923,6 +922,17 @@ static int64_t *sl_param_field(sl_adapt_config *a, const sl_adapt_param *p)
 static int64_t sl_param_get(const sl_adapt_config *a, const sl_adapt_param *p)
 {
     return *(const int64_t *)((const char *)a + p->off);
+}
+
+void sl_adaptive_params(const sl_adaptive_policy *p,
+                        void (*fn)(void *arg, const char *name, const char *text), void *arg)
+{
+    char t[32];
+    for (size_t i = 0; i < SL_ADAPT_NPARAMS; i++) {
+        const sl_adapt_param *pm = &sl_adapt_params[i];
+        if (pm->kinds & SL_KIND_BIT(p->cfg.adapt.kind))
+            fn(arg, pm->name, sl_arg_text(pm->type, sl_param_get(&p->cfg.adapt, pm), t));
+    }
 }
 
 /* "aimd and anchored": the estimators of mask `kinds`, for a message. */

@@ -220,6 +220,17 @@ const sl_policy *sl_config_policy(const sl_config *c, const char *name, size_t l
 /* The adaptive policy called name (len bytes), or NULL. */
 const sl_adaptive_policy *sl_config_adaptive(const sl_config *c, const char *name, size_t len);
 
+/* Calls fn with each estimator parameter that p's estimator reads, by its
+ * setting's name and as the config file writes it ("backoff", "90%";
+ * "timeout", "5s"; "long_window", "600"), in the order docs/configuration.md
+ * lists them. */
+void sl_adaptive_params(const sl_adaptive_policy *p,
+                        void (*fn)(void *arg, const char *name, const char *text), void *arg);
+
+/* Per mille as a percentage, as the config file writes it: 125 is "12.5%",
+ * 900 "90%". Returns buf. */
+const char *sl_permille_text(int64_t permille, char buf[32]);
+
 /* The defaults of an adaptive limit with estimator `kind`, max_limit `max` (>= 1; the
  * estimator's min and initial limits clamped to it) and TTL ttl_ns: sl_adapt_config_default's
  * parameters, three classes with reserves critical 20%, default 10%, sheddable 0, no partitions,

@@ -734,11 +734,58 @@ static void sl_reply_limits(sl_cmd_ctx *c, const sl_policy *p, const sl_limit_se
 
 /* SL.POLICIES: the policies in force, each a map of its limits, key
  * template, shadow flag, tiers and global limits. */
+static void sl_count_param(void *arg, const char *name, const char *text)
+{
+    (void)name;
+    (void)text;
+    ++*(size_t *)arg;
+}
+
+static void sl_kv_param(void *arg, const char *name, const char *text)
+{
+    sl_kv_bulk(arg, name, text);
+}
+
+/* An adaptive policy, as SL.POLICIES lists it after the rate policies. */
+static void sl_reply_adaptive_policy(sl_cmd_ctx *c, const sl_adaptive_policy *p)
+{
+    static const char *const prio[] = {"critical", "default", "sheddable"};
+    const sl_adapt_config *a = &p->cfg.adapt;
+    const sl_shed_config *sh = &p->cfg.shed;
+    char t[32];
+    c->reply->map(c->sink, 11);
+    sl_kv_bulk(c, "name", p->name);
+    sl_kv_bulk(c, "algorithm", "adaptive");
+    sl_kv_bulk(c, "estimator", sl_adapt_kind_name(a->kind));
+    sl_kv_integer(c, "min_limit", a->min_limit);
+    sl_kv_integer(c, "max_limit", a->max_limit);
+    sl_kv_integer(c, "initial_limit", a->initial_limit);
+    sl_kv_integer(c, "ttl_ms", sl_ns_ceil_ms(p->cfg.ttl_ns));
+    size_t nparams = 0;
+    c->reply->bulk(c->sink, "parameters", 10);
+    sl_adaptive_params(p, sl_count_param, &nparams);
+    c->reply->map(c->sink, nparams);
+    sl_adaptive_params(p, sl_kv_param, c);
+    c->reply->bulk(c->sink, "reserve", 7);
+    c->reply->map(c->sink, 3);
+    for (int k = 0; k < 3; k++)
+        sl_kv_bulk(c, prio[k], sl_permille_text(sh->reserve_permille[k], t));
+    c->reply->bulk(c->sink, "partitions", 10);
+    c->reply->array(c->sink, (size_t)sh->partitions);
+    for (int i = 0; i < sh->partitions; i++) {
+        c->reply->map(c->sink, 3);
+        sl_kv_bulk(c, "name", p->partition[i]);
+        sl_kv_bulk(c, "share", sl_permille_text(sh->guarantee_permille[i], t));
+        sl_kv_integer(c, "lend", sh->lends[i]);
+    }
+    sl_kv_integer(c, "idle_ms", sl_ns_ceil_ms(sh->idle_ns));
+}
+
 static void sl_cmd_policies(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
     const sl_config *cfg = c->config;
     size_t n = cfg ? cfg->npolicies : 0;
-    c->reply->array(c->sink, n);
+    c->reply->array(c->sink, n + (cfg ? cfg->nadaptive : 0));
     for (size_t i = 0; i < n; i++) {
         const sl_policy *p = &cfg->policies[i];
         c->reply->map(c->sink, p->ntemplates == 2 ? 7 : 6);
@@ -758,6 +805,8 @@ static void sl_cmd_policies(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         c->reply->bulk(c->sink, "global", 6);
         sl_reply_limits(c, p, &p->global, true);
     }
+    for (size_t i = 0; cfg && i < cfg->nadaptive; i++)
+        sl_reply_adaptive_policy(c, &cfg->adaptive[i]);
 }
 
 /* SAVE: writes the snapshot (--snapshot) now, as Redis's SAVE does; the

@@ -936,6 +936,44 @@ static cJSON *sl_http_limits_json(const sl_policy *p, const sl_limit_set *set, b
     return list;
 }
 
+static void sl_json_param(void *arg, const char *name, const char *text)
+{
+    cJSON_AddStringToObject(arg, name, text);
+}
+
+/* An adaptive policy, as SL.POLICIES lists it. */
+static cJSON *sl_http_adaptive_json(const sl_adaptive_policy *p)
+{
+    static const char *const prio[] = {"critical", "default", "sheddable"};
+    const sl_adapt_config *a = &p->cfg.adapt;
+    const sl_shed_config *sh = &p->cfg.shed;
+    char t[32];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", p->name);
+    cJSON_AddStringToObject(o, "algorithm", "adaptive");
+    cJSON_AddStringToObject(o, "estimator", sl_adapt_kind_name(a->kind));
+    cJSON_AddNumberToObject(o, "min_limit", (double)a->min_limit);
+    cJSON_AddNumberToObject(o, "max_limit", (double)a->max_limit);
+    cJSON_AddNumberToObject(o, "initial_limit", (double)a->initial_limit);
+    cJSON_AddNumberToObject(o, "ttl_ms", (double)sl_ns_ceil_ms(p->cfg.ttl_ns));
+    cJSON *params = cJSON_AddObjectToObject(o, "parameters");
+    if (params)
+        sl_adaptive_params(p, sl_json_param, params);
+    cJSON *reserve = cJSON_AddObjectToObject(o, "reserve");
+    for (int k = 0; reserve && k < 3; k++)
+        cJSON_AddStringToObject(reserve, prio[k], sl_permille_text(sh->reserve_permille[k], t));
+    cJSON *parts = cJSON_AddArrayToObject(o, "partitions");
+    for (int i = 0; parts && i < sh->partitions; i++) {
+        cJSON *q = cJSON_CreateObject();
+        cJSON_AddItemToArray(parts, q);
+        cJSON_AddStringToObject(q, "name", p->partition[i]);
+        cJSON_AddStringToObject(q, "share", sl_permille_text(sh->guarantee_permille[i], t));
+        cJSON_AddBoolToObject(q, "lend", sh->lends[i]);
+    }
+    cJSON_AddNumberToObject(o, "idle_ms", (double)sl_ns_ceil_ms(sh->idle_ns));
+    return o;
+}
+
 /* GET /v1/policies: the policies in force, as SL.POLICIES lists them. */
 static void sl_http_policies(sl_conn *c, bool keep, bool head)
 {
@@ -958,6 +996,8 @@ static void sl_http_policies(sl_conn *c, bool keep, bool head)
                                   sl_http_limits_json(p, &p->tiers[t].limits, false));
         cJSON_AddItemToObject(o, "global", sl_http_limits_json(p, &p->global, true));
     }
+    for (size_t i = 0; cfg && list && i < cfg->nadaptive; i++)
+        cJSON_AddItemToArray(list, sl_http_adaptive_json(&cfg->adaptive[i]));
     sl_http_write_json(c, 200, keep, root, head);
 }
 

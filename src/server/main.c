@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cmd/adaptive.h"
 #include "common/clock.h"
 #include "common/parse.h"
 #include "policy/config.h"
@@ -1054,6 +1055,9 @@ static void sl_reload_policies(sl_server *srv)
                changed, srv->cfg.config_path);
     sl_plans_redis_reload(srv, next); /* carries the hash tables over */
     sl_swap_configs(srv, next, atomic_load(&srv->envoy));
+    /* What the reload's lines said of each key's limiter holds from now,
+     * not from each key's next acquire. */
+    sl_adaptive_reconfigure(srv->limiters, next, sl_now_mono());
     sl_log(SL_LOG_INFO, "SIGHUP: reloaded %s: %zu policies", srv->cfg.config_path,
            next->npolicies + next->nadaptive);
 }

@@ -917,6 +917,34 @@ int sl_limiters_stats(sl_limiters *t, const void *key, size_t keylen, int64_t no
     return e != NULL;
 }
 
+int64_t sl_limiters_configure(sl_limiters *t, const void *prefix, size_t prefix_len,
+                              const sl_limiter_config *cfg, int64_t now)
+{
+    if (t == NULL || cfg == NULL || (prefix == NULL && prefix_len > 0))
+        return SL_ERR_ARGUMENT;
+    if (!time_ok(now))
+        return SL_ERR_TIME;
+    sl_status st = sl_limiter_config_check(cfg);
+    if (st != SL_OK)
+        return st;
+    int64_t changed = 0;
+    for (int i = 0; i < SL_LIMS_SHARDS; i++) {
+        sl_lshard *sh = &t->shards[i];
+        pthread_mutex_lock(&sh->mu);
+        for (sl_lentry *e = sh->lru_head; e != NULL; e = e->lru_next) {
+            if (e->keylen < prefix_len || memcmp(e->key, prefix, prefix_len) != 0 ||
+                config_equal(&e->core.cfg, cfg))
+                continue;
+            size_t before = core_bytes(&e->core);
+            if (core_configure(&e->core, cfg, now) == SL_OK)
+                changed++;
+            sh->bytes += core_bytes(&e->core) - before;
+        }
+        pthread_mutex_unlock(&sh->mu);
+    }
+    return changed;
+}
+
 void sl_limiters_each(sl_limiters *t, int64_t now,
                       void (*fn)(void *arg, const void *key, size_t keylen,
                                  const sl_limiter_stats *st),

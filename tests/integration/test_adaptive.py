@@ -334,6 +334,21 @@ def test_policy_key_separate_from_adhoc_key(c, key):
     assert rel(c, key, p, "POLICY", "back") == 1
 
 
+def test_an_adhoc_key_never_reaches_a_policy_key(c, key):
+    """A key may hold any bytes, the separator between a policy's name and its
+    key among them: the ad-hoc key "back\\x1fK" is not policy back's key K."""
+    p = acq(c, key, "POLICY", "back")
+    forged = b"back\x1f" + key.encode()
+    a = acq(c, forged, 1, 30000, "ADAPTIVE", "ESTIMATOR", "aimd", "MIN", 1, "INITIAL", 1)
+    assert p is not None and a is not None
+    assert limit(c, key, "POLICY", "back")["in_flight"] == 1
+    assert limit(c, forged)["in_flight"] == 1
+    assert limit(c, forged)["max_limit"] == 1
+    assert rel(c, forged, p) == 0
+    assert rel(c, key, p, "POLICY", "back") == 1
+    assert rel(c, forged, a) == 1
+
+
 def test_policy_errors(c, key):
     assert "policy 'parts' has partitions: name one with PARTITION" in \
         err(c, "SL.ACQUIRE", key, "POLICY", "parts")
@@ -345,6 +360,40 @@ def test_policy_errors(c, key):
     assert lease is not None
     assert limit(c, key, "POLICY", "parts")["in_flight_by_priority"] == [0, 0, 1]
     assert rel(c, key, lease, "POLICY", "parts") == 1
+
+
+def test_policies_lists_the_adaptive_ones(srv):
+    """SL.POLICIES (RESP3, a map per policy) and GET /v1/policies show each
+    adaptive policy after the rate ones, with what its config says."""
+    def plain(v):
+        if isinstance(v, bytes):
+            return v.decode()
+        if isinstance(v, dict):
+            return {plain(k): plain(x) for k, x in v.items()}
+        return [plain(x) for x in v] if isinstance(v, list) else v
+
+    with srv.conn() as r3:
+        r3.call("HELLO", "3")
+        got = {p["name"]: p for p in plain(r3.call("SL.POLICIES"))}
+    assert list(got) == ["rate", "back", "parts"]
+    back = got["back"]
+    assert back["algorithm"] == "adaptive" and back["estimator"] == "aimd"
+    assert (back["min_limit"], back["max_limit"], back["initial_limit"]) == (10, 10, 10)
+    assert back["ttl_ms"] == 30000 and back["idle_ms"] == 1000
+    assert back["parameters"] == {"backoff": "90%", "timeout": "5s"}
+    assert back["reserve"] == {"critical": "20%", "default": "10%", "sheddable": "0%"}
+    assert back["partitions"] == []
+    assert got["parts"]["partitions"] == [{"name": "live", "share": "90%", "lend": 1},
+                                          {"name": "batch", "share": "10%", "lend": 1}]
+    status, _, body = http(srv.url + "/v1/policies")
+    assert status == 200
+    js = {p["name"]: p for p in body["policies"]}
+    assert list(js) == ["rate", "back", "parts"]
+    for name in ("back", "parts"):
+        for field in ("algorithm", "estimator", "min_limit", "max_limit", "initial_limit",
+                      "ttl_ms", "parameters", "reserve", "idle_ms"):
+            assert js[name][field] == got[name][field], (name, field)
+    assert js["parts"]["partitions"][1] == {"name": "batch", "share": "10%", "lend": True}
 
 
 def test_reload_keeps_leases_and_clamps_the_estimate(config_server, key):
@@ -370,7 +419,10 @@ policies:
     while "reloaded" not in s.stderr():
         assert time.monotonic() < deadline, "the reload was not logged:\n" + s.stderr()
         time.sleep(0.05)
-    # the key's limiter takes the new config at its next acquire
+    # the key's limiter holds the new config at once, before any acquire
+    st = limit(cl, key, "POLICY", "pool")
+    assert (st["limit"], st["min_limit"], st["max_limit"]) == (8, 2, 8)
+    assert st["in_flight"] == 3 and st["admitted"] == 3
     leases.append(acq(cl, key, "POLICY", "pool"))
     st = limit(cl, key, "POLICY", "pool")
     assert (st["limit"], st["min_limit"], st["max_limit"]) == (8, 2, 8)

@@ -561,6 +561,37 @@ Test(limiters, another_config_reconfigures_the_key)
     sl_limiters_free(t);
 }
 
+Test(limiters, configure_reaches_every_key_of_a_prefix_at_once)
+{
+    sl_limiters *t = sl_limiters_new(100, 64);
+    sl_limiter_config two = fixed(2), five = fixed(5);
+    sl_limiter_lease l;
+    sl_limiter_decision d;
+    cr_assert_eq(tacquire(t, "p\x1f" "a", &two, 0, 1, &l, &d), SL_OK);
+    cr_assert_eq(tacquire(t, "p\x1f" "b", &two, 0, 2, &l, &d), SL_OK);
+    cr_assert_eq(tacquire(t, "q\x1f" "a", &two, 0, 3, &l, &d), SL_OK);
+    cr_assert_eq(tacquire(t, "p", &two, 0, 4, &l, &d), SL_OK);
+    cr_assert_eq(sl_limiters_configure(t, "p\x1f", 2, &five, MS), 2);
+    sl_limiter_stats st;
+    const char *keys[] = {"p\x1f" "a", "p\x1f" "b", "q\x1f" "a", "p"};
+    const int64_t max[] = {5, 5, 2, 2};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(sl_limiters_stats(t, keys[i], strlen(keys[i]), MS, &st), 1);
+        cr_assert_eq(st.max_limit, max[i], "key %d", i);
+        cr_assert_eq(st.in_flight, 1, "key %d keeps its lease", i);
+    }
+    cr_assert_eq(sl_limiters_configure(t, "p\x1f", 2, &five, MS), 0, "already so");
+    sl_limiter_config bad = fixed(3);
+    bad.ttl_ns = -1;
+    cr_assert_eq(sl_limiters_configure(t, "", 0, &bad, MS), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_limiters_stats(t, "p", 1, MS, &st), 1);
+    cr_assert_eq(st.max_limit, 2, "a refused config changes nothing");
+    cr_assert_eq(sl_limiters_configure(t, "", 0, &five, MS), 2, "every other key");
+    cr_assert_eq(sl_limiters_configure(NULL, "", 0, &five, MS), SL_ERR_ARGUMENT);
+    cr_assert_eq(sl_limiters_configure(t, NULL, 1, &five, MS), SL_ERR_ARGUMENT);
+    sl_limiters_free(t);
+}
+
 Test(limiters, a_new_key_at_the_cap_evicts_an_idle_one_or_is_refused)
 {
     sl_limiters *t = sl_limiters_new(2, 64);
