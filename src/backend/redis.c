@@ -1060,8 +1060,8 @@ static rd_op *rd_op_new(sl_backend_worker *w, sl_backend_req *r)
     size_t used = 0;
     rd_put(op, &used, ops[r->op], strlen(ops[r->op]));
     if (r->op == SL_OP_ACQUIRE || r->op == SL_OP_RELEASE) {
-        char hex[17];
-        snprintf(hex, sizeof hex, "%016llx", (unsigned long long)r->lease_id);
+        char hex[16];
+        sl_hex_put(hex, r->lease_id, 16);
         rd_put(op, &used, hex, 16);
     } else {
         rd_put(op, &used, "0", 1);

@@ -50,9 +50,13 @@ static const char bench_usage[] =
     "  --cost C                 units per request (default 1)\n"
     "  --limit N --period P     the limit asked for (default 1000 per 1s)\n"
     "  --algorithm A            SL.TAKE's algorithm (default gcra)\n"
-    "  --command cl.throttle|sl.take\n"
+    "  --command cl.throttle|sl.take|sl.acquire\n"
     "                           default sl.take; cl.throttle sends\n"
-    "                           CL.THROTTLE key N-1 N P-in-seconds C\n"
+    "                           CL.THROTTLE key N-1 N P-in-seconds C; sl.acquire\n"
+    "                           sends SL.ACQUIRE key N P-in-ms, and SL.RELEASE of\n"
+    "                           each lease it gets as the connection's next request\n"
+    "  --estimator E            with sl.acquire: an adaptive limit (ADAPTIVE ESTIMATOR E:\n"
+    "                           aimd, vegas, gradient2 or anchored) of at most N\n"
     "  --http                   GET /v1/check over HTTP/1.1 keep-alive\n"
     "  --lua FILE               with --command cl.throttle: load FILE into Redis\n"
     "                           (SCRIPT LOAD) and send EVALSHA sha 1 key TAKE 0\n"
@@ -85,7 +89,8 @@ typedef struct bench_cfg {
     int64_t keys, cost, limit, period_ns;
     double zipf;
     const double *cdf; /* zipf: cumulative popularity of keys 0..K-1; NULL uniform */
-    bool http, throttle;
+    bool http, throttle, acquire;
+    const char *estimator; /* --estimator: SL.ACQUIRE ... ADAPTIVE ESTIMATOR E */
     const char *alg;
     const char *prefix; /* keys are PREFIX0 .. PREFIX(K-1) */
     const char *lua;    /* --lua FILE: CL.THROTTLE's arguments through EVALSHA */
@@ -101,6 +106,14 @@ typedef struct bench_conn {
     char *in;          /* replies not yet parsed */
     size_t in_len, in_cap;
     int64_t *sent;     /* ring of send times, pipeline entries */
+    /* sl.acquire: beside each request in flight, its key and whether it is
+     * a release; and the leases held, each released as a next request. */
+    struct bench_lease {
+        uint32_t key;
+        bool release;
+        char id[24];
+    } *req, *held;
+    size_t held_head, held_n;
     size_t head, inflight;
     bool want_out;     /* registered for EPOLLOUT */
     bool dead;
@@ -165,7 +178,7 @@ typedef struct bench_thread {
     cli_rng rng;
     cli_hist hist;
     _Atomic uint64_t done; /* replies, read by the progress line */
-    uint64_t allowed, limited, errors;
+    uint64_t allowed, limited, errors, released;
     bench_errs errs;       /* the error replies, by text */
     char err[256];         /* the first connection failure */
     int64_t deadline;
@@ -189,11 +202,70 @@ static uint64_t pick_key(bench_thread *t)
     return lo;
 }
 
+/* sl.acquire's next request: the release of a lease held, else an
+ * acquire of a random key. */
+static void add_acquire(bench_thread *t, bench_conn *cn)
+{
+    const bench_cfg *c = t->cfg;
+    size_t P = (size_t)c->pipeline;
+    struct bench_lease *r = &cn->req[(cn->head + cn->inflight) % P];
+    char key[96], n[24], ttl[24];
+    if (cn->held_n > 0) {
+        *r = cn->held[cn->held_head];
+        cn->held_head = (cn->held_head + 1) % P;
+        cn->held_n--;
+        r->release = true;
+        int kl = snprintf(key, sizeof key, "%s%u", c->prefix, r->key);
+        sl_resp_slice av[] = {{"SL.RELEASE", 10}, {key, (size_t)kl}, {r->id, 24}};
+        sl_resp_add_command(&cn->out, av, 3);
+        return;
+    }
+    r->key = (uint32_t)pick_key(t);
+    r->release = false;
+    int kl = snprintf(key, sizeof key, "%s%u", c->prefix, r->key);
+    snprintf(n, sizeof n, "%lld", (long long)c->limit);
+    snprintf(ttl, sizeof ttl, "%lld", (long long)(c->period_ns / 1000000));
+    sl_resp_slice av[] = {{"SL.ACQUIRE", 10}, {key, (size_t)kl}, {n, strlen(n)},
+                          {ttl, strlen(ttl)}, {"ADAPTIVE", 8}, {"ESTIMATOR", 9},
+                          {c->estimator, c->estimator ? strlen(c->estimator) : 0}};
+    sl_resp_add_command(&cn->out, av, c->estimator ? 7 : 4);
+}
+
+/* sl.acquire's reply r to the request in flight at the head: a lease is
+ * held until the connection's next request releases it. False for a reply
+ * of another shape. */
+static bool acquire_reply(bench_thread *t, bench_conn *cn, const sl_resp_value *r)
+{
+    size_t P = (size_t)t->cfg->pipeline;
+    const struct bench_lease *q = &cn->req[cn->head];
+    if (q->release) {
+        if (r->type != SL_RESP_INT)
+            return false;
+        t->released += r->integer == 1;
+        return true;
+    }
+    if (r->type == SL_RESP_NIL) {
+        t->limited++;
+        return true;
+    }
+    if (r->type != SL_RESP_BULK || r->len != 24 || cn->held_n == P)
+        return false;
+    struct bench_lease *h = &cn->held[(cn->held_head + cn->held_n++) % P];
+    h->key = q->key;
+    memcpy(h->id, r->str, 24);
+    t->allowed++;
+    return true;
+}
+
 /* Appends one request to the connection's output. */
 static void add_request(bench_thread *t, bench_conn *cn)
 {
     const bench_cfg *c = t->cfg;
     char key[96], a[24], b[24], p[32], cost[24];
+    if (c->acquire) {
+        add_acquire(t, cn);
+        return;
+    }
     int kl = snprintf(key, sizeof key, "%s%llu", c->prefix, (unsigned long long)pick_key(t));
     if (c->http) {
         char req[512 + CLI_PASSWORD_MAX];
@@ -354,6 +426,11 @@ static int take_replies(bench_thread *t, bench_conn *cn, int64_t now)
                 if (r->type == SL_RESP_ERR || r->type == SL_RESP_BLOBERR) {
                     t->errors++;
                     errs_add(&t->errs, r->str, r->len, 1, now);
+                } else if (c->acquire) {
+                    if (!acquire_reply(t, cn, r)) {
+                        t->errors++;
+                        errs_add(&t->errs, odd, sizeof odd - 1, 1, now);
+                    }
                 } else if (c->lua) {
                     /* SL.DECIDE's answer: failed, then the key's allowed. */
                     if (r->type == SL_RESP_ARRAY && rep.count >= 3 && nodes[2].type == SL_RESP_INT) {
@@ -477,7 +554,7 @@ static void *bench_loop(void *arg)
 /* Parses the flags into *c; returns 0, 1 for --help, or CLI_EXIT_USAGE. */
 enum {
     B_SERVER, B_CONNS, B_PIPE, B_THREADS, B_DUR, B_KEYS, B_ZIPF, B_COST, B_LIMIT, B_PERIOD,
-    B_ALG, B_CMD, B_HTTP, B_SEED, B_PREFIX, B_LUA, B_COUNT
+    B_ALG, B_CMD, B_HTTP, B_SEED, B_PREFIX, B_LUA, B_EST, B_COUNT
 };
 
 static int bench_flags(int argc, char **argv, bench_cfg *c)
@@ -491,6 +568,7 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
         [B_ALG] = {"--algorithm", true, NULL, false},     [B_CMD] = {"--command", true, NULL, false},
         [B_HTTP] = {"--http", false, NULL, false},        [B_SEED] = {"--seed", true, NULL, false},
         [B_PREFIX] = {"--prefix", true, NULL, false},     [B_LUA] = {"--lua", true, NULL, false},
+        [B_EST] = {"--estimator", true, NULL, false},
     };
     size_t npos;
     int pr = cli_parse_flags("bench", argc, argv, fl, B_COUNT, NULL, 0, &npos);
@@ -568,8 +646,22 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
     if (fl[B_CMD].seen) {
         if (strcmp(fl[B_CMD].value, "cl.throttle") == 0)
             c->throttle = true;
+        else if (strcmp(fl[B_CMD].value, "sl.acquire") == 0)
+            c->acquire = true;
         else if (strcmp(fl[B_CMD].value, "sl.take") != 0) {
-            cli_usage_error("bench", "--command: '%s' is not cl.throttle or sl.take", fl[B_CMD].value);
+            cli_usage_error("bench", "--command: '%s' is not cl.throttle, sl.take or sl.acquire",
+                            fl[B_CMD].value);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (fl[B_EST].seen) {
+        static const char *const est[] = {"aimd", "vegas", "gradient2", "anchored"};
+        for (size_t i = 0; i < sizeof est / sizeof est[0]; i++)
+            if (strcmp(fl[B_EST].value, est[i]) == 0)
+                c->estimator = est[i];
+        if (!c->acquire || !c->estimator) {
+            cli_usage_error("bench", "--estimator: one of aimd, vegas, gradient2 and anchored, "
+                                     "with --command sl.acquire");
             return CLI_EXIT_USAGE;
         }
     }
@@ -588,8 +680,9 @@ static int bench_flags(int argc, char **argv, bench_cfg *c)
         c->prefix = q;
     }
     c->http = fl[B_HTTP].seen;
-    if (c->http && c->throttle) {
-        cli_usage_error("bench", "--command cl.throttle is a RESP command: not with --http");
+    if (c->http && (c->throttle || c->acquire)) {
+        cli_usage_error("bench", "--command %s is a RESP command: not with --http",
+                        c->throttle ? "cl.throttle" : "sl.acquire");
         return CLI_EXIT_USAGE;
     }
     if (fl[B_LUA].seen) {
@@ -765,7 +858,9 @@ int cmd_bench(int argc, char **argv)
         cn->in_cap = 64 * 1024;
         cn->in = malloc(cn->in_cap);
         cn->sent = malloc((size_t)cfg.pipeline * sizeof *cn->sent);
-        if (!cn->in || !cn->sent) {
+        cn->req = malloc((size_t)cfg.pipeline * sizeof *cn->req);
+        cn->held = malloc((size_t)cfg.pipeline * sizeof *cn->held);
+        if (!cn->in || !cn->sent || !cn->req || !cn->held) {
             cli_error("bench", "out of memory");
             status = CLI_EXIT_FAIL;
             goto out;
@@ -831,13 +926,14 @@ int cmd_bench(int argc, char **argv)
 
     cli_hist all;
     hist_init(&all);
-    uint64_t allowed = 0, limited = 0, errors = 0;
+    uint64_t allowed = 0, limited = 0, errors = 0, released = 0;
     const char *fail = NULL;
     bench_errs *errs = calloc(1, sizeof *errs);
     for (int k = 0; k < cfg.threads; k++) {
         hist_merge(&all, &th[k].hist);
         allowed += th[k].allowed;
         limited += th[k].limited;
+        released += th[k].released;
         errors += th[k].errors;
         if (th[k].err[0] && !fail)
             fail = th[k].err;
@@ -853,13 +949,20 @@ int cmd_bench(int argc, char **argv)
     }
     double secs = (double)cfg.duration_ns / 1e9;
     printf("server           %s\n", cfg.server);
-    printf("command          %s\n", cfg.http ? "GET /v1/check" : cfg.lua ? "EVALSHA" : cfg.throttle ? "CL.THROTTLE" : "SL.TAKE");
+    printf("command          %s\n", cfg.http       ? "GET /v1/check"
+                                     : cfg.lua      ? "EVALSHA"
+                                     : cfg.throttle ? "CL.THROTTLE"
+                                     : cfg.acquire  ? (cfg.estimator ? "SL.ACQUIRE ADAPTIVE, SL.RELEASE"
+                                                                     : "SL.ACQUIRE, SL.RELEASE")
+                                                    : "SL.TAKE");
     printf("connections      %d\n", cfg.conns);
     printf("pipeline         %d\n", cfg.pipeline);
     printf("duration_s       %.3f\n", secs);
     printf("requests         %llu\n", (unsigned long long)all.total);
     printf("allowed          %llu\n", (unsigned long long)allowed);
     printf("limited          %llu\n", (unsigned long long)limited);
+    if (cfg.acquire)
+        printf("released         %llu\n", (unsigned long long)released);
     printf("errors           %llu\n", (unsigned long long)errors);
     if (errs && errs->first_at)
         printf("first_error      %s\n", errs->first);
@@ -902,6 +1005,8 @@ out:
         sl_buf_free(&conns[i].out);
         free(conns[i].in);
         free(conns[i].sent);
+        free(conns[i].req);
+        free(conns[i].held);
     }
     free(conns);
     free(th);

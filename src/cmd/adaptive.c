@@ -27,18 +27,9 @@ uint64_t sl_lease_new_id(const sl_cmd_ctx *c)
 
 bool sl_lease_text_parse(const char *p, size_t n, uint64_t *id, uint32_t *tail)
 {
-    if (n != SL_LEASE_TEXT)
+    uint64_t v, t;
+    if (n != SL_LEASE_TEXT || !sl_hex_u64(p, 16, &v) || !sl_hex_u64(p + 16, 8, &t))
         return false;
-    uint64_t v = 0, t = 0;
-    for (size_t i = 0; i < SL_LEASE_TEXT; i++) {
-        int d = sl_hex_digit((unsigned char)p[i]);
-        if (d < 0)
-            return false;
-        if (i < 16)
-            v = v << 4 | (uint64_t)d;
-        else
-            t = t << 4 | (uint64_t)d;
-    }
     *id = v;
     *tail = (uint32_t)t;
     return v != 0;
@@ -137,9 +128,11 @@ int sl_adaptive_acquire(sl_cmd_ctx *c, const char *key, size_t keylen,
     sl_adaptive_key_put(room, lk);
     if (rc != SL_OK)
         return rc;
-    if (d->admitted)
-        snprintf(lease, SL_LEASE_TEXT + 1, "%016llx%08x", (unsigned long long)l.id,
-                 (unsigned)(l.slot | SL_LEASE_ADAPTIVE_BIT));
+    if (d->admitted) {
+        sl_hex_put(lease, l.id, 16);
+        sl_hex_put(lease + 16, l.slot | SL_LEASE_ADAPTIVE_BIT, 8);
+        lease[SL_LEASE_TEXT] = '\0';
+    }
     if (c->adapted)
         c->adapted(c, policy ? pindex : -1, cls, d->admitted);
     return SL_OK;

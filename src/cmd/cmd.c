@@ -543,9 +543,9 @@ static void sl_check_render(sl_cmd_ctx *c, sl_check *k)
             R->null(c->sink);
             break;
         }
-        char text[SL_LEASE_TEXT + 1];
-        snprintf(text, sizeof text, "%016llx%08x", (unsigned long long)k->req.lease_id,
-                 (unsigned)k->lease_max);
+        char text[SL_LEASE_TEXT];
+        sl_hex_put(text, k->req.lease_id, 16);
+        sl_hex_put(text + 16, (uint64_t)k->lease_max, 8);
         R->bulk(c->sink, text, SL_LEASE_TEXT);
         break;
     }
@@ -756,19 +756,6 @@ static void sl_cmd_reset(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
  * earlier lease (a 64-bit collision aside), even across restarts.
  */
 
-static bool sl_hex(const char *p, size_t n, uint64_t *out)
-{
-    uint64_t v = 0;
-    for (size_t i = 0; i < n; i++) {
-        int d = sl_hex_digit((unsigned char)p[i]);
-        if (d < 0)
-            return false;
-        v = v << 4 | (uint64_t)d;
-    }
-    *out = v;
-    return true;
-}
-
 /* SL.ACQUIRE key max_in_flight ttl_ms [WEIGHT w] */
 static void sl_cmd_acquire(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
 {
@@ -835,7 +822,7 @@ static void sl_cmd_release(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
         sl_cmd_release_adaptive(c, argc, argv);
         return;
     }
-    if (t->len != SL_LEASE_TEXT || !sl_hex(t->ptr, 16, &id) || !sl_hex(t->ptr + 16, 8, &max) ||
+    if (t->len != SL_LEASE_TEXT || !sl_hex_u64(t->ptr, 16, &id) || !sl_hex_u64(t->ptr + 16, 8, &max) ||
         id == 0 || max < 1 || max > SL_CONCURRENCY_MAX) {
         R->integer(c->sink, 0); /* not a lease id this server hands out */
         return;
@@ -1128,7 +1115,7 @@ static void sl_cmd_decide(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_op op = op_of[o];
     uint64_t lease = 0;
     bool leased = op == SL_OP_ACQUIRE || op == SL_OP_RELEASE;
-    if (leased ? argv[2].len != 16 || !sl_hex(argv[2].ptr, 16, &lease) || lease == 0
+    if (leased ? argv[2].len != 16 || !sl_hex_u64(argv[2].ptr, 16, &lease) || lease == 0
                : !sl_arg_is(&argv[2], "0")) {
         sl_reply_errorf(c, "syntax error: the lease is 16 hex digits for ACQUIRE and RELEASE, "
                            "else 0");
