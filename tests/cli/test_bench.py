@@ -60,6 +60,24 @@ def test_cost_beyond_the_limit_is_never_allowed(sluiced):
     assert r["allowed"] == 0 and r["limited"] == r["requests"] > 0
 
 
+@pytest.mark.parametrize("estimator", [None, "aimd", "anchored"])
+def test_sl_acquire_releases_every_lease_it_gets(sluiced, estimator):
+    # 2 leases per key, 4 keys, 2 connections of 8 in flight: refusals come,
+    # and every lease but those held at the end goes back.
+    est = ["--estimator", estimator] if estimator else []
+    p = run("bench", "--server", sluiced.addr, "--command", "sl.acquire", "--keys", 4,
+            "--prefix", "t:acq:%s:" % (estimator or "fixed"), "--limit", 2, "--period", "30s",
+            "--duration", "700ms", "--connections", 2, "--pipeline", 8, *est, check=0)
+    r = result(p.stdout)
+    assert r["errors"] == 0, p.stderr
+    assert r["command"] == ("SL.ACQUIRE ADAPTIVE, SL.RELEASE" if estimator
+                            else "SL.ACQUIRE, SL.RELEASE")
+    assert r["allowed"] > 0 and r["limited"] > 0
+    # each reply is an acquire's (a lease or a refusal) or a release's
+    assert r["allowed"] + r["limited"] + r["released"] <= r["requests"]
+    assert r["allowed"] - 2 * 8 <= r["released"] <= r["allowed"]
+
+
 def test_http_bench():
     s = Sluiced(http=True).start()
     s.require_http()
@@ -112,6 +130,9 @@ def test_unreachable_server_fails_with_1():
     (["--server", "127.0.0.1:1", "--command", "get"], "--command"),
     (["--server", "127.0.0.1:1", "--command", "cl.throttle", "--period", "1500ms"], "--period"),
     (["--server", "127.0.0.1:1", "--command", "cl.throttle", "--http"], "--http"),
+    (["--server", "127.0.0.1:1", "--command", "sl.acquire", "--http"], "--http"),
+    (["--server", "127.0.0.1:1", "--estimator", "aimd"], "--estimator"),
+    (["--server", "127.0.0.1:1", "--command", "sl.acquire", "--estimator", "tcp"], "--estimator"),
     (["--server", "127.0.0.1:1", "--algorithm", "concurrency"], "--algorithm"),
     (["--server", "127.0.0.1:1", "--turbo"], "--turbo"),
     (["--server", "127.0.0.1:1", "--prefix", "a b"], "--prefix"),
