@@ -349,11 +349,11 @@ void sl_grpc_on_connection(uv_stream_t *listener, int status)
         sl_log(SL_LOG_WARN, "accept on the gRPC port: %s", uv_strerror(status));
         return;
     }
-    gconn *c = sl_calloc(1, sizeof *c);
+    gconn *c = sl_worker_accept_fails() ? NULL : sl_calloc(1, sizeof *c);
     if (!c || uv_tcp_init(&w->loop, &c->tcp) != 0) {
-        /* As the other faces do: libuv keeps the connection unaccepted and
-         * this worker's listener waits on it; the other workers go on. */
-        sl_log(SL_LOG_ERROR, "gRPC accept: out of memory");
+        /* As the other faces do: libuv keeps the connection unaccepted,
+         * and the worker's tick tries again. */
+        sl_worker_accept_later(w, SL_PROTO_GRPC);
         sl_free(c);
         return;
     }

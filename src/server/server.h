@@ -129,6 +129,10 @@ typedef struct sl_worker {
      * be, and how many were left out since the last. */
     int64_t accept_log_next;
     uint64_t accept_log_skipped;
+    /* Bit p: a client waits on listener p, not accepted for want of
+     * memory. libuv polls that listener no more until it is accepted, so
+     * the tick tries again (sl_worker_accept_later). */
+    unsigned accept_retry;
     /* Counters for INFO and /metrics, per worker so that threads never
      * share a cache line on the hot path; readers sum them. */
     _Alignas(64) sl_metrics metrics;
@@ -208,6 +212,15 @@ void sl_workers_stop(sl_server *srv);
 
 /* worker.c: before a worker runs the commands of a read (any face): lets
  * pending EXECs go first, then takes its own `running`; and after. */
+/* A client waits on listener `proto` for want of memory to accept it:
+ * logged (at most once a second), and tried again at the worker's next
+ * tick. */
+void sl_worker_accept_later(sl_worker *w, int proto);
+
+/* The test hook SLUICED_DEBUG_ACCEPT_FAIL: true when this accept is to
+ * fail as out of memory. */
+bool sl_worker_accept_fails(void);
+
 void sl_worker_enter(sl_worker *w);
 static inline void sl_worker_leave(sl_worker *w)
 {

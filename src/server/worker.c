@@ -661,6 +661,23 @@ static bool sl_conn_read_peer(sl_conn *c)
     return false;
 }
 
+/* A test hook: SLUICED_DEBUG_ACCEPT_FAIL=N makes the first N accepts of the
+ * process fail as out of memory (tests/integration/test_connection.py). */
+static atomic_long sl_accept_fails;
+
+bool sl_worker_accept_fails(void)
+{
+    return atomic_load_explicit(&sl_accept_fails, memory_order_relaxed) > 0 &&
+           atomic_fetch_sub(&sl_accept_fails, 1) > 0;
+}
+
+void sl_worker_accept_later(sl_worker *w, int proto)
+{
+    w->accept_retry |= 1u << proto;
+    sl_accept_log(w, "accept on the %s port: out of memory; the client waits, and this worker "
+                     "tries again each second", sl_proto_names[proto]);
+}
+
 static void sl_accept(uv_stream_t *listener, int status, int proto)
 {
     sl_worker *w = listener->data;
@@ -677,6 +694,10 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
                           : "");
         return;
     }
+    if (sl_worker_accept_fails()) {
+        sl_worker_accept_later(w, proto);
+        return;
+    }
     sl_conn *c = calloc(1, sizeof *c);
     size_t nargs = SL_RESP_DEFAULT_MAX_ARGS;
     if (c)
@@ -684,7 +705,7 @@ static void sl_accept(uv_stream_t *listener, int status, int proto)
     if (c)
         c->rbuf = malloc(c->rcap = 16384);
     if (!c || !c->argv || !c->rbuf || uv_tcp_init(&w->loop, &c->handle) != 0) {
-        sl_log(SL_LOG_ERROR, "accept: out of memory");
+        sl_worker_accept_later(w, proto);
         if (c) {
             free(c->argv);
             free(c->rbuf);
@@ -782,10 +803,18 @@ static void sl_conn_request_expired(sl_conn *c)
     sl_conn_refuse(c, 408, msg);
 }
 
+static const uv_connection_cb sl_on_accept[SL_PROTOS] = {
+    sl_on_resp_connection, sl_on_http_connection, sl_grpc_on_connection};
+
 static void sl_worker_tick(uv_timer_t *t)
 {
     sl_worker *w = t->data;
     int64_t now = sl_now_mono();
+    unsigned retry = w->accept_retry;
+    w->accept_retry = 0;
+    for (int p = 0; p < SL_PROTOS; p++)
+        if ((retry & (1u << p)) && w->listening[p] && !atomic_load(&w->srv->stopping))
+            sl_on_accept[p]((uv_stream_t *)&w->listener[p], 0);
     if (atomic_load(&w->srv->stopping)) {
         /* The tick may see the flag before the wake-up runs: either way
          * shutdown starts once, listeners first (else the loop would keep
@@ -1052,6 +1081,10 @@ int sl_workers_start(sl_server *srv)
 {
     if (sl_clients_fit(srv) != 0)
         return -1;
+    const char *fails = getenv("SLUICED_DEBUG_ACCEPT_FAIL");
+    int64_t nfail;
+    if (fails && sl_parse_i64(fails, strlen(fails), SL_INT_NO_SIGN, &nfail) && nfail <= 1000)
+        atomic_store(&sl_accept_fails, (long)nfail);
     /* sl_worker is cache-line aligned (its counters): calloc would not do. */
     size_t bytes = (size_t)srv->nworkers * sizeof *srv->workers;
     srv->workers = aligned_alloc(_Alignof(sl_worker), (bytes + 63) / 64 * 64);
@@ -1080,8 +1113,6 @@ int sl_workers_start(sl_server *srv)
         w->flusher.data = w;
         uv_check_start(&w->flusher, sl_worker_flush);
         uv_unref((uv_handle_t *)&w->flusher); /* keeps no loop alive */
-        static const uv_connection_cb on_accept[SL_PROTOS] = {
-            sl_on_resp_connection, sl_on_http_connection, sl_grpc_on_connection};
         if (srv->cfg.grpc_port > 0)
             sl_grpc_worker_init(w);
         /* ShouldRateLimit's counts (gRPC and POST /json); without its table
@@ -1101,7 +1132,7 @@ int sl_workers_start(sl_server *srv)
             w->listener[p].data = w;
             int rc = uv_tcp_open(&w->listener[p], fd);
             if (rc == 0)
-                rc = uv_listen((uv_stream_t *)&w->listener[p], 511, on_accept[p]);
+                rc = uv_listen((uv_stream_t *)&w->listener[p], 511, sl_on_accept[p]);
             if (rc != 0) {
                 sl_log(SL_LOG_ERROR, "cannot listen: %s", uv_strerror(rc));
                 return -1;

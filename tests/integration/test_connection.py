@@ -7,6 +7,7 @@ import pytest
 import redis
 
 from respclient import Conn, Error, Simple, Verbatim, as_map, pipeline
+from conftest import free_port
 
 HELLO_FIELDS = {"server", "version", "proto", "id", "mode", "role", "modules"}
 
@@ -493,3 +494,31 @@ def test_default_bind_is_loopback(make_server):
     assert addrs, "no listening socket found for port %d" % s.port
     # 127.0.0.1 as /proc/net/tcp writes it (little-endian hex); nothing on 0.0.0.0 or ::
     assert set(addrs) == {"0100007F"}, addrs
+
+
+def test_a_client_not_accepted_for_want_of_memory_is_accepted_later(make_server, monkeypatch):
+    """libuv polls a listener no more while a client on it waits to be accepted: a
+    worker that could not allocate the connection used to stop accepting on that port
+    for good. The hook fails the first accepts as out of memory; each client waits for
+    the worker's next tick (each second) instead, on both ports, and is served."""
+    monkeypatch.setenv("SLUICED_DEBUG_ACCEPT_FAIL", "3")
+    http = free_port()
+    s = make_server(args=["--threads", "1", "--http-port", str(http)])
+    t0 = time.monotonic()
+    with s.conn(timeout=10.0) as c:
+        assert c.call("PING") == "PONG"
+    with socket.create_connection(("127.0.0.1", http), timeout=10.0) as h:
+        h.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        got = b""
+        while not got.endswith(b"\n") or b"\r\n\r\n" not in got:
+            chunk = h.recv(4096)
+            if not chunk:
+                break
+            got += chunk
+        assert got.startswith(b"HTTP/1.1 200"), got
+    assert time.monotonic() - t0 < 10
+    assert "out of memory; the client waits" in s.stderr()
+    # the hook spent, accepts are at once again
+    for _ in range(5):
+        with s.conn(timeout=0.9) as c:
+            assert c.call("PING") == "PONG"
