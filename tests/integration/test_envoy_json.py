@@ -158,3 +158,55 @@ def test_metrics_count_hits_per_stats_key(tmp_path):
                        "shadow_mode": 0}, got
     finally:
         s.stop()
+
+
+def test_metrics_keep_at_most_4096_keys_the_rest_under_other(tmp_path):
+    """detailed_metric puts each request's values in its stats key, so a client could
+    grow the table without bound: one worker keeps 4095 keys and "_other" (4096 in
+    all), and the hits of every later key count under _other."""
+    d = tmp_path / "envoy"
+    d.mkdir()
+    write(d / "edge.yaml", EDGE.replace("name: per_ip}", "name: per_ip}\n    detailed_metric: true"))
+    http = free_port()
+    s = Sluiced(args=["--threads", "1", "--http-port", str(http), "--envoy-config", str(d)],
+                workdir=str(tmp_path)).start()
+    s.http = "http://127.0.0.1:%d" % http
+    try:
+        n = 4200
+        with socket.create_connection(("127.0.0.1", http), timeout=30) as c:
+            f = c.makefile("rb")
+            for start in range(0, n, 200):
+                batch = b""
+                for i in range(start, min(n, start + 200)):
+                    js = ('{"domain":"edge","descriptors":[{"entries":[{"key":"remote_address",'
+                          '"value":"10.0.%d.%d"}]}]}' % (i // 256, i % 256)).encode()
+                    batch += (b"POST /json HTTP/1.1\r\nHost: x\r\nContent-Type: application/json"
+                              b"\r\nContent-Length: %d\r\n\r\n%s" % (len(js), js))
+                c.sendall(batch)
+                for _ in range(start, min(n, start + 200)):
+                    status = f.readline()
+                    assert status.startswith(b"HTTP/1.1 200"), status
+                    length = 0
+                    while True:
+                        line = f.readline()
+                        if line in (b"\r\n", b""):
+                            break
+                        if line.lower().startswith(b"content-length:"):
+                            length = int(line.split(b":")[1])
+                    f.read(length)
+        text = requests.get(s.http + "/metrics", timeout=10).text
+        keys, other = set(), None
+        for line in text.splitlines():
+            m = re.match(r'sluice_envoy_hits_total\{key="([^"]*)"\} (\d+)$', line)
+            if not m:
+                continue
+            if m.group(1) == "_other":
+                other = int(m.group(2))
+            else:
+                assert m.group(1).startswith("edge.remote_address_10.0."), m.group(1)
+                assert int(m.group(2)) == 1, line
+                keys.add(m.group(1))
+        assert len(keys) == 4095
+        assert other == n - 4095
+    finally:
+        s.stop()
