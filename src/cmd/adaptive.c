@@ -52,7 +52,8 @@ size_t sl_adaptive_key(const char *pname, size_t pname_len, const char *key, siz
     size_t n = pname_len + 1 + keylen;
     if (keylen == 0 || n > cap)
         return 0;
-    memcpy(out, pname, pname_len);
+    if (pname_len > 0)
+        memcpy(out, pname, pname_len);
     out[pname_len] = '\x1f';
     memcpy(out + pname_len + 1, key, keylen);
     return n;
