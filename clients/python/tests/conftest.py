@@ -1,7 +1,7 @@
 """The Python client's tests: the package from clients/python, and for the tests against a
 real sluiced the project's harness (tests/lib/harness.py: free ports, a process stopped by
 PID). The binary: $SLUICED, else build/asan/bin/sluiced, else build/bin/sluiced (the
-harness's lookup), else /work/main/build/bin/sluiced when that is built.
+harness's lookup).
 
 Run: /usr/bin/python3 -m pytest -q clients/python/tests
 """
@@ -22,14 +22,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "lib"))
 from harness import (SANITIZER_MARKS, ServerProcess, binary, failed, free_port,  # noqa: E402
                      pytest_runtest_makereport)  # noqa: F401 (pytest looks for it here)
 
-FALLBACK = "/work/main/build/bin/sluiced"
-
-
 def sluiced_binary():
-    b = binary("SLUICED", "sluiced")
-    if not os.access(b, os.X_OK) and not os.environ.get("SLUICED") and os.access(FALLBACK, os.X_OK):
-        return FALLBACK
-    return b
+    return binary("SLUICED", "sluiced")
 
 
 class Sluiced(ServerProcess):
