@@ -38,7 +38,7 @@ run: build
 # The layer check comes first: it reads sources only, and refuses an include
 # that points up the layers (scripts/check-layers.sh).
 test: check-layers deps build test-build test-asan test-tsan test-integration test-module \
-  test-backend test-cli test-install fuzz
+  test-backend test-cli test-clients test-install fuzz
 
 check-layers:
 	@scripts/check-layers.sh
@@ -131,6 +131,13 @@ SLUICE_CLI ?= build/asan/bin/sluice
 .PHONY: test-cli
 test-cli: $(call tree_of,$(SLUICE_CLI) $(SLUICED))
 	@SLUICE=$(SLUICE_CLI) SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/cli
+
+# The client libraries (clients/): the Python package's tests, with the shared
+# header vectors (tests/vectors/) and against a real sluiced (SLUICED) on free
+# 127.0.0.1 ports.
+.PHONY: test-clients
+test-clients: $(call tree_of,$(SLUICED))
+	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider clients/python/tests
 
 # The install (tests/install/): `cmake --install` of the release build into a
 # temporary prefix; a C program built against it with only pkg-config's flags
