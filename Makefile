@@ -132,12 +132,15 @@ SLUICE_CLI ?= build/asan/bin/sluice
 test-cli: $(call tree_of,$(SLUICE_CLI) $(SLUICED))
 	@SLUICE=$(SLUICE_CLI) SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/cli
 
-# The client libraries (clients/): the Python package's tests, with the shared
-# header vectors (tests/vectors/) and against a real sluiced (SLUICED) on free
-# 127.0.0.1 ports.
+# The client libraries (clients/): the Python package's tests and the Node.js
+# package's (node's own test runner, after npm ci installs ioredis from its
+# package-lock.json), each with the shared header vectors (tests/vectors/) and
+# against a real sluiced (SLUICED) on free 127.0.0.1 ports.
 .PHONY: test-clients
 test-clients: $(call tree_of,$(SLUICED))
 	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider clients/python/tests
+	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
+	  SLUICED=$(SLUICED) node --test test/*.test.js
 
 # The install (tests/install/): `cmake --install` of the release build into a
 # temporary prefix; a C program built against it with only pkg-config's flags

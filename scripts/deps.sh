@@ -37,6 +37,11 @@ packages=(
   wrk               # bench: the HTTP load generator
   procps            # bench: pgrep, to sum a server's CPU time with its workers'
 )
+# The Node.js client's tests (clients/node): node, and npm to install ioredis for them.
+# Only when the command is missing: a Node.js from elsewhere (NodeSource's nodejs
+# bundles npm) conflicts with Debian's npm package.
+command -v node >/dev/null 2>&1 || packages+=(nodejs)
+command -v npm >/dev/null 2>&1 || packages+=(npm)
 
 if [[ ${1:-} == --build ]]; then
   packages=("${build_packages[@]}")
