@@ -30,8 +30,8 @@
  *
  * Conventions: as in sluice.h, time is int64 nanoseconds on a clock the
  * caller reads and passes in as `now` (CLOCK_MONOTONIC), in
- * [0, SL_TIME_MAX]; nothing here allocates or does I/O; every struct is
- * the caller's. The header parser also takes the wall clock (Unix
+ * [0, SL_TIME_MAX]; nothing here allocates or does I/O (but the default
+ * random source's one getrandom(2), below); every struct is the caller's. The header parser also takes the wall clock (Unix
  * milliseconds), for the fields that give a date. Functions answer an
  * sl_status, or a count, or 1 / 0 for yes / no, with negative values for
  * errors (sl_strerror says what each means). The source is in src/client/.
@@ -256,8 +256,8 @@ SL_API sl_status sl_retry_budget_counts(sl_retry_budget *b, int64_t now, int64_t
  * >= 0; `w` > 0 and `t` >= 0 when present; `qu` a String or Token; `pk` a
  * Byte Sequence) or when a text it carries does not fit its buffer below.
  * Parameters come in any order, unknown ones are ignored, of a repeated
- * one the last counts. Nothing is ever refused as a whole: what cannot be
- * read is left out, and `ignored` and the *_error texts say what and why.
+ * one the last counts. The call never fails: what cannot be read is left
+ * out, and `ignored` and the *_error texts say what and why.
  *
  * Texts are copied, unescaped and NUL-terminated, into fixed buffers of
  * the struct (a String's escapes undone; a Byte Sequence's base64 text as
