@@ -3,8 +3,9 @@
 The build: $SLUICE_BUILD (default build/, what `make` leaves). One install into a
 fresh prefix per run of this file (fixture `prefix`); every test looks at what landed
 there: sluice.pc naming that prefix, a C program built with nothing but
-`pkg-config --cflags --libs sluice` against the shared and the static library, the
-shared library's dynamic symbols against the functions sluice.h declares, the
+`pkg-config --cflags --libs sluice` against the shared and the static library (and
+docs/clients.md's example of sluice_client.h likewise), the shared library's dynamic
+symbols against the functions sluice.h and sluice_client.h declare, the
 Redis module where docs/deployment.md says and loaded by a real redis-server from
 there, and the systemd unit naming the installed sluiced (checked by
 `systemd-analyze verify` where systemd is installed). Run: make test-install.
@@ -134,20 +135,60 @@ def exported_symbols(lib):
     return {line.split()[-1] for line in out.splitlines() if line.strip()}
 
 
+# The public headers: libsluice's API (sluice.h) and the client's half (sluice_client.h).
+HEADERS = ("sluice.h", "sluice_client.h")
+
+
 @pytest.mark.parametrize("where", ["installed", "build tree"])
 def test_shared_library_exports_exactly_the_header(prefix, where):
-    """libsluice.so's ABI is sluice.h: each function the header declares is
-    exported, and nothing else is (no internal function, no data)."""
+    """libsluice.so's ABI is its public headers: each function sluice.h and
+    sluice_client.h declare is exported, and nothing else is (no internal
+    function, no data)."""
     if where == "installed":
-        header = os.path.join(prefix, "include", "sluice.h")
+        include = os.path.join(prefix, "include")
         lib = os.path.join(prefix, "lib", "libsluice.so")
     else:
-        header = os.path.join(ROOT, "include", "sluice.h")
+        include = os.path.join(ROOT, "include")
         lib = os.path.join(BUILD, "lib", "libsluice.so")
-    declared, exported = header_functions(header), exported_symbols(lib)
-    assert len(declared) > 30  # the parse found the API, not an empty set
-    assert declared - exported == set(), "declared in sluice.h but not exported"
-    assert exported - declared == set(), "exported but not declared in sluice.h"
+    declared, exported = set(), exported_symbols(lib)
+    for h in HEADERS:
+        names = header_functions(os.path.join(include, h))
+        assert len(names) > 20, h  # the parse found the API, not an empty set
+        declared |= names
+    assert declared - exported == set(), "declared in the headers but not exported"
+    assert exported - declared == set(), "exported but not declared in the headers"
+
+
+def docs_c_example():
+    """The C program of docs/clients.md's section "### C", and the lines it says it prints."""
+    with open(os.path.join(ROOT, "docs", "clients.md")) as f:
+        text = f.read()
+    section = text.split("\n### C\n", 1)
+    assert len(section) == 2, "docs/clients.md has no section '### C'"
+    m = re.search(r"```c\n(.*?)```", section[1], re.S)
+    assert m, "docs/clients.md's C section has no C program"
+    prints = re.search(r"It prints (.*?): the", section[1], re.S)
+    assert prints, "docs/clients.md does not say what the C program prints"
+    return m.group(1), re.findall(r"`([^`]*)`", prints.group(1))
+
+
+@pytest.mark.parametrize("static", [False, True])
+def test_client_example_of_the_docs(prefix, tmp_path, static):
+    """docs/clients.md's C example, built against the installed sluice_client.h with
+    nothing but pkg-config's flags, prints what the docs say it prints."""
+    assert os.path.isfile(os.path.join(prefix, "include", "sluice_client.h"))
+    program, lines = docs_c_example()
+    src = tmp_path / "client_example.c"
+    src.write_text(program)
+    exe = str(tmp_path / "client_example")
+    pc = os.path.join(prefix, "lib", "pkgconfig")
+    cmd = '%s -Wall -Wextra -Werror %s "%s" -o "%s" $(pkg-config --cflags --libs %s sluice)' % (
+        CC, "-static" if static else "", src, exe, "--static" if static else "")
+    env = dict(os.environ, PKG_CONFIG_PATH=pc)
+    env.pop("PKG_CONFIG_LIBDIR", None)
+    run(["/bin/sh", "-c", cmd], env=env)
+    env["LD_LIBRARY_PATH"] = os.path.join(prefix, "lib")
+    assert run([exe], env=env) == "".join(line + "\n" for line in lines)
 
 
 def test_build_tree_pc(tmp_path):
