@@ -138,6 +138,7 @@ test-cli: $(call tree_of,$(SLUICE_CLI) $(SLUICED))
 .PHONY: test-clients
 test-clients: $(call tree_of,$(SLUICED))
 	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider clients/python/tests
+	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/client
 
 # The install (tests/install/): `cmake --install` of the release build into a
 # temporary prefix; a C program built against it with only pkg-config's flags
