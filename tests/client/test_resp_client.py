@@ -506,3 +506,40 @@ def test_the_socket_handed_over(make_sluiced, make_driver):
     assert a["fd"] >= 0 and a["ping"] == "+PONG\r\n", a
     assert drv.call("s connect pw")["err"] == 0
     assert drv.call("s take k 1 1000 0 1 gcra")["d"]["allowed"] is True
+
+
+def test_a_server_that_is_not_resp(make_driver):
+    """Bytes that are not RESP end the connection, saying so, for both clients."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(8)
+    port = srv.getsockname()[1]
+    import threading
+
+    def serve():
+        for _ in range(2):
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                return
+            with c:
+                c.recv(4096)
+                c.sendall(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        drv = make_driver(port)
+        assert drv.call("s connect")["err"] == 0
+        a = drv.call("s take k 1 1000 0 1 gcra")
+        assert a["err"] == SL_RC_ERR_IO, a
+        assert a["errstr"].startswith("127.0.0.1:%d answered SL.TAKE with bytes that are not "
+                                      "RESP: " % port), a
+        drv.call("a connect")
+        a = drv.call("a take k 1 1000 0 1 gcra")
+        assert a["err"] == SL_RC_ERR_IO, a
+        assert a["errstr"].startswith("127.0.0.1:%d answered with bytes that are not RESP: "
+                                      % port), a
+        drv.close()
+    finally:
+        srv.close()
+        t.join(timeout=5)

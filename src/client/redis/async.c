@@ -306,7 +306,10 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
             errstr = "the context was freed before the reply came";
         } else {
             if (!w->err) {
-                if (ac->c.err && ac->c.errstr[0])
+                if (ac->c.err == REDIS_ERR_PROTOCOL)
+                    set_err(w, SL_RC_ERR_IO, "%s answered with bytes that are not RESP: %s",
+                            w->addr, ac->c.errstr);
+                else if (ac->c.err && ac->c.errstr[0])
                     set_err(w, SL_RC_ERR_IO, "connection to %s lost: %s", w->addr, ac->c.errstr);
                 else
                     set_err(w, SL_RC_ERR_IO, "connection to %s lost", w->addr);

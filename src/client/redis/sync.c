@@ -96,6 +96,9 @@ static int call(sl_rc *c, sl_rc_cmd *cmd, sl_rc_answer *out)
         if (r->err == REDIS_ERR_IO && (e == EAGAIN || e == EWOULDBLOCK))
             set_err(c, SL_RC_ERR_IO, "%s: no reply to %s within %d ms", c->addr, cmd->expect.name,
                     c->timeout_ms);
+        else if (r->err == REDIS_ERR_PROTOCOL)
+            set_err(c, SL_RC_ERR_IO, "%s answered %s with bytes that are not RESP: %s", c->addr,
+                    cmd->expect.name, r->errstr);
         else if (r->err == REDIS_ERR_OOM)
             set_err(c, SL_RC_ERR_IO, "%s: out of memory while reading the reply to %s", c->addr,
                     cmd->expect.name);
