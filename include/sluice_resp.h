@@ -287,16 +287,16 @@ SL_API int sl_rc_release(sl_rc *c, const char *key, const char *lease_id, const 
 struct uv_loop_s;
 typedef struct sl_rc_async sl_rc_async;
 
-typedef void sl_rc_decision_cb(sl_rc_async *ac, int err, const char *errstr,
+typedef void(sl_rc_decision_cb)(sl_rc_async *ac, int err, const char *errstr,
                                const sl_decision *d, void *priv);
-typedef void sl_rc_policy_cb(sl_rc_async *ac, int err, const char *errstr, const sl_decision *d,
+typedef void(sl_rc_policy_cb)(sl_rc_async *ac, int err, const char *errstr, const sl_decision *d,
                              const sl_rc_policy_info *info, void *priv);
-typedef void sl_rc_many_cb(sl_rc_async *ac, int err, const char *errstr, const sl_decision *d,
+typedef void(sl_rc_many_cb)(sl_rc_async *ac, int err, const char *errstr, const sl_decision *d,
                            size_t n, int rejected_by, void *priv);
 /* SL.RESET's count of keys, or SL.RELEASE's 1 or 0. */
-typedef void sl_rc_count_cb(sl_rc_async *ac, int err, const char *errstr, int64_t count,
+typedef void(sl_rc_count_cb)(sl_rc_async *ac, int err, const char *errstr, int64_t count,
                             void *priv);
-typedef void sl_rc_lease_cb(sl_rc_async *ac, int err, const char *errstr,
+typedef void(sl_rc_lease_cb)(sl_rc_async *ac, int err, const char *errstr,
                             const sl_rc_lease *lease, void *priv);
 
 /*
