@@ -135,10 +135,12 @@ test-cli: $(call tree_of,$(SLUICE_CLI) $(SLUICED))
 # The client libraries (clients/): the Python package's tests and the Node.js
 # package's (node's own test runner, after npm ci installs ioredis from its
 # package-lock.json), each with the shared header vectors (tests/vectors/) and
-# against a real sluiced (SLUICED) on free 127.0.0.1 ports.
+# against a real sluiced (SLUICED) on free 127.0.0.1 ports; and the C RESP client
+# (tests/client: its driver, built in the ASan tree, beside redis-py).
 .PHONY: test-clients
 test-clients: $(call tree_of,$(SLUICED))
 	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider clients/python/tests
+	@SLUICED=$(SLUICED) /usr/bin/python3 -B -m pytest -q -p no:cacheprovider tests/client
 	@cd clients/node && npm ci --no-audit --no-fund --loglevel=error && \
 	  SLUICED=$(SLUICED) node --test test/*.test.js
 

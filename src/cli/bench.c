@@ -20,7 +20,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
@@ -28,6 +27,7 @@
 #include "cli/cli.h"
 #include "cli/hist.h"
 #include "common/clock.h"
+#include "proto/http.h"
 #include "proto/resp.h"
 
 static const char bench_usage[] =
@@ -353,37 +353,34 @@ static void refill(bench_thread *t, bench_conn *cn, int64_t now)
     }
 }
 
-/* One HTTP response at the start of buf: its length, 0 when incomplete, -1
- * malformed; *head is the length of its head (where the body starts). */
-static long http_response(const char *buf, size_t len, int *status, long *head)
+/*
+ * One HTTP response at the start of buf, read by src/proto's response parser:
+ * its length, head and body (> 0), 0 when incomplete, or -1 when it is
+ * malformed or its body's end is not marked by a Content-Length (a pipeline
+ * of keep-alive responses needs one); *why says which. *status is its
+ * status, *head the length of its head (where the body starts).
+ */
+static long http_response(const char *buf, size_t len, int *status, long *head, const char **why)
 {
-    const char *end = NULL;
-    for (size_t i = 3; i < len; i++)
-        if (buf[i] == '\n' && buf[i - 1] == '\r' && buf[i - 2] == '\n' && buf[i - 3] == '\r') {
-            end = buf + i + 1;
-            break;
-        }
-    if (!end)
-        return len > 64 * 1024 ? -1 : 0;
-    if (len < 12 || memcmp(buf, "HTTP/1.", 7) != 0)
+    sl_http_header hdr[32];
+    sl_http_response res;
+    sl_http_response_init(&res, hdr, sizeof hdr / sizeof hdr[0]);
+    int h = sl_http_parse_response(buf, len, &res, 0);
+    if (h == SL_HTTP_INCOMPLETE)
+        return 0;
+    if (h == SL_HTTP_ERROR) {
+        *why = res.errstr;
         return -1;
-    *status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
-    size_t body = 0;
-    for (const char *p = buf; p < end; p++) {
-        if (*p != '\n' || end - p < 17)
-            continue;
-        if (strncasecmp(p + 1, "content-length:", 15) == 0) {
-            const char *q = p + 16;
-            while (*q == ' ')
-                q++;
-            body = 0;
-            while (*q >= '0' && *q <= '9' && body < (size_t)1 << 30)
-                body = body * 10 + (size_t)(*q++ - '0');
-        }
     }
-    size_t total = (size_t)(end - buf) + body;
-    *head = (long)(end - buf);
-    return total <= len ? (long)total : 0;
+    if (res.body_until_close) {
+        *why = "a response without content-length";
+        return -1;
+    }
+    *status = res.status;
+    *head = h;
+    if (res.body_length > len - (size_t)h)
+        return 0;
+    return h + (long)res.body_length;
 }
 
 /* Parses every complete reply in the input; -1 on a protocol failure. */
@@ -395,10 +392,11 @@ static int take_replies(bench_thread *t, bench_conn *cn, int64_t now)
     sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 32};
     while (off < cn->in_len) {
         long n;
+        const char *why = NULL;
         if (c->http) {
             int status = 0;
             long head = 0;
-            n = http_response(cn->in + off, cn->in_len - off, &status, &head);
+            n = http_response(cn->in + off, cn->in_len - off, &status, &head, &why);
             if (n > 0) {
                 if (status == 200) {
                     t->allowed++;
@@ -458,7 +456,11 @@ static int take_replies(bench_thread *t, bench_conn *cn, int64_t now)
             }
         }
         if (n < 0) {
-            conn_fail(t, cn, c->http ? "malformed HTTP response" : "malformed RESP reply");
+            char what[128];
+            snprintf(what, sizeof what, "%s%s%s",
+                     c->http ? "malformed HTTP response" : "malformed RESP reply", why ? ": " : "",
+                     why ? why : "");
+            conn_fail(t, cn, what);
             return -1;
         }
         if (n == 0)

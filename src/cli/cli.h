@@ -102,6 +102,13 @@ uint64_t cli_rng_below(cli_rng *r, uint64_t n);
 /* ---- a client connection (util.c, for take and bench) ---- */
 
 /*
+ * Splits "HOST:PORT" ("[::1]:7379" for IPv6) into host (hostcap bytes,
+ * NUL-terminated) and *port (1-65535). Returns 0, or -1 with errbuf filled.
+ */
+int cli_split_hostport(const char *hostport, char *host, size_t hostcap, int *port,
+                       char *errbuf, size_t errcap);
+
+/*
  * Connects a blocking TCP socket to "HOST:PORT" (a name or an IPv4/IPv6
  * address; "[::1]:7379" for IPv6), with send and receive timeouts of
  * timeout_ms. Returns the descriptor, or -1 with errbuf filled.
@@ -112,7 +119,9 @@ int cli_connect(const char *hostport, int timeout_ms, char *errbuf, size_t errca
 int cli_write_all(int fd, const void *p, size_t len);
 
 /* Sends one command on a blocking socket and reads its reply into *rep
- * (rbuf, rcap bytes, holds the reply's text); returns 0, or -1 with errbuf. */
+ * (rbuf, rcap bytes, holds the reply's text); returns 0, or -1 with errbuf.
+ * For bench's sockets, which it drives itself (take asks through
+ * libsluice_client, sluice_resp.h). */
 int cli_resp_call(int fd, const sl_resp_slice *argv, size_t argc, char *rbuf, size_t rcap,
                   sl_resp_reply *rep, char *errbuf, size_t errcap);
 

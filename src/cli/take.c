@@ -1,8 +1,9 @@
 /*
  * take.c: `sluice take`, one take (or a few) by hand: from an in-process
- * store, from a sluiced over RESP (SL.TAKE), or over HTTP (GET /v1/check).
- * Prints the decision and the headers a client of sluiced's HTTP face would
- * receive with it.
+ * store, from a sluiced over RESP (SL.TAKE or CL.THROTTLE, through the RESP
+ * client of libsluice_client, sluice_resp.h), or over HTTP (GET /v1/check,
+ * the response read by src/proto's response parser). Prints the decision and
+ * the headers a client of sluiced's HTTP face would receive with it.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@
 #include "common/clock.h"
 #include "common/units.h"
 #include "proto/http.h"
-#include "proto/resp.h"
+#include "sluice_resp.h"
 
 static const char take_usage[] =
     "usage: sluice take [--server HOST:PORT [--http]] KEY --limit N --period DURATION\n"
@@ -59,7 +60,7 @@ static const char take_usage[] =
     "  sluice take --server 127.0.0.1:7380 --http user:42 --limit 100 --period 60\n";
 
 #define TAKE_MAX_REPEAT 1000000
-#define TAKE_MAX_RESPONSE (64 * 1024)
+#define TAKE_MAX_RESPONSE (64 * 1024) /* bytes of one HTTP response, head and body */
 
 static void print_decision(const sl_decision *d, sl_algorithm alg)
 {
@@ -107,76 +108,6 @@ static void print_short(int64_t i, const sl_decision *d)
     putchar('\n');
 }
 
-/* ---- RESP: SL.TAKE ---- */
-
-static bool slice_is(const sl_resp_value *v, const char *s)
-{
-    return (v->type == SL_RESP_BULK || v->type == SL_RESP_STATUS) && v->len == strlen(s) &&
-           memcmp(v->str, s, v->len) == 0;
-}
-
-/* Reads SL.TAKE's decision (a RESP2 flat array or a RESP3 map) into *d. */
-static int decision_from_reply(const sl_resp_reply *rep, sl_decision *d, char *errbuf, size_t errcap)
-{
-    const sl_resp_value *root = &rep->nodes[0];
-    if (root->type == SL_RESP_ERR) {
-        snprintf(errbuf, errcap, "server: %.*s", (int)root->len, root->str);
-        return -1;
-    }
-    size_t pairs = root->type == SL_RESP_MAP ? root->count
-                   : root->type == SL_RESP_ARRAY ? root->count / 2
-                                                  : 0;
-    if (pairs == 0 || rep->count < 1 + 2 * pairs) {
-        snprintf(errbuf, errcap, "unexpected reply (type '%c')", (char)root->type);
-        return -1;
-    }
-    memset(d, 0, sizeof *d);
-    for (size_t i = 0; i < pairs; i++) {
-        const sl_resp_value *k = &rep->nodes[1 + 2 * i], *v = &rep->nodes[2 + 2 * i];
-        if (v->type != SL_RESP_INT)
-            continue;
-        int64_t x = v->integer;
-        /* Milliseconds back to nanoseconds, saturating: the server's figures
-         * are already rounded up. */
-        int64_t ns = x > INT64_MAX / 1000000 ? INT64_MAX : x * 1000000;
-        if (slice_is(k, "allowed"))
-            d->allowed = x != 0;
-        else if (slice_is(k, "limit"))
-            d->limit = x;
-        else if (slice_is(k, "remaining"))
-            d->remaining = x;
-        else if (slice_is(k, "retry_after_ms"))
-            d->retry_after_ns = x < 0 ? SL_NEVER : ns;
-        else if (slice_is(k, "reset_after_ms"))
-            d->reset_after_ns = ns;
-        else if (slice_is(k, "delay_ms"))
-            d->delay_ns = ns;
-    }
-    return 0;
-}
-
-/* Reads CL.THROTTLE's array of 5 integers. */
-static int cell_from_reply(const sl_resp_reply *rep, int64_t v[5], char *errbuf, size_t errcap)
-{
-    const sl_resp_value *root = &rep->nodes[0];
-    if (root->type == SL_RESP_ERR) {
-        snprintf(errbuf, errcap, "server: %.*s", (int)root->len, root->str);
-        return -1;
-    }
-    if (root->type != SL_RESP_ARRAY || root->count != 5 || rep->count != 6) {
-        snprintf(errbuf, errcap, "unexpected reply to CL.THROTTLE (type '%c')", (char)root->type);
-        return -1;
-    }
-    for (int i = 0; i < 5; i++) {
-        if (rep->nodes[1 + i].type != SL_RESP_INT) {
-            snprintf(errbuf, errcap, "unexpected reply to CL.THROTTLE (item %d)", i + 1);
-            return -1;
-        }
-        v[i] = rep->nodes[1 + i].integer;
-    }
-    return 0;
-}
-
 /* ---- HTTP: GET /v1/check ---- */
 
 /* Appends s percent-encoded (all but unreserved characters) to out. */
@@ -200,6 +131,70 @@ static size_t pct_encode(const char *s, char *out, size_t cap)
     }
     out[n] = '\0';
     return n;
+}
+
+/*
+ * Reads one response from fd into buf (TAKE_MAX_RESPONSE bytes) and prints
+ * it as received, CR LF turned into LF for the terminal: its head, read by
+ * src/proto's response parser, and the body its Content-Length announces
+ * (or, without one, what comes until the server closes). Returns the exit
+ * status: a response that is cut short, malformed or too long is a failure.
+ */
+static int read_response(int fd, const char *server, char *buf)
+{
+    sl_http_header hdr[64];
+    sl_http_response res;
+    sl_http_response_init(&res, hdr, sizeof hdr / sizeof hdr[0]);
+    size_t have = 0, want = 0; /* want: head + body, once the head is parsed */
+    int head = SL_HTTP_INCOMPLETE;
+    for (;;) {
+        if (head == SL_HTTP_INCOMPLETE && have > 0) {
+            head = sl_http_parse_response(buf, have, &res, TAKE_MAX_RESPONSE);
+            if (head == SL_HTTP_ERROR) {
+                cli_error("take", "%s: malformed HTTP response: %s%s%s", server, res.errstr,
+                          res.field ? " in " : "", res.field ? res.field : "");
+                return CLI_EXIT_FAIL;
+            }
+            if (head > 0 && !res.body_until_close) {
+                if (res.body_length > TAKE_MAX_RESPONSE - (size_t)head) {
+                    cli_error("take", "%s: the response is longer than %d bytes", server,
+                              TAKE_MAX_RESPONSE);
+                    return CLI_EXIT_FAIL;
+                }
+                want = (size_t)head + (size_t)res.body_length;
+            }
+        }
+        if (head > 0 && !res.body_until_close && have >= want)
+            break;
+        if (have == TAKE_MAX_RESPONSE) {
+            cli_error("take", "%s: the response is longer than %d bytes", server,
+                      TAKE_MAX_RESPONSE);
+            return CLI_EXIT_FAIL;
+        }
+        ssize_t r = read(fd, buf + have, TAKE_MAX_RESPONSE - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            cli_error("take", "reading the response: %s", strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+        if (r == 0) {
+            if (head > 0 && res.body_until_close) {
+                want = have;
+                break;
+            }
+            cli_error("take", "%s: the server closed the connection %s", server,
+                      have == 0 ? "without an answer" : "in the middle of its response");
+            return CLI_EXIT_FAIL;
+        }
+        have += (size_t)r;
+    }
+    for (size_t i = 0; i < want; i++)
+        if (buf[i] != '\r')
+            putchar(buf[i]);
+    if (want == 0 || buf[want - 1] != '\n')
+        putchar('\n');
+    return CLI_EXIT_OK;
 }
 
 static int http_take(const char *server, const char *password, const char *key,
@@ -229,39 +224,15 @@ static int http_take(const char *server, const char *password, const char *key,
         close(fd);
         return CLI_EXIT_FAIL;
     }
-    char *buf = malloc(TAKE_MAX_RESPONSE + 1);
-    size_t have = 0;
+    char *buf = malloc(TAKE_MAX_RESPONSE);
     if (!buf) {
         close(fd);
         return CLI_EXIT_FAIL;
     }
-    for (;;) {
-        ssize_t r = read(fd, buf + have, TAKE_MAX_RESPONSE - have);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0) {
-            cli_error("take", "reading the response: %s", strerror(errno));
-            free(buf);
-            close(fd);
-            return CLI_EXIT_FAIL;
-        }
-        if (r == 0 || (have += (size_t)r) == TAKE_MAX_RESPONSE)
-            break;
-    }
+    int st = read_response(fd, server, buf);
     close(fd);
-    if (have == 0) {
-        cli_error("take", "the server closed the connection without an answer");
-        free(buf);
-        return CLI_EXIT_FAIL;
-    }
-    /* Printed as received, CR LF turned into LF for the terminal. */
-    for (size_t i = 0; i < have; i++)
-        if (buf[i] != '\r')
-            putchar(buf[i]);
-    if (buf[have - 1] != '\n')
-        putchar('\n');
     free(buf);
-    return CLI_EXIT_OK;
+    return st;
 }
 
 enum { T_SERVER, T_HTTP, T_LIMIT, T_PERIOD, T_BURST, T_COST, T_ALG, T_REPEAT, T_CMD, T_COUNT };
@@ -276,15 +247,73 @@ static void print_cell(const int64_t v[5])
     printf("reset_after_s    %lld\n", (long long)v[4]);
 }
 
-/* A decision from CL.THROTTLE's reply (seconds), for the headers. */
-static void decision_from_cell(const int64_t v[5], sl_decision *d)
+/* What the RESP client's error was, as take reports it: the server's own
+ * refusal, or what went wrong with the connection. */
+static void resp_error(const char *server, const sl_rc *c)
 {
-    memset(d, 0, sizeof *d);
-    d->allowed = v[0] == 0;
-    d->limit = v[1];
-    d->remaining = v[2];
-    d->retry_after_ns = d->allowed ? 0 : v[3] < 0 ? SL_NEVER : v[3] * 1000000000;
-    d->reset_after_ns = v[4] * 1000000000;
+    if (c->err == SL_RC_ERR_SERVER)
+        cli_error("take", "%s: server: %s", server, c->errstr);
+    else if (c->err == SL_RC_ERR_IO)
+        cli_error("take", "%s", c->errstr);
+    else
+        cli_error("take", "%s: %s", server, c->errstr);
+}
+
+/*
+ * The takes against a server over RESP, through the RESP client: SL.TAKE
+ * key limit <period>ms BURST b COST c [ALGORITHM a], or CL.THROTTLE key b-1
+ * limit <period in s> c, `repeat` times on one connection, a line each when
+ * repeat > 1. *d is the last decision. Returns the exit status.
+ */
+static int resp_takes(const char *server, const char *password, const char *key, int64_t limit,
+                      int64_t period, int64_t burst, int64_t cost, sl_algorithm alg, bool cell,
+                      int64_t repeat, sl_decision *d)
+{
+    char host[256], err[256];
+    int port;
+    if (cli_split_hostport(server, host, sizeof host, &port, err, sizeof err) != 0) {
+        cli_error("take", "%s", err);
+        return CLI_EXIT_FAIL;
+    }
+    sl_rc *c = sl_rc_connect(host, port, 5000);
+    if (!c) {
+        cli_error("take", "out of memory");
+        return CLI_EXIT_FAIL;
+    }
+    if (c->err) {
+        resp_error(server, c);
+        sl_rc_free(c);
+        return CLI_EXIT_FAIL;
+    }
+    if (password && sl_rc_auth(c, NULL, password) != 0) {
+        if (c->err == SL_RC_ERR_SERVER)
+            cli_error("take", "%s: AUTH (SLUICE_PASSWORD) refused: %s", server, c->errstr);
+        else
+            resp_error(server, c);
+        sl_rc_free(c);
+        return CLI_EXIT_FAIL;
+    }
+    int64_t b = burst ? burst : limit;
+    sl_rc_limit l = {.limit = limit, .period_ms = period / 1000000, .burst = b, .algorithm = alg};
+    for (int64_t i = 1; i <= repeat; i++) {
+        int rc = cell ? sl_rc_throttle(c, key, b - 1, limit, period / 1000000000, cost, d)
+                      : sl_rc_take(c, key, &l, cost, d);
+        if (rc != 0) {
+            resp_error(server, c);
+            sl_rc_free(c);
+            return CLI_EXIT_FAIL;
+        }
+        if (repeat > 1 && cell) {
+            int64_t v[5];
+            sl_cell_reply(d, v);
+            printf("take %lld: %lld %lld %lld %lld %lld\n", (long long)i, (long long)v[0],
+                   (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
+        } else if (repeat > 1) {
+            print_short(i, d);
+        }
+    }
+    sl_rc_free(c);
+    return CLI_EXIT_OK;
 }
 
 int cmd_take(int argc, char **argv)
@@ -425,82 +454,23 @@ int cmd_take(int argc, char **argv)
                 print_short(i, &d);
         }
         sl_store_free(st);
-        if (cell) {
-            int64_t v[5];
-            sl_cell_reply(&d, v);
-            if (repeat > 1)
-                putchar('\n');
-            print_cell(v);
-            putchar('\n');
-            return print_headers(&lim, &d) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-        }
     } else {
-        char err[256];
-        int fd = cli_connect(fl[T_SERVER].value, 5000, err, sizeof err);
-        if (fd < 0) {
-            cli_error("take", "%s", err);
-            return CLI_EXIT_FAIL;
-        }
-        if (password && cli_auth(fd, password, err, sizeof err) != 0) {
-            cli_error("take", "%s: %s", fl[T_SERVER].value, err);
-            close(fd);
-            return CLI_EXIT_FAIL;
-        }
-        char pbuf[32], bbuf[24], cbuf[24];
-        snprintf(pbuf, sizeof pbuf, "%lldms", (long long)(period / 1000000));
-        snprintf(bbuf, sizeof bbuf, "%lld", (long long)(burst ? burst : limit));
-        snprintf(cbuf, sizeof cbuf, "%lld", (long long)cost);
-        const char *an = sl_algorithm_name(alg);
-        sl_resp_slice av[] = {{"SL.TAKE", 7},      {key, keylen},   {fl[T_LIMIT].value, strlen(fl[T_LIMIT].value)},
-                              {pbuf, strlen(pbuf)}, {"BURST", 5},    {bbuf, strlen(bbuf)},
-                              {"COST", 4},         {cbuf, strlen(cbuf)}, {"ALGORITHM", 9},
-                              {an, strlen(an)}};
-        char mb[24], cnt[24], ps[24];
-        snprintf(mb, sizeof mb, "%lld", (long long)((burst ? burst : limit) - 1));
-        snprintf(cnt, sizeof cnt, "%lld", (long long)limit);
-        snprintf(ps, sizeof ps, "%lld", (long long)(period / 1000000000));
-        sl_resp_slice cv[] = {{"CL.THROTTLE", 11}, {key, keylen},     {mb, strlen(mb)},
-                              {cnt, strlen(cnt)},  {ps, strlen(ps)},  {cbuf, strlen(cbuf)}};
-        char rbuf[8192];
-        sl_resp_value nodes[64];
-        sl_resp_reply rep = {.nodes = nodes, .nodes_cap = 64};
-        int64_t v[5] = {0, 0, 0, 0, 0};
-        for (int64_t i = 1; i <= repeat; i++) {
-            if (cell) {
-                if (cli_resp_call(fd, cv, 6, rbuf, sizeof rbuf, &rep, err, sizeof err) != 0 ||
-                    cell_from_reply(&rep, v, err, sizeof err) != 0) {
-                    cli_error("take", "%s: %s", fl[T_SERVER].value, err);
-                    close(fd);
-                    return CLI_EXIT_FAIL;
-                }
-                decision_from_cell(v, &d);
-                if (repeat > 1)
-                    printf("take %lld: %lld %lld %lld %lld %lld\n", (long long)i, (long long)v[0],
-                           (long long)v[1], (long long)v[2], (long long)v[3], (long long)v[4]);
-                continue;
-            }
-            if (cli_resp_call(fd, av, sizeof av / sizeof av[0], rbuf, sizeof rbuf, &rep, err,
-                          sizeof err) != 0 ||
-                decision_from_reply(&rep, &d, err, sizeof err) != 0) {
-                cli_error("take", "%s: %s", fl[T_SERVER].value, err);
-                close(fd);
-                return CLI_EXIT_FAIL;
-            }
-            if (repeat > 1)
-                print_short(i, &d);
-        }
-        close(fd);
-        if (cell) {
-            if (repeat > 1)
-                putchar('\n');
-            print_cell(v);
-            putchar('\n');
-            return print_headers(&lim, &d) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
-        }
+        int st = resp_takes(fl[T_SERVER].value, password, key, limit, period, burst, cost, alg,
+                            cell, repeat, &d);
+        if (st != CLI_EXIT_OK)
+            return st;
     }
     if (repeat > 1)
         putchar('\n');
-    print_decision(&d, alg);
+    if (cell) {
+        /* CL.THROTTLE's five integers: from the decision, exactly (its
+         * seconds came whole, and go back whole). */
+        int64_t v[5];
+        sl_cell_reply(&d, v);
+        print_cell(v);
+    } else {
+        print_decision(&d, alg);
+    }
     putchar('\n');
     return print_headers(&lim, &d) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
 }

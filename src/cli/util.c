@@ -204,9 +204,9 @@ uint64_t cli_rng_below(cli_rng *r, uint64_t n)
 
 /* ---- TCP ---- */
 
-int cli_connect(const char *hostport, int timeout_ms, char *errbuf, size_t errcap)
+int cli_split_hostport(const char *hostport, char *host, size_t hostcap, int *port,
+                       char *errbuf, size_t errcap)
 {
-    char host[256];
     const char *colon = strrchr(hostport, ':');
     if (!colon || colon == hostport || colon[1] == '\0') {
         snprintf(errbuf, errcap, "'%s' is not HOST:PORT", hostport);
@@ -218,22 +218,33 @@ int cli_connect(const char *hostport, int timeout_ms, char *errbuf, size_t errca
         h++;
         hl -= 2;
     }
-    if (hl >= sizeof host) {
+    if (hl >= hostcap) {
         snprintf(errbuf, errcap, "host name too long");
         return -1;
     }
     memcpy(host, h, hl);
     host[hl] = '\0';
-    int64_t port;
-    if (cli_parse_int(colon + 1, 1, 65535, &port) != 0) {
+    int64_t p;
+    if (cli_parse_int(colon + 1, 1, 65535, &p) != 0) {
         snprintf(errbuf, errcap, "'%s' is not a port (1-65535)", colon + 1);
         return -1;
     }
+    *port = (int)p;
+    return 0;
+}
+
+int cli_connect(const char *hostport, int timeout_ms, char *errbuf, size_t errcap)
+{
+    char host[256], service[8];
+    int port;
+    if (cli_split_hostport(hostport, host, sizeof host, &port, errbuf, errcap) != 0)
+        return -1;
+    snprintf(service, sizeof service, "%d", port);
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    int rc = getaddrinfo(host, colon + 1, &hints, &res);
+    int rc = getaddrinfo(host, service, &hints, &res);
     if (rc != 0) {
         snprintf(errbuf, errcap, "%s: %s", host, gai_strerror(rc));
         return -1;

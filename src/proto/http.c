@@ -266,8 +266,9 @@ static int parse_content_length(sl_http_slice v, uint64_t *out)
     return 0;
 }
 
-/* The tokens of a Connection field: "close" and "keep-alive" matter. */
-static void scan_connection(sl_http_request *req, sl_http_slice v)
+/* The tokens of a Connection field: "close" and "keep-alive" matter. Sets
+ * *conn_close and *conn_keep when it lists them (requests and responses alike). */
+static void scan_connection(sl_http_slice v, bool *conn_close, bool *conn_keep)
 {
     size_t i = 0;
     while (i < v.len) {
@@ -280,9 +281,9 @@ static void scan_connection(sl_http_request *req, sl_http_slice v)
         while (e > s && (v.ptr[e - 1] == ' ' || v.ptr[e - 1] == '\t'))
             e--;
         if (e - s == 5 && ieq_lower(v.ptr + s, "close", 5))
-            req->st_conn_close = true;
+            *conn_close = true;
         else if (e - s == 10 && ieq_lower(v.ptr + s, "keep-alive", 10))
-            req->st_conn_keep = true;
+            *conn_keep = true;
     }
 }
 
@@ -318,7 +319,7 @@ static int end_header(sl_http_request *req, const char *buf, size_t vend)
         break;
     case 10:
         if (ieq_lower(name, "connection", 10))
-            scan_connection(req, h->value);
+            scan_connection(h->value, &req->st_conn_close, &req->st_conn_keep);
         break;
     case 14:
         if (ieq_lower(name, "content-length", 14)) {
@@ -630,6 +631,207 @@ int sl_http_parse_request(const char *buf, size_t len, sl_http_request *req,
     req->st_state = st;
     req->st_pos = pos;
     return SL_HTTP_INCOMPLETE;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Responses (http.h, section 5)                                            */
+/* ------------------------------------------------------------------------ */
+
+void sl_http_response_init(sl_http_response *res, sl_http_header *headers, size_t headers_cap)
+{
+    memset(res, 0, sizeof *res);
+    res->headers = headers;
+    res->headers_cap = headers_cap;
+}
+
+static int res_fail(sl_http_response *res, const char *errstr, const char *field)
+{
+    res->errstr = errstr;
+    res->field = field;
+    return SL_HTTP_ERROR;
+}
+
+/* What running out of bytes at `end` means: end is the head's cap (the
+ * buffer holds at least that much), so the head is too large; or more may
+ * come. */
+static int res_out_of_bytes(sl_http_response *res, size_t end, size_t cap)
+{
+    if (end == cap)
+        return res_fail(res, "response head is too large", "headers");
+    return SL_HTTP_INCOMPLETE;
+}
+
+/* The line end at b[p], a CR LF or a bare LF: its length (1 or 2), 0 when
+ * the CR is the last byte at hand, or -1 for a CR not followed by LF or any
+ * other byte. */
+static int line_end_at(const unsigned char *b, size_t p, size_t end)
+{
+    if (b[p] == '\n')
+        return 1;
+    if (b[p] != '\r')
+        return -1;
+    if (p + 1 == end)
+        return 0;
+    return b[p + 1] == '\n' ? 2 : -1;
+}
+
+/* The status line, from the start of b: the offset of the first header
+ * line, 0 when more bytes are needed, or -1 after res_fail(). Byte by
+ * byte where the line is fixed, so that each error shows at its byte. */
+static long parse_status_line(sl_http_response *res, const unsigned char *b, size_t end)
+{
+    static const char version[] = "HTTP/1.";
+    size_t pos = 0;
+    for (; pos < 7; pos++) {
+        if (pos == end)
+            return 0;
+        if (b[pos] != (unsigned char)version[pos]) {
+            /* "HTTP/2" and the like: a version, but not one this speaks. */
+            if (pos == 5 && b[pos] >= '0' && b[pos] <= '9')
+                return res_fail(res, "http version not supported", "version");
+            return res_fail(res, "malformed status line", "status-line");
+        }
+    }
+    if (pos == end)
+        return 0;
+    if (b[pos] != '0' && b[pos] != '1')
+        return res_fail(res, b[pos] >= '0' && b[pos] <= '9' ? "http version not supported"
+                                                            : "malformed status line",
+                        b[pos] >= '0' && b[pos] <= '9' ? "version" : "status-line");
+    res->minor_version = b[pos++] - '0';
+    if (pos == end)
+        return 0;
+    if (b[pos++] != ' ')
+        return res_fail(res, "malformed status line", "status-line");
+    int status = 0;
+    for (int i = 0; i < 3; i++, pos++) {
+        if (pos == end)
+            return 0;
+        if (b[pos] < '0' || b[pos] > '9' || (i == 0 && b[pos] == '0'))
+            return res_fail(res, "invalid status code", "status");
+        status = status * 10 + (b[pos] - '0');
+    }
+    res->status = status;
+    if (pos == end)
+        return 0;
+    size_t reason = pos;
+    if (b[pos] == ' ') {
+        reason = ++pos;
+        pos = scan_field(b, pos, end);
+        if (pos == end)
+            return 0;
+    }
+    int le = line_end_at(b, pos, end);
+    if (le == 0)
+        return 0;
+    if (le < 0)
+        return res_fail(res, b[pos] == '\r' ? "cr not followed by lf" : "malformed status line",
+                        "status-line");
+    res->reason.ptr = (const char *)b + reason;
+    res->reason.len = pos - reason;
+    return (long)(pos + (size_t)le);
+}
+
+int sl_http_parse_response(const char *buf, size_t len, sl_http_response *res, size_t max_head)
+{
+    sl_http_header *headers = res->headers;
+    size_t headers_cap = res->headers_cap;
+    sl_http_response_init(res, headers, headers_cap);
+    size_t cap = cap_of(max_head, SL_HTTP_DEFAULT_MAX_RESPONSE_HEAD);
+    size_t end = len < cap ? len : cap;
+    const unsigned char *b = (const unsigned char *)buf;
+
+    long sl = parse_status_line(res, b, end);
+    if (sl < 0)
+        return SL_HTTP_ERROR;
+    if (sl == 0)
+        return res_out_of_bytes(res, end, cap);
+
+    bool te = false, conn_close = false, conn_keep = false;
+    size_t pos = (size_t)sl;
+    for (;;) {
+        if (pos == end)
+            return res_out_of_bytes(res, end, cap);
+        unsigned char c = b[pos];
+        if (c == '\r' || c == '\n') {
+            int le = line_end_at(b, pos, end);
+            if (le == 0)
+                return res_out_of_bytes(res, end, cap);
+            if (le < 0)
+                return res_fail(res, "cr not followed by lf", "headers");
+            pos += (size_t)le;
+            break;
+        }
+        if (c == ' ' || c == '\t')
+            return res_fail(res, "obsolete line folding is not allowed", "headers");
+        if (!is_tchar(c))
+            return res_fail(res, "invalid character in header field name", "headers");
+        if (res->num_headers == headers_cap)
+            return res_fail(res, "too many header fields", "headers");
+        size_t name = pos;
+        size_t colon = scan_class(b, pos, end, C_TCHAR);
+        if (colon == end)
+            return res_out_of_bytes(res, end, cap);
+        if (b[colon] == ' ' || b[colon] == '\t')
+            return res_fail(res, "whitespace before colon in header field", "headers");
+        if (b[colon] != ':')
+            return res_fail(res, "invalid character in header field name", "headers");
+        size_t vend = scan_field(b, colon + 1, end);
+        if (vend == end)
+            return res_out_of_bytes(res, end, cap);
+        int le = line_end_at(b, vend, end);
+        if (le == 0)
+            return res_out_of_bytes(res, end, cap);
+        if (le < 0)
+            return res_fail(res, b[vend] == '\r' ? "cr not followed by lf"
+                                                 : "invalid character in header field value",
+                            "headers");
+        size_t vs = colon + 1, ve = vend;
+        while (vs < ve && (b[vs] == ' ' || b[vs] == '\t'))
+            vs++;
+        while (ve > vs && (b[ve - 1] == ' ' || b[ve - 1] == '\t'))
+            ve--;
+        sl_http_header *h = &headers[res->num_headers++];
+        h->name.ptr = buf + name;
+        h->name.len = colon - name;
+        h->value.ptr = buf + vs;
+        h->value.len = ve - vs;
+        pos = vend + (size_t)le;
+
+        /* The fields that frame the response, told apart by their length. */
+        if (h->name.len == 14 && ieq_lower(h->name.ptr, "content-length", 14)) {
+            uint64_t v;
+            if (parse_content_length(h->value, &v) < 0)
+                return res_fail(res, "invalid content-length", "content-length");
+            if (res->has_content_length && v != res->content_length)
+                return res_fail(res, "conflicting content-length fields", "content-length");
+            res->has_content_length = true;
+            res->content_length = v;
+        } else if (h->name.len == 17 && ieq_lower(h->name.ptr, "transfer-encoding", 17)) {
+            te = true;
+        } else if (h->name.len == 10 && ieq_lower(h->name.ptr, "connection", 10)) {
+            scan_connection(h->value, &conn_close, &conn_keep);
+        }
+    }
+
+    if (te)
+        return res_fail(res, "transfer-encoding is not supported", "transfer-encoding");
+    res->keep_alive = res->minor_version == 1 ? !conn_close : conn_keep && !conn_close;
+    if (res->status < 200 || res->status == 204 || res->status == 304)
+        res->body_length = 0;
+    else if (res->has_content_length)
+        res->body_length = res->content_length;
+    else
+        res->body_until_close = true;
+    return (int)pos;
+}
+
+const sl_http_header *sl_http_response_header(const sl_http_response *res, const char *name)
+{
+    for (size_t i = 0; i < res->num_headers; i++)
+        if (sl_http_slice_ieq(res->headers[i].name, name))
+            return &res->headers[i];
+    return NULL;
 }
 
 /* ------------------------------------------------------------------------ */

@@ -1,7 +1,7 @@
 /*
  * http.h: HTTP/1.1, as sluiced speaks it (docs/http.md).
  *
- * Four pieces, none of which does I/O:
+ * Five pieces, none of which does I/O:
  *
  *   1. sl_http_parse_request()   a request parser: the request line and the
  *                                header fields from the start of a buffer.
@@ -13,6 +13,9 @@
  *                                error, any other small response.
  *   4. sl_http_check_from_*()    the /v1/check request (query string or JSON
  *                                body) decoded and validated into limits.
+ *   5. sl_http_parse_response()  a response parser, for a client (the CLI's
+ *                                take and bench): the status line and the
+ *                                header fields, and where the body ends.
  *
  * The parser follows picohttpparser's calling convention, as resp.h does: it
  * returns the length of the header block (> 0), SL_HTTP_INCOMPLETE when the
@@ -471,5 +474,89 @@ int sl_http_check_auth(sl_http_check *c, const char *policy, size_t policy_len,
  * c->errstr and c->field set ("limits[2].period" for a field of an entry).
  */
 int sl_http_check_from_json(sl_http_check *c, const char *body, size_t len);
+
+/* ------------------------------------------------------------------------ */
+/* 5. Responses, read by a client                                           */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * The response parser has the request parser's calling convention and its
+ * rules for field lines (a token name, no space before the colon, a value
+ * of field bytes with its surrounding spaces and tabs dropped, CRLF or a
+ * bare LF, no obsolete line folding). Unlike it, it keeps no state between
+ * calls: a client reads responses of a few hundred bytes, mostly whole, and
+ * a head that arrives in pieces is parsed again from its start, which the
+ * head cap bounds. What it accepts, and the choices it makes:
+ *
+ *   status-line  "HTTP/1." ("0" | "1") SP 3DIGIT [SP reason] line-end: the
+ *                status 100 to 999, the reason any field bytes (it may be
+ *                empty, and so may the space before it, as some servers
+ *                write "HTTP/1.1 200" alone); "HTTP/2.0" and the like are
+ *                an error, with field "version".
+ *   framing      (RFC 9112 section 6.3) a 1xx, 204 or 304 response has no
+ *                body whatever its fields say; else Content-Length says how
+ *                long the body is: digits only, at most INT64_MAX (a longer
+ *                or signed number is an error, never wrapped), repeated
+ *                fields all equal; without one, the body runs until the
+ *                server closes the connection (body_until_close). Any
+ *                Transfer-Encoding is refused: sluiced always sends a
+ *                Content-Length, and a client that guessed at chunk sizes
+ *                could be led to read one response's body as the next
+ *                response (the mirror of request smuggling).
+ *   keep-alive   as for requests: HTTP/1.1 unless Connection lists "close",
+ *                HTTP/1.0 only when it lists "keep-alive" (and not "close").
+ *   caps         the head (status line to the final empty line, inclusive)
+ *                at most max_head bytes, and at most headers_cap fields:
+ *                beyond either it is an error as soon as the byte that
+ *                breaks the cap is in the buffer.
+ *
+ * A prefix of a valid head is always SL_HTTP_INCOMPLETE, and anything that
+ * cannot become one is SL_HTTP_ERROR as soon as the byte that breaks it is
+ * in the buffer. It never reads past `len`, never allocates, never writes to
+ * the buffer.
+ */
+
+#define SL_HTTP_DEFAULT_MAX_RESPONSE_HEAD (64 * 1024)
+
+typedef struct sl_http_response {
+    /* In: set by sl_http_response_init(). */
+    sl_http_header *headers; /* caller-owned */
+    size_t headers_cap;
+
+    /* Out, after a complete parse: slices into the caller's buffer. */
+    int minor_version;       /* 0 or 1 */
+    int status;              /* 100 .. 999 */
+    sl_http_slice reason;    /* may be empty */
+    size_t num_headers;
+    bool has_content_length;
+    uint64_t content_length; /* as sent; 0 when absent */
+    uint64_t body_length;    /* the bytes of body after the head (0 for 1xx, 204,
+                                304), unless body_until_close */
+    bool body_until_close;   /* no Content-Length: the body is what comes until
+                                the server closes the connection */
+    bool keep_alive;
+
+    /* Out, after SL_HTTP_ERROR. */
+    const char *errstr;      /* static: lowercase, no final period */
+    const char *field;       /* static: the part at fault ("status-line",
+                                "content-length", ...), or NULL */
+} sl_http_response;
+
+/* Prepares *res for parsing into headers[0 .. headers_cap). Does not allocate. */
+void sl_http_response_init(sl_http_response *res, sl_http_header *headers, size_t headers_cap);
+
+/*
+ * Parses one response head from the start of buf[0 .. len), of at most
+ * max_head bytes (0: SL_HTTP_DEFAULT_MAX_RESPONSE_HEAD; at most
+ * SL_HTTP_MAX_CAP). Returns the bytes of the head, final empty line
+ * included (> 0): the body follows; SL_HTTP_INCOMPLETE; or SL_HTTP_ERROR
+ * with res->errstr and res->field set. Each call starts afresh. After an
+ * error the connection is out of step: close it.
+ */
+int sl_http_parse_response(const char *buf, size_t len, sl_http_response *res, size_t max_head);
+
+/* The first header field of a parsed response called `name` (compared
+ * without regard to ASCII case), or NULL. Points into res->headers. */
+const sl_http_header *sl_http_response_header(const sl_http_response *res, const char *name);
 
 #endif

@@ -40,9 +40,11 @@ def build():
 
 def test_lib_holds_only_the_products(build):
     got = listing(os.path.join(build, "lib"))
-    so = {f for f in got if f.startswith("libsluice.so")}
-    assert "libsluice.so" in so and "libsluice.so.0" in so, got
-    assert got - so == {"libsluice.a", "sluice-redis.so", "pkgconfig/sluice.pc"}, got
+    so = {f for f in got if f.startswith(("libsluice.so", "libsluice_client.so"))}
+    assert {"libsluice.so", "libsluice.so.0", "libsluice_client.so",
+            "libsluice_client.so.0"} <= so, got
+    assert got - so == {"libsluice.a", "libsluice_client.a", "sluice-redis.so",
+                        "pkgconfig/sluice.pc", "pkgconfig/sluice-client.pc"}, got
 
 
 def test_bin_holds_only_the_programs(build):

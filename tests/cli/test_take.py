@@ -230,3 +230,75 @@ def test_algorithm_names_ignore_case():
             "--burst", 1, check=0)
     d = fields(p.stdout)
     assert (d["allowed"], d["limit"], d["remaining"]) == (1, 1, 0), p.stdout
+
+
+class Canned:
+    """A TCP server on a free 127.0.0.1 port that reads a request and answers every
+    connection with the same bytes, then closes it: responses sluiced would never send."""
+
+    def __init__(self, answer):
+        import socket
+        import threading
+        self.answer = answer
+        self.srv = socket.socket()
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(8)
+        self.srv.settimeout(0.2)
+        self.port = self.srv.getsockname()[1]
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        while not self.stop.is_set():
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                continue
+            with c:
+                c.settimeout(5)
+                try:
+                    c.recv(65536)
+                    c.sendall(self.answer)
+                except OSError:
+                    pass
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
+        self.srv.close()
+
+
+def take_http_from(answer):
+    srv = Canned(answer)
+    try:
+        return run("take", "--server", "127.0.0.1:%d" % srv.port, "--http", "k", "--limit", 1,
+                   "--period", 1)
+    finally:
+        srv.close()
+
+
+def test_http_response_read_as_framed():
+    """The response is read by its Content-Length: what follows it is not printed."""
+    p = take_http_from(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}EXTRA")
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == "HTTP/1.1 200 OK\nContent-Length: 2\n\n{}\n"
+    # Without a Content-Length, the body is what comes until the server closes.
+    p = take_http_from(b"HTTP/1.0 200 OK\r\n\r\nall of it")
+    assert p.returncode == 0 and p.stdout == "HTTP/1.0 200 OK\n\nall of it\n"
+
+
+@pytest.mark.parametrize("answer,why", [
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}", "in the middle of its response"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n", "in the middle of its response"),
+    (b"", "without an answer"),
+    (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+     "malformed HTTP response: transfer-encoding is not supported"),
+    (b"HTTP/1.1 200 OK\r\nContent-Length: 99999999999999999999\r\n\r\n",
+     "malformed HTTP response: invalid content-length"),
+    (b"-ERR this is RESP\r\n", "malformed HTTP response: malformed status line"),
+])
+def test_http_response_that_is_not_whole(answer, why):
+    p = take_http_from(answer)
+    assert p.returncode == 1, p.stdout
+    assert why in p.stderr, p.stderr

@@ -5,7 +5,9 @@ fresh prefix per run of this file (fixture `prefix`); every test looks at what l
 there: sluice.pc naming that prefix, a C program built with nothing but
 `pkg-config --cflags --libs sluice` against the shared and the static library (and
 docs/clients.md's example of sluice_client.h likewise), the shared library's dynamic
-symbols against the functions sluice.h and sluice_client.h declare, the
+symbols against the functions sluice.h and sluice_client.h declare, the RESP client
+(libsluice_client, `pkg-config sluice-client`) built into a program that asks the
+installed sluiced, its symbols against sluice_resp.h, the
 Redis module where docs/deployment.md says and loaded by a real redis-server from
 there, and the systemd unit naming the installed sluiced (checked by
 `systemd-analyze verify` where systemd is installed). Run: make test-install.
@@ -191,6 +193,80 @@ def test_client_example_of_the_docs(prefix, tmp_path, static):
     assert run([exe], env=env) == "".join(line + "\n" for line in lines)
 
 
+RESP_CONSUMER = os.path.join(HERE, "resp_consumer.c")
+
+# What resp_consumer.c prints against a fresh sluiced.
+RESP_EXPECTED = ("take 0: allowed=1 remaining=1\n"
+                 "take 1: allowed=1 remaining=0\n"
+                 "take 2: allowed=0 remaining=0\n"
+                 "async: allowed=1 remaining=1\n")
+
+
+class InstalledSluiced(ServerProcess):
+    """The installed sluiced, RESP on a free port."""
+
+    name = "sluiced"
+
+    def __init__(self, prefix):
+        super().__init__()
+        self.binary = os.path.join(prefix, "bin", "sluiced")
+
+    def argv(self):
+        return [self.binary, "--port", str(self.port), "--http-port", "0", "--bind", "127.0.0.1"]
+
+    def spawn(self):
+        return subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def ping(self):
+        import socket
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1) as c:
+            c.sendall(b"PING\r\n")
+            return c.recv(16).startswith(b"+PONG")
+
+
+def test_resp_client_through_pkg_config(prefix, tmp_path):
+    """libsluice_client from the install: built with `pkg-config --cflags --libs
+    sluice-client libuv` alone, linked against the shared library, and run against the
+    installed sluiced."""
+    pc = os.path.join(prefix, "lib", "pkgconfig")
+    env = dict(os.environ, PKG_CONFIG_PATH=pc)
+    env.pop("PKG_CONFIG_LIBDIR", None)
+    assert run(["pkg-config", "--modversion", "sluice-client"], env=env).strip() == "0.1.0"
+    exe = str(tmp_path / "resp_consumer")
+    run(["/bin/sh", "-c", '%s -Wall -Wextra -Werror "%s" -o "%s" $(pkg-config --cflags --libs '
+         'sluice-client libuv)' % (CC, RESP_CONSUMER, exe)], env=env)
+    assert "libsluice_client.so.0" in needed(exe)
+    srv = InstalledSluiced(prefix).start()
+    try:
+        run_env = dict(os.environ, LD_LIBRARY_PATH=os.path.join(prefix, "lib"))
+        ldd = run(["ldd", exe], env=run_env)
+        line = [l for l in ldd.splitlines() if "libsluice_client.so.0" in l][0]
+        assert os.path.join(prefix, "lib", "libsluice_client.so.0") in line, ldd
+        assert run([exe, str(srv.port)], env=run_env) == RESP_EXPECTED
+    finally:
+        status, killed = srv.terminate()
+    assert not killed and status == 0
+
+
+@pytest.mark.parametrize("where", ["installed", "build tree"])
+def test_client_library_exports_exactly_its_header(prefix, where):
+    """libsluice_client.so's ABI is sluice_resp.h: the functions it declares (beyond
+    sluice.h's, which it includes), and nothing else."""
+    if where == "installed":
+        inc = os.path.join(prefix, "include")
+        lib = os.path.join(prefix, "lib", "libsluice_client.so")
+    else:
+        inc = os.path.join(ROOT, "include")
+        lib = os.path.join(BUILD, "lib", "libsluice_client.so")
+    declared = (header_functions(os.path.join(inc, "sluice_resp.h"))
+                - header_functions(os.path.join(inc, "sluice.h")))
+    exported = exported_symbols(lib)
+    assert len(declared) > 20
+    assert declared - exported == set(), "declared in sluice_resp.h but not exported"
+    assert exported - declared == set(), "exported but not declared in sluice_resp.h"
+
+
 def test_build_tree_pc(tmp_path):
     """build/lib/pkgconfig/sluice.pc compiles against the build tree, not installed."""
     pc = os.path.join(BUILD, "lib", "pkgconfig")
@@ -205,8 +281,9 @@ def test_build_tree_pc(tmp_path):
 def test_destdir_stages_without_changing_the_paths(tmp_path):
     stage = str(tmp_path / "stage")
     install("/opt/sluice", destdir=stage)
-    with open(os.path.join(stage, "opt/sluice/lib/pkgconfig/sluice.pc")) as f:
-        assert "prefix=/opt/sluice\n" in f.read()
+    for pc in ("sluice.pc", "sluice-client.pc"):
+        with open(os.path.join(stage, "opt/sluice/lib/pkgconfig", pc)) as f:
+            assert "prefix=/opt/sluice\n" in f.read()
     with open(os.path.join(stage, "opt/sluice/lib/systemd/system/sluiced.service")) as f:
         assert "\nExecStart=/opt/sluice/bin/sluiced " in f.read()
     assert os.path.isfile(os.path.join(stage, "opt/sluice/lib/redis/modules/sluice-redis.so"))

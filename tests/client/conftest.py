@@ -1,0 +1,318 @@
+"""The harness for the C RESP client's tests (libsluice_client, include/sluice_resp.h).
+
+tests/client/resp_driver (the blocking and the async client, request lines on stdin,
+one JSON answer a line on stdout) runs against a real sluiced ($SLUICED, else
+build/asan/bin/sluiced, else build/bin/sluiced) on free 127.0.0.1 ports, stopped by
+its PID. The driver: $RESP_DRIVER, else build/asan/tests/resp_driver (the sanitizers
+watch it), else build/tests/resp_driver.
+
+A Tap sits between the driver and sluiced when a test wants the bytes: a TCP relay on
+a free port that keeps, per connection, what the client sent and what the server
+answered, so that redis-py can encode the same commands and read the very same
+replies (Tap.replies), field for field.
+
+Run: make test-clients (or /usr/bin/python3 -m pytest -q tests/client).
+"""
+
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "lib"))
+from harness import (ROOT, SANITIZER_MARKS, ServerProcess, binary, failed, free_port,  # noqa: E402,F401
+                     pytest_runtest_makereport)
+
+ANSWER_TIMEOUT = 30.0
+
+CONFIG = """\
+policies:
+  api:
+    limit: 100
+    period: 1h
+    global: {limit: 2, period: 1h}
+    tiers:
+      paid: {limit: 1000, period: 1h}
+  dry:
+    limit: 1
+    period: 1h
+    shadow: true
+"""
+
+
+def driver_path():
+    p = os.environ.get("RESP_DRIVER")
+    if p:
+        return p if os.path.isabs(p) else os.path.join(ROOT, p)
+    for cand in ("build/asan/tests/resp_driver", "build/tests/resp_driver"):
+        full = os.path.join(ROOT, cand)
+        if os.access(full, os.X_OK):
+            return full
+    pytest.fail("tests/client/resp_driver is not built (cmake --build build/asan "
+                "--target resp_driver)")
+
+
+class Sluiced(ServerProcess):
+    """A sluiced with the policies above, RESP only."""
+
+    name = "sluiced"
+
+    def __init__(self, password=None):
+        super().__init__()
+        self.binary = binary("SLUICED", "sluiced")
+        self.dir = tempfile.mkdtemp(prefix="sluice-client-")
+        self.err = os.path.join(self.dir, "sluiced.stderr")
+        self.config = os.path.join(self.dir, "sluice.yaml")
+        with open(self.config, "w") as f:
+            f.write(CONFIG)
+        self.password = password
+
+    def argv(self):
+        a = [self.binary, "--port", str(self.port), "--http-port", "0", "--threads", "2",
+             "--bind", "127.0.0.1", "--config", self.config]
+        return a + (["--requirepass", self.password] if self.password else [])
+
+    def spawn(self):
+        env = dict(os.environ)
+        env.setdefault("ASAN_OPTIONS", "detect_leaks=1:abort_on_error=0")
+        env.setdefault("UBSAN_OPTIONS", "print_stacktrace=1:halt_on_error=1")
+        with open(self.err, "wb") as e:
+            return subprocess.Popen(self.argv(), stdin=subprocess.DEVNULL, stdout=e, stderr=e,
+                                    cwd=self.dir, env=env)
+
+    def start(self):
+        if not os.access(self.binary, os.X_OK):
+            pytest.fail("sluiced is not built: %s" % self.binary)
+        return super().start()
+
+    def ping(self):
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1.0) as s:
+            s.sendall(b"*1\r\n$4\r\nPING\r\n")
+            return s.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+
+    def output(self):
+        try:
+            with open(self.err, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def redis(self):
+        import redis
+        return redis.Redis(host="127.0.0.1", port=self.port, password=self.password,
+                           socket_timeout=10)
+
+    def stop(self, check=True):
+        status, killed = self.terminate()
+        if check:
+            out = self.output()
+            assert status == 0 and not killed, out
+            for mark in SANITIZER_MARKS:
+                assert mark not in out, out
+
+
+class Driver:
+    """One resp_driver process: send() lines, answer() the JSON lines it prints."""
+
+    def __init__(self, port, *flags):
+        self.argv = [driver_path(), "--port", str(port)] + [str(f) for f in flags]
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
+                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env)
+        self.lines = queue.Queue()
+        self.stderr = []
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        self.closed = False
+
+    def _read_out(self):
+        for raw in self.proc.stdout:
+            self.lines.put(raw.decode("utf-8", "replace"))
+        self.lines.put(None)
+
+    def _read_err(self):
+        for raw in self.proc.stderr:
+            self.stderr.append(raw.decode("utf-8", "replace"))
+
+    def send(self, *lines):
+        """Writes the lines in one write, so that the driver reads them together."""
+        self.proc.stdin.write(("".join(l + "\n" for l in lines)).encode())
+        self.proc.stdin.flush()
+
+    def answer(self, timeout=ANSWER_TIMEOUT):
+        try:
+            line = self.lines.get(timeout=timeout)
+        except queue.Empty:
+            pytest.fail("resp_driver printed nothing for %.0fs; stderr:\n%s"
+                        % (timeout, "".join(self.stderr)))
+        if line is None:
+            pytest.fail("resp_driver exited (status %s); stderr:\n%s"
+                        % (self.proc.wait(), "".join(self.stderr)))
+        return json.loads(line)
+
+    def call(self, line):
+        """One line, one answer."""
+        self.send(line)
+        return self.answer()
+
+    def close(self):
+        """Ends stdin: the driver answers what is pending, frees its contexts and exits 0
+        (1 if a callback came twice), with no sanitizer report. Returns what it printed
+        after the last answer read."""
+        if self.closed:
+            return []
+        self.closed = True
+        self.proc.stdin.close()
+        try:
+            status = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail("resp_driver did not exit at the end of stdin")
+        rest = []
+        while True:
+            line = self.lines.get(timeout=10)
+            if line is None:
+                break
+            rest.append(json.loads(line))
+        err = "".join(self.stderr)
+        assert status == 0, "resp_driver exited %s; stderr:\n%s" % (status, err)
+        for mark in SANITIZER_MARKS:
+            assert mark not in err, err
+        assert rest and rest[-1] == {"done": True, "answered_twice": 0}, rest
+        return rest[:-1]
+
+
+class Tap:
+    """A TCP relay from a free port to 127.0.0.1:upstream that keeps both directions of
+    each connection it relays, in the order the connections were accepted."""
+
+    def __init__(self, upstream):
+        self.upstream = upstream
+        self.srv = socket.socket()
+        self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.srv.bind(("127.0.0.1", 0))
+        self.srv.listen(8)
+        self.port = self.srv.getsockname()[1]
+        self.conns = []  # [{"sent": bytearray, "answered": bytearray}]
+        self.lock = threading.Lock()
+        self.threads = []
+        t = threading.Thread(target=self._accept, daemon=True)
+        t.start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.srv.accept()
+            except OSError:
+                return
+            u = socket.create_connection(("127.0.0.1", self.upstream))
+            rec = {"sent": bytearray(), "answered": bytearray()}
+            with self.lock:
+                self.conns.append(rec)
+            for a, b, key in ((c, u, "sent"), (u, c, "answered")):
+                t = threading.Thread(target=self._pipe, args=(a, b, rec[key]), daemon=True)
+                t.start()
+                self.threads.append(t)
+
+    def _pipe(self, src, dst, log):
+        while True:
+            try:
+                data = src.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                try:
+                    dst.shutdown(socket.SHUT_WR)
+                except OSError:
+                    pass
+                return
+            with self.lock:
+                log.extend(data)
+            dst.sendall(data)
+
+    def close(self):
+        self.srv.close()
+        for t in self.threads:
+            t.join(timeout=10)
+
+    def conn(self, i):
+        with self.lock:
+            return {k: bytes(v) for k, v in self.conns[i].items()}
+
+
+def redis_py_replies(data, n):
+    """The first n replies in data (bytes a server sent), read by redis-py's own parser
+    (redis.Connection.read_response, on one end of a socket pair); error replies come
+    back as the redis.exceptions they are."""
+    import redis
+    a, b = socket.socketpair()
+
+    class Fed(redis.Connection):
+        def _connect(self):
+            return a
+
+    conn = Fed()
+    conn.connect()
+    b.sendall(data)
+    b.close()
+    out = []
+    for _ in range(n):
+        try:
+            out.append(conn.read_response())
+        except redis.exceptions.ResponseError as e:
+            out.append(e)
+    conn.disconnect()
+    return out
+
+
+def redis_py_commands(*cmds):
+    """The bytes redis-py sends for these commands (Connection.pack_command)."""
+    import redis
+    conn = redis.Connection()
+    return b"".join(b"".join(conn.pack_command(*c)) for c in cmds)
+
+
+@pytest.fixture
+def make_sluiced(request):
+    """make_sluiced(password=None) -> a started Sluiced, stopped (and checked) at the end."""
+    started = []
+
+    def make(password=None):
+        s = Sluiced(password).start()
+        started.append(s)
+        return s
+
+    yield make
+    if failed(request.node):
+        for s in started:
+            sys.stderr.write("---- sluiced (port %s) ----\n%s\n" % (s.port, s.output()))
+    for s in started:
+        if s.alive():
+            s.stop()
+
+
+@pytest.fixture
+def make_driver(request):
+    """make_driver(port, *flags) -> a Driver, closed (and checked) at the end."""
+    started = []
+
+    def make(port, *flags):
+        d = Driver(port, *flags)
+        started.append(d)
+        return d
+
+    yield make
+    for d in started:
+        if failed(request.node):
+            sys.stderr.write("---- resp_driver stderr ----\n%s\n" % "".join(d.stderr))
+        if not d.closed:
+            d.close()
