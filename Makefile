@@ -66,9 +66,10 @@ test-tsan: build-tsan
 # libFuzzer targets: each tests/fuzz/fuzz_NAME.c, built by CMake with clang
 # into build/fuzz (-DSLUICE_FUZZ=ON: the same libraries as the products, with
 # libFuzzer's instrumentation and ASan+UBSan), runs for FUZZ_SECONDS
-# from its seeds in tests/fuzz/corpus/NAME; what it learns goes to
-# build/fuzz/corpus/NAME. Any crash, leak or failed check fails the target and
-# leaves the input in build/fuzz/ (replay: build/fuzz/fuzz_NAME FILE).
+# from its seeds in tests/fuzz/corpus/NAME, JOBS targets at once
+# (scripts/fuzz-one.sh); what it learns goes to build/fuzz/corpus/NAME. Any
+# crash, leak or failed check fails the run and leaves the input in build/fuzz/
+# (replay: build/fuzz/fuzz_NAME FILE).
 FUZZ_SECONDS ?= 30
 FUZZ_MAX_LEN ?= 4096
 FUZZ_CC ?= clang
@@ -79,17 +80,8 @@ build-fuzz: deps
 	@cmake --build build/fuzz -j $(JOBS) --target fuzz_all
 
 fuzz: build-fuzz
-	@set -e; for src in tests/fuzz/fuzz_*.c; do \
-	  name=$$(basename $$src .c); t=$${name#fuzz_}; \
-	  mkdir -p build/fuzz/corpus/$$t tests/fuzz/corpus/$$t; \
-	  echo "fuzz: $$name for $(FUZZ_SECONDS)s"; \
-	  if ! build/fuzz/$$name -max_total_time=$(FUZZ_SECONDS) -max_len=$(FUZZ_MAX_LEN) \
-	      -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix=build/fuzz/ \
-	      build/fuzz/corpus/$$t tests/fuzz/corpus/$$t >build/fuzz/$$name.log 2>&1; then \
-	    tail -n 40 build/fuzz/$$name.log; echo "fuzz: $$name FAILED (log: build/fuzz/$$name.log)"; exit 1; \
-	  fi; \
-	  grep -E 'stat::number_of_executed_units|stat::new_units_added' build/fuzz/$$name.log | sed 's/^/  /'; \
-	done
+	@ls tests/fuzz/fuzz_*.c | FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_MAX_LEN=$(FUZZ_MAX_LEN) \
+	  xargs -P $(JOBS) -n 1 scripts/fuzz-one.sh
 
 # Integration tests: real clients (redis-py, redis-cli, hiredis, raw sockets)
 # against a running sluiced over 127.0.0.1. SLUICED picks the binary: by default
