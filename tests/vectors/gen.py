@@ -148,6 +148,18 @@ case("Retry-After: a date in the past is 0", [("Retry-After", "Sun, 06 Nov 1994 
 case("Retry-After: a negative number is ignored", [("Retry-After", "-5")])
 case("Retry-After: a malformed date is ignored", [("Retry-After", "Tue, 32 Dec 2026 12:00:00 GMT")])
 
+# ---- bounds ----
+case("a value over 4096 bytes is ignored, whatever its field",
+     [("X-RateLimit-Limit", " " * 4100 + "100"), ("X-RateLimit-Remaining", "5"),
+      ("Retry-After", "1" + " " * 4100),
+      ("RateLimit-Policy", '"a";q=10;w=1,' + " " * 4100 + '"b";q=20;w=1')],
+     x=X(None, 5, None))
+case("an X- field over 4096 bytes is there, and invalid",
+     [("X-RateLimit-Limit", "100" + " " * 4100)], x=X(None, None, None))
+case("a value of 4096 bytes is read",
+     [("X-RateLimit-Remaining", " " * 4093 + "5"), ("Retry-After", "2" + " " * 4095)],
+     x=X(None, 5, None), retry_after_ms=2000)
+
 throttle = [
     {"name": "allowed", "reply": [0, 16, 15, -1, 2],
      "expect": {"allowed": True, "limit": 16, "remaining": 15, "retry_after_ms": None,

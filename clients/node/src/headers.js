@@ -348,8 +348,12 @@ function listField(ls, name) {
 }
 
 /** The first line of a single-valued field, or null when absent. */
+// The first line of a single-valued field, or null when absent; '' (invalid, as every
+// reader takes it) when longer than MAX_FIELD_BYTES.
 function singleField(ls, name) {
-  for (const [n, v] of ls) if (n === name) return v;
+  for (const [n, v] of ls) {
+    if (n === name) return Buffer.byteLength(v, 'utf8') > MAX_FIELD_BYTES ? '' : v;
+  }
   return null;
 }
 

@@ -390,10 +390,11 @@ def _list_field(lines, name):
 
 
 def _single_field(lines, name):
-    """The first line of a single-valued field, or None when absent."""
+    """The first line of a single-valued field, or None when absent; "" (invalid, as
+    every reader takes it) when longer than MAX_FIELD_BYTES."""
     for n, v in lines:
         if n == name:
-            return v
+            return "" if len(v.encode("utf-8", "surrogateescape")) > MAX_FIELD_BYTES else v
     return None
 
 
