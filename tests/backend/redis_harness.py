@@ -9,11 +9,8 @@ it), else build/tests/redis_driver. The module: as tests/module finds it
 """
 
 import importlib.util
-import json
 import os
-import queue
 import socket
-import subprocess
 import sys
 import threading
 
@@ -22,7 +19,7 @@ import pytest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.abspath(os.path.join(HERE, "..", ".."))
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
-from harness import SANITIZER_MARKS, free_port  # noqa: E402,F401
+from harness import SANITIZER_MARKS, JsonLineDriver, free_port  # noqa: E402,F401
 
 # tests/module's RedisServer, loaded under a name of its own (both files are "conftest").
 _spec = importlib.util.spec_from_file_location(
@@ -46,45 +43,12 @@ def redis_driver_path():
                 "--target redis_driver)")
 
 
-class RedisDriver:
+class RedisDriver(JsonLineDriver):
     """One redis_driver process: send() lines, answers() the JSON lines they print."""
 
     def __init__(self, store, *flags):
-        self.argv = [redis_driver_path(), "--store", store] + [str(f) for f in flags]
-        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
-                   UBSAN_OPTIONS="print_stacktrace=1")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
-        self.lines = queue.Queue()
-        self.stderr = []
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-        self.closed = False
-
-    def _read_out(self):
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode("utf-8", "replace"))
-        self.lines.put(None)
-
-    def _read_err(self):
-        for raw in self.proc.stderr:
-            self.stderr.append(raw.decode("utf-8", "replace"))
-
-    def send(self, *lines):
-        """Writes the lines in one write, so that the driver reads them together."""
-        self.proc.stdin.write(("".join(l + "\n" for l in lines)).encode())
-        self.proc.stdin.flush()
-
-    def answer(self, timeout=ANSWER_TIMEOUT):
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            pytest.fail("redis_driver printed nothing for %.0fs; stderr:\n%s"
-                        % (timeout, "".join(self.stderr)))
-        if line is None:
-            pytest.fail("redis_driver exited (status %s); stderr:\n%s"
-                        % (self.proc.wait(), "".join(self.stderr)))
-        return json.loads(line)
+        super().__init__([redis_driver_path(), "--store", store] + list(flags),
+                         answer_timeout=ANSWER_TIMEOUT)
 
     def answers(self, n):
         """The next n answers, sorted by request id (requests may complete out of order)."""
@@ -105,27 +69,7 @@ class RedisDriver:
     def close(self):
         """Ends stdin; the driver answers what is in flight, detaches and exits 0, with
         no sanitizer report."""
-        if self.closed:
-            return
-        self.closed = True
-        self.proc.stdin.close()
-        try:
-            status = self.proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail("redis_driver did not exit at the end of stdin")
-        rest = []
-        while True:
-            line = self.lines.get(timeout=10)
-            if line is None:
-                break
-            rest.append(line)
-        err = "".join(self.stderr)
-        assert status == 0, "redis_driver exited %s; stderr:\n%s" % (status, err)
-        for mark in SANITIZER_MARKS:
-            assert mark not in err, err
-        return [json.loads(l) for l in rest]
+        return self.finish(timeout=30)
 
 
 def _failing(request, failed_before):

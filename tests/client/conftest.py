@@ -14,9 +14,7 @@ replies (Tap.replies), field for field.
 Run: make test-clients (or /usr/bin/python3 -m pytest -q tests/client).
 """
 
-import json
 import os
-import queue
 import socket
 import subprocess
 import sys
@@ -27,7 +25,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from harness import (ROOT, SANITIZER_MARKS, ServerProcess, binary, failed, free_port,  # noqa: E402,F401
+from harness import (ROOT, SANITIZER_MARKS, JsonLineDriver, ServerProcess, binary, failed, free_port,  # noqa: E402,F401
                      pytest_runtest_makereport)
 
 ANSWER_TIMEOUT = 30.0
@@ -118,45 +116,13 @@ class Sluiced(ServerProcess):
                 assert mark not in out, out
 
 
-class Driver:
+class Driver(JsonLineDriver):
     """One resp_driver process: send() lines, answer() the JSON lines it prints."""
 
     def __init__(self, port, *flags):
-        self.argv = [driver_path(), "--port", str(port)] + [str(f) for f in flags]
-        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
-                   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1")
-        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                     stderr=subprocess.PIPE, env=env)
-        self.lines = queue.Queue()
-        self.stderr = []
-        threading.Thread(target=self._read_out, daemon=True).start()
-        threading.Thread(target=self._read_err, daemon=True).start()
-        self.closed = False
-
-    def _read_out(self):
-        for raw in self.proc.stdout:
-            self.lines.put(raw.decode("utf-8", "replace"))
-        self.lines.put(None)
-
-    def _read_err(self):
-        for raw in self.proc.stderr:
-            self.stderr.append(raw.decode("utf-8", "replace"))
-
-    def send(self, *lines):
-        """Writes the lines in one write, so that the driver reads them together."""
-        self.proc.stdin.write(("".join(l + "\n" for l in lines)).encode())
-        self.proc.stdin.flush()
-
-    def answer(self, timeout=ANSWER_TIMEOUT):
-        try:
-            line = self.lines.get(timeout=timeout)
-        except queue.Empty:
-            pytest.fail("resp_driver printed nothing for %.0fs; stderr:\n%s"
-                        % (timeout, "".join(self.stderr)))
-        if line is None:
-            pytest.fail("resp_driver exited (status %s); stderr:\n%s"
-                        % (self.proc.wait(), "".join(self.stderr)))
-        return json.loads(line)
+        super().__init__([driver_path(), "--port", port] + list(flags),
+                         ubsan="print_stacktrace=1:halt_on_error=1",
+                         answer_timeout=ANSWER_TIMEOUT)
 
     def call(self, line):
         """One line, one answer."""
@@ -167,26 +133,9 @@ class Driver:
         """Ends stdin: the driver answers what is pending, frees its contexts and exits 0
         (1 if a callback came twice), with no sanitizer report. Returns what it printed
         after the last answer read."""
-        if self.closed:
+        rest = self.finish(timeout=60)
+        if rest is None:
             return []
-        self.closed = True
-        self.proc.stdin.close()
-        try:
-            status = self.proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
-            pytest.fail("resp_driver did not exit at the end of stdin")
-        rest = []
-        while True:
-            line = self.lines.get(timeout=10)
-            if line is None:
-                break
-            rest.append(json.loads(line))
-        err = "".join(self.stderr)
-        assert status == 0, "resp_driver exited %s; stderr:\n%s" % (status, err)
-        for mark in SANITIZER_MARKS:
-            assert mark not in err, err
         assert rest and rest[-1] == {"done": True, "answered_twice": 0}, rest
         return rest[:-1]
 

@@ -6,10 +6,13 @@ A harness imports this module from its conftest.py (the conftest puts tests/lib 
 sys.path) and re-exports pytest_runtest_makereport, which pytest only looks for there.
 """
 
+import json
 import os
+import queue
 import signal
 import socket
 import subprocess
+import threading
 import time
 
 import pytest
@@ -130,3 +133,76 @@ class ServerProcess:
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
+
+
+class JsonLineDriver:
+    """A test driver process (tests/backend/redis_driver, tests/client/resp_driver, ...)
+    under the sanitizers: it reads request lines on stdin and prints one JSON line per
+    answer. send() lines, answer() the next JSON line; finish() ends stdin and checks
+    that the driver exited 0 with no sanitizer report."""
+
+    def __init__(self, argv, ubsan="print_stacktrace=1", answer_timeout=20.0):
+        self.argv = [str(a) for a in argv]
+        self.name = os.path.basename(self.argv[0])
+        self.answer_timeout = answer_timeout
+        env = dict(os.environ, ASAN_OPTIONS="detect_leaks=1:abort_on_error=0",
+                   UBSAN_OPTIONS=ubsan)
+        self.proc = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, env=env)
+        self.lines = queue.Queue()
+        self.stderr = []
+        threading.Thread(target=self._read_out, daemon=True).start()
+        threading.Thread(target=self._read_err, daemon=True).start()
+        self.closed = False
+
+    def _read_out(self):
+        for raw in self.proc.stdout:
+            self.lines.put(raw.decode("utf-8", "replace"))
+        self.lines.put(None)
+
+    def _read_err(self):
+        for raw in self.proc.stderr:
+            self.stderr.append(raw.decode("utf-8", "replace"))
+
+    def send(self, *lines):
+        """Writes the lines in one write, so that the driver reads them together."""
+        self.proc.stdin.write(("".join(l + "\n" for l in lines)).encode())
+        self.proc.stdin.flush()
+
+    def answer(self, timeout=None):
+        try:
+            line = self.lines.get(timeout=self.answer_timeout if timeout is None else timeout)
+        except queue.Empty:
+            pytest.fail("%s printed nothing for %.0fs; stderr:\n%s"
+                        % (self.name, self.answer_timeout if timeout is None else timeout,
+                           "".join(self.stderr)))
+        if line is None:
+            pytest.fail("%s exited (status %s); stderr:\n%s"
+                        % (self.name, self.proc.wait(), "".join(self.stderr)))
+        return json.loads(line)
+
+    def finish(self, timeout):
+        """Ends stdin and waits up to `timeout` seconds for the driver to exit. Returns the
+        JSON lines it printed after the last answer read, having checked that it exited 0
+        with no sanitizer report; None when it was finished already."""
+        if self.closed:
+            return None
+        self.closed = True
+        self.proc.stdin.close()
+        try:
+            status = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+            pytest.fail("%s did not exit at the end of stdin" % self.name)
+        rest = []
+        while True:
+            line = self.lines.get(timeout=10)
+            if line is None:
+                break
+            rest.append(json.loads(line))
+        err = "".join(self.stderr)
+        assert status == 0, "%s exited %s; stderr:\n%s" % (self.name, status, err)
+        for mark in SANITIZER_MARKS:
+            assert mark not in err, err
+        return rest
