@@ -8,7 +8,8 @@
  * strings exactly their length and within bounds, and a policy never beside
  * an ad-hoc limit. An ad-hoc acquire whose values are in range is run on a
  * real table of limiters, released again with the body's latency and
- * outcome, and must leave nothing in flight.
+ * outcome (held, unless its TTL was short enough to pass on the way), and
+ * must leave nothing in flight.
  *
  * Build and run: make fuzz (FUZZ_SECONDS=N to change the time per target).
  */
@@ -80,7 +81,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 CHECK(strlen(lease) == SL_LEASE_TEXT);
                 CHECK(sl_adaptive_release(&c, b.key, b.key_len, NULL, 0, lease, SL_LEASE_TEXT,
                                           SL_ADAPT_SUCCESS, 0, &held) == SL_OK);
-                CHECK(held == 1);
+                /* The command layer reads the clock: a lease of a few ms may expire
+                 * before its release (held 0); one of a minute may not. */
+                CHECK(held == 1 || (held == 0 && b.ttl_ms < 60000));
                 sl_limiter_stats st;
                 int found;
                 CHECK(sl_adaptive_stats(&c, b.key, b.key_len, NULL, 0, &st, &found) == SL_OK);
