@@ -189,6 +189,16 @@ double traffic_expected(const traffic_params *p)
         int64_t kmax = (p->duration_ns - w) / p->period_ns;
         return (double)((kmax + 1) / 2) * 2.0 * (double)p->limit;
     }
+    if (p->kind == TRAFFIC_BURSTY) {
+        /* Each period's first fifth at 5x the rate, the last period's cut
+         * at the duration: a whole burst in every period begun. */
+        double g = 1e9 / p->rate / 5, on = (double)(p->period_ns / 5);
+        if (p->period_ns <= 0)
+            return 0;
+        int64_t full = p->duration_ns / p->period_ns, rem = p->duration_ns % p->period_ns;
+        double part = rem > 0 ? ceil(fmin(on, (double)rem) / g) : 0;
+        return (double)full * ceil(on / g) + part;
+    }
     if (p->kind == TRAFFIC_FILE)
         return 0;
     return p->rate * ((double)p->duration_ns / 1e9);

@@ -66,9 +66,10 @@ const char *traffic_kind_name(traffic_kind k);
  */
 int traffic_build(traffic *t, const traffic_params *p, char *errbuf, size_t errcap);
 
-/* How many requests traffic_build makes for *p: exact for boundary, the
- * expectation rate x duration for the others (poisson's count varies about
- * it by its square root). For bounding work before it is done. */
+/* How many requests traffic_build makes for *p, for bounding work before it
+ * is done: exact for boundary; for steady, bursty and ramp within one a
+ * burst (rounding); for poisson its expectation, rate x duration, which its
+ * count varies about by the square root. */
 double traffic_expected(const traffic_params *p);
 
 /* Appends one event at the end of *t (times must not go backwards; the
