@@ -105,8 +105,14 @@ static void sl_ui_count_cell(sl_buf *out, const char *f, uint64_t n)
     sl_buf_add(out, "</td>", 5);
 }
 
-/* ---- the page's tables ---- */
+/* ---- the page's tables ----
+ *
+ * Each writes the rows of one table's body, as the page's script writes
+ * them again from /v1/stats (the same cells, data-f naming the field and
+ * data-v holding the exact value, the text formatted alike), so that the
+ * page reads the same with the script or without it. */
 
+/* Decisions: a row per counter slot (ad hoc first), as /metrics counts them. */
 static void sl_ui_decisions(sl_buf *out, const sl_ui_snapshot *s)
 {
     static const char *const field[SL_OUTCOMES] = {"allowed", "refused", "shadow_refused"};
@@ -132,6 +138,8 @@ static void sl_ui_decisions(sl_buf *out, const sl_ui_snapshot *s)
     }
 }
 
+/* Store: its keys, its memory against the cap, what it evicted and
+ * reclaimed, takes it could not serve; and the connections open. */
 static void sl_ui_store(sl_buf *out, const sl_ui_snapshot *s)
 {
     sl_out(out, "<tr><th scope=\"row\">keys</th>");
@@ -159,6 +167,8 @@ static void sl_ui_store(sl_buf *out, const sl_ui_snapshot *s)
     sl_out(out, "</tr>\n");
 }
 
+/* Latency: a row per face, its requests and percentiles as upper bounds
+ * (sl_ui_quantile_us). */
 static void sl_ui_latency(sl_buf *out, const sl_ui_snapshot *s)
 {
     static const char *const proto[SL_PROTOS] = {"resp", "http", "grpc"};
@@ -188,6 +198,8 @@ static void sl_ui_latency(sl_buf *out, const sl_ui_snapshot *s)
     }
 }
 
+/* Backend: the store, its state, a remote store's requests, and the
+ * decisions of the store-down policies. */
 static void sl_ui_backend(sl_buf *out, const sl_ui_snapshot *s)
 {
     static const char *const mode[4] = {"", "fail_open", "fail_closed", "local"};
@@ -224,6 +236,8 @@ static void sl_ui_backend(sl_buf *out, const sl_ui_snapshot *s)
     }
 }
 
+/* Adaptive limits, when there are any: a row per adaptive policy (and the
+ * ad-hoc ones, once used). */
 static void sl_ui_adaptive(sl_buf *out, const sl_ui_snapshot *s)
 {
     if (!s->adaptive)
@@ -293,12 +307,15 @@ static void sl_ui_render_page(sl_buf *out, const sl_ui_snapshot *s, const char *
     }
 }
 
+/* The page's paths take GET and HEAD only. */
 static void sl_ui_method_not_allowed(sl_conn *c, bool keep, bool head)
 {
     sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                            "{\"error\":\"method not allowed\"}\n", 31, head);
 }
 
+/* GET /ui: the page, its numbers read now, under a nonce new with this
+ * response. */
 static void sl_ui_page_request(sl_conn *c, bool keep, bool head)
 {
     unsigned char rnd[16];
@@ -336,6 +353,7 @@ static void sl_ui_page_request(sl_conn *c, bool keep, bool head)
     free(s);
 }
 
+/* GET /v1/stats: the numbers as JSON (sl_ui_stats_json). */
 static void sl_ui_stats_request(sl_conn *c, const sl_http_request *r, bool keep, bool head)
 {
     if (r->query.len > 0) {
@@ -460,6 +478,9 @@ static void sl_ui_sim_done(uv_work_t *w, int status)
     free(job);
 }
 
+/* GET /v1/simulate: the query decoded and bounded (proto/sim_query.h: a 400 names the
+ * field), the run on the threadpool, its answer in a reply slot so that the
+ * connection's replies keep their order. */
 static void sl_ui_simulate_request(sl_conn *c, const sl_http_request *r, bool keep, bool head)
 {
     sl_ui_sim_job *job = calloc(1, sizeof *job);
