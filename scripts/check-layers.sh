@@ -19,19 +19,25 @@ cd "$root"
 
 # The layers, bottom up (DESIGN.md's "The layers, bottom up", with the shared
 # pieces of src/common/ under the algorithms and the commands that sluiced and
-# the module share between the protocols and the server).
+# the module share between the protocols and the server). The simulator
+# (src/sim/: traffic generators, the run of one algorithm in virtual time,
+# its SVG plot) serves the CLI's `simulate` and sluiced's live page (GET
+# /v1/simulate): it needs only the algorithms, and sits just above the store,
+# under the protocols (which decode a simulation's request), the server and
+# the faces, which use it.
 declare -A layer=(
   [common]=0
   [algo]=1
   [store]=2
-  [policy]=3
-  [backend]=4
-  [proto]=5
-  [cmd]=6
-  [server]=7
-  [cli]=8 [redis_module]=8 [client]=8
+  [sim]=3
+  [policy]=4
+  [backend]=5
+  [proto]=6
+  [cmd]=7
+  [server]=8
+  [cli]=9 [redis_module]=9 [client]=9
 )
-layer_name=(common algorithms store policies backends protocols commands server faces)
+layer_name=(common algorithms store simulator policies backends protocols commands server faces)
 
 refused=0
 refuse() { # FILE LINE INCLUDE WHY

@@ -36,6 +36,8 @@ packages=(
   python3-h2        # gRPC tests: raw HTTP/2 frames no gRPC library sends (open deadlines, resets)
   wrk               # bench: the HTTP load generator
   procps            # bench: pgrep, to sum a server's CPU time with its workers'
+  chromium          # the live page's test: a real browser, headless (tests/integration/test_ui.py)
+  python3-websocket # the live page's test: the DevTools protocol's WebSocket to chromium
 )
 # The Node.js client's tests (clients/node): node, and npm to install ioredis for them.
 # Only when the command is missing: a Node.js from elsewhere (NodeSource's nodejs

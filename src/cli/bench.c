@@ -175,7 +175,7 @@ typedef struct bench_thread {
     bench_conn *conns;
     int nconns;
     pthread_t tid;
-    cli_rng rng;
+    sim_rng rng;
     cli_hist hist;
     _Atomic uint64_t done; /* replies, read by the progress line */
     uint64_t allowed, limited, errors, released;
@@ -188,9 +188,9 @@ static uint64_t pick_key(bench_thread *t)
 {
     const bench_cfg *c = t->cfg;
     if (!c->cdf)
-        return cli_rng_below(&t->rng, (uint64_t)c->keys);
+        return sim_rng_below(&t->rng, (uint64_t)c->keys);
     /* The first key whose cumulative popularity reaches u. */
-    double u = cli_rng_unit(&t->rng);
+    double u = sim_rng_unit(&t->rng);
     size_t lo = 0, hi = (size_t)c->keys - 1;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -883,7 +883,7 @@ int cmd_bench(int argc, char **argv)
         int first = k * per + (k < extra ? k : extra);
         t->conns = &conns[first];
         t->nconns = per + (k < extra ? 1 : 0);
-        cli_rng_seed(&t->rng, cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)k);
+        sim_rng_seed(&t->rng, cfg.seed * 0x9E3779B97F4A7C15ull + (uint64_t)k);
         hist_init(&t->hist);
         t->deadline = start + cfg.duration_ns;
         if (pthread_create(&t->tid, NULL, bench_loop, t) != 0) {

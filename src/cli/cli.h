@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "proto/resp.h"
+#include "sim/rng.h"
 #include "sluice.h"
 
 #define CLI_EXIT_OK 0
@@ -83,21 +84,6 @@ int cli_parse_flags(const char *cmd, int argc, char **argv, cli_flag *flags, siz
 
 /* The flag called `name` in the table (it must be there). */
 cli_flag *cli_flag_get(cli_flag *flags, size_t nflags, const char *name);
-
-/* ---- a small PRNG (xoshiro256**, seeded by splitmix64) ---- */
-
-typedef struct cli_rng {
-    uint64_t s[4];
-} cli_rng;
-
-/* Seeds the generator from one 64-bit seed: the same seed, the same stream. */
-void cli_rng_seed(cli_rng *r, uint64_t seed);
-/* The next 64 random bits. */
-uint64_t cli_rng_next(cli_rng *r);
-/* A double uniform in (0, 1]: never 0, so that log() of it is finite. */
-double cli_rng_unit(cli_rng *r);
-/* An integer uniform in [0, n), n > 0, without modulo bias. */
-uint64_t cli_rng_below(cli_rng *r, uint64_t n);
 
 /* ---- a client connection (util.c, for take and bench) ---- */
 

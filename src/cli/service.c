@@ -134,10 +134,10 @@ static svc_req heap_pop(svc_req *h, int64_t *n)
 }
 
 /* The exponential gap before the next arrival at load_permille. */
-static int64_t next_gap(cli_rng *rng, const svc_params *p, int64_t load_permille)
+static int64_t next_gap(sim_rng *rng, const svc_params *p, int64_t load_permille)
 {
     double mean = (double)p->service_ns * 1000.0 / ((double)load_permille * (double)p->capacity);
-    return (int64_t)llround(-log(cli_rng_unit(rng)) * mean);
+    return (int64_t)llround(-log(sim_rng_unit(rng)) * mean);
 }
 
 int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf, size_t errcap)
@@ -179,8 +179,8 @@ int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf
         hist_init(&r->pt_hist[i]);
     for (int i = 0; i < SVC_SEGMENTS_MAX; i++)
         hist_init(&r->seg_hist[i]);
-    cli_rng rng;
-    cli_rng_seed(&rng, p->seed);
+    sim_rng rng;
+    sim_rng_seed(&rng, p->seed);
     int64_t nbusy = 0, inflight = 0;
     size_t qh = 0, qn = 0;
     int si = 0; /* the segment of now */
@@ -242,7 +242,7 @@ int svc_run(const svc_params *p, sl_adapt_kind kind, svc_result *r, char *errbuf
             svc_req d = q[qh];
             qh = (qh + 1) % qcap;
             qn--;
-            d.finish = t + lo_svc + (int64_t)cli_rng_below(&rng, (uint64_t)(hi_svc - lo_svc + 1));
+            d.finish = t + lo_svc + (int64_t)sim_rng_below(&rng, (uint64_t)(hi_svc - lo_svc + 1));
             heap_push(busy, &nbusy, d);
         }
     }

@@ -15,6 +15,7 @@
 
 #include "algo/quota.h"
 #include "cli/sim.h"
+#include "cli/trace.h"
 
 static const char simulate_usage[] =
     "usage: sluice simulate --limit N --period DURATION [options]\n"
@@ -63,18 +64,10 @@ static const char simulate_usage[] =
 static const sl_algorithm default_algs[] = {SL_GCRA,         SL_TOKEN_BUCKET, SL_LEAKY_BUCKET,
                                             SL_FIXED_WINDOW, SL_SLIDING_LOG,  SL_SLIDING_WINDOW};
 
-/* Most state a run may allocate for all keys of one algorithm. */
-#define SIM_MAX_STATE_BYTES ((size_t)1 << 30)
 #define SIM_MAX_BUCKETS 100000
 /* The most syncs of one key by one node a fleet's run may make (a few
  * seconds of work). */
 #define SIM_MAX_SYNC_VISITS 200000000u
-
-static int cmp_i64(const void *a, const void *b)
-{
-    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
-    return (x > y) - (x < y);
-}
 
 /* The nearest-rank percentile p/1000 of sorted v[0 .. n). */
 static int64_t percentile(const int64_t *v, size_t n, unsigned permille)
@@ -85,87 +78,6 @@ static int64_t percentile(const int64_t *v, size_t n, unsigned permille)
     if (rank < 1)
         rank = 1;
     return v[rank - 1];
-}
-
-/* Writes a CSV field, quoted (RFC 4180) when it holds a comma or a quote:
- * trace keys may hold either. */
-static void csv_field(FILE *f, const char *v)
-{
-    if (!strpbrk(v, ",\"")) {
-        fputs(v, f);
-        return;
-    }
-    fputc('"', f);
-    for (; *v; v++) {
-        if (*v == '"')
-            fputc('"', f);
-        fputc(*v, f);
-    }
-    fputc('"', f);
-}
-
-/* Runs one algorithm over the traffic. Returns 0, or -1 with errbuf. */
-static int run_one(const sim_setup *s, sim_result *r, FILE *events, char *errbuf, size_t errcap)
-{
-    const traffic *tr = s->tr;
-    size_t sz = r->state_bytes;
-    if (tr->nkeys > SIM_MAX_STATE_BYTES / sz) {
-        snprintf(errbuf, errcap, "%s: %zu keys of %zu bytes exceed the simulator's 1 GiB", r->name,
-                 tr->nkeys, sz);
-        return -1;
-    }
-    unsigned char *states = calloc(tr->nkeys, sz);
-    sim_admit *adm = malloc((tr->n ? tr->n : 1) * sizeof *adm);
-    bool shaper = r->alg == SL_LEAKY_BUCKET;
-    if (shaper)
-        r->delays = malloc((tr->n ? tr->n : 1) * sizeof *r->delays);
-    if (!states || !adm || (shaper && !r->delays) || sim_result_alloc(s, r) != 0) {
-        free(states);
-        free(adm);
-        snprintf(errbuf, errcap, "out of memory");
-        return -1;
-    }
-    size_t nadm = 0;
-    for (size_t i = 0; i < tr->n; i++) {
-        const sim_event *e = &tr->ev[i];
-        sl_decision d;
-        int rc = sl_take(&r->lim, states + (size_t)e->key * sz, e->t_ns, e->cost, &d);
-        if (rc != SL_OK) {
-            snprintf(errbuf, errcap, "%s: request %zu: %s", r->name, i + 1, sl_strerror(rc));
-            free(states);
-            free(adm);
-            return -1;
-        }
-        size_t b = sim_bucket_of(s, e->t_ns);
-        r->b_offered[b]++;
-        if (d.allowed) {
-            r->admitted++;
-            r->b_admitted[b]++;
-            adm[nadm].t_ns = e->t_ns + d.delay_ns;
-            adm[nadm].key = e->key;
-            adm[nadm].cost = e->cost;
-            nadm++;
-            if (shaper)
-                r->delays[r->ndelays++] = d.delay_ns;
-        } else {
-            r->rejected++;
-            r->b_rejected[b]++;
-        }
-        if (events) {
-            fprintf(events, "%s,%lld,", r->name, (long long)e->t_ns);
-            csv_field(events, tr->keys[e->key]);
-            fprintf(events, ",%lld,%d,%lld\n", (long long)e->cost, d.allowed ? 1 : 0,
-                    (long long)d.delay_ns);
-        }
-    }
-    free(states);
-    if (shaper)
-        qsort(r->delays, r->ndelays, sizeof *r->delays, cmp_i64);
-    int rc = sim_finish(s, r, adm, nadm);
-    free(adm);
-    if (rc != 0)
-        snprintf(errbuf, errcap, "out of memory");
-    return rc;
 }
 
 /* Prints the table of results. */
@@ -416,13 +328,14 @@ int cmd_simulate(int argc, char **argv)
             return CLI_EXIT_USAGE;
         }
     }
+    const char *trace_file = NULL; /* --traffic FILE */
     traffic_params tp = {.kind = TRAFFIC_STEADY, .limit = limit, .period_ns = period,
                          .duration_ns = duration, .rate = rate, .seed = (uint64_t)seed};
     if (fl[F_TRAFFIC].seen) {
         tp.kind = traffic_kind_parse(fl[F_TRAFFIC].value);
         if (tp.kind == TRAFFIC_FILE) {
-            tp.file = fl[F_TRAFFIC].value;
-            if (tp.file[0] == '\0') {
+            trace_file = fl[F_TRAFFIC].value;
+            if (trace_file[0] == '\0') {
                 cli_usage_error("simulate", "--traffic: empty name");
                 return CLI_EXIT_USAGE;
             }
@@ -543,7 +456,8 @@ int cmd_simulate(int argc, char **argv)
     char errbuf[4096];
     traffic tr;
     memset(&tr, 0, sizeof tr);
-    if (traffic_build(&tr, &tp, errbuf, sizeof errbuf) != 0) {
+    if ((trace_file ? traffic_read_file(&tr, trace_file, tp.duration_ns, errbuf, sizeof errbuf)
+                    : traffic_build(&tr, &tp, errbuf, sizeof errbuf)) != 0) {
         traffic_free(&tr);
         /* A bad trace file is bad input: the same status as a bad flag. */
         cli_error("simulate", "%s", errbuf);
@@ -563,7 +477,7 @@ int cmd_simulate(int argc, char **argv)
     char title[600];
     snprintf(title, sizeof title, "%lld per %s (burst %lld), traffic %s, %zu requests",
              (long long)limit, fl[F_PERIOD].value, (long long)s.burst,
-             tp.kind == TRAFFIC_FILE ? tp.file : traffic_kind_name(tp.kind), tr.n);
+             trace_file ? trace_file : traffic_kind_name(tp.kind), tr.n);
     s.title = title;
 
     FILE *events = NULL;
@@ -618,7 +532,7 @@ int cmd_simulate(int argc, char **argv)
         }
     } else {
         for (int i = 0; i < nres; i++)
-            if (run_one(&s, &res[i], events, errbuf, sizeof errbuf) != 0) {
+            if (sim_run_one(&s, &res[i], events, errbuf, sizeof errbuf) != 0) {
                 cli_error("simulate", "%s", errbuf);
                 status = CLI_EXIT_FAIL;
                 goto out;

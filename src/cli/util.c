@@ -148,60 +148,6 @@ const char *cli_fmt_ms(int64_t ns, char *buf, size_t cap)
     return buf;
 }
 
-/* ---- PRNG: xoshiro256** (Blackman and Vigna), seeded by splitmix64 ---- */
-
-static uint64_t splitmix64(uint64_t *x)
-{
-    uint64_t z = (*x += UINT64_C(0x9E3779B97F4A7C15));
-    z = (z ^ (z >> 30)) * UINT64_C(0xBF58476D1CE4E5B9);
-    z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
-    return z ^ (z >> 31);
-}
-
-void cli_rng_seed(cli_rng *r, uint64_t seed)
-{
-    uint64_t x = seed;
-    for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&x);
-}
-
-static uint64_t rotl(uint64_t x, int k)
-{
-    return (x << k) | (x >> (64 - k));
-}
-
-uint64_t cli_rng_next(cli_rng *r)
-{
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
-
-double cli_rng_unit(cli_rng *r)
-{
-    /* 53 random bits, shifted by one so that 0 is excluded and 1 included. */
-    return (double)((cli_rng_next(r) >> 11) + 1) * (1.0 / 9007199254740992.0);
-}
-
-uint64_t cli_rng_below(cli_rng *r, uint64_t n)
-{
-    /* Rejection: draw again when the value falls in the incomplete last
-     * run of n, so that every residue is equally likely. */
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    uint64_t v;
-    do
-        v = cli_rng_next(r);
-    while (v >= limit);
-    return v % n;
-}
-
 /* ---- TCP ---- */
 
 int cli_split_hostport(const char *hostport, char *host, size_t hostcap, int *port,

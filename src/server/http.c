@@ -19,6 +19,7 @@
  *                                       policy: read by a key template only)
  *   GET  /metrics                       Prometheus text
  *   GET  /healthz
+ *   GET  /ui, /v1/stats, /v1/simulate   the live page, its numbers, "try a limit" (ui.c)
  *   POST /json                          envoyproxy/ratelimit's: ShouldRateLimit in proto3 JSON
  *   GET  /healthcheck                   envoyproxy/ratelimit's: OK with an Envoy configuration
  *
@@ -48,11 +49,13 @@
 #include "server/grpc.h"
 #include "common/units.h"
 #include "policy/config.h"
+#include "proto/basic_auth.h"
 #include "proto/client_addr.h"
 #include "proto/http.h"
 #include "proto/key_template.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "server/ui.h"
 
 #define SL_HTTP_HEADERS 64
 
@@ -1032,6 +1035,19 @@ static bool sl_http_bears(const sl_http_request *r, const char *token)
     return sl_equal_ct(v, n, token, strlen(token));
 }
 
+/* Does the request carry the token as the password of HTTP Basic (any user
+ * name), compared in constant time? Only the live page's paths take it
+ * (sl_ui_basic_allowed): a browser sends Basic credentials it has been
+ * given with every request to the origin, even one another site's page
+ * makes, so they open nothing that changes state. */
+static bool sl_http_basic(const sl_http_request *r, const char *token)
+{
+    const sl_http_header *h = sl_http_find_header(r, "authorization");
+    char pw[SL_BASIC_MAX];
+    long n = h ? sl_basic_password(h->value.ptr, h->value.len, pw, sizeof pw) : -1;
+    return n >= 0 && sl_equal_ct(pw, (size_t)n, token, strlen(token));
+}
+
 /* ---- POST /json: envoyproxy/ratelimit's ShouldRateLimit in proto3 JSON ---- */
 
 /* The answer: 200 with the RateLimitResponse for OK, 429 for OVER_LIMIT,
@@ -1132,15 +1148,27 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
      * paths --http-open names are served without it: every other path can
      * take from a limit, or tells who is being limited. */
     const char *token = sl_http_token(&c->w->srv->cfg);
+    bool ui = sl_ui_basic_allowed(r);
     if (token && !sl_path_is(path, "/healthz") && !sl_path_is(path, "/healthcheck") &&
         !sl_path_open(c->w->srv->cfg.http_open, path) &&
-        !sl_http_bears(r, token)) {
+        !sl_http_bears(r, token) && !(ui && sl_http_basic(r, token))) {
         static const char body401[] =
             "{\"error\":\"authentication required: send Authorization: Bearer <token> "
             "(--http-token, or --requirepass)\",\"field\":\"authorization\"}\n";
-        sl_http_write_response(sl_conn_out(c), 401, keep, "application/json",
-                               "WWW-Authenticate: Bearer realm=\"sluice\"\r\n", body401,
-                               sizeof body401 - 1, head);
+        /* The live page's: a browser asks its user for Basic credentials. */
+        static const char body401_ui[] =
+            "{\"error\":\"authentication required: the token (--http-token, or "
+            "--requirepass) as the password of HTTP Basic, any user name; or Authorization: "
+            "Bearer <token>\",\"field\":\"authorization\"}\n";
+        if (ui && sl_path_is(path, "/ui"))
+            sl_http_write_response(sl_conn_out(c), 401, keep, "application/json",
+                                   "WWW-Authenticate: Basic realm=\"sluice\", charset=\"UTF-8\"\r\n",
+                                   body401_ui, sizeof body401_ui - 1, head);
+        else
+            sl_http_write_response(sl_conn_out(c), 401, keep, "application/json",
+                                   "WWW-Authenticate: Bearer realm=\"sluice\"\r\n",
+                                   ui ? body401_ui : body401,
+                                   (ui ? sizeof body401_ui : sizeof body401) - 1, head);
         if (!keep)
             c->closing = true;
         return;
@@ -1217,6 +1245,8 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
             sl_http_write_response(sl_conn_out(c), 200, keep, "text/plain; version=0.0.4; charset=utf-8",
                                    NULL, text.data, text.len, head);
         sl_buf_free(&text);
+    } else if (sl_ui_route(c, r, keep, head)) {
+        /* /ui, /v1/stats, /v1/simulate: the live page's (ui.c) */
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/healthcheck") ||
                sl_path_is(path, "/metrics") ||
                sl_path_is(path, "/v1/policies") || sl_path_is(path, "/v1/usage") ||

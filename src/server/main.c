@@ -42,6 +42,7 @@
 #include "backend/redis.h"
 #include "backend/sync.h"
 #include "server/server.h"
+#include "server/ui.h"
 
 /* With --snapshot and no --snapshot-interval: a crash loses at most this
  * many seconds of state, for a write every minute that costs little. */
@@ -1468,6 +1469,7 @@ int main(int argc, char **argv)
     uv_timer_init(loop, &sl_sweep_timer);
     sl_sweep_timer.data = srv;
     uv_timer_start(&sl_sweep_timer, sl_on_sweep_timer, 1000, 1000);
+    sl_ui_stats_start(srv, loop); /* the live page's last minute (server/ui.h) */
     if (srv->cfg.snapshot && srv->cfg.snapshot_interval_s > 0) {
         uint64_t ms = (uint64_t)srv->cfg.snapshot_interval_s * 1000;
         uv_timer_init(loop, &sl_snapshot_timer);

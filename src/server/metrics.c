@@ -19,7 +19,7 @@
 #include "server/plans_redis.h"
 #include "server/server.h"
 
-static const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
+const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
     5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000};
 
 void sl_metrics_decided(sl_metrics *m, int policy, bool allowed, bool shadow)
@@ -103,8 +103,17 @@ uint64_t sl_metrics_sum_commands(sl_server *srv)
     return n;
 }
 
+/* Moved on by each sl_metrics_reset_policies. */
+static atomic_uint_fast64_t sl_policy_generation;
+
+uint64_t sl_metrics_policy_generation(void)
+{
+    return atomic_load_explicit(&sl_policy_generation, memory_order_relaxed);
+}
+
 void sl_metrics_reset_policies(sl_server *srv)
 {
+    atomic_fetch_add_explicit(&sl_policy_generation, 1, memory_order_relaxed);
     for (int p = 0; p < SL_METRIC_POLICIES; p++) {
         atomic_store_explicit(&sl_shadow_log[p].next_ns, 0, memory_order_relaxed);
         atomic_store_explicit(&sl_shadow_log[p].since, 0, memory_order_relaxed);
@@ -148,21 +157,43 @@ static size_t sl_policy_slots(const sl_config *cfg)
     return n > SL_METRIC_POLICIES ? SL_METRIC_POLICIES : n;
 }
 
+size_t sl_metrics_policy_slots(const sl_config *cfg)
+{
+    return sl_policy_slots(cfg);
+}
+
+void sl_metrics_sum(sl_server *srv, const sl_config *cfg, sl_metrics_sums *out)
+{
+    memset(out, 0, sizeof *out);
+    out->policies = sl_policy_slots(cfg);
+    for (int w = 0; w < srv->nworkers; w++) {
+        sl_metrics *m = &srv->workers[w].metrics;
+        for (size_t p = 0; p <= out->policies; p++) {
+            for (int o = 0; o < SL_OUTCOMES; o++)
+                out->decisions[p][o] += sl_load(&m->decisions[p][o]);
+            for (int b = 1; b < 4; b++)
+                out->fallback[p][b] += sl_load(&m->fallback[p][b]);
+        }
+        for (int pr = 0; pr < SL_PROTOS; pr++) {
+            for (int b = 0; b <= SL_LATENCY_BUCKETS; b++)
+                out->latency[pr][b] += sl_load(&m->latency[pr][b]);
+            out->latency_sum_ns[pr] += sl_load(&m->latency_sum_ns[pr]);
+        }
+        for (int p = 0; p <= SL_METRIC_POLICIES; p++)
+            for (int k = 0; k < SL_METRIC_PRIORITIES; k++)
+                for (int a = 0; a < 2; a++)
+                    out->adaptive[p][a] += sl_load(&m->adaptive[p][k][a]);
+        out->commands += sl_load(&m->commands);
+        out->store_errors += sl_load(&m->store_errors);
+    }
+}
+
 static void sl_policy_label(const sl_config *cfg, size_t p, char *label, size_t cap)
 {
     label[0] = '\0';
     if (p > 0)
         sl_label(label, cap, cfg->policies[p - 1].name);
 }
-
-/* The adaptive limits' gauges, summed per policy slot (0: ad hoc, and the
- * keys of a policy no longer in the config). */
-typedef struct sl_adaptive_sums {
-    const sl_config *cfg;
-    size_t slots;
-    uint64_t keys[SL_METRIC_POLICIES + 1];
-    int64_t limit[SL_METRIC_POLICIES + 1], in_flight[SL_METRIC_POLICIES + 1];
-} sl_adaptive_sums;
 
 static void sl_adaptive_sum(void *arg, const void *key, size_t keylen,
                             const sl_limiter_stats *st)
@@ -178,6 +209,15 @@ static void sl_adaptive_sum(void *arg, const void *key, size_t keylen,
     s->in_flight[slot] += st->in_flight;
 }
 
+void sl_metrics_adaptive_sum(sl_server *srv, const sl_config *cfg, sl_adaptive_sums *s)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->slots = cfg ? (cfg->nadaptive > SL_METRIC_POLICIES ? SL_METRIC_POLICIES : cfg->nadaptive)
+                   : 0;
+    sl_limiters_each(srv->limiters, sl_now_mono(), sl_adaptive_sum, s);
+}
+
 static void sl_metrics_render_adaptive(sl_server *srv, const sl_config *cfg, sl_buf *out)
 {
     static const char *const prio[SL_METRIC_PRIORITIES] = {"critical", "default", "sheddable"};
@@ -186,10 +226,7 @@ static void sl_metrics_render_adaptive(sl_server *srv, const sl_config *cfg, sl_
         out->failed = true;
         return;
     }
-    s->cfg = cfg;
-    s->slots = cfg ? (cfg->nadaptive > SL_METRIC_POLICIES ? SL_METRIC_POLICIES : cfg->nadaptive)
-                   : 0;
-    sl_limiters_each(srv->limiters, sl_now_mono(), sl_adaptive_sum, s);
+    sl_metrics_adaptive_sum(srv, cfg, s);
     sl_out(out, "# HELP sluice_adaptive_requests_total Adaptive concurrency decisions, by policy "
                 "(\"\" for ad-hoc limits), priority and result.\n"
                 "# TYPE sluice_adaptive_requests_total counter\n");

@@ -84,8 +84,51 @@ uint64_t sl_metrics_sum_commands(struct sl_server *srv);
 /* Every worker's store-down decisions by sl_fallback, all policies. */
 void sl_metrics_sum_fallbacks(struct sl_server *srv, uint64_t out[4]);
 
-/* Zeroes the per-policy counters (after a reload: new indexes). */
+/* Zeroes the per-policy counters (after a reload: new indexes), and moves
+ * the generation below on. */
 void sl_metrics_reset_policies(struct sl_server *srv);
+
+/* How many times the per-policy counters were zeroed: a reader that keeps
+ * readings (the live page's last minute, ui_stats.c) compares them only
+ * within one generation. */
+uint64_t sl_metrics_policy_generation(void);
+
+/* The upper bounds of the latency buckets, in microseconds (the last
+ * bucket, SL_LATENCY_BUCKETS, is +Inf). */
+extern const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS];
+
+struct sl_config;
+
+/* How many policies have counters of their own in cfg (its first
+ * SL_METRIC_POLICIES; slot 0 is the ad-hoc limits', slot p policy p - 1's). */
+size_t sl_metrics_policy_slots(const struct sl_config *cfg);
+
+/* Every worker's counters, summed at one time, as /metrics shows them: for
+ * GET /v1/stats (ui_stats.c). */
+typedef struct sl_metrics_sums {
+    size_t policies; /* sl_metrics_policy_slots of the config summed for */
+    uint64_t decisions[SL_METRIC_POLICIES + 1][SL_OUTCOMES];
+    uint64_t fallback[SL_METRIC_POLICIES + 1][4]; /* by sl_fallback: 1 .. 3 */
+    uint64_t latency[SL_PROTOS][SL_LATENCY_BUCKETS + 1];
+    uint64_t latency_sum_ns[SL_PROTOS];
+    /* Adaptive decisions per adaptive policy slot, all priorities: shed
+     * (0) and admitted (1). */
+    uint64_t adaptive[SL_METRIC_POLICIES + 1][2];
+    uint64_t commands, store_errors;
+} sl_metrics_sums;
+void sl_metrics_sum(struct sl_server *srv, const struct sl_config *cfg, sl_metrics_sums *out);
+
+/* The adaptive limits' gauges, summed per adaptive policy slot (0: ad hoc,
+ * and the keys of a policy no longer in the config), and their decisions. */
+typedef struct sl_adaptive_sums {
+    const struct sl_config *cfg;
+    size_t slots;
+    uint64_t keys[SL_METRIC_POLICIES + 1];
+    int64_t limit[SL_METRIC_POLICIES + 1], in_flight[SL_METRIC_POLICIES + 1];
+} sl_adaptive_sums;
+/* Fills *s (srv->limiters must not be NULL). */
+void sl_metrics_adaptive_sum(struct sl_server *srv, const struct sl_config *cfg,
+                             sl_adaptive_sums *s);
 
 /* Writes the Prometheus text exposition of every metric into out. */
 void sl_metrics_render(struct sl_server *srv, sl_buf *out);

@@ -1,6 +1,6 @@
 /*
  * fuzz_trace.c: libFuzzer target for the CLI's trace file reader and its
- * number parsers (src/cli/traffic.c, util.c).
+ * number parsers (src/cli/trace.c, util.c).
  *
  * The input is read as a trace file (through fmemopen, as the CLI reads a
  * file): it must either fail with a message that names the line, or give
@@ -18,7 +18,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
-#include "cli/traffic.h"
+#include "cli/trace.h"
 #include "fuzz.h"
 #include "sluice.h"
 

@@ -1,6 +1,6 @@
 /*
- * sim_result.c: a simulation's results, kept apart from the `simulate`
- * command so that the runner (simulate.c) and the fleet model (fleet.c)
+ * sim_result.c: a simulation's results, kept apart from the runs so that
+ * the run of one algorithm (run.c) and the CLI's fleet model (cli/fleet.c)
  * both build on them without one calling into the other: the time
  * buckets of the plot and the CSV, and the figures taken from the
  * admitted requests once a run ends.
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/sim.h"
+#include "sim/sim.h"
 
 size_t sim_bucket_of(const sim_setup *s, int64_t t_ns)
 {

@@ -19,7 +19,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/sim.h"
+#include "sim/sim.h"
 
 #define W SIM_SVG_W
 #define LEFT SIM_SVG_LEFT

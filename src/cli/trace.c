@@ -1,81 +1,13 @@
 /*
- * traffic.c: the traffic generators and the trace file reader.
+ * trace.c: the trace file reader (docs/cli.md: "TIME [KEY [COST]]" a line),
+ * into a traffic of the simulator's (sim/traffic.h).
  */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/traffic.h"
-
-static const char *const kind_names[] = {"steady", "bursty", "poisson", "boundary", "ramp", "file"};
-
-traffic_kind traffic_kind_parse(const char *name)
-{
-    for (int k = TRAFFIC_STEADY; k < TRAFFIC_FILE; k++)
-        if (strcmp(name, kind_names[k]) == 0)
-            return (traffic_kind)k;
-    return TRAFFIC_FILE;
-}
-
-const char *traffic_kind_name(traffic_kind k)
-{
-    return kind_names[k];
-}
-
-void traffic_free(traffic *t)
-{
-    free(t->ev);
-    for (size_t i = 0; i < t->nkeys; i++)
-        free(t->keys[i]);
-    free(t->keys);
-    memset(t, 0, sizeof *t);
-}
-
-/* Appends one event; -1 when the cap is reached or memory runs out. */
-static int push(traffic *t, int64_t t_ns, uint32_t key, int64_t cost, char *errbuf, size_t errcap)
-{
-    if (t->n == t->cap) {
-        if (t->cap >= TRAFFIC_MAX_EVENTS) {
-            snprintf(errbuf, errcap,
-                     "the traffic has more than %u requests: lower --rate, --duration or --limit",
-                     TRAFFIC_MAX_EVENTS);
-            return -1;
-        }
-        size_t nc = t->cap ? t->cap * 2 : 4096;
-        if (nc > TRAFFIC_MAX_EVENTS)
-            nc = TRAFFIC_MAX_EVENTS;
-        sim_event *ne = realloc(t->ev, nc * sizeof *ne);
-        if (!ne) {
-            snprintf(errbuf, errcap, "out of memory for %zu requests", nc);
-            return -1;
-        }
-        t->ev = ne;
-        t->cap = nc;
-    }
-    t->ev[t->n].t_ns = t_ns;
-    t->ev[t->n].key = key;
-    t->ev[t->n].cost = cost;
-    t->n++;
-    return 0;
-}
-
-/* The generated kinds use one key, "default". */
-static int one_key(traffic *t, char *errbuf, size_t errcap)
-{
-    t->keys = malloc(sizeof *t->keys);
-    if (t->keys)
-        t->keys[0] = strdup("default");
-    if (!t->keys || !t->keys[0]) {
-        snprintf(errbuf, errcap, "out of memory");
-        return -1;
-    }
-    t->nkeys = t->keys_cap = 1;
-    return 0;
-}
-
-/* ---- trace files ---- */
+#include "cli/trace.h"
 
 /* An open-addressing table from key names to their numbers, for the reader. */
 typedef struct key_index {
@@ -154,14 +86,15 @@ static size_t next_field(const char **p, const char **start)
     return (size_t)(s - *start);
 }
 
-static int read_trace(traffic *t, const traffic_params *p, char *errbuf, size_t errcap)
+int traffic_read_file(traffic *t, const char *path, int64_t duration_ns, char *errbuf,
+                      size_t errcap)
 {
-    FILE *f = fopen(p->file, "r");
+    FILE *f = fopen(path, "r");
     if (!f) {
-        snprintf(errbuf, errcap, "cannot open trace file %s: %s", p->file, strerror(errno));
+        snprintf(errbuf, errcap, "cannot open trace file %s: %s", path, strerror(errno));
         return -1;
     }
-    int rc = traffic_read_stream(t, f, p->file, p->duration_ns, errbuf, errcap);
+    int rc = traffic_read_stream(t, f, path, duration_ns, errbuf, errcap);
     fclose(f);
     return rc;
 }
@@ -253,7 +186,7 @@ int traffic_read_stream(traffic *t, FILE *f, const char *name, int64_t duration_
         }
         if (duration_ns > 0 && tns >= duration_ns)
             break; /* --duration cuts the trace */
-        if (push(t, tns, key, cost, errbuf, errcap) != 0)
+        if (traffic_push(t, tns, key, cost, errbuf, errcap) != 0)
             goto out;
     }
     if (ferror(f)) {
@@ -269,100 +202,4 @@ int traffic_read_stream(traffic *t, FILE *f, const char *name, int64_t duration_
 out:
     free(ix.slot);
     return rc;
-}
-
-/* ---- generators ---- */
-
-int traffic_build(traffic *t, const traffic_params *p, char *errbuf, size_t errcap)
-{
-    if (p->kind == TRAFFIC_FILE)
-        return read_trace(t, p, errbuf, errcap);
-    if (one_key(t, errbuf, errcap) != 0)
-        return -1;
-    const int64_t D = p->duration_ns;
-    const double gap = 1e9 / p->rate; /* ns between requests at the rate */
-    t->end_ns = D;
-    switch (p->kind) {
-    case TRAFFIC_STEADY:
-        for (uint64_t i = 0;; i++) {
-            double x = (double)i * gap;
-            if (x >= (double)D)
-                break;
-            if (push(t, (int64_t)x, 0, 1, errbuf, errcap) != 0)
-                return -1;
-        }
-        break;
-    case TRAFFIC_BURSTY: {
-        /* Every period: on for the first fifth at 5x the rate, then silent,
-         * so that the average is the rate. */
-        int64_t on = p->period_ns / 5;
-        for (int64_t c = 0; c < D; c += p->period_ns) {
-            for (uint64_t j = 0;; j++) {
-                double x = (double)j * gap / 5;
-                if (x >= (double)on || (double)c + x >= (double)D)
-                    break;
-                if (push(t, c + (int64_t)x, 0, 1, errbuf, errcap) != 0)
-                    return -1;
-            }
-            if (c > SL_TIME_MAX - p->period_ns)
-                break;
-        }
-        break;
-    }
-    case TRAFFIC_POISSON: {
-        cli_rng r;
-        cli_rng_seed(&r, p->seed);
-        double x = 0;
-        for (;;) {
-            x += -log(cli_rng_unit(&r)) * gap;
-            if (x >= (double)D)
-                break;
-            if (push(t, (int64_t)x, 0, 1, errbuf, errcap) != 0)
-                return -1;
-        }
-        break;
-    }
-    case TRAFFIC_BOUNDARY: {
-        /* At every other boundary k*period (k = 1, 3, 5, ...): `limit`
-         * requests spread evenly over the twentieth of a period just before
-         * it, and `limit` more over the twentieth just after. A fixed window
-         * sees each half in a different window and admits both. */
-        int64_t w = p->period_ns / 20;
-        if (w < 1)
-            w = 1;
-        for (int64_t k = 1;; k += 2) {
-            if (k > (SL_TIME_MAX - w) / p->period_ns)
-                break;
-            int64_t B = k * p->period_ns;
-            if (B + w > D)
-                break;
-            for (int half = 0; half < 2; half++) {
-                int64_t start = half ? B : B - w;
-                for (int64_t j = 0; j < p->limit; j++) {
-                    int64_t off = (int64_t)((__int128)j * w / p->limit);
-                    if (push(t, start + off, 0, 1, errbuf, errcap) != 0)
-                        return -1;
-                }
-            }
-        }
-        break;
-    }
-    case TRAFFIC_RAMP: {
-        /* The rate rises linearly from 0 to 2x the rate over the duration:
-         * r(t) = 2R t / D, so N(t) = R t^2 / D and the i-th request comes at
-         * t = sqrt(i D / R); R*D requests in all, as many as steady. */
-        double Ds = (double)D / 1e9;
-        for (uint64_t i = 0;; i++) {
-            double x = sqrt((double)i * Ds / p->rate) * 1e9;
-            if (x >= (double)D)
-                break;
-            if (push(t, (int64_t)x, 0, 1, errbuf, errcap) != 0)
-                return -1;
-        }
-        break;
-    }
-    case TRAFFIC_FILE:
-        break;
-    }
-    return 0;
 }
