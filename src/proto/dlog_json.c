@@ -54,6 +54,14 @@ static size_t sl_utf8_seq(const unsigned char *s, size_t n)
     return len;
 }
 
+/* The bytes a JSON string holds as they are: printable ASCII but '"' and
+ * '\'. */
+static const unsigned char sl_json_plain[256] = {
+    [0x20 ... 0x21] = 1, /* '"' is 0x22 */
+    [0x23 ... 0x5B] = 1, /* '\\' is 0x5C */
+    [0x5D ... 0x7E] = 1,
+};
+
 size_t sl_json_string(char *out, const void *s, size_t len, bool *utf8)
 {
     static const char hex[] = "0123456789abcdef";
@@ -62,12 +70,16 @@ size_t sl_json_string(char *out, const void *s, size_t len, bool *utf8)
     bool ok = true;
     out[w++] = '"';
     for (size_t i = 0; i < len;) {
+        /* A run of plain bytes, copied at once: most keys are one. */
+        size_t j = i;
+        while (j < len && sl_json_plain[p[j]])
+            j++;
+        memcpy(out + w, p + i, j - i);
+        w += j - i;
+        i = j;
+        if (i == len)
+            break;
         unsigned char c = p[i];
-        if (c >= 0x20 && c < 0x7F && c != '"' && c != '\\') {
-            out[w++] = (char)c;
-            i++;
-            continue;
-        }
         if (c < 0x80) {
             char esc = c == '"' ? '"' : c == '\\' ? '\\' : c == '\b' ? 'b' : c == '\f' ? 'f'
                      : c == '\n' ? 'n' : c == '\r' ? 'r' : c == '\t' ? 't' : 0;
@@ -129,12 +141,14 @@ static void sl_digits(char *out, int64_t v, int n)
         out[i] = (char)('0' + v % 10);
 }
 
+static int64_t sl_rfc3339_clamp(int64_t ms)
+{
+    return ms < 0 ? 0 : ms > SL_RFC3339_MAX_MS ? SL_RFC3339_MAX_MS : ms;
+}
+
 size_t sl_rfc3339_ms(char *out, int64_t ms)
 {
-    if (ms < 0)
-        ms = 0;
-    if (ms > SL_RFC3339_MAX_MS)
-        ms = SL_RFC3339_MAX_MS;
+    ms = sl_rfc3339_clamp(ms);
     int64_t days = ms / 86400000, in_day = ms % 86400000;
     /* The civil date of a day count since 1970-01-01, in eras of 400
      * years (146 097 days) that begin on a 1 March, so that the leap day
@@ -200,7 +214,7 @@ static size_t sl_json_nullable(char *out, const char *s, size_t len)
     return sl_json_string(out, s, len, &utf8);
 }
 
-size_t sl_dlog_format(char *out, size_t cap, const sl_dlog_line *l)
+size_t sl_dlog_format(char *out, size_t cap, const sl_dlog_line *l, sl_dlog_clock *clock)
 {
     size_t face_len = l->face ? strlen(l->face) : 0;
     if (!l->face || face_len > 8 ||
@@ -210,7 +224,21 @@ size_t sl_dlog_format(char *out, size_t cap, const sl_dlog_line *l)
     size_t w = 0;
     bool utf8;
     PUT("{\"time\":\"");
-    w += sl_rfc3339_ms(out + w, l->time_ms);
+    if (clock) {
+        int64_t ms = sl_rfc3339_clamp(l->time_ms);
+        if (clock->sec_plus_1 != ms / 1000 + 1) {
+            char text[24];
+            sl_rfc3339_ms(text, ms);
+            memcpy(clock->text, text, sizeof clock->text);
+            clock->sec_plus_1 = ms / 1000 + 1;
+        }
+        memcpy(out + w, clock->text, sizeof clock->text);
+        sl_digits(out + w + 20, ms % 1000, 3);
+        out[w + 23] = 'Z';
+        w += 24;
+    } else {
+        w += sl_rfc3339_ms(out + w, l->time_ms);
+    }
     PUT("\",\"face\":\"");
     memcpy(out + w, l->face, face_len);
     w += face_len;

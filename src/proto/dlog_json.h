@@ -47,13 +47,22 @@ typedef struct sl_dlog_line {
  * long (the face at most 8 bytes), its newline included. */
 size_t sl_dlog_line_max(size_t policy_len, size_t key_len, size_t refused_len);
 
+/* The text of the second the last line fell in, which the next lines of
+ * that second reuse: a date costs a few hundred instructions to write, a
+ * copy of it a few. All zero before the first line. */
+typedef struct sl_dlog_clock {
+    int64_t sec_plus_1;  /* the second cached, plus 1; 0: none */
+    char text[20];       /* its "YYYY-MM-DDTHH:MM:SS." */
+} sl_dlog_clock;
+
 /*
  * Writes l as one line, its '\n' included, into out (cap bytes; no NUL is
- * written). Returns the line's length, or 0 (out's contents undefined)
- * when cap is less than sl_dlog_line_max for l's strings or l->face is
- * NULL or longer than 8 bytes.
+ * written), the time through clock (NULL: none; the line is the same).
+ * Returns the line's length, or 0 (out's contents undefined) when cap is
+ * less than sl_dlog_line_max for l's strings or l->face is NULL or longer
+ * than 8 bytes.
  */
-size_t sl_dlog_format(char *out, size_t cap, const sl_dlog_line *l);
+size_t sl_dlog_format(char *out, size_t cap, const sl_dlog_line *l, sl_dlog_clock *clock);
 
 /*
  * Writes s[0 .. len) as a JSON string, its quotes included, into out (at

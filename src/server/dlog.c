@@ -43,14 +43,6 @@ enum { REC_ALLOWED = 1, REC_SHADOW = 2, REC_POLICY = 4, REC_REFUSED = 8 };
 
 static const char *const dlog_face[SL_PROTOS] = {"resp", "http", "grpc"};
 
-struct sl_dlog_worker {
-    sl_spsc ring;
-    sl_sampler sampler;
-    /* Lines dropped for a full ring: written by this worker alone
-     * (sl_counter_add), read by /metrics. */
-    alignas(64) atomic_uint_fast64_t dropped;
-};
-
 struct sl_dlog {
     char *path;
     bool is_stdout;
@@ -71,6 +63,7 @@ struct sl_dlog {
     size_t batch_cap, batch_len;
     uint64_t batch_lines;
     bool torn; /* a failed write cut a line: the next write ends it first */
+    sl_dlog_clock clock; /* the current second's text */
     int64_t error_log_next;
     uint64_t error_dropped; /* since the last line that said so */
     /* For /metrics: written only by the writer. */
@@ -126,10 +119,10 @@ static int64_t dlog_time_ms(const sl_worker *w)
     return t / 1000000;
 }
 
-void sl_dlog_check(sl_worker *w, int face, const sl_check *k, bool allowed, bool shadow)
+void sl_dlog_record(sl_worker *w, int face, const sl_check *k, bool allowed, bool shadow)
 {
     sl_dlog_worker *dw = w->dlog;
-    if (!sl_sampler_keep(&dw->sampler) || !k->key || k->n == 0)
+    if (!k->key || k->n == 0)
         return;
     size_t n = k->n;
     bool refused = k->req.failed >= 0;
@@ -238,9 +231,15 @@ sl_dlog *sl_dlog_open(const char *path, uint32_t ppm, int nworkers, uint64_t see
     atomic_init(&d->next_fd, -1);
     d->nworkers = nworkers;
     d->max_key = max_key;
+    /* Both waits are on the monotonic clock: a wall clock set back does
+     * not stretch them. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_mutex_init(&d->mu, NULL);
-    pthread_cond_init(&d->wake, NULL);
-    pthread_cond_init(&d->ended, NULL);
+    pthread_cond_init(&d->wake, &ca);
+    pthread_cond_init(&d->ended, &ca);
+    pthread_condattr_destroy(&ca);
     /* Room for two of the longest lines, and many short ones. */
     size_t line = sl_dlog_line_max(UINT16_MAX, max_key, UINT16_MAX);
     d->batch_cap = 2 * line > ((size_t)256 << 10) ? 2 * line : (size_t)256 << 10;
@@ -416,7 +415,8 @@ static void dlog_add(sl_dlog *d, const unsigned char *p, size_t len)
     if (max > d->batch_cap - d->batch_len)
         dlog_flush(d);
     size_t n = max <= d->batch_cap - d->batch_len
-                   ? sl_dlog_format(d->batch + d->batch_len, d->batch_cap - d->batch_len, &l)
+                   ? sl_dlog_format(d->batch + d->batch_len, d->batch_cap - d->batch_len, &l,
+                                    &d->clock)
                    : 0;
     if (n == 0) { /* longer than any key the server takes: cannot be */
         atomic_fetch_add_explicit(&d->write_dropped, 1, memory_order_relaxed);
@@ -426,7 +426,13 @@ static void dlog_add(sl_dlog *d, const unsigned char *p, size_t len)
     d->batch_lines++;
 }
 
-/* Moves what every ring holds into the file; returns the lines taken. */
+/* The most records one pass takes from a ring before it goes on to the
+ * next: a worker that keeps its ring busy cannot keep the writer from the
+ * others'. */
+#define DLOG_PASS_RECORDS 4096
+
+/* Moves what the rings hold into the file, at most DLOG_PASS_RECORDS of
+ * each; returns the lines taken (0: every ring was empty). */
 static uint64_t dlog_drain(sl_dlog *d)
 {
     uint64_t n = 0;
@@ -434,7 +440,7 @@ static uint64_t dlog_drain(sl_dlog *d)
         sl_spsc *r = &d->workers[i]->ring;
         const void *p;
         size_t len;
-        while ((p = sl_spsc_peek(r, &len))) {
+        for (int k = 0; k < DLOG_PASS_RECORDS && (p = sl_spsc_peek(r, &len)); k++) {
             dlog_add(d, p, len);
             sl_spsc_release(r);
             n++;
@@ -483,14 +489,6 @@ static void *dlog_run(void *arg)
 
 int sl_dlog_start(sl_dlog *d)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_destroy(&d->wake);
-    pthread_cond_init(&d->wake, &ca);
-    pthread_cond_destroy(&d->ended);
-    pthread_cond_init(&d->ended, &ca);
-    pthread_condattr_destroy(&ca);
     if (pthread_create(&d->thread, NULL, dlog_run, d) != 0) {
         sl_log(SL_LOG_ERROR, "cannot start the decision log's writer thread");
         return -1;

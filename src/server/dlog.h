@@ -28,14 +28,29 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdalign.h>
+#include <stdatomic.h>
+
 #include "cmd/rls.h"
 #include "common/buf.h"
+#include "common/sample.h"
+#include "common/spsc.h"
 
 struct sl_worker;
 struct sl_check;
 
 typedef struct sl_dlog sl_dlog;
-typedef struct sl_dlog_worker sl_dlog_worker; /* a worker's half: its sampler and ring */
+
+/* A worker's half of the log, which only its worker writes (but for the
+ * ring's consumer side, the writer's): in the open so that the sampling
+ * test is inlined into the worker's path (sl_dlog_check). */
+typedef struct sl_dlog_worker {
+    sl_spsc ring;
+    sl_sampler sampler;
+    /* Lines dropped for a full ring: written by this worker alone
+     * (sl_counter_add), read by /metrics. */
+    alignas(64) atomic_uint_fast64_t dropped;
+} sl_dlog_worker;
 
 /* Each worker's ring, in bytes: about 6000 lines of a short key. */
 #define SL_DLOG_RING_BYTES ((size_t)1 << 20)
@@ -77,13 +92,20 @@ void sl_dlog_stop(sl_dlog *d);
  * zeros when d is NULL (no log). */
 void sl_dlog_metrics(sl_dlog *d, sl_buf *out);
 
-/*
- * A worker's decision (sl_cmd_ctx.decided's arguments), logged when its
- * sampler keeps it. face is SL_PROTO_RESP or SL_PROTO_HTTP. Only w's
- * thread; w->dlog not NULL.
- */
-void sl_dlog_check(struct sl_worker *w, int face, const struct sl_check *k, bool allowed,
-                   bool shadow);
+/* A worker's decision (sl_cmd_ctx.decided's arguments) that its sampler
+ * kept: copied into its ring. face is SL_PROTO_RESP or SL_PROTO_HTTP.
+ * Only w's thread; w->dlog not NULL. */
+void sl_dlog_record(struct sl_worker *w, int face, const struct sl_check *k, bool allowed,
+                    bool shadow);
+
+/* A worker's decision, dw its half of the log (w->dlog): logged when the
+ * sampler keeps it. The test is inline; the copy is not. */
+static inline void sl_dlog_check(sl_dlog_worker *dw, struct sl_worker *w, int face,
+                                 const struct sl_check *k, bool allowed, bool shadow)
+{
+    if (sl_sampler_keep(&dw->sampler))
+        sl_dlog_record(w, face, k, allowed, shadow);
+}
 
 /* ShouldRateLimit's decisions (sl_rls_ctx.logged, arg the worker): over
  * gRPC, and over HTTP's POST /json. */

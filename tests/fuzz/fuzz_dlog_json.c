@@ -13,7 +13,8 @@
  * (a shorter input leaves the fields past its end empty or zero).
  *
  * CHECK() aborts when a guarantee of dlog_json.h breaks: the line fits
- * sl_dlog_line_max, is one line ending in '\n', is valid UTF-8 (checked by
+ * sl_dlog_line_max, is the same through the clock cache (kept from one
+ * input to the next), is one line ending in '\n', is valid UTF-8 (checked by
  * a decoder written here) and valid JSON (cJSON reads it) with exactly its
  * fields in order; each string decodes (by a JSON string reader written
  * here) back to its bytes when they are UTF-8; and the key's bytes always
@@ -208,9 +209,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     size_t cap = sl_dlog_line_max(l.policy ? plen : 0, klen, l.refused_by ? rlen : 0);
     char *out = malloc(cap + 1);
     CHECK(out);
-    CHECK(sl_dlog_format(out, cap - 1, &l) == 0 || cap == 0); /* one byte short: refused */
-    size_t n = sl_dlog_format(out, cap, &l);
+    CHECK(sl_dlog_format(out, cap - 1, &l, NULL) == 0); /* one byte short: refused */
+    size_t n = sl_dlog_format(out, cap, &l, NULL);
     CHECK(n > 0 && n <= cap);
+    /* Through the clock cache (kept from input to input): the same line. */
+    static sl_dlog_clock clock;
+    char *again = malloc(cap);
+    CHECK(again);
+    CHECK(sl_dlog_format(again, cap, &l, &clock) == n && memcmp(again, out, n) == 0);
+    free(again);
     CHECK(out[n - 1] == '\n');
     CHECK(memchr(out, '\n', n - 1) == NULL);
     CHECK(utf8_ok((const unsigned char *)out, n));

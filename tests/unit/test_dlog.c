@@ -266,7 +266,7 @@ Test(sample, the_same_seed_makes_the_same_choices)
 
 static size_t format(char *out, size_t cap, const sl_dlog_line *l)
 {
-    size_t n = sl_dlog_format(out, cap, l);
+    size_t n = sl_dlog_format(out, cap, l, NULL);
     cr_assert_gt(n, 0);
     out[n] = '\0';
     return n;
@@ -311,12 +311,12 @@ Test(dlog_line, a_buffer_below_the_bound_is_refused)
     sl_dlog_line l = {.face = "grpc", .key = "abc", .key_len = 3};
     size_t max = sl_dlog_line_max(0, 3, 0);
     cr_assert_leq(max, sizeof out);
-    cr_assert_eq(sl_dlog_format(out, max - 1, &l), 0);
-    cr_assert_gt(sl_dlog_format(out, max, &l), 0);
+    cr_assert_eq(sl_dlog_format(out, max - 1, &l, NULL), 0);
+    cr_assert_gt(sl_dlog_format(out, max, &l, NULL), 0);
     l.face = NULL;
-    cr_assert_eq(sl_dlog_format(out, sizeof out, &l), 0);
+    cr_assert_eq(sl_dlog_format(out, sizeof out, &l, NULL), 0);
     l.face = "toolongface";
-    cr_assert_eq(sl_dlog_format(out, sizeof out, &l), 0);
+    cr_assert_eq(sl_dlog_format(out, sizeof out, &l, NULL), 0);
 }
 
 static char *json_of(const void *s, size_t len, bool *utf8)
@@ -446,6 +446,26 @@ Test(dlog_line, time_is_rfc3339_utc_with_milliseconds)
     }
 }
 
+Test(dlog_line, the_clock_cache_writes_the_same_lines)
+{
+    /* Times that stay in a second, cross one, go back, cross a day and a
+     * year, and are clamped: each line as it is without the cache. */
+    const int64_t ms[] = {0,          999,        1000,       1000,          999,
+                          86399999,   86400000,   1735689599999, 1735689600000, 1735689600001,
+                          -7,         INT64_MAX,  INT64_MAX - 1, 1796126403123, 1796126403999};
+    sl_dlog_clock clock = {0};
+    for (size_t i = 0; i < sizeof ms / sizeof *ms; i++) {
+        sl_dlog_line l = {.time_ms = ms[i], .face = "resp", .key = "k", .key_len = 1};
+        char a[512], b[512];
+        size_t na = sl_dlog_format(a, sizeof a, &l, NULL);
+        size_t nb = sl_dlog_format(b, sizeof b, &l, &clock);
+        cr_assert_gt(na, 0);
+        cr_assert_eq(na, nb);
+        cr_assert_eq(memcmp(a, b, na), 0, "%lld: %.*s vs %.*s", (long long)ms[i], (int)na, a,
+                     (int)nb, b);
+    }
+}
+
 Test(dlog_line, the_worst_key_fits_the_bound_and_parses_back)
 {
     /* Every byte value, twice over, in a key: the line is JSON that cJSON
@@ -458,7 +478,7 @@ Test(dlog_line, the_worst_key_fits_the_bound_and_parses_back)
     sl_dlog_line l = {.face = "grpc", .policy = "p\"\\\n\x01", .policy_len = 5, .key = key,
                       .key_len = sizeof key, .refused_by = "\xff\xfe" "abc\x02\x03\x04\x05",
                       .refused_len = 9};
-    size_t n = sl_dlog_format(out, cap, &l);
+    size_t n = sl_dlog_format(out, cap, &l, NULL);
     cr_assert_gt(n, 0);
     cr_assert_eq(out[n - 1], '\n');
     cr_assert_null(memchr(out, '\n', n - 1), "one line");
