@@ -46,7 +46,9 @@ typedef struct sl_dlog sl_dlog;
  * test is inlined into the worker's path (sl_dlog_check). */
 typedef struct sl_dlog_worker {
     sl_spsc ring;
-    sl_sampler sampler;
+    /* On a line of its own: the worker writes it at every decision, and
+     * the writer reads the ring's last line (its size and bytes). */
+    alignas(64) sl_sampler sampler;
     /* Lines dropped for a full ring: written by this worker alone
      * (sl_counter_add), read by /metrics. */
     alignas(64) atomic_uint_fast64_t dropped;
