@@ -18,7 +18,9 @@
 # to back), and the tables give the median of each figure; the ratio of each round is
 # printed too.
 #
-# Environment: SLUICED (default build/bin/sluiced), REDIS_SERVER (redis-server),
+# Environment: SLUICED (default build/bin/sluiced), SLUICED_ARGS (more flags for sluiced,
+# split at spaces: e.g. "--decision-log /tmp/d.jsonl --decision-log-sample 0.01" to measure
+# what the decision log costs), REDIS_SERVER (redis-server),
 # SERVER_CPU (0), CLIENT_CPU (1), CLIENTS (50), KEYSPACE (100000), REQUESTS_P1 (200000),
 # REQUESTS_P16 (1000000), ROUNDS (3), RSS_KEYS (1000000).
 # Needs redis-server and redis-tools (redis-benchmark, redis-cli) from Debian.
@@ -26,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SLUICED=${SLUICED:-build/bin/sluiced}
+read -r -a SLUICED_EXTRA <<<"${SLUICED_ARGS:-}"
 REDIS_SERVER=${REDIS_SERVER:-redis-server}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -55,7 +58,7 @@ bench_workdir
 start_sluiced() {
   SL_PORT=$(free_port)
   taskset -c "$SERVER_CPU" "$SLUICED" --port "$SL_PORT" --http-port 0 --threads 1 \
-    2>"$work/sluiced.log" &
+    ${SLUICED_EXTRA[@]+"${SLUICED_EXTRA[@]}"} 2>"$work/sluiced.log" &
   SL_PID=$!
   pids+=("$SL_PID")
   wait_ping "$SL_PORT" "$SL_PID"
@@ -129,7 +132,7 @@ probe() {
 declare -A R
 
 echo "resp_compare: $(nproc) cores; servers on CPU $SERVER_CPU, redis-benchmark on CPU $CLIENT_CPU, $CLIENTS clients, $KEYSPACE random keys" >&2
-echo "resp_compare: $("$REDIS_SERVER" --version | head -c 60); sluiced: $SLUICED" >&2
+echo "resp_compare: $("$REDIS_SERVER" --version | head -c 60); sluiced: $SLUICED ${SLUICED_ARGS:-}" >&2
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
 
 start_sluiced

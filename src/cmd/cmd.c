@@ -606,6 +606,12 @@ static int sl_check_policy_fill(sl_check *k, const sl_config *cfg, const sl_poli
         k->cost[i] = items[i].cost;
     }
     k->nkey = nkey;
+    /* A named limit's store key is "{KEY}\x1fNAME" (sl_policy_items):
+     * the key's own store key is inside the braces. */
+    if (which[0]->name[0]) {
+        k->key = (const char *)items[0].key + 1;
+        k->key_len = items[0].keylen - 3 - strlen(which[0]->name);
+    }
     k->policy = (int)(p - cfg->policies);
     k->name = p->name;
     k->shadow = p->shadow;

@@ -113,6 +113,13 @@ typedef struct sl_check {
     const char *lname[SL_TAKE_MANY_MAX];
     unsigned char lunit[SL_TAKE_MANY_MAX]; /* each limit's sl_unit: what its cost counts */
     int64_t cost[SL_TAKE_MANY_MAX];       /* what the request takes from each limit */
+    /* The key a decision is reported under (a face's decision log): the
+     * first item's store key; a policy's, its key's store key without a
+     * named limit's suffix. It points where the items' keys do, and
+     * sl_check_own does not copy it: a face that defers a check and reads
+     * the key when it is decided copies it itself. */
+    const char *key;
+    size_t key_len;
     int64_t lease_max;         /* SL.ACQUIRE: the max_in_flight the lease id carries */
     size_t n;                  /* the limits below (req.n but for RESET) */
     const sl_limit *lim[SL_TAKE_MANY_MAX];
@@ -163,6 +170,10 @@ static inline void sl_check_init(sl_check *k, sl_op op, sl_render render, size_t
     k->nkey = 0;
     k->chain = NULL;
     k->n = op == SL_OP_RESET ? 0 : n;
+    k->key = n ? (const char *)items[0].key : NULL;
+    k->key_len = n ? items[0].keylen : 0;
+    for (size_t i = 0; i < k->n && i < SL_TAKE_MANY_MAX; i++)
+        k->cost[i] = items[i].cost;
 }
 
 typedef struct sl_cmd_ctx {

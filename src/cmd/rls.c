@@ -34,6 +34,9 @@ typedef struct rls_item {
     const char *name;                   /* the rule's name, in the call's arena */
     const char *mkey;                   /* its stats key, in the arena; NULL: none */
     size_t mlen;
+    const char *skey;                   /* its first store key, in the arena, for
+                                           `logged`; NULL: none */
+    size_t slen;
     sl_backend_req r;
     sl_decision d[SL_ENVOY_MAX_LIMITS];
 } rls_item;
@@ -49,6 +52,8 @@ struct sl_rls_call {
     void (*decided)(void *arg, const char *key, size_t len, int64_t hits, bool over, bool near,
                     bool shadow);
     void *decided_arg;
+    void (*logged)(void *arg, const sl_rls_decision *d);
+    void *logged_arg;
     const char *const *header_names;
     char *arena;      /* names and stats keys */
     sl_rls_status *statuses;
@@ -77,9 +82,39 @@ static size_t binding(const rls_item *it)
     return b;
 }
 
+/* Tells the face's decision log of each descriptor decided. */
+static void call_logged(sl_rls_call *call)
+{
+    for (size_t i = 0; i < call->n; i++) {
+        const rls_item *it = &call->items[i];
+        if (!it->skey || (it->kind != IT_TAKE && it->kind != IT_ZERO) ||
+            (it->kind == IT_TAKE && it->r.rc != SL_OK))
+            continue;
+        sl_rls_decision e = {.key = it->skey, .key_len = it->slen, .rule = it->mkey,
+                             .rule_len = it->mlen, .hits = it->hits};
+        if (it->kind == IT_ZERO) { /* the limit at it->n has 0 requests: never */
+            e.over = true;
+            e.n = it->n + 1u;
+            e.binding = it->n;
+            e.retry_after_ns = SL_NEVER;
+        } else {
+            size_t b = binding(it);
+            e.over = it->r.failed >= 0;
+            e.n = it->n;
+            e.binding = b;
+            e.remaining = it->d[b].remaining;
+            e.retry_after_ns = e.over ? it->d[b].retry_after_ns : 0;
+        }
+        e.shadow = it->shadow && e.over;
+        call->logged(call->logged_arg, &e);
+    }
+}
+
 /* Every take is answered: counts them for the face, then ends the call. */
 static void call_decided(sl_rls_call *call)
 {
+    if (call->logged)
+        call_logged(call);
     for (size_t i = 0; call->decided && i < call->n; i++) {
         const rls_item *it = &call->items[i];
         if (!it->mkey || (it->kind != IT_TAKE && it->kind != IT_ZERO) ||
@@ -273,6 +308,8 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
         }
         size_t kl = sl_envoy_store_key(r->domain.p, r->domain.n, &desc[i], &m[i],
                                        SL_ENVOY_MAX_LIMITS + SL_ENVOY_WEEK, NULL, 0);
+        if (c->logged)
+            arena += kl + 1; /* its first store key, for the log */
         if (c->max_key_bytes && kl > c->max_key_bytes &&
             (r->descriptors[i].has_limit || (rule && !rule->unlimited && !m[i].replaced))) {
             rc = fail(err, errlen, SL_ERR_ARGUMENT,
@@ -313,6 +350,8 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
     call->arg = arg;
     call->decided = c->decided;
     call->decided_arg = c->decided_arg;
+    call->logged = c->logged;
+    call->logged_arg = c->logged_arg;
     call->header_names = c->header_names;
     call->submitting = true;
     char *a = call->arena;
@@ -338,6 +377,18 @@ int sl_rls_start(const sl_rls_ctx *c, sl_rls_request *r, sl_rls_done_fn done, vo
         }
         if (it->kind == IT_ZERO)
             it->hits = hits(r, rd);
+        if (c->logged && (lim || it->kind == IT_ZERO)) {
+            /* Its first limit's store key, as the take below writes it. */
+            size_t index = rd->has_limit ? SL_ENVOY_MAX_LIMITS + (size_t)rd->limit_unit : 0;
+            size_t room = arena - (size_t)(a - call->arena);
+            size_t kl = sl_envoy_store_key(r->domain.p, r->domain.n, &desc[i], &m[i], index, a,
+                                           room);
+            if (kl < room) { /* it fits: the sizes above reserved its longest */
+                it->skey = a;
+                it->slen = kl;
+                a += kl + 1;
+            }
+        }
         if (!lim)
             continue;
         sl_take_item items[SL_ENVOY_MAX_LIMITS];

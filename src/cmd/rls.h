@@ -47,6 +47,24 @@
 #include "policy/envoy.h"
 #include "proto/rls.h"
 
+/* One descriptor's decision, for a face's decision log (sl_rls_ctx.logged):
+ * the pointers are the call's, valid during the callback only. */
+typedef struct sl_rls_decision {
+    const char *key;      /* the store key of its first limit (sl_envoy_store_key) */
+    size_t key_len;
+    const char *rule;     /* its rule's stats key (as `decided` gets it); NULL for a limit
+                             override that no rule matched */
+    size_t rule_len;
+    int64_t hits;
+    bool over;            /* over a limit (shadow: let through all the same) */
+    bool shadow;          /* over, in shadow mode */
+    size_t n;             /* the rule's limits */
+    size_t binding;       /* the limit reported: the one that refused, else the least
+                             remaining */
+    int64_t remaining;    /* that limit's, 0 for a limit of 0 requests */
+    int64_t retry_after_ns; /* that limit's wait when over (SL_NEVER: a limit of 0), else 0 */
+} sl_rls_decision;
+
 typedef struct sl_rls_ctx {
     const sl_backend *be;
     sl_backend_worker *bw;
@@ -67,6 +85,11 @@ typedef struct sl_rls_ctx {
     void (*decided)(void *arg, const char *key, size_t len, int64_t hits, bool over, bool near,
                     bool shadow);
     void *decided_arg;
+    /* Called once per descriptor decided by a rule or a limit override
+     * (the store's answer, or a limit of 0), for the face's decision log.
+     * NULL: none, and the call keeps no store keys for it. */
+    void (*logged)(void *arg, const sl_rls_decision *d);
+    void *logged_arg;
 } sl_rls_ctx;
 
 typedef struct sl_rls_call sl_rls_call;

@@ -21,6 +21,7 @@
 #include "common/secret.h"
 #include "common/units.h"
 #include "policy/config.h"
+#include "server/dlog.h"
 #include "server/log.h"
 #include "server/persist.h"
 #include "server/plans_redis.h"
@@ -32,9 +33,11 @@ static void sl_call(sl_cmd_ctx *c, const sl_command *cmd, int argc, const sl_res
 
 /* ---- the backend: decisions now, or in reply slots ---- */
 
-static void sl_on_decided(sl_cmd_ctx *c, const sl_check *k, bool allowed, bool shadow)
+/* A decision's counts, for the metrics. */
+static inline __attribute__((always_inline)) void sl_count_decided(sl_worker *w,
+                                                                   const sl_check *k,
+                                                                   bool allowed, bool shadow)
 {
-    sl_worker *w = CONN(c)->w;
     if (k->req.rc == SL_ERR_NOMEM)
         sl_counter_add(&w->metrics.store_errors, 1);
     sl_metrics_decided(&w->metrics, k->policy, allowed, shadow);
@@ -42,6 +45,27 @@ static void sl_on_decided(sl_cmd_ctx *c, const sl_check *k, bool allowed, bool s
         sl_metrics_shadow_refused(k->policy, k->name);
     if (k->req.by != SL_DECIDED_BY_STORE)
         sl_metrics_fallback(&w->metrics, k->policy, k->name, k->req.by);
+}
+
+/* A decision with the decision log on: counted, and logged when sampled.
+ * Apart, so that without the log the path below stays as it was. */
+static __attribute__((noinline, cold)) void sl_on_decided_logged(sl_cmd_ctx *c,
+                                                                 const sl_check *k,
+                                                                 bool allowed, bool shadow)
+{
+    sl_worker *w = CONN(c)->w;
+    sl_count_decided(w, k, allowed, shadow);
+    sl_dlog_check(w->dlog, w, CONN(c)->proto, k, allowed, shadow);
+}
+
+static void sl_on_decided(sl_cmd_ctx *c, const sl_check *k, bool allowed, bool shadow)
+{
+    sl_worker *w = CONN(c)->w;
+    if (__builtin_expect(w->dlog != NULL, 0)) {
+        sl_on_decided_logged(c, k, allowed, shadow);
+        return;
+    }
+    sl_count_decided(w, k, allowed, shadow);
 }
 
 static void sl_on_adapted(sl_cmd_ctx *c, int policy, int cls, bool admitted)
@@ -95,6 +119,12 @@ static sl_check *sl_conn_defer(sl_cmd_ctx *c, const sl_check *k)
     /* All but the room for owned limits, which sl_check_own fills. */
     memcpy(&s->check, k, offsetof(sl_check, own));
     sl_check_own(&s->check);
+    /* The key is read again when the decision comes, for the log: the
+     * request's bytes will have moved on by then. */
+    if (conn->w->dlog && k->key) {
+        sl_buf_clear(&s->key);
+        s->check.key = sl_buf_add(&s->key, k->key, k->key_len) == 0 ? s->key.data : NULL;
+    }
     s->check.req.done = sl_slot_done;
     s->check.req.owner = s;
     if (conn->slots_tail)

@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "proto/grpc_frame.h"
 #include "server/grpc.h"
+#include "server/dlog.h"
 #include "server/envoy_stats.h"
 #include "server/grpc_session.h"
 #include "server/log.h"
@@ -68,6 +69,8 @@ bool sl_rls_ctx_of(sl_worker *w, sl_rls_ctx *ctx)
         .header_names = srv->cfg.envoy_headers,
         .decided = sl_envoy_stats_count,
         .decided_arg = w->envoy_stats,
+        .logged = w->dlog ? sl_dlog_rls_grpc : NULL,
+        .logged_arg = w,
     };
     return ctx->envoy != NULL;
 }

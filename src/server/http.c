@@ -46,6 +46,7 @@
 #include "proto/acquire_json.h"
 #include "proto/cjson_parse.h"
 #include "proto/rls_json.h"
+#include "server/dlog.h"
 #include "server/grpc.h"
 #include "common/units.h"
 #include "policy/config.h"
@@ -1096,6 +1097,8 @@ static void sl_http_rls_json(sl_conn *c, const sl_http_request *r, const char *b
         sl_http_write_error(sl_conn_out(c), 503, keep, SL_RLS_NO_CONFIG, NULL);
         return;
     }
+    if (ctx.logged)
+        ctx.logged = sl_dlog_rls_http;
     sl_rls_request req;
     char err[256];
     int rc = sl_rls_request_from_json(&req, body, (size_t)r->content_length, NULL, err,

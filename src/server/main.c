@@ -32,8 +32,10 @@
 #include "cmd/adaptive.h"
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/sample.h"
 #include "policy/config.h"
 #include "policy/envoy.h"
+#include "server/dlog.h"
 #include "server/log.h"
 #include "server/notify.h"
 #include "server/persist.h"
@@ -114,7 +116,7 @@ static bool sl_parse_output_limit(const char *s, sl_server_config *cfg)
 enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_ENVOY_HEADERS, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY, F_MAX_ADAPTIVE,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
-    F_LOGLEVEL, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_LOGLEVEL, F_DECISION_LOG, F_DECISION_LOG_SAMPLE, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     F_COUNT
 };
@@ -228,6 +230,21 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_LOGLEVEL] = {"log-level", "LEVEL", "info",
                     "debug, info, warn or error; logs go to stderr, one line per event",
                     "debug, info, warn or error", SL_FLAG_APPLIED},
+    [F_DECISION_LOG] = {"decision-log", "FILE", NULL,
+                        "one JSON line per sampled decision (time, face, policy, key, cost, "
+                        "allowed, remaining, the limit that refused) appended to FILE, - for "
+                        "standard output; created with mode 0640, opened again on SIGHUP (for "
+                        "logrotate); written by a thread of its own: lines it cannot keep up "
+                        "with are dropped and counted, never waited for "
+                        "(docs/observability.md)",
+                        "a file name, or - for standard output", 0},
+    [F_DECISION_LOG_SAMPLE] = {"decision-log-sample", "R", "1",
+                               "the fraction of decisions --decision-log writes, chosen at "
+                               "random: 1 every one, 0.01 one in a hundred (or as a percentage: "
+                               "1%)",
+                               "a fraction above 0 and at most 1 with at most six decimals "
+                               "(0.01), or a percentage with at most four (1%)",
+                               SL_FLAG_APPLIED},
     [F_STORE] = {"store", "URL", "memory://",
                  "where state lives: memory:// (in this process), redis://[USER:PASS@]HOST:PORT"
                  "[/DB] (one central Redis; also ?password=P&user=U) or "
@@ -551,6 +568,15 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             if (!*optarg)
                 goto bad;
             cfg->snapshot = optarg;
+            break;
+        case F_DECISION_LOG:
+            if (!*optarg)
+                goto bad;
+            cfg->decision_log = optarg;
+            break;
+        case F_DECISION_LOG_SAMPLE:
+            if (!sl_sample_parse(optarg, strlen(optarg), &cfg->decision_log_ppm))
+                goto bad;
             break;
         case F_CONFIG: cfg->config_path = optarg; break;
         case F_ENVOY_CONFIG: cfg->envoy_config = optarg; break;
@@ -1084,6 +1110,9 @@ static void sl_reload(sl_server *srv)
 static bool sl_on_sighup(uv_signal_t *s, int signum)
 {
     sl_server *srv = s->data;
+    /* The decision log's file first (logrotate renamed it, and waits for
+     * no reload), whatever the config does. */
+    sl_dlog_reopen(srv->dlog);
     if (!srv->cfg.config_path && !srv->cfg.envoy_config) {
         sl_log(SL_LOG_INFO, "SIGHUP: no config file to reload");
         return true;
@@ -1303,6 +1332,18 @@ int main(int argc, char **argv)
     }
     if (srv->cfg.snapshot && sl_snapshot_check(srv->cfg.snapshot) != 0)
         return 2;
+    if (srv->cfg.decision_log) {
+        uint64_t dseed;
+        if (getrandom(&dseed, sizeof dseed, 0) != sizeof dseed)
+            dseed = (uint64_t)sl_now_wall();
+        char err[600];
+        srv->dlog = sl_dlog_open(srv->cfg.decision_log, srv->cfg.decision_log_ppm, srv->nworkers,
+                                 dseed, srv->cfg.max_key_bytes, err, sizeof err);
+        if (!srv->dlog) {
+            fprintf(stderr, "sluiced: --decision-log: %s\n", err);
+            return 2;
+        }
+    }
     if (sl_peers_check(srv) != 0)
         return 2;
     if (srv->cfg.port && !srv->cfg.requirepass && !sl_is_loopback(srv->cfg.bind))
@@ -1454,6 +1495,17 @@ int main(int argc, char **argv)
     }
     /* The plans of Redis hashes are read before a client is answered. */
     sl_plans_redis_start(srv, loop);
+    if (srv->dlog) {
+        if (sl_dlog_start(srv->dlog) != 0)
+            return 1;
+        char rate[16];
+        bool all = srv->cfg.decision_log_ppm >= SL_SAMPLE_ALL;
+        sl_log(SL_LOG_INFO, "decision log %s: %s%s",
+               strcmp(srv->cfg.decision_log, "-") == 0 ? "(standard output)"
+                                                      : srv->cfg.decision_log,
+               all ? "every decision" : sl_sample_format(srv->cfg.decision_log_ppm, rate),
+               all ? "" : " of the decisions, chosen at random");
+    }
     if (sl_workers_start(srv) != 0)
         return 1;
     uv_signal_init(loop, &sl_sigterm);
@@ -1482,6 +1534,9 @@ int main(int argc, char **argv)
     sl_notify("STOPPING=1");
 
     sl_workers_stop(srv);
+    /* No worker decides any more: what the log's rings hold is all. */
+    sl_dlog_stop(srv->dlog);
+    srv->dlog = NULL;
     sl_plans_redis_stop(srv);
     /* A final snapshot that fails loses the state: the exit status says so,
      * so that a service manager does not see a clean stop. */

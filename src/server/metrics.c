@@ -2,6 +2,7 @@
  * metrics.c: per-worker counters and their Prometheus text exposition
  * (version 0.0.4: "# HELP", "# TYPE", then one sample per line).
  */
+#include "server/dlog.h"
 #include "server/envoy_stats.h"
 #include "server/metrics.h"
 
@@ -491,5 +492,6 @@ void sl_metrics_render(sl_server *srv, sl_buf *out)
     sl_out(out, "# HELP sluice_commands_total Commands and requests served.\n"
                 "# TYPE sluice_commands_total counter\nsluice_commands_total %llu\n",
            (unsigned long long)sl_metrics_sum_commands(srv));
+    sl_dlog_metrics(srv->dlog, out);
     sl_envoy_stats_render(srv, out);
 }

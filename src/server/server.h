@@ -66,6 +66,8 @@ typedef struct sl_server_config {
     size_t output_hard;
     size_t output_soft;
     int output_soft_s;
+    const char *decision_log;    /* --decision-log: a file, "-" for stdout, NULL: none */
+    uint32_t decision_log_ppm;   /* --decision-log-sample, in parts per million */
 } sl_server_config;
 
 struct sl_conn;
@@ -117,6 +119,7 @@ typedef struct sl_worker {
     struct sl_grpc_conn *gconns; /* the gRPC face's (grpc.c), likewise */
     uv_timer_t grpc_tick;        /* their deadlines, while there are any */
     struct sl_envoy_stats *envoy_stats; /* ShouldRateLimit's counts (envoy_stats.h) */
+    struct sl_dlog_worker *dlog; /* the decision log's half (dlog.h); NULL: no log */
     sl_limit_cache limits;
     sl_backend_worker *bw; /* the backend's handle for this thread */
     struct sl_slot *slot_cache; /* freed reply slots, kept for reuse (a slot is a few KiB) */
@@ -153,6 +156,7 @@ typedef struct sl_server {
     sl_backend *backend;  /* where states live: every take goes through it */
     sl_limiters *limiters; /* the node's adaptive concurrency limits (cmd/adaptive.h) */
     struct sl_peers *peers; /* --peers: the routing fleet's membership, else NULL */
+    struct sl_dlog *dlog;   /* --decision-log (dlog.h), else NULL */
     sl_worker *workers;
     int nworkers;
     int listen_fd[SL_PROTOS]; /* from sl_listeners_open until the workers share them */
@@ -272,6 +276,7 @@ typedef struct sl_slot {
     bool done;
     sl_buf reply; /* its own reply, once decided */
     sl_buf after; /* the replies after it, up to the next slot */
+    sl_buf key;   /* the check's key, copied for the decision log (check.key points here) */
     struct sl_rls_call *rls; /* HTTP's POST /json: its call, else NULL (check unused) */
     bool rls_keep;
     sl_check check;

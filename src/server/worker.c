@@ -43,6 +43,7 @@
 #include "common/clock.h"
 #include "common/parse.h"
 #include "proto/http.h"
+#include "server/dlog.h"
 #include "server/envoy_stats.h"
 #include "server/grpc.h"
 #include "server/log.h"
@@ -79,6 +80,7 @@ sl_slot *sl_slot_new(sl_worker *w, int proto)
     } else if ((s = malloc(sizeof *s))) {
         sl_buf_init(&s->reply, proto, w->srv->cfg.output_hard);
         sl_buf_init(&s->after, proto, w->srv->cfg.output_hard);
+        sl_buf_init(&s->key, 0, 0);
     } else {
         return NULL;
     }
@@ -98,9 +100,11 @@ void sl_slot_free(sl_slot *s)
     if (w->slots_cached >= SL_SLOTS_CACHED) {
         sl_buf_free(&s->reply);
         sl_buf_free(&s->after);
+        sl_buf_free(&s->key);
         free(s);
         return;
     }
+    sl_buf_clear(&s->key);
     sl_output_done(&s->reply);
     sl_output_done(&s->after);
     s->next = w->slot_cache;
@@ -116,6 +120,7 @@ static void sl_slot_cache_free(sl_worker *w)
         w->slot_cache = s->next;
         sl_buf_free(&s->reply);
         sl_buf_free(&s->after);
+        sl_buf_free(&s->key);
         free(s);
     }
     w->slots_cached = 0;
@@ -1119,6 +1124,7 @@ int sl_workers_start(sl_server *srv)
          * (out of memory) a worker counts nothing. */
         if (srv->cfg.envoy_config)
             w->envoy_stats = sl_envoy_stats_new();
+        w->dlog = sl_dlog_worker_of(srv->dlog, i);
         for (int p = 0; p < SL_PROTOS; p++) {
             if (srv->listen_fd[p] < 0)
                 continue;
