@@ -42,11 +42,13 @@
 
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/siphash.h"
 #include "proto/http.h"
 #include "server/envoy_stats.h"
 #include "server/grpc.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "server/top.h"
 
 /* Replies gathered by one read past which they are written at once, not at
  * the end of the loop iteration: the client can take them meanwhile. */
@@ -1119,6 +1121,14 @@ int sl_workers_start(sl_server *srv)
          * (out of memory) a worker counts nothing. */
         if (srv->cfg.envoy_config)
             w->envoy_stats = sl_envoy_stats_new();
+        /* The top keys: one seed for every worker, since a reader merges
+         * their summaries; drawn from the lease key, which is random. */
+        if (srv->cfg.top_keys > 0 &&
+            !(w->top = sl_top_new(srv->cfg.top_keys, (int64_t)srv->cfg.top_window_s * 1000000000,
+                                  sl_siphash(srv->lease_key, "top keys", 8)))) {
+            sl_log(SL_LOG_ERROR, "cannot start worker %d: out of memory for its top keys", i);
+            return -1;
+        }
         for (int p = 0; p < SL_PROTOS; p++) {
             if (srv->listen_fd[p] < 0)
                 continue;
@@ -1200,6 +1210,7 @@ void sl_workers_stop(sl_server *srv)
         uv_loop_close(&srv->workers[i].loop);
         free(srv->workers[i].check);
         sl_envoy_stats_free(srv->workers[i].envoy_stats);
+        sl_top_free(srv->workers[i].top);
     }
     free(srv->workers);
     srv->workers = NULL;
