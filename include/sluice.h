@@ -1268,7 +1268,7 @@ SL_API void sl_limiters_info_get(sl_limiters *t, sl_limiters_info *info);
  * With window_ns 0 there is one generation, from sl_topk_new or the last
  * sl_topk_clear, and `now` is ignored.
  *
- * Memory: sl_topk_bytes(k, window_ns), fixed at sl_topk_new, about 116
+ * Memory: sl_topk_bytes(k, window_ns), fixed at sl_topk_new, about 140
  * bytes per counter and generation. Listing a windowed summary allocates
  * one of twice its size for as long as the call. No clock is read and no
  * lock taken: a summary shared by threads is the caller's to serialize.

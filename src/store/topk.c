@@ -2,21 +2,25 @@
  * topk.c: the top keys, a Space-Saving summary of k counters (sluice.h
  * teaches the algorithm, its bounds and its window).
  *
- * One generation is four arrays, allocated with the summary:
+ * One generation is five arrays, allocated with the summary:
  *
  *   count[pos]   the counts, ascending by position (pos 0: the smallest)
- *   order[pos]   which slot is at that position
- *   slot[s]      a key: its hash, length, first SL_TOPK_KEY_MAX bytes,
- *                error and position; length 0 for an empty slot
- *   table[i]     an open-addressing index of the slots by hash (slot + 1;
- *                0 empty), linear probing, at most half full
+ *   order[pos]   which slot is at that position, and pos[s] the other way
+ *   slot[s]      a key: its hash, length, first SL_TOPK_KEY_MAX bytes and
+ *                error; length 0 for an empty slot
+ *   table[i]     an open-addressing index of the slots by hash: slot + 1
+ *                and the hash's low 32 bits (0: empty), linear probing, at
+ *                most a quarter full; the bits spare most probes a look at
+ *                the slot
  *
  * Empty slots count 0 and so sit at the lowest positions: a new key always
  * takes the slot at position 0, empty or not, which is Space-Saving's rule
  * with no case for "not yet full". A count that grows moves its slot up past
  * the smaller counts: for a unit add that is a swap with the last slot of
- * its old count, found by a binary search over count[], which is
- * contiguous and small (1 KiB for k = 128).
+ * its old count: the generation keeps how many positions hold the
+ * smallest count, so that the unit add of a new key (every add, under a
+ * flood) finds it at once; other adds search count[], contiguous and small
+ * (1 KiB for k = 128), by a binary search without branches.
  *
  * Nothing here reads a clock, takes a lock or does I/O.
  */
@@ -31,7 +35,6 @@ typedef struct tk_slot {
     uint64_t hash;
     uint64_t error;
     size_t len;    /* the key's whole length; 0: empty */
-    uint32_t pos;  /* its position in count[] and order[] */
     uint32_t mark; /* sl_topk_merge: the merge that last touched it */
     unsigned char key[SL_TOPK_KEY_MAX];
 } tk_slot;
@@ -41,10 +44,13 @@ typedef struct tk_gen {
     uint64_t total; /* N: the units added */
     uint64_t floor; /* a key not held has a true count of at most this */
     size_t used;    /* slots holding a key */
+    size_t min_n;   /* the smallest count's positions: [0, min_n) (k when all are equal) */
     uint64_t *count;
     uint32_t *order;
+    uint32_t *pos; /* [slot]: its position in count[] and order[] (dense: a swap of
+                      positions touches it, not two slots) */
     tk_slot *slot;
-    uint32_t *table;
+    uint64_t *table;
 } tk_gen;
 
 struct sl_topk {
@@ -54,22 +60,26 @@ struct sl_topk {
     uint64_t seed;
     uint32_t marks;    /* merges so far, for tk_slot.mark */
     int cur;           /* the current generation in gen[] */
+    int64_t cur_end;   /* where the current generation's window ends (INT64_MAX: far) */
     tk_gen gen[2];     /* gen[1] unused without a window */
 };
 
 /* ---- sizes ---- */
 
-/* The table's size: a power of two at least 2k, so that it is at most half
- * full and a probe ends soon. */
+/* The table's size: a power of two at least 4k, so that it is at most a
+ * quarter full and a probe (and the shift of a removal) ends within one or
+ * two entries; a new key is indexed before the key it replaces leaves, and
+ * k + 1 entries still leave most of it empty. */
 static size_t tk_table_size(size_t k)
 {
-    size_t n = 2;
-    while (n < 2 * k)
+    size_t n = 4;
+    while (n < 4 * k)
         n <<= 1;
     return n;
 }
 
-/* order[] rounded up to 8 bytes: the next generation's arrays stay aligned. */
+/* order[] (or pos[]) rounded up to 8 bytes: the next generation's arrays
+ * stay aligned. */
 static size_t tk_order_bytes(size_t k)
 {
     return (k * sizeof(uint32_t) + 7) / 8 * 8;
@@ -77,8 +87,8 @@ static size_t tk_order_bytes(size_t k)
 
 static size_t tk_gen_bytes(size_t k)
 {
-    return k * (sizeof(uint64_t) + sizeof(tk_slot)) + tk_order_bytes(k) +
-           tk_table_size(k) * sizeof(uint32_t);
+    return k * (sizeof(uint64_t) + sizeof(tk_slot)) + 2 * tk_order_bytes(k) +
+           tk_table_size(k) * sizeof(uint64_t);
 }
 
 size_t sl_topk_bytes(size_t k, int64_t window_ns)
@@ -96,12 +106,36 @@ static void tk_gen_clear(tk_gen *g, size_t k, size_t tsize)
         g->count[i] = 0;
         g->order[i] = (uint32_t)i;
         g->slot[i].len = 0;
-        g->slot[i].pos = (uint32_t)i;
+        g->pos[i] = (uint32_t)i;
         g->slot[i].mark = 0;
     }
     memset(g->table, 0, tsize * sizeof *g->table);
     g->total = g->floor = 0;
     g->used = 0;
+    g->min_n = k;
+}
+
+/* The first position above `from` whose count is at least c (k when
+ * none), by a binary search without branches on the counts: under a flood
+ * of keys they are as good as random, and a branch would be mispredicted
+ * half the time. */
+static size_t tk_first_at_least(const tk_gen *g, size_t k, size_t from, uint64_t c)
+{
+    const uint64_t *b = &g->count[from];
+    size_t n = k - from;
+    while (n > 1) {
+        size_t half = n / 2;
+        b += half & -(size_t)(b[half - 1] < c);
+        n -= half;
+    }
+    return (size_t)(b - g->count) + (n == 1 && *b < c);
+}
+
+/* Finds the smallest count's positions again (after they all moved up, or
+ * a sort). */
+static void tk_min_again(tk_gen *g, size_t k)
+{
+    g->min_n = g->count[0] == UINT64_MAX ? k : tk_first_at_least(g, k, 1, g->count[0] + 1);
 }
 
 static uint64_t tk_sat_add(uint64_t a, uint64_t b)
@@ -110,45 +144,101 @@ static uint64_t tk_sat_add(uint64_t a, uint64_t b)
     return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
 }
 
+/* Are the n bytes (1 .. SL_TOPK_KEY_MAX) at a and b equal? Word compares
+ * with no call: the keys are short, and this is on every add's path. */
+static inline bool tk_bytes_equal(const unsigned char *a, const unsigned char *b, size_t n)
+{
+    uint64_t x, y, u, v;
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8) {
+            memcpy(&x, a + i, 8);
+            memcpy(&y, b + i, 8);
+            if (x != y)
+                return false;
+        }
+        memcpy(&x, a + n - 8, 8);
+        memcpy(&y, b + n - 8, 8);
+        return x == y;
+    }
+    if (n >= 4) { /* the first 4 bytes and the last 4, which may overlap */
+        uint32_t p, q, r, s;
+        memcpy(&p, a, 4);
+        memcpy(&q, b, 4);
+        memcpy(&r, a + n - 4, 4);
+        memcpy(&s, b + n - 4, 4);
+        return p == q && r == s;
+    }
+    u = (uint64_t)a[0] | (uint64_t)a[n / 2] << 8 | (uint64_t)a[n - 1] << 16;
+    v = (uint64_t)b[0] | (uint64_t)b[n / 2] << 8 | (uint64_t)b[n - 1] << 16;
+    return u == v;
+}
+
+/* Copies n bytes (1 .. SL_TOPK_KEY_MAX) from src to dst, as words. */
+static inline void tk_bytes_copy(unsigned char *dst, const unsigned char *src, size_t n)
+{
+    if (n >= 8) {
+        for (size_t i = 0; i + 8 < n; i += 8)
+            memcpy(dst + i, src + i, 8);
+        memcpy(dst + n - 8, src + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(dst, src, 4);
+        memcpy(dst + n - 4, src + n - 4, 4);
+    } else {
+        dst[0] = src[0];
+        dst[n / 2] = src[n / 2];
+        dst[n - 1] = src[n - 1];
+    }
+}
+
+static inline size_t tk_kept(size_t len)
+{
+    return len < SL_TOPK_KEY_MAX ? len : SL_TOPK_KEY_MAX;
+}
+
 static bool tk_is(const tk_slot *s, uint64_t h, const void *key, size_t len)
 {
-    return s->hash == h && s->len == len &&
-           memcmp(s->key, key, len < SL_TOPK_KEY_MAX ? len : SL_TOPK_KEY_MAX) == 0;
+    return s->hash == h && s->len == len && tk_bytes_equal(s->key, key, tk_kept(len));
 }
 
 /* The slot holding the key, or -1; *at gets the table index where it was
  * found, or the empty one where it would go. */
-static long tk_find(const sl_topk *t, const tk_gen *g, uint64_t h, const void *key, size_t len,
-                    size_t *at)
+static inline __attribute__((always_inline)) long tk_find(const sl_topk *t, const tk_gen *g,
+                                                         uint64_t h, const void *key, size_t len,
+                                                         size_t *at)
 {
     size_t i = (size_t)h & t->tmask;
-    for (uint32_t v; (v = g->table[i]) != 0; i = (i + 1) & t->tmask)
-        if (tk_is(&g->slot[v - 1], h, key, len)) {
+    for (uint64_t e; (e = g->table[i]) != 0; i = (i + 1) & t->tmask) {
+        uint32_t v = (uint32_t)e;
+        if ((uint32_t)(e >> 32) == (uint32_t)h && tk_is(&g->slot[v - 1], h, key, len)) {
             *at = i;
             return (long)(v - 1);
         }
+    }
     *at = i;
     return -1;
 }
 
-/* Takes slot s out of the table: the entries after it in its run move back
- * into the hole when their home is not between the hole and them
- * (backward-shift deletion: no tombstones, probes stay short). */
-static void tk_table_remove(const sl_topk *t, tk_gen *g, uint32_t s)
+/* Takes the entry (slot + 1 and its hash's bits) of slot s under hash h
+ * out of the table: the entries after it in its run move back into the
+ * hole when their home is not between the hole and them (backward-shift
+ * deletion: no tombstones, probes stay short). */
+static inline __attribute__((always_inline)) void tk_table_remove(const sl_topk *t, tk_gen *g,
+                                                                 uint32_t s, uint64_t h)
 {
-    size_t i = (size_t)g->slot[s].hash & t->tmask;
-    while (g->table[i] != s + 1)
+    uint64_t want = (h << 32) | (s + 1);
+    size_t i = (size_t)h & t->tmask;
+    while (g->table[i] != want)
         i = (i + 1) & t->tmask;
     for (size_t j = i;;) {
         j = (j + 1) & t->tmask;
-        uint32_t v = g->table[j];
-        if (v == 0)
+        uint64_t e = g->table[j];
+        if (e == 0)
             break;
-        size_t home = (size_t)g->slot[v - 1].hash & t->tmask;
+        size_t home = (size_t)(e >> 32) & t->tmask; /* the table is at most 2^21 */
         /* Stays when its home lies cyclically in (i, j]. */
         bool stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
         if (!stays) {
-            g->table[i] = v;
+            g->table[i] = e;
             i = j;
         }
     }
@@ -157,10 +247,11 @@ static void tk_table_remove(const sl_topk *t, tk_gen *g, uint32_t s)
 
 static void tk_table_insert(const sl_topk *t, tk_gen *g, uint32_t s)
 {
-    size_t i = (size_t)g->slot[s].hash & t->tmask;
+    uint64_t h = g->slot[s].hash;
+    size_t i = (size_t)h & t->tmask;
     while (g->table[i] != 0)
         i = (i + 1) & t->tmask;
-    g->table[i] = s + 1;
+    g->table[i] = (h << 32) | (s + 1);
 }
 
 /*
@@ -169,21 +260,23 @@ static void tk_table_insert(const sl_topk *t, tk_gen *g, uint32_t s)
  * count less than c: the order stays ascending. The positions above p must
  * be in order; position p's old count is not read but for the fast case.
  */
-static void tk_raise(tk_gen *g, size_t k, size_t p, uint64_t c)
+static inline __attribute__((always_inline)) void tk_raise(tk_gen *g, size_t k, size_t p,
+                                                          uint64_t c)
 {
-    /* q: the last position above p counting less than c. */
-    size_t lo = p + 1, hi = k;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (g->count[mid] < c)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    size_t q = lo - 1;
+    /* q: the last position above p counting less than c. A unit add to a
+     * smallest count (every add of a new key under a flood) knows it: the
+     * last of the smallest; another searches. */
+    bool in_min = p < g->min_n;
+    size_t q = in_min && c - 1 == g->count[p] && c > g->count[p]
+                   ? g->min_n - 1
+                   : tk_first_at_least(g, k, p + 1, c) - 1;
+    if (in_min && --g->min_n == 0)
+        g->min_n = k; /* found again below, once the order is whole */
     uint32_t s = g->order[p];
     if (q == p) {
         g->count[p] = c;
+        if (in_min && g->min_n == k)
+            tk_min_again(g, k);
         return;
     }
     if (g->count[p + 1] == g->count[p] && g->count[q] == g->count[p]) {
@@ -191,16 +284,18 @@ static void tk_raise(tk_gen *g, size_t k, size_t p, uint64_t c)
          * (the common case of a unit add). */
         uint32_t o = g->order[q];
         g->order[p] = o;
-        g->slot[o].pos = (uint32_t)p;
+        g->pos[o] = (uint32_t)p;
     } else {
         memmove(&g->order[p], &g->order[p + 1], (q - p) * sizeof *g->order);
         memmove(&g->count[p], &g->count[p + 1], (q - p) * sizeof *g->count);
         for (size_t i = p; i < q; i++)
-            g->slot[g->order[i]].pos = (uint32_t)i;
+            g->pos[g->order[i]] = (uint32_t)i;
     }
     g->order[q] = s;
     g->count[q] = c;
-    g->slot[s].pos = (uint32_t)q;
+    g->pos[s] = (uint32_t)q;
+    if (in_min && g->min_n == k)
+        tk_min_again(g, k);
 }
 
 /* Writes the key into slot s (taken at position 0 by the caller) with count
@@ -214,7 +309,7 @@ static void tk_fill(const sl_topk *t, tk_gen *g, uint32_t s, uint64_t h, const v
     sl->error = e;
     memcpy(sl->key, key, len < SL_TOPK_KEY_MAX ? len : SL_TOPK_KEY_MAX);
     tk_table_insert(t, g, s);
-    tk_raise(g, t->k, sl->pos, c);
+    tk_raise(g, t->k, g->pos[s], c);
 }
 
 /*
@@ -224,19 +319,27 @@ static void tk_fill(const sl_topk *t, tk_gen *g, uint32_t s, uint64_t h, const v
  * counted at most that). Count base + n, error base.
  */
 static void tk_take(const sl_topk *t, tk_gen *g, uint64_t h, const void *key, size_t len,
-                    uint64_t n)
+                    uint64_t n, size_t at)
 {
     uint32_t s = g->order[0];
     uint64_t base = g->floor;
-    if (g->slot[s].len != 0) {
-        tk_table_remove(t, g, s);
+    tk_slot *sl = &g->slot[s];
+    /* Indexed first where the search ended (empty), then the old key out:
+     * one probe less than the other way round. */
+    g->table[at] = (h << 32) | (s + 1);
+    if (sl->len != 0) {
+        tk_table_remove(t, g, s, sl->hash);
         base = g->count[0];
         if (base > g->floor)
             g->floor = base;
     } else {
         g->used++;
     }
-    tk_fill(t, g, s, h, key, len, tk_sat_add(base, n), base);
+    sl->hash = h;
+    sl->len = len;
+    sl->error = base;
+    tk_bytes_copy(sl->key, key, tk_kept(len));
+    tk_raise(g, t->k, 0, tk_sat_add(base, n));
 }
 
 static void tk_gen_add(const sl_topk *t, tk_gen *g, uint64_t h, const void *key, size_t len,
@@ -245,10 +348,10 @@ static void tk_gen_add(const sl_topk *t, tk_gen *g, uint64_t h, const void *key,
     size_t at;
     long s = tk_find(t, g, h, key, len, &at);
     if (s >= 0) {
-        size_t p = g->slot[s].pos;
+        size_t p = g->pos[s];
         tk_raise(g, t->k, p, tk_sat_add(g->count[p], n));
     } else {
-        tk_take(t, g, h, key, len, n);
+        tk_take(t, g, h, key, len, n, at);
     }
     g->total = tk_sat_add(g->total, n);
 }
@@ -289,7 +392,8 @@ static void tk_sort(tk_gen *g, size_t k)
         tk_sift(g, 0, end);
     }
     for (size_t i = 0; i < k; i++)
-        g->slot[g->order[i]].pos = (uint32_t)i;
+        g->pos[g->order[i]] = (uint32_t)i;
+    tk_min_again(g, k);
 }
 
 /* ---- the summary ---- */
@@ -313,13 +417,16 @@ sl_status sl_topk_new(const sl_topk_config *cfg, sl_topk **out)
         p += k * sizeof(tk_slot);
         g->count = (uint64_t *)p;
         p += k * sizeof(uint64_t);
+        g->table = (uint64_t *)p;
+        p += tsize * sizeof(uint64_t);
         g->order = (uint32_t *)p;
         p += tk_order_bytes(k);
-        g->table = (uint32_t *)p;
-        p += tsize * sizeof(uint32_t);
+        g->pos = (uint32_t *)p;
+        p += tk_order_bytes(k);
         tk_gen_clear(g, k, tsize);
     }
     t->gen[1].id = -1; /* the generation before gen[0]'s window 0 */
+    t->cur_end = t->window_ns > 0 ? t->window_ns : INT64_MAX;
     *out = t;
     return SL_OK;
 }
@@ -338,6 +445,7 @@ void sl_topk_clear(sl_topk *t)
     t->cur = 0;
     t->gen[0].id = 0;
     t->gen[1].id = -1;
+    t->cur_end = t->window_ns > 0 ? t->window_ns : INT64_MAX;
 }
 
 /* The window `now` falls in: now / window_ns rounded down (towards minus
@@ -353,8 +461,8 @@ static int64_t tk_window_of(const sl_topk *t, int64_t now)
  * whole window passed with no add). */
 static tk_gen *tk_current(sl_topk *t, int64_t now)
 {
-    if (t->window_ns == 0)
-        return &t->gen[0];
+    if (now < t->cur_end || t->window_ns == 0) /* the common case: no division */
+        return &t->gen[t->cur];
     tk_gen *g = &t->gen[t->cur];
     int64_t w = tk_window_of(t, now);
     if (w <= g->id)
@@ -370,17 +478,15 @@ static tk_gen *tk_current(sl_topk *t, int64_t now)
     g = &t->gen[t->cur];
     tk_gen_clear(g, t->k, tsize);
     g->id = w;
+    int64_t end;
+    t->cur_end = __builtin_mul_overflow(w + 1, t->window_ns, &end) ? INT64_MAX : end;
     return g;
 }
 
 sl_status sl_topk_add(sl_topk *t, const void *key, size_t len, uint64_t n, int64_t now)
 {
-    if (!t || (!key && len > 0))
-        return SL_ERR_ARGUMENT;
-    if (len == 0)
-        return SL_ERR_KEY;
-    if (n == 0)
-        return SL_OK;
+    if (__builtin_expect(!t || !key || len == 0 || n == 0, 0))
+        return !t || (!key && len > 0) ? SL_ERR_ARGUMENT : len == 0 ? SL_ERR_KEY : SL_OK;
     tk_gen *g = tk_current(t, now);
     tk_gen_add(t, g, sl_store_hash(key, len, t->seed), key, len, n);
     return SL_OK;
@@ -437,12 +543,12 @@ static sl_status tk_merge_gen(sl_topk *into, tk_gen *g, const tk_gen *p, size_t 
         const tk_slot *y = &p->slot[i];
         if (y->len == 0)
             continue;
-        uint64_t yc = p->count[y->pos];
+        uint64_t yc = p->count[p->pos[i]];
         size_t at;
         long s = tk_find(into, g, y->hash, y->key, y->len, &at);
         if (s >= 0) {
             tk_slot *x = &g->slot[s];
-            g->count[x->pos] = tk_sat_add(g->count[x->pos], yc);
+            g->count[g->pos[s]] = tk_sat_add(g->count[g->pos[s]], yc);
             x->error = tk_sat_add(x->error, y->error);
             x->mark = mark;
             continue;
@@ -470,7 +576,7 @@ static sl_status tk_merge_gen(sl_topk *into, tk_gen *g, const tk_gen *p, size_t 
         x->error = e;
         x->mark = mark;
         memcpy(x->key, y->key, sizeof x->key);
-        g->count[x->pos] = c;
+        g->count[g->pos[free_at]] = c;
         tk_table_insert(into, g, (uint32_t)free_at);
         g->used++;
     }
@@ -478,7 +584,7 @@ static sl_status tk_merge_gen(sl_topk *into, tk_gen *g, const tk_gen *p, size_t 
         for (size_t i = 0; i < into->k; i++) {
             tk_slot *x = &g->slot[i];
             if (x->len != 0 && x->mark != mark) {
-                g->count[x->pos] = tk_sat_add(g->count[x->pos], p->floor);
+                g->count[g->pos[i]] = tk_sat_add(g->count[g->pos[i]], p->floor);
                 x->error = tk_sat_add(x->error, p->floor);
             }
         }
@@ -500,7 +606,7 @@ static void tk_merge_spill(const sl_topk *into, tk_gen *g, const tk_spill *sp, s
         }
         uint32_t s = g->order[0];
         if (g->slot[s].len != 0) {
-            tk_table_remove(into, g, s);
+            tk_table_remove(into, g, s, g->slot[s].hash);
             if (g->count[0] > g->floor)
                 g->floor = g->count[0];
         } else {
@@ -538,7 +644,7 @@ sl_status sl_topk_merge(sl_topk *into, const sl_topk *from, int64_t now)
  * stored bytes, then its length. */
 static int tk_cmp(const tk_gen *g, uint32_t a, uint32_t b)
 {
-    uint64_t ca = g->count[g->slot[a].pos], cb = g->count[g->slot[b].pos];
+    uint64_t ca = g->count[g->pos[a]], cb = g->count[g->pos[b]];
     if (ca != cb)
         return ca > cb ? -1 : 1;
     const tk_slot *x = &g->slot[a], *y = &g->slot[b];
@@ -600,7 +706,7 @@ static sl_status tk_list_gen(const tk_gen *g, size_t k, sl_topk_entry *out, size
     for (size_t i = 0; i < m && i < cap; i++) {
         const tk_slot *s = &g->slot[idx[i]];
         sl_topk_entry *e = &out[i];
-        e->count = g->count[s->pos];
+        e->count = g->count[g->pos[idx[i]]];
         e->error = s->error;
         e->len = s->len;
         memcpy(e->key, s->key, sizeof e->key);
