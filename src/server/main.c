@@ -299,9 +299,9 @@ static const sl_flag sl_flags[F_COUNT] = {
                      "paths beginning with /, comma-separated", 0},
     [F_TOP_KEYS] = {"top-keys", "N", "128",
                     "the top keys (SL.TOP, GET /v1/top; docs/observability.md): counters per "
-                    "policy, kind (refused, admitted) and window on each thread, each about 120 "
-                    "bytes; a key above 1/N of its policy's decisions of a kind is always "
-                    "listed; 0 turns them off",
+                    "policy, kind (refused, admitted), thread and generation (two per "
+                    "--top-window), each about 140 bytes; a key above 1/N of its policy's "
+                    "decisions of a kind is always listed; 0 turns them off",
                     "an integer from 0 to " SL_STR(SL_TOP_KEYS_MAX), SL_FLAG_APPLIED},
     [F_TOP_WINDOW] = {"top-window", "S", "60",
                       "the top keys' window in seconds: they count the decisions of the "

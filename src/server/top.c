@@ -30,36 +30,16 @@
 
 enum { SL_TOP_ADMITTED = 0, SL_TOP_REFUSED = 1 };
 
-/* One policy's summaries on one worker. */
-typedef struct sl_top_table {
-    char name[SL_POLICY_NAME_MAX + 1]; /* the policy's; "" for the ad-hoc limits */
-    sl_topk *kind[2];                  /* admitted, refused */
-} sl_top_table;
-
-struct sl_top {
-    /* The worker takes it to record, a reader to merge; on a line of its
-     * own (the struct is cache-line aligned), written by this worker. */
-    atomic_bool lock;
-    size_t k;
-    int64_t window_ns;
-    uint64_t seed;
-    size_t bytes; /* held by the tables, under the lock */
-    sl_top_table *table[SL_TOP_POLICIES + 1]; /* [0] ad hoc, [p + 1] the config's policy p */
-};
-
-static void sl_top_lock(sl_top *t)
+void sl_top_lock_wait(sl_top *t)
 {
-    while (atomic_exchange_explicit(&t->lock, true, memory_order_acquire))
+    do
         while (atomic_load_explicit(&t->lock, memory_order_relaxed))
             sched_yield();
+    while (atomic_exchange_explicit(&t->lock, true, memory_order_acquire));
 }
 
-static void sl_top_unlock(sl_top *t)
-{
-    atomic_store_explicit(&t->lock, false, memory_order_release);
-}
-
-sl_top *sl_top_new(size_t k, int64_t window_ns, uint64_t seed)
+sl_top *sl_top_new(size_t k, int64_t window_ns, uint64_t seed,
+                   const atomic_uint_fast64_t *epoch)
 {
     size_t bytes = (sizeof(sl_top) + 63) / 64 * 64;
     sl_top *t = sl_alloc_should_fail() ? NULL : aligned_alloc(64, bytes);
@@ -70,6 +50,7 @@ sl_top *sl_top_new(size_t k, int64_t window_ns, uint64_t seed)
     t->k = k;
     t->window_ns = window_ns;
     t->seed = seed;
+    t->epoch = epoch;
     return t;
 }
 
@@ -93,12 +74,20 @@ void sl_top_free(sl_top *t)
 
 /* The table of slot i for the policy called name: made at its first use,
  * emptied when it counted another policy (a reload). NULL when out of
- * memory: the decision is not counted. Under the lock. */
-static sl_top_table *sl_top_table_for(sl_top *t, int i, const char *name)
+ * memory: the decision is not counted. Under the lock. own: name is the
+ * config's string (not a deferred check's copy), whose address may stand
+ * for the name for the rest of the epoch. */
+static sl_top_table *sl_top_table_for(sl_top *t, int i, const char *name, bool own)
 {
     sl_top_table *tb = t->table[i];
-    if (tb && strcmp(tb->name, name) == 0)
+    uint64_t epoch = atomic_load_explicit(t->epoch, memory_order_relaxed);
+    if (tb && strcmp(tb->name, name) == 0) {
+        if (own) {
+            tb->name_ptr = name;
+            tb->epoch = epoch;
+        }
         return tb;
+    }
     if (!tb) {
         sl_topk_config cfg = {.k = t->k, .window_ns = t->window_ns, .seed = t->seed};
         tb = sl_calloc(1, sizeof *tb);
@@ -114,16 +103,15 @@ static sl_top_table *sl_top_table_for(sl_top *t, int i, const char *name)
         sl_topk_clear(tb->kind[1]);
     }
     snprintf(tb->name, sizeof tb->name, "%s", name);
+    tb->name_ptr = own ? name : NULL;
+    tb->epoch = epoch;
     return tb;
 }
 
-void sl_top_record(sl_top *t, const sl_check *k, bool refused, int64_t now)
+void sl_top_record_slow(sl_top *t, unsigned i, const sl_check *k, bool refused, int64_t now)
 {
-    int i = k->policy < 0 ? 0 : k->policy + 1;
-    if (i > SL_TOP_POLICIES || !k->key || k->key_len == 0)
-        return;
-    sl_top_lock(t);
-    sl_top_table *tb = sl_top_table_for(t, i, k->policy < 0 || !k->name ? "" : k->name);
+    const char *name = i == 0 || !k->name ? "" : k->name;
+    sl_top_table *tb = sl_top_table_for(t, (int)i, name, name != k->name_buf);
     if (tb)
         sl_topk_add(tb->kind[refused], k->key, k->key_len, 1, now);
     sl_top_unlock(t);
