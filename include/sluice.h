@@ -1195,6 +1195,159 @@ SL_API void sl_limiters_each(sl_limiters *t, int64_t now,
 
 SL_API void sl_limiters_info_get(sl_limiters *t, sl_limiters_info *info);
 
+/*
+ * The top keys: a heavy-hitters summary of bounded size (src/store/topk.c).
+ *
+ * Which keys are refused (or admitted) most often? Counting every key
+ * exactly takes memory that grows with the keys, which a flood of random
+ * keys makes unbounded. A summary keeps k counters, whatever comes, and
+ * says how wrong each one can be.
+ *
+ * The algorithm is Space-Saving (Metwally, Agrawal and El Abbadi, 2005):
+ *
+ *   a key it holds          its counter += n
+ *   a key it does not hold  it takes the counter of the smallest count m
+ *                           (the key there is forgotten): count = m + n,
+ *                           error = m, since the newcomer may have been seen
+ *                           up to m times while it was not held
+ *
+ *   counters, smallest first (the summary keeps them in this order):
+ *
+ *     pos   0      1      2            k-1
+ *         +------+------+------+ ... +------+
+ *   count |  3   |  3   |  4   |     |  97  |    a unit add moves a counter
+ *   key   | u:81 | u:12 | u:40 |     | u:7  |    past those of its old count
+ *         +------+------+------+ ... +------+    (one swap); a new key takes
+ *           ^ the next newcomer takes this one   position 0
+ *
+ * Why Space-Saving rather than a count-min sketch with a heap: with the
+ * same memory it gives deterministic bounds instead of probabilistic ones,
+ * it never confuses two short keys (each counter holds its key, not a
+ * hash), its memory is exactly k counters, and a unit add is one hash
+ * lookup, a binary search over the counts and a swap.
+ *
+ * The bounds. After N units added (the sum of the n's) to a summary of k
+ * counters, every key listed has
+ *
+ *     count - error  <=  true count  <=  count
+ *
+ * and every key not listed has a true count of at most `floor` (the count
+ * of the last counter taken from another key; 0 until the k counters are
+ * full), where every error <= floor <= N / k. So every key with a true
+ * count above N / k is listed, with its count within N / k of the truth.
+ *
+ * Merging. sl_topk_merge adds what one summary holds into another: a key
+ * missing from one side is counted there as that side's floor (its true
+ * count there is at most that), count and error alike, and the floors add
+ * up. With room in the target for every key of both (a target of k at
+ * least their keys together, as a server merging its threads' summaries
+ * sizes it), the merge loses nothing and the bounds above hold for the
+ * union: N the sum of the N's, floor the sum of the floors, at most N / k
+ * when every summary merged has k counters. A target without that room
+ * keeps the largest counts and raises its floor to the largest it drops:
+ * the two inequalities and "a key not listed has at most floor" still
+ * hold, but floor may then exceed N / k.
+ *
+ * Keys are byte strings of any length. A summary keeps the first
+ * SL_TOPK_KEY_MAX bytes of each; a longer key is told apart from another by
+ * its length, those bytes and a seeded 64-bit hash of all of it (two keys
+ * that agree on all three, which a caller who does not know the seed
+ * cannot arrange, would share a counter), and is listed with its length
+ * and its first SL_TOPK_KEY_MAX bytes.
+ *
+ * The recent window. With window_ns > 0 a summary keeps two generations,
+ * each one window of the caller's clock, aligned on multiples of window_ns
+ * (generation g counts the adds with now in [g * window_ns, (g + 1) *
+ * window_ns)): the current one, and the one before it. At `now` the
+ * summary answers for both together, that is for the adds since the start
+ * of the previous window: the last window_ns to 2 * window_ns of time. An
+ * add in a later window starts a new generation (the older one is
+ * dropped); an add with a `now` before the current generation's window
+ * counts in the current one. Each generation has its k counters, so the
+ * bounds hold with N the adds of both and k counters, merged as above.
+ * With window_ns 0 there is one generation, from sl_topk_new or the last
+ * sl_topk_clear, and `now` is ignored.
+ *
+ * Memory: sl_topk_bytes(k, window_ns), fixed at sl_topk_new, about 140
+ * bytes per counter and generation. Listing a windowed summary allocates
+ * one of twice its size for as long as the call. No clock is read and no
+ * lock taken: a summary shared by threads is the caller's to serialize.
+ */
+#define SL_TOPK_KEY_MAX 64          /* bytes of a key a summary keeps */
+#define SL_TOPK_K_MAX (1u << 20)    /* the most counters of one summary */
+
+typedef struct sl_topk sl_topk;
+
+typedef struct sl_topk_config {
+    size_t k;          /* counters, 1 .. SL_TOPK_K_MAX */
+    int64_t window_ns; /* 0: one generation; else the window, 1 .. SL_SPAN_MAX */
+    uint64_t seed;     /* the hash's: pass random bytes, so that clients cannot choose keys
+                          that collide; summaries merged together need the same seed */
+} sl_topk_config;
+
+/* One key as a summary lists it. */
+typedef struct sl_topk_entry {
+    uint64_t count; /* at least the key's true count */
+    uint64_t error; /* count - error is at most its true count */
+    size_t len;     /* the key's length; more than SL_TOPK_KEY_MAX: only the first
+                       SL_TOPK_KEY_MAX bytes are in key */
+    unsigned char key[SL_TOPK_KEY_MAX];
+} sl_topk_entry;
+
+typedef struct sl_topk_stats {
+    uint64_t total; /* N: the units added over the window (both generations) */
+    uint64_t floor; /* every key not listed has a true count of at most floor */
+    size_t keys;    /* keys held (listed) */
+    size_t k;       /* counters per generation */
+    size_t bytes;   /* the memory the summary holds (sl_topk_bytes) */
+} sl_topk_stats;
+
+/* The bytes a summary of k counters (with window_ns, which only says
+ * whether there are two generations) holds; 0 for a k out of range. */
+SL_API size_t sl_topk_bytes(size_t k, int64_t window_ns);
+
+/*
+ * Makes an empty summary. On SL_OK, *out is the caller's, freed with
+ * sl_topk_free. SL_ERR_ARGUMENT for a k or window out of range or a NULL
+ * pointer, SL_ERR_NOMEM.
+ */
+SL_API sl_status sl_topk_new(const sl_topk_config *cfg, sl_topk **out);
+
+/* Frees a summary; NULL is allowed. */
+SL_API void sl_topk_free(sl_topk *t);
+
+/* Forgets every key: the summary is as new (its generations too). */
+SL_API void sl_topk_clear(sl_topk *t);
+
+/*
+ * Counts n units (n >= 1; 0 does nothing) of the key's len bytes at `now`.
+ * Counts saturate at UINT64_MAX. Returns SL_OK, SL_ERR_KEY for an empty key
+ * (len 0), SL_ERR_ARGUMENT for a NULL pointer.
+ */
+SL_API sl_status sl_topk_add(sl_topk *t, const void *key, size_t len, uint64_t n, int64_t now);
+
+/*
+ * Adds what `from` holds at `now` (its window's generations, merged) into
+ * `into`, a summary without a window (window_ns 0) and with from's seed;
+ * from is left as it was. Returns SL_OK, SL_ERR_ARGUMENT (a window on into,
+ * another seed, into == from, a NULL pointer), SL_ERR_NOMEM (into may then
+ * hold part of from: clear it).
+ */
+SL_API sl_status sl_topk_merge(sl_topk *into, const sl_topk *from, int64_t now);
+
+/*
+ * Lists the keys the summary holds at `now`, the largest counts first (equal
+ * counts by their key's bytes, then length), up to cap of them, into out[]
+ * (the caller's); *n gets how many. Returns SL_OK, SL_ERR_ARGUMENT,
+ * SL_ERR_NOMEM.
+ */
+SL_API sl_status sl_topk_list(const sl_topk *t, int64_t now, sl_topk_entry *out, size_t cap,
+                              size_t *n);
+
+/* The summary's N, floor, keys and size at `now`; SL_ERR_ARGUMENT for a
+ * NULL pointer. */
+SL_API sl_status sl_topk_stats_get(const sl_topk *t, int64_t now, sl_topk_stats *st);
+
 #ifdef __cplusplus
 }
 #endif

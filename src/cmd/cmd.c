@@ -372,6 +372,12 @@ static bool sl_arg_limit(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv, int
 
 void sl_check_own(sl_check *k)
 {
+    if (k->counted && k->given_key && k->given_key != k->given_key_buf) {
+        k->given_key_len = k->given_key_len < sizeof k->given_key_buf ? k->given_key_len
+                                                                       : sizeof k->given_key_buf;
+        memcpy(k->given_key_buf, k->given_key, k->given_key_len);
+        k->given_key = k->given_key_buf;
+    }
     for (size_t i = 0; i < k->n; i++)
         if (k->lim[i] != &k->own[i]) {
             k->own[i] = *k->lim[i];
@@ -575,7 +581,12 @@ int sl_check_policy(sl_check *k, const sl_config *cfg, const sl_policy *p, const
     size_t nkey = 0;
     int n = sl_policy_items(p, tier, tier_len, key, key_len, cost, tokens, kbuf, kcap, items,
                             which, &nkey);
-    return sl_check_policy_fill(k, cfg, p, n, items, which, nkey);
+    n = sl_check_policy_fill(k, cfg, p, n, items, which, nkey);
+    if (n > 0) {
+        k->given_key = key;
+        k->given_key_len = key_len;
+    }
+    return n;
 }
 
 /* sl_check_policy with the key's tier looked up by the caller: its index
@@ -588,7 +599,12 @@ static int sl_check_policy_at(sl_check *k, const sl_config *cfg, const sl_policy
     size_t nkey = 0;
     int n = sl_policy_items_at(p, tier, key, key_len, cost, tokens, kbuf, kcap, items, which,
                                &nkey);
-    return sl_check_policy_fill(k, cfg, p, n, items, which, nkey);
+    n = sl_check_policy_fill(k, cfg, p, n, items, which, nkey);
+    if (n > 0) {
+        k->given_key = key;
+        k->given_key_len = key_len;
+    }
+    return n;
 }
 
 /* Fills k for the n items of policy p (n <= 0: nothing, returned). */

@@ -91,6 +91,10 @@ typedef enum sl_render {
     SL_RENDER_FACE,     /* the face's own (HTTP's response): sl_cmd_ctx.render */
 } sl_render;
 
+/* The bytes of its key a check copied by sl_check_own() keeps: as many as
+ * sluiced's default --max-key-bytes. */
+#define SL_CHECK_KEY_ROOM 512
+
 /*
  * A rate command between its three steps: parsed (the backend request and
  * what its reply needs), decided (the backend's answer, now or later), and
@@ -130,10 +134,20 @@ typedef struct sl_check {
     /* The face's own, for SL_RENDER_FACE (HTTP: keep-alive, HEAD, ...). */
     uint32_t face_flags;
     int face_status;
+    /* The key a counted decision is about, for the face's observers
+     * (sluiced's top keys): a policy's check, the key it was given (before
+     * its template); an ad-hoc one, its first item's. Points into the
+     * request until sl_check_own() copies its first SL_CHECK_KEY_ROOM bytes
+     * into given_key_buf (given_key_len then says how many were copied). Set
+     * by sl_check_init and sl_check_policy; read only when `counted`. (`key`
+     * above is the store key, for the decision log.) */
+    const char *given_key;
+    size_t given_key_len;
     /* What sl_check_own() copies the limits and the name into. */
     sl_limit own[SL_TAKE_MANY_MAX];
     char name_buf[SL_POLICY_NAME_MAX + 8];
     char lname_buf[SL_TAKE_MANY_MAX][SL_LIMIT_NAME_MAX + 1];
+    char given_key_buf[SL_CHECK_KEY_ROOM];
 } sl_check;
 
 /* The units a peeked decision says are used: its limit less what remains,
@@ -144,7 +158,8 @@ static inline int64_t sl_usage_used(const sl_decision *d)
     return d->limit > rem ? d->limit - rem : 0;
 }
 
-/* Makes k self-contained: its limits and name copied into it. */
+/* Makes k self-contained: its limits, its name and (a counted one) the
+ * first SL_CHECK_KEY_ROOM bytes of its key copied into it. */
 void sl_check_own(sl_check *k);
 
 /* Sets the fields of k that every check sets (an ad-hoc one: no policy),
@@ -170,8 +185,8 @@ static inline void sl_check_init(sl_check *k, sl_op op, sl_render render, size_t
     k->nkey = 0;
     k->chain = NULL;
     k->n = op == SL_OP_RESET ? 0 : n;
-    k->key = n ? (const char *)items[0].key : NULL;
-    k->key_len = n ? items[0].keylen : 0;
+    k->key = k->given_key = n ? (const char *)items[0].key : NULL;
+    k->key_len = k->given_key_len = n ? items[0].keylen : 0;
     for (size_t i = 0; i < k->n && i < SL_TAKE_MANY_MAX; i++)
         k->cost[i] = items[i].cost;
 }

@@ -277,6 +277,17 @@ static int slm_cmd_sync(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     return REDISMODULE_OK;
 }
 
+/* SL.TOP is sluiced's (its top keys are counted where sluiced decides):
+ * the module answers that, rather than Redis's "unknown command", so that a
+ * client pointed at the module learns why. Redis's own view of its hot keys
+ * is redis-cli --hotkeys. */
+static int slm_cmd_top(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
+{
+    RedisModule_ReplyWithError(ctx, "ERR SL.TOP is sluiced's: the module keeps no top keys "
+                                    "(docs/module.md; redis-cli --hotkeys for Redis's own)");
+    return REDISMODULE_OK;
+}
+
 /* ---- loading ---- */
 
 /*
@@ -376,6 +387,11 @@ int RedisModule_OnLoad(RedisModuleCtx *ctx, RedisModuleString **argv, int argc)
     if (RedisModule_CreateCommand(ctx, "sl.sync", slm_cmd_sync, "write deny-oom fast", 1, 1, 1) !=
         REDISMODULE_OK) {
         RedisModule_Log(ctx, "warning", "sluice: cannot register sl.sync");
+        return REDISMODULE_ERR;
+    }
+    if (RedisModule_CreateCommand(ctx, "sl.top", slm_cmd_top, "readonly fast", 0, 0, 0) !=
+        REDISMODULE_OK) {
+        RedisModule_Log(ctx, "warning", "sluice: cannot register sl.top");
         return REDISMODULE_ERR;
     }
     return REDISMODULE_OK;

@@ -26,6 +26,7 @@
 #include "server/persist.h"
 #include "server/plans_redis.h"
 #include "server/server.h"
+#include "server/top.h"
 
 #define CONN(ctx) ((sl_conn *)(ctx)->face)
 
@@ -43,6 +44,8 @@ static inline __attribute__((always_inline)) void sl_count_decided(sl_worker *w,
     sl_metrics_decided(&w->metrics, k->policy, allowed, shadow);
     if (shadow && k->name)
         sl_metrics_shadow_refused(k->policy, k->name);
+    if (w->top) /* a shadow policy's would-be refusal counts as refused */
+        sl_top_record(w->top, k, !allowed || shadow, w->now);
     if (k->req.by != SL_DECIDED_BY_STORE)
         sl_metrics_fallback(&w->metrics, k->policy, k->name, k->req.by);
 }
@@ -992,6 +995,9 @@ static const sl_command sl_conn_commands[] = {
     {"sl.policies", 1, SL_CMD_READONLY | SL_CMD_LOADING, 0, 0, 0, sl_cmd_policies,
      "Lists the policies in force", "", 0},
     {"save", 1, SL_CMD_LOADING, 0, 0, 0, sl_cmd_save, "Writes the snapshot file now", "", 0},
+    {"sl.top", -1, SL_CMD_READONLY | SL_CMD_LOADING, 0, 0, 0, sl_cmd_top,
+     "Lists the keys refused (or admitted) most often over the recent window",
+     "[POLICY name] [COUNT n] [REFUSED|ADMITTED]", 0},
     {"", 0, 0, 0, 0, 0, NULL, NULL, NULL, 0},
 };
 

@@ -7,6 +7,7 @@
  *   GET  /v1/check?key=K&policy=NAME[&tier=T][&cost=C][&tokens=N]
  *   POST /v1/check                      the same as JSON, or {"limits": [...]}
  *   GET  /v1/usage?key=K&policy=NAME[&tier=T]   each limit's use (SL.USAGE)
+ *   GET  /v1/top[?policy=NAME&count=N&kind=K]   the top keys (SL.TOP, server/top.c)
  *   POST /v1/reserve                    a policy check of the estimates, as JSON
  *                                       (or its query) with ttl_ms: SL.RESERVE
  *   POST /v1/settle                     {"reservation", "cost", "tokens"}: SL.SETTLE
@@ -57,6 +58,7 @@
 #include "server/log.h"
 #include "server/server.h"
 #include "server/ui.h"
+#include "server/top.h"
 
 #define SL_HTTP_HEADERS 64
 
@@ -1219,6 +1221,8 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
         sl_http_policies(c, keep, head);
     } else if (sl_path_is(path, "/v1/usage") && get) {
         sl_http_usage(c, r, keep, head);
+    } else if (sl_path_is(path, "/v1/top") && get) {
+        sl_http_top(c, r, keep, head);
     } else if (sl_path_is(path, "/healthz") && get) {
         sl_http_write_response(sl_conn_out(c), 200, keep, "application/json", NULL,
                                "{\"status\":\"ok\"}\n", 16, head);
@@ -1253,7 +1257,7 @@ static void sl_http_route(sl_conn *c, const sl_http_request *r, const char *body
     } else if (sl_path_is(path, "/healthz") || sl_path_is(path, "/healthcheck") ||
                sl_path_is(path, "/metrics") ||
                sl_path_is(path, "/v1/policies") || sl_path_is(path, "/v1/usage") ||
-               sl_path_is(path, "/v1/limit")) {
+               sl_path_is(path, "/v1/limit") || sl_path_is(path, "/v1/top")) {
         sl_http_write_response(sl_conn_out(c), 405, keep, "application/json", "Allow: GET, HEAD\r\n",
                                "{\"error\":\"method not allowed\"}\n", 31, head);
     } else {

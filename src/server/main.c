@@ -45,6 +45,7 @@
 #include "backend/sync.h"
 #include "server/server.h"
 #include "server/ui.h"
+#include "server/top.h"
 
 /* With --snapshot and no --snapshot-interval: a crash loses at most this
  * many seconds of state, for a write every minute that costs little. */
@@ -117,6 +118,7 @@ enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_ENVOY_HEADERS, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY, F_MAX_ADAPTIVE,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
     F_LOGLEVEL, F_DECISION_LOG, F_DECISION_LOG_SAMPLE, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
+    F_TOP_KEYS, F_TOP_WINDOW,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     F_COUNT
 };
@@ -313,6 +315,16 @@ static const sl_flag sl_flags[F_COUNT] = {
                      "HTTP paths served without the token, comma-separated: /metrics, or a "
                      "prefix ending in / such as /v1/auth/",
                      "paths beginning with /, comma-separated", 0},
+    [F_TOP_KEYS] = {"top-keys", "N", "128",
+                    "the top keys (SL.TOP, GET /v1/top; docs/observability.md): counters per "
+                    "policy, kind (refused, admitted), thread and generation (two per "
+                    "--top-window), each about 140 bytes; a key above 1/N of its policy's "
+                    "decisions of a kind is always listed; 0 turns them off",
+                    "an integer from 0 to " SL_STR(SL_TOP_KEYS_MAX), SL_FLAG_APPLIED},
+    [F_TOP_WINDOW] = {"top-window", "S", "60",
+                      "the top keys' window in seconds: they count the decisions of the "
+                      "current window and the one before it (the last S to 2S seconds)",
+                      "seconds, from 1 to 86400", SL_FLAG_APPLIED},
     [F_ALLOW_EMPTY_RELOAD] = {"allow-empty-reload", NULL, NULL,
                               "let SIGHUP load a config file that is empty or has no policies "
                               "while policies are in force (by default such a file is refused "
@@ -577,6 +589,16 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
         case F_DECISION_LOG_SAMPLE:
             if (!sl_sample_parse(optarg, strlen(optarg), &cfg->decision_log_ppm))
                 goto bad;
+            break;
+        case F_TOP_KEYS:
+            if (!sl_parse_size(optarg, SL_TOP_KEYS_MAX, &v))
+                goto bad;
+            cfg->top_keys = (size_t)v;
+            break;
+        case F_TOP_WINDOW:
+            if (!sl_parse_size(optarg, 86400, &v) || v < 1)
+                goto bad;
+            cfg->top_window_s = (int)v;
             break;
         case F_CONFIG: cfg->config_path = optarg; break;
         case F_ENVOY_CONFIG: cfg->envoy_config = optarg; break;

@@ -19,6 +19,7 @@
 #include "server/persist.h"
 #include "server/plans_redis.h"
 #include "server/server.h"
+#include "server/top.h"
 
 const uint64_t sl_latency_bound_us[SL_LATENCY_BUCKETS] = {
     5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 100000};
@@ -444,6 +445,8 @@ void sl_metrics_render(sl_server *srv, sl_buf *out)
     if (srv->peers)
         sl_metrics_render_peers(srv->peers, out);
     sl_plans_redis_metrics(out);
+    if (srv->cfg.top_keys > 0)
+        sl_top_metrics(srv, out);
     uint64_t store_errors = 0;
     for (int w = 0; w < srv->nworkers; w++)
         store_errors += sl_load(&srv->workers[w].metrics.store_errors);

@@ -68,6 +68,8 @@ typedef struct sl_server_config {
     int output_soft_s;
     const char *decision_log;    /* --decision-log: a file, "-" for stdout, NULL: none */
     uint32_t decision_log_ppm;   /* --decision-log-sample, in parts per million */
+    size_t top_keys;  /* --top-keys: counters per policy, kind and window; 0 = off */
+    int top_window_s; /* --top-window: the top keys' window */
 } sl_server_config;
 
 struct sl_conn;
@@ -120,6 +122,7 @@ typedef struct sl_worker {
     uv_timer_t grpc_tick;        /* their deadlines, while there are any */
     struct sl_envoy_stats *envoy_stats; /* ShouldRateLimit's counts (envoy_stats.h) */
     struct sl_dlog_worker *dlog; /* the decision log's half (dlog.h); NULL: no log */
+    struct sl_top *top; /* its top keys (top.h); NULL when --top-keys is 0 */
     sl_limit_cache limits;
     sl_backend_worker *bw; /* the backend's handle for this thread */
     struct sl_slot *slot_cache; /* freed reply slots, kept for reuse (a slot is a few KiB) */

@@ -42,12 +42,14 @@
 
 #include "common/clock.h"
 #include "common/parse.h"
+#include "common/siphash.h"
 #include "proto/http.h"
 #include "server/dlog.h"
 #include "server/envoy_stats.h"
 #include "server/grpc.h"
 #include "server/log.h"
 #include "server/server.h"
+#include "server/top.h"
 
 /* Replies gathered by one read past which they are written at once, not at
  * the end of the loop iteration: the client can take them meanwhile. */
@@ -1125,6 +1127,14 @@ int sl_workers_start(sl_server *srv)
         if (srv->cfg.envoy_config)
             w->envoy_stats = sl_envoy_stats_new();
         w->dlog = sl_dlog_worker_of(srv->dlog, i);
+        /* The top keys: one seed for every worker, since a reader merges
+         * their summaries; drawn from the lease key, which is random. */
+        if (srv->cfg.top_keys > 0 &&
+            !(w->top = sl_top_new(srv->cfg.top_keys, (int64_t)srv->cfg.top_window_s * 1000000000,
+                                  sl_siphash(srv->lease_key, "top keys", 8), &srv->epoch))) {
+            sl_log(SL_LOG_ERROR, "cannot start worker %d: out of memory for its top keys", i);
+            return -1;
+        }
         for (int p = 0; p < SL_PROTOS; p++) {
             if (srv->listen_fd[p] < 0)
                 continue;
@@ -1206,6 +1216,7 @@ void sl_workers_stop(sl_server *srv)
         uv_loop_close(&srv->workers[i].loop);
         free(srv->workers[i].check);
         sl_envoy_stats_free(srv->workers[i].envoy_stats);
+        sl_top_free(srv->workers[i].top);
     }
     free(srv->workers);
     srv->workers = NULL;

@@ -53,6 +53,13 @@ def test_no_gcra_command(server):
     assert _info(server, "gcra") is None
 
 
+def test_sl_top_says_it_is_sluiced_s(r):
+    # the top keys are counted where sluiced decides: the module answers why it has none
+    with pytest.raises(redis.ResponseError) as e:
+        r.execute_command("SL.TOP", "COUNT", 5)
+    assert "SL.TOP is sluiced's: the module keeps no top keys" in str(e.value)
+
+
 def test_getkeys_finds_the_keys(server):
     c = server.conn()
     assert c.call("COMMAND", "GETKEYS", "SL.TAKEMANY", 2, "a", "b", "LIMIT", 1, 60,
