@@ -256,9 +256,15 @@ def test_a_reload_starts_the_policies_minute_again(tmp_path):
             for i in range(3):
                 c.call("SL.POLICY", "api", "u")
                 c.call("SL.TAKE", "adhoc", 10, "1h")
-        time.sleep(2.2)  # two readings after the decisions
-        before = {d["policy"]: d for d in get(s, "/v1/stats").json()["decisions"]}
-        assert sum(before["api"]["per_second"]["allowed"]) == 3
+        # The sampler reads the counters once a second: wait for a reading after the
+        # decisions (a busy machine may delay it), as long as 10 s.
+        deadline = time.monotonic() + 10
+        while True:
+            before = {d["policy"]: d for d in get(s, "/v1/stats").json()["decisions"]}
+            if sum(before["api"]["per_second"]["allowed"]) == 3:
+                break
+            assert time.monotonic() < deadline, before["api"]
+            time.sleep(0.2)
         write(s.config, CONFIG + "  added:\n    limit: 1\n    period: 1h\n")
         os.kill(s.proc.pid, signal.SIGHUP)
         deadline = time.monotonic() + 10
@@ -574,12 +580,12 @@ def read_response(sock):
 
 
 def test_simulations_run_off_the_workers_two_at_once(tmp_path, monkeypatch):
-    s = start(tmp_path, extra=["--threads", "1"], env={"SLUICED_DEBUG_SIM_HOLD_MS": "1500"},
+    s = start(tmp_path, extra=["--threads", "1"], env={"SLUICED_DEBUG_SIM_HOLD_MS": "3000"},
               monkeypatch=monkeypatch)
     try:
         q = "/v1/simulate?limit=10&period=1s"
         first, second = raw_get(s, q), raw_get(s, q)
-        time.sleep(0.3)  # both taken by the worker and on the threadpool
+        time.sleep(0.6)  # both taken by the worker and on the threadpool
         third = raw_get(s, q)
         busy = read_response(third).decode()
         assert busy.startswith("HTTP/1.1 503"), busy
