@@ -220,7 +220,8 @@ static int64_t sl_wait_locked(sl_client_limiter *l, int64_t now, int64_t cost)
     return w;
 }
 
-int64_t sl_client_limiter_wait(sl_client_limiter *l, int64_t now, int64_t cost)
+/* SL_OK, or the error a wait or a take of `cost` at `now` is refused with. */
+static int sl_wait_args(const sl_client_limiter *l, int64_t now, int64_t cost)
 {
     if (l == NULL)
         return SL_ERR_ARGUMENT;
@@ -228,6 +229,14 @@ int64_t sl_client_limiter_wait(sl_client_limiter *l, int64_t now, int64_t cost)
         return SL_ERR_COST;
     if (!sl_valid_time(now))
         return SL_ERR_TIME;
+    return SL_OK;
+}
+
+int64_t sl_client_limiter_wait(sl_client_limiter *l, int64_t now, int64_t cost)
+{
+    int bad = sl_wait_args(l, now, cost);
+    if (bad != SL_OK)
+        return bad;
     pthread_mutex_lock(&l->lock);
     int64_t w = sl_wait_locked(l, now, cost);
     pthread_mutex_unlock(&l->lock);
@@ -236,12 +245,9 @@ int64_t sl_client_limiter_wait(sl_client_limiter *l, int64_t now, int64_t cost)
 
 int sl_client_limiter_try_acquire(sl_client_limiter *l, int64_t now, int64_t cost)
 {
-    if (l == NULL)
-        return SL_ERR_ARGUMENT;
-    if (cost < 0)
-        return SL_ERR_COST;
-    if (!sl_valid_time(now))
-        return SL_ERR_TIME;
+    int bad = sl_wait_args(l, now, cost);
+    if (bad != SL_OK)
+        return bad;
     pthread_mutex_lock(&l->lock);
     bool ok = sl_wait_locked(l, now, cost) == 0;
     if (ok) {
