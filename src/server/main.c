@@ -318,7 +318,8 @@ static const sl_flag sl_flags[F_COUNT] = {
     [F_TOP_KEYS] = {"top-keys", "N", "128",
                     "the top keys (SL.TOP, GET /v1/top; docs/observability.md): counters per "
                     "policy, kind (refused, admitted), thread and generation (two per "
-                    "--top-window), each about 140 bytes; a key above 1/N of its policy's "
+                    "--top-window): about 73 KiB per policy, kind and thread at 128; a key "
+                    "above 1/N of its policy's "
                     "decisions of a kind is always listed; 0 turns them off",
                     "an integer from 0 to " SL_STR(SL_TOP_KEYS_MAX), SL_FLAG_APPLIED},
     [F_TOP_WINDOW] = {"top-window", "S", "60",
