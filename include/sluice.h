@@ -1248,6 +1248,13 @@ SL_API void sl_limiters_info_get(sl_limiters *t, sl_limiters_info *info);
  * the two inequalities and "a key not listed has at most floor" still
  * hold, but floor may then exceed N / k.
  *
+ * Sampling. A caller that adds each event with probability 1/S and n = S
+ * (S may change from one add to the next) gets for each key a weighted
+ * count W of expectation its true count t and variance at most t (S - 1),
+ * S the largest n (sl_topk_stats.max_n). The bounds above hold for W, N
+ * being the weights added: so t is within count - error - 3 sqrt(t (S - 1))
+ * and count + 3 sqrt(t (S - 1)) with probability about 99.7%.
+ *
  * Keys are byte strings of any length. A summary keeps the first
  * SL_TOPK_KEY_MAX bytes of each; a longer key is told apart from another by
  * its length, those bytes and a seeded 64-bit hash of all of it (two keys
@@ -1297,6 +1304,8 @@ typedef struct sl_topk_entry {
 typedef struct sl_topk_stats {
     uint64_t total; /* N: the units added over the window (both generations) */
     uint64_t floor; /* every key not listed has a true count of at most floor */
+    uint64_t max_n; /* the largest n of one add over the window (0: none): a caller that
+                       counts 1 in S events with n = S reads back how coarse the counts are */
     size_t keys;    /* keys held (listed) */
     size_t k;       /* counters per generation */
     size_t bytes;   /* the memory the summary holds (sl_topk_bytes) */

@@ -43,6 +43,7 @@ typedef struct tk_gen {
     int64_t id;     /* the window it counts (now / window_ns, rounded down) */
     uint64_t total; /* N: the units added */
     uint64_t floor; /* a key not held has a true count of at most this */
+    uint64_t max_n; /* the largest n of one add (or of a generation merged in) */
     size_t used;    /* slots holding a key */
     size_t min_n;   /* the smallest count's positions: [0, min_n) (k when all are equal) */
     uint64_t *count;
@@ -110,7 +111,7 @@ static void tk_gen_clear(tk_gen *g, size_t k, size_t tsize)
         g->slot[i].mark = 0;
     }
     memset(g->table, 0, tsize * sizeof *g->table);
-    g->total = g->floor = 0;
+    g->total = g->floor = g->max_n = 0;
     g->used = 0;
     g->min_n = k;
 }
@@ -258,43 +259,44 @@ static void tk_table_insert(const sl_topk *t, tk_gen *g, uint32_t s)
  * Sets the count of the slot at position p to c, which is at least what the
  * positions below p hold, and moves it up past the positions above p that
  * count less than c: the order stays ascending. The positions above p must
- * be in order; position p's old count is not read but for the fast case.
+ * be in order; position p's old count is read only to spot the fast case.
+ *
+ * Equal counts may sit in any order, so the slot moves up by hops, each
+ * past a whole run of one count: it trades places with the last slot of
+ * the run above it, which takes its place at the run's bottom. A unit add
+ * makes one hop (past its own count's run; from the smallest count, whose
+ * run's end the generation keeps, with no search); an add of n at most n.
  */
 static inline __attribute__((always_inline)) void tk_raise(tk_gen *g, size_t k, size_t p,
                                                           uint64_t c)
 {
-    /* q: the last position above p counting less than c. A unit add to a
-     * smallest count (every add of a new key under a flood) knows it: the
-     * last of the smallest; another searches. */
-    bool in_min = p < g->min_n;
-    size_t q = in_min && c - 1 == g->count[p] && c > g->count[p]
-                   ? g->min_n - 1
-                   : tk_first_at_least(g, k, p + 1, c) - 1;
-    if (in_min && --g->min_n == 0)
-        g->min_n = k; /* found again below, once the order is whole */
     uint32_t s = g->order[p];
-    if (q == p) {
-        g->count[p] = c;
-        if (in_min && g->min_n == k)
-            tk_min_again(g, k);
-        return;
-    }
-    if (g->count[p + 1] == g->count[p] && g->count[q] == g->count[p]) {
-        /* Every position in (p, q] counts what p did: a swap keeps the order
-         * (the common case of a unit add). */
+    uint64_t c0 = g->count[p];
+    bool in_min = p < g->min_n;
+    size_t at = p;
+    if (in_min && c0 + 1 == c && c > c0) {
+        /* The last of the smallest count's run: one swap. */
+        size_t q = g->min_n - 1;
         uint32_t o = g->order[q];
         g->order[p] = o;
         g->pos[o] = (uint32_t)p;
+        at = q;
     } else {
-        memmove(&g->order[p], &g->order[p + 1], (q - p) * sizeof *g->order);
-        memmove(&g->count[p], &g->count[p + 1], (q - p) * sizeof *g->count);
-        for (size_t i = p; i < q; i++)
-            g->pos[g->order[i]] = (uint32_t)i;
+        for (size_t next = at + 1; next < k && g->count[next] < c; next = at + 1) {
+            uint64_t run = g->count[next];
+            size_t end = (run == UINT64_MAX ? k : tk_first_at_least(g, k, next, run + 1)) - 1;
+            uint32_t o = g->order[end];
+            g->order[at] = o;
+            g->pos[o] = (uint32_t)at;
+            g->count[at] = run;
+            at = end;
+        }
     }
-    g->order[q] = s;
-    g->count[q] = c;
-    g->pos[s] = (uint32_t)q;
-    if (in_min && g->min_n == k)
+    g->order[at] = s;
+    g->count[at] = c;
+    g->pos[s] = (uint32_t)at;
+    /* It left the smallest count's run (whose slots are still [0, min_n - 1)). */
+    if (in_min && --g->min_n == 0)
         tk_min_again(g, k);
 }
 
@@ -354,6 +356,8 @@ static void tk_gen_add(const sl_topk *t, tk_gen *g, uint64_t h, const void *key,
         tk_take(t, g, h, key, len, n, at);
     }
     g->total = tk_sat_add(g->total, n);
+    if (n > g->max_n)
+        g->max_n = n;
 }
 
 /* Sorts the positions by count, ascending (a heapsort of count[] and
@@ -590,6 +594,8 @@ static sl_status tk_merge_gen(sl_topk *into, tk_gen *g, const tk_gen *p, size_t 
         }
     g->floor = tk_sat_add(old_floor, p->floor);
     g->total = tk_sat_add(g->total, p->total);
+    if (p->max_n > g->max_n)
+        g->max_n = p->max_n;
     return SL_OK;
 }
 
@@ -762,6 +768,8 @@ sl_status sl_topk_stats_get(const sl_topk *t, int64_t now, sl_topk_stats *st)
     for (int i = 0; i < np; i++) {
         st->total = tk_sat_add(st->total, parts[i]->total);
         st->floor = tk_sat_add(st->floor, parts[i]->floor);
+        if (parts[i]->max_n > st->max_n)
+            st->max_n = parts[i]->max_n;
     }
     if (np > 0)
         st->keys = parts[0]->used;

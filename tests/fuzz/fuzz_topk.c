@@ -83,6 +83,7 @@ static void check(const sl_topk *t, size_t k, const event *ev, size_t n, int64_t
             total += ev[i].weight;
     CHECK(st.total == total);
     CHECK(st.floor <= total / k);
+    CHECK(st.max_n <= 4 && (total == 0) == (st.max_n == 0)); /* the weights are 1 to 4 */
     sl_topk_entry out[64];
     size_t got;
     CHECK(sl_topk_list(t, now, out, 64, &got) == SL_OK);

@@ -70,6 +70,17 @@ static long zipf_draw(const zipf *z, test_rng *rng)
     return lo;
 }
 
+/* A square root by Newton's method (the tests link no libm). */
+static double sqrt_approx(double x)
+{
+    if (x <= 0)
+        return 0;
+    double r = x > 1 ? x : 1;
+    for (int i = 0; i < 100; i++)
+        r = 0.5 * (r + x / r);
+    return r;
+}
+
 static sl_topk *topk(size_t k, int64_t window_ns, uint64_t seed)
 {
     sl_topk_config cfg = {.k = k, .window_ns = window_ns, .seed = seed};
@@ -386,6 +397,59 @@ Test(topk, window_against_exact_counts)
     printf("topk window: %d checks over %ld windows of 5 s, k=%zu\n", checks, windows, k);
     sl_topk_free(t);
     free(per);
+    free(exact);
+    free(z.cdf);
+}
+
+/*
+ * Sampling, as sluiced does above --top-exact-rate: each event added with
+ * probability 1/S and n = S. The weighted count W of a key is within its
+ * summary's bounds exactly, and W estimates the true count t with variance
+ * at most t (S - 1): every listed key is within 5 standard deviations of
+ * its count's bounds, and no more than 1% of them past 3 (the 99.7% that
+ * sluice.h states); max_n says S.
+ */
+Test(topk, sampled_adds_estimate_within_their_variance)
+{
+    const long m = 5000, n = 2000000;
+    const size_t k = 100;
+    const uint64_t S = 16;
+    zipf z = zipf_new(m, 0);
+    test_rng rng = {4242};
+    uint64_t *exact = calloc((size_t)m, sizeof *exact);
+    sl_topk *t = topk(k, 0, 9);
+    for (long i = 0; i < n; i++) {
+        long id = zipf_draw(&z, &rng);
+        exact[id]++;
+        if (test_next(&rng) % S == 0)
+            add_id(t, id, S, 0);
+    }
+    sl_topk_stats st;
+    cr_assert_eq(sl_topk_stats_get(t, 0, &st), SL_OK);
+    cr_assert_eq(st.max_n, S);
+    cr_assert_eq(st.total % S, 0);
+    sl_topk_entry out[100];
+    size_t got, past3 = 0;
+    cr_assert_eq(sl_topk_list(t, 0, out, k, &got), SL_OK);
+    for (size_t i = 0; i < got; i++) {
+        uint64_t tr = exact[id_of(&out[i])];
+        double sigma = sqrt_approx((double)tr * (double)(S - 1));
+        double lo = (double)out[i].count - (double)out[i].error, hi = (double)out[i].count;
+        double off = tr < lo ? lo - (double)tr : tr > hi ? (double)tr - hi : 0;
+        cr_assert_leq(off, 5 * sigma, "k%ld: true %llu, count %llu error %llu, sigma %.0f",
+                      id_of(&out[i]), (unsigned long long)tr, (unsigned long long)out[i].count,
+                      (unsigned long long)out[i].error, sigma);
+        past3 += off > 3 * sigma;
+    }
+    cr_assert_leq(past3, got / 100, "%zu of %zu keys past 3 standard deviations", past3, got);
+    /* The heaviest keys are still the first. */
+    for (int i = 0; i < 5; i++)
+        cr_assert_eq(id_of(&out[i]), i, "rank %d is k%ld", i + 1, id_of(&out[i]));
+    printf("topk sampled 1 in %llu: N=%ld, %zu keys listed, %zu past 3 sigma; top key true %llu "
+           "counted %llu\n",
+           (unsigned long long)S, n, got, past3, (unsigned long long)exact[0],
+           (unsigned long long)out[0].count);
+    sl_topk_free(t);
     free(exact);
     free(z.cdf);
 }
