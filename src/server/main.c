@@ -118,7 +118,7 @@ enum sl_flag_id {
     F_PORT, F_HTTP_PORT, F_GRPC_PORT, F_ENVOY_CONFIG, F_ENVOY_HEADERS, F_BIND, F_THREADS, F_REQUIREPASS, F_MAXCLIENTS, F_MAXMEM, F_MAXKEY, F_MAX_ADAPTIVE,
     F_MAXREQ, F_OUTPUT_LIMIT, F_IDLE, F_REQTIMEOUT, F_PORTSHARE, F_SNAPSHOT, F_SNAPINT, F_CONFIG,
     F_LOGLEVEL, F_DECISION_LOG, F_DECISION_LOG_SAMPLE, F_STORE, F_ONERR, F_STORE_TIMEOUT, F_SPLIT, F_FLEET_NODES, F_PEERS, F_SELF, F_AUTH_HEADER, F_TRUSTED_PROXIES, F_DENY_STATUS, F_HTTP_BIND, F_HTTP_TOKEN, F_HTTP_OPEN,
-    F_TOP_KEYS, F_TOP_WINDOW,
+    F_TOP_KEYS, F_TOP_WINDOW, F_TOP_EXACT_RATE,
     F_ALLOW_EMPTY_RELOAD, F_VERSION, F_HELP, F_HELP_MARKDOWN,
     F_COUNT
 };
@@ -326,6 +326,12 @@ static const sl_flag sl_flags[F_COUNT] = {
                       "the top keys' window in seconds: they count the decisions of the "
                       "current window and the one before it (the last S to 2S seconds)",
                       "seconds, from 1 to 86400", SL_FLAG_APPLIED},
+    [F_TOP_EXACT_RATE] = {"top-exact-rate", "N", "200000",
+                          "the top keys count every decision while a thread makes at most N a "
+                          "second; above, 1 in S at random with weight S (S the smallest power "
+                          "of two that brings the rate to N), so that their cost stays that of N "
+                          "a second; 0 counts every decision always",
+                          "an integer from 0 to 1000000000", SL_FLAG_APPLIED},
     [F_ALLOW_EMPTY_RELOAD] = {"allow-empty-reload", NULL, NULL,
                               "let SIGHUP load a config file that is empty or has no policies "
                               "while policies are in force (by default such a file is refused "
@@ -600,6 +606,11 @@ static int sl_parse_args(int argc, char **argv, sl_server_config *cfg, const cha
             if (!sl_parse_size(optarg, 86400, &v) || v < 1)
                 goto bad;
             cfg->top_window_s = (int)v;
+            break;
+        case F_TOP_EXACT_RATE:
+            if (!sl_parse_size(optarg, 1000000000, &v))
+                goto bad;
+            cfg->top_exact_rate = (uint64_t)v;
             break;
         case F_CONFIG: cfg->config_path = optarg; break;
         case F_ENVOY_CONFIG: cfg->envoy_config = optarg; break;

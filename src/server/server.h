@@ -70,6 +70,8 @@ typedef struct sl_server_config {
     uint32_t decision_log_ppm;   /* --decision-log-sample, in parts per million */
     size_t top_keys;  /* --top-keys: counters per policy, kind and window; 0 = off */
     int top_window_s; /* --top-window: the top keys' window */
+    uint64_t top_exact_rate; /* --top-exact-rate: decisions a second per thread counted
+                                every one; 0 = always every one */
 } sl_server_config;
 
 struct sl_conn;

@@ -39,7 +39,7 @@ void sl_top_lock_wait(sl_top *t)
 }
 
 sl_top *sl_top_new(size_t k, int64_t window_ns, uint64_t seed,
-                   const atomic_uint_fast64_t *epoch)
+                   const atomic_uint_fast64_t *epoch, uint64_t exact_rate, uint64_t draws)
 {
     size_t bytes = (sizeof(sl_top) + 63) / 64 * 64;
     sl_top *t = sl_alloc_should_fail() ? NULL : aligned_alloc(64, bytes);
@@ -51,6 +51,9 @@ sl_top *sl_top_new(size_t k, int64_t window_ns, uint64_t seed,
     t->window_ns = window_ns;
     t->seed = seed;
     t->epoch = epoch;
+    t->rng = draws;
+    t->exact_rate = exact_rate;
+    t->left = SL_TOP_RATE_SPAN;
     return t;
 }
 
@@ -108,12 +111,34 @@ static sl_top_table *sl_top_table_for(sl_top *t, int i, const char *name, bool o
     return tb;
 }
 
+void sl_top_adapt(sl_top *t, int64_t now)
+{
+    int64_t span = now - t->since;
+    t->since = now;
+    t->left = SL_TOP_RATE_SPAN;
+    if (t->exact_rate == 0 || span <= 0) {
+        /* Every decision; or a span that took no time (the clock is read
+         * once per batch): the rate is past measuring, keep the step. */
+        if (t->exact_rate == 0)
+            t->shift = 0;
+        else if (t->shift < 20)
+            t->shift++;
+        return;
+    }
+    /* The rate a second: SL_TOP_RATE_SPAN * 1e9 / span. */
+    uint64_t rate = (uint64_t)SL_TOP_RATE_SPAN * 1000000000u / (uint64_t)span;
+    unsigned shift = 0;
+    while (shift < 20 && (rate >> shift) > t->exact_rate)
+        shift++;
+    t->shift = shift;
+}
+
 void sl_top_record_slow(sl_top *t, unsigned i, const sl_check *k, bool refused, int64_t now)
 {
     const char *name = i == 0 || !k->name ? "" : k->name;
     sl_top_table *tb = sl_top_table_for(t, (int)i, name, name != k->name_buf);
     if (tb)
-        sl_topk_add(tb->kind[refused], k->given_key, k->given_key_len, 1, now);
+        sl_topk_add(tb->kind[refused], k->given_key, k->given_key_len, UINT64_C(1) << t->shift, now);
     sl_top_unlock(t);
 }
 
@@ -123,6 +148,7 @@ void sl_top_record_slow(sl_top *t, unsigned i, const sl_check *k, bool refused, 
 typedef struct sl_top_row {
     const sl_policy *policy; /* NULL for the ad-hoc limits */
     sl_topk_entry e;
+    uint64_t sample; /* 1 in how many decisions (at most) were counted: 1 exact */
     bool has_remaining;
     int64_t remaining;
 } sl_top_row;
@@ -216,10 +242,13 @@ static sl_status sl_top_answer(sl_cmd_ctx *c, sl_server *srv, const sl_top_query
             sl_top_unlock(t);
         }
         size_t got = 0;
+        sl_topk_stats st = {0};
         if (rc == SL_OK)
             rc = sl_topk_list(acc, now, list, q->count, &got);
+        if (rc == SL_OK)
+            rc = sl_topk_stats_get(acc, now, &st);
         for (size_t j = 0; j < got; j++)
-            out[m++] = (sl_top_row){.policy = p, .e = list[j]};
+            out[m++] = (sl_top_row){.policy = p, .e = list[j], .sample = st.max_n};
     }
     sl_topk_free(acc);
     sl_free(list);
@@ -339,9 +368,9 @@ void sl_cmd_top(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     c->reply->array(c->sink, n);
     for (size_t i = 0; i < n; i++) {
         const sl_top_row *r = &rows[i];
-        bool cut = r->e.len > SL_TOPK_KEY_MAX;
+        bool cut = r->e.len > SL_TOPK_KEY_MAX, sampled = r->sample > 1;
         const char *pname = r->policy ? r->policy->name : "";
-        c->reply->map(c->sink, cut ? 6 : 5);
+        c->reply->map(c->sink, 5u + cut + sampled);
         c->reply->bulk(c->sink, "policy", 6);
         c->reply->bulk(c->sink, pname, strlen(pname));
         c->reply->bulk(c->sink, "key", 3);
@@ -355,6 +384,8 @@ void sl_cmd_top(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
             c->reply->null(c->sink);
         if (cut)
             sl_top_kv(c, "truncated", 1);
+        if (sampled)
+            sl_top_kv(c, "sample", r->sample > INT64_MAX ? INT64_MAX : (int64_t)r->sample);
     }
     sl_free(rows);
 }
@@ -550,6 +581,10 @@ void sl_http_top(sl_conn *conn, const sl_http_request *r, bool keep, bool head)
             sl_buf_add(&b, "null", 4);
         if (cut)
             sl_buf_add(&b, ",\"truncated\":true", 17);
+        if (row->sample > 1) {
+            sl_buf_add(&b, ",\"sample\":", 10);
+            sl_json_u64(&b, row->sample);
+        }
         sl_buf_add(&b, "}", 1);
     }
     sl_buf_add(&b, "]}\n", 3);

@@ -1131,7 +1131,9 @@ int sl_workers_start(sl_server *srv)
          * their summaries; drawn from the lease key, which is random. */
         if (srv->cfg.top_keys > 0 &&
             !(w->top = sl_top_new(srv->cfg.top_keys, (int64_t)srv->cfg.top_window_s * 1000000000,
-                                  sl_siphash(srv->lease_key, "top keys", 8), &srv->epoch))) {
+                                  sl_siphash(srv->lease_key, "top keys", 8), &srv->epoch,
+                                  srv->cfg.top_exact_rate,
+                                  sl_siphash(srv->lease_key, &w->id, sizeof w->id)))) {
             sl_log(SL_LOG_ERROR, "cannot start worker %d: out of memory for its top keys", i);
             return -1;
         }

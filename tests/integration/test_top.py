@@ -37,11 +37,14 @@ PASSWORD = "t0p"
 AUTH = {"Authorization": "Bearer " + PASSWORD}
 
 
-def start(make_server, tmp_path, *args, password=PASSWORD):
+def start(make_server, tmp_path, *args, password=PASSWORD, exact=True):
+    """A sluiced with CONFIG and HTTP; exact: every decision counted, whatever the rate
+    (--top-exact-rate 0), so that the counts checked here are exact on any machine."""
     cfg = tmp_path / "sluice.yaml"
     write(cfg, CONFIG)
     http = free_port()
-    s = make_server(args=["--config", str(cfg), "--http-port", str(http)] + list(args),
+    args = list(args) + (["--top-exact-rate", "0"] if exact else [])
+    s = make_server(args=["--config", str(cfg), "--http-port", str(http)] + args,
                     password=password)
     s.url = "http://127.0.0.1:%d" % http
     return s
@@ -299,6 +302,39 @@ def metric(s, name):
         if line.startswith(name + " "):
             return int(float(line.split()[1]))
     raise AssertionError("no %s in /metrics" % name)
+
+
+def test_sampling_above_the_exact_rate(make_server, tmp_path):
+    """Above --top-exact-rate decisions a second on a thread, 1 in S is counted with weight
+    S: the rows say S, and a heavy key's count is within a few standard deviations
+    (sqrt(true * (S - 1))) of the truth. The load lasts several of the workers' one-second
+    ticks, at which S is chosen."""
+    s = start(make_server, tmp_path, "--top-exact-rate", "2000", "--threads", "1", exact=False)
+    rng = random.Random(7)
+    refused = 0
+    with s.conn(timeout=60) as c:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < 3.5:
+            cmds = []
+            for _ in range(2000):
+                if rng.random() < 0.3:
+                    cmds.append(("CL.THROTTLE", "heavy", 0, 1, 3600))
+                else:
+                    cmds.append(("CL.THROTTLE", "k:%d" % rng.getrandbits(40), 0, 1, 3600))
+            for cmd, r in zip(cmds, pipeline(c, cmds)):
+                if cmd[1] == "heavy" and r[0] == 1:
+                    refused += 1
+        rows = [as_map(r) for r in c.call("SL.TOP", "POLICY", "", "COUNT", 3)]
+    assert rows[0]["key"] == b"heavy", rows
+    S = rows[0]["sample"]
+    assert S >= 2 and S & (S - 1) == 0, rows[0]  # a power of two
+    sigma = (refused * (S - 1)) ** 0.5
+    lo, hi = rows[0]["count"] - rows[0]["error"] - 5 * sigma, rows[0]["count"] + 5 * sigma
+    assert lo <= refused <= hi, (refused, rows[0], sigma)
+    print("sampling: 1 in %d counted; heavy refused %d times, counted %d (error %d)"
+          % (S, refused, rows[0]["count"], rows[0]["error"]))
+    doc = top_http(s, policy="", count=1)
+    assert doc["keys"][0]["key"] == "heavy" and doc["keys"][0]["sample"] >= 2
 
 
 def test_flood_of_random_keys_leaves_memory_bounded(make_server, tmp_path):
