@@ -9,6 +9,7 @@ sys.path) and re-exports pytest_runtest_makereport, which pytest only looks for 
 import json
 import os
 import queue
+import random
 import signal
 import socket
 import subprocess
@@ -38,9 +39,33 @@ def binary(env, name):
     return os.path.join(ROOT, "build/bin/" + name)
 
 
+def _ephemeral_low():
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+_PORTS = random.Random(os.getpid() ^ time.monotonic_ns())
+
+
 def free_port():
-    """A port nobody listens on now: bind port 0, read it, close. (A tiny race with
-    other processes remains; ServerProcess.start retries on a failed start.)"""
+    """A port nobody listens on now, for a server that must be told its port before it
+    starts. Drawn below the kernel's ephemeral range, which every outgoing connection
+    and every bind to port 0 takes its ports from, so that only another listener given
+    the same number could take it between here and the server's bind; ServerProcess.start
+    retries on a failed start all the same."""
+    low = _ephemeral_low()
+    if low > 20000:
+        for _ in range(64):
+            port = _PORTS.randrange(20000, low)
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]

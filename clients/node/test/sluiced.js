@@ -35,18 +35,39 @@ export function sluicedBinary() {
   return join(ROOT, 'build/bin/sluiced');
 }
 
-/** A port nobody listens on now (bound, read, closed: a small race remains, which
- * start() survives by trying again elsewhere). */
-export function freePort() {
-  return new Promise((resolve, reject) => {
+function ephemeralLow() {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+}
+
+function listenOnce(port) {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
+    srv.on('error', () => resolve(null));
+    srv.listen(port, '127.0.0.1', () => {
+      const got = srv.address().port;
+      srv.close(() => resolve(got));
     });
   });
+}
+
+/** A port nobody listens on now, for a server told its port before it starts. Drawn
+ * below the kernel's ephemeral range, which outgoing connections and binds to port 0
+ * take their ports from, so that only another listener given the same number could
+ * take it meanwhile (start() survives that by trying again elsewhere). */
+export async function freePort() {
+  const low = ephemeralLow();
+  for (let i = 0; low > 20000 && i < 64; i++) {
+    const got = await listenOnce(20000 + Math.floor(Math.random() * (low - 20000)));
+    if (got !== null) return got;
+  }
+  const got = await listenOnce(0);
+  if (got === null) throw new Error('freePort: cannot bind 127.0.0.1');
+  return got;
 }
 
 const pause = (ms) => new Promise((r) => setTimeout(r, ms));
