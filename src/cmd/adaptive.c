@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "cmd/adaptive.h"
-#include "common/clock.h"
 #include "common/duration.h"
 #include "common/hex.h"
 #include "common/parse.h"
@@ -124,7 +123,7 @@ int sl_adaptive_acquire(sl_cmd_ctx *c, const char *key, size_t keylen,
     }
     uint64_t id = sl_lease_new_id(c);
     sl_limiter_lease l;
-    int rc = sl_limiters_acquire(c->limiters, lk, n, policy ? &policy->cfg : cfg, sl_now_mono(),
+    int rc = sl_limiters_acquire(c->limiters, lk, n, policy ? &policy->cfg : cfg, c->now_mono(c),
                                  cls, part, id, &l, d);
     sl_adaptive_key_put(room, lk);
     if (rc != SL_OK)
@@ -159,7 +158,7 @@ int sl_adaptive_release(sl_cmd_ctx *c, const char *key, size_t keylen, const cha
         return keylen == 0 ? SL_ERR_KEY : SL_ERR_NOMEM;
     }
     sl_limiter_lease l = {.id = id, .slot = tail & ~SL_LEASE_ADAPTIVE_BIT};
-    int rc = sl_limiters_complete(c->limiters, lk, n, sl_now_mono(), &l, outcome, rtt_ns);
+    int rc = sl_limiters_complete(c->limiters, lk, n, c->now_mono(c), &l, outcome, rtt_ns);
     sl_adaptive_key_put(room, lk);
     if (rc < 0)
         return rc;
@@ -182,7 +181,7 @@ int sl_adaptive_stats(sl_cmd_ctx *c, const char *key, size_t keylen, const char 
         sl_adaptive_key_put(room, lk);
         return keylen == 0 ? SL_ERR_KEY : SL_ERR_NOMEM;
     }
-    int rc = sl_limiters_stats(c->limiters, lk, n, sl_now_mono(), st);
+    int rc = sl_limiters_stats(c->limiters, lk, n, c->now_mono(c), st);
     sl_adaptive_key_put(room, lk);
     if (rc < 0)
         return rc;

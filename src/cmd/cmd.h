@@ -225,6 +225,9 @@ typedef struct sl_cmd_ctx {
     /* The face's adaptive concurrency limits (cmd/adaptive.h); NULL: it
      * serves none. */
     sl_limiters *limiters;
+    /* Their time, on sl_now_mono's clock, as the face reads it (sluiced:
+     * once per batch of commands); read only by commands on limiters. */
+    int64_t (*now_mono)(struct sl_cmd_ctx *c);
     /* Called once per adaptive decision, for the metrics: policy is the
      * index of the config's adaptive policy, -1 ad hoc. May be NULL. */
     void (*adapted)(struct sl_cmd_ctx *c, int policy, int cls, bool admitted);

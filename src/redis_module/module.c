@@ -15,6 +15,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/parse.h"
 #include "policy/config.h"
 #include "redis_module/module.h"
@@ -125,6 +126,12 @@ static int64_t slm_now(void)
     return ns < 0 ? 0 : ns > SL_TIME_MAX ? SL_TIME_MAX : ns;
 }
 
+static int64_t slm_now_mono(sl_cmd_ctx *c)
+{
+    (void)c;
+    return sl_now_mono();
+}
+
 /* ---- running a command ---- */
 
 /* The most arguments converted to slices on the stack; more are allocated. */
@@ -192,6 +199,7 @@ static void slm_run(const sl_command *cmd, RedisModuleCtx *ctx, RedisModuleStrin
         .face = &m,
         .plan_tier = slm_plan_tier,
         .limiters = slm_limiters,
+        .now_mono = slm_now_mono,
     };
     sl_command_call(cmd, &c, argc, slices);
     if (slices != stack)

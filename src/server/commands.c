@@ -139,6 +139,11 @@ static sl_check *sl_conn_defer(sl_cmd_ctx *c, const sl_check *k)
     return &s->check;
 }
 
+static int64_t sl_conn_now(sl_cmd_ctx *c)
+{
+    return CONN(c)->w->now;
+}
+
 void sl_conn_cmd_ctx(sl_conn *conn, sl_cmd_ctx *ctx)
 {
     sl_server *srv = conn->w->srv;
@@ -156,6 +161,7 @@ void sl_conn_cmd_ctx(sl_conn *conn, sl_cmd_ctx *ctx)
         .defer = sl_conn_defer,
         .render = conn->proto == SL_PROTO_HTTP ? sl_http_render : NULL,
         .limiters = srv->limiters,
+        .now_mono = sl_conn_now,
         .adapted = sl_on_adapted,
     };
 }
