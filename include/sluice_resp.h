@@ -337,9 +337,12 @@ SL_API void sl_rc_async_free(sl_rc_async *ac);
  * SL.TAKE within 250 ms" (the oldest call's command and the limit passed;
  * " (the connection not yet made)" follows when it was not), the context's
  * err and errstr say the same, and later calls fail at once with it. Free
- * the context and connect again. A call queued while the connection is
- * being made counts from when it was queued: the limit may end the
- * connection before connect_timeout_ms does.
+ * the context and connect again. A call failed so may still have been
+ * carried out: its command was sent, and a server that wakes up may yet
+ * read it (a take counted, a lease granted that will expire by its TTL).
+ * A call queued while the connection is being made counts from when it
+ * was queued: the limit may end the connection before connect_timeout_ms
+ * does.
  *
  * Time is the loop's clock (uv_now), read afresh (uv_update_time) when a
  * call is queued, so that the limit never starts in the past; the limit
