@@ -38,9 +38,10 @@
  * errors end a context:
  *
  *   SL_RC_ERR_IO      the connection failed (refused, reset, closed, timed
- *                     out, bytes that are not RESP): the context is dead,
- *                     every later call fails at once with the same error;
- *                     free it and connect again
+ *                     out, bytes that are not RESP; async: a reply later
+ *                     than sl_rc_async_set_timeout's limit): the context is
+ *                     dead, every later call fails at once with the same
+ *                     error; free it and connect again
  *   SL_RC_ERR_SERVER  the server answered an error reply (a bad argument,
  *                     NOAUTH, WRONGPASS, WRONGTYPE): the next call goes on
  *   SL_RC_ERR_REPLY   a reply of another shape than the command's (not a
@@ -273,9 +274,10 @@ SL_API int sl_rc_release(sl_rc *c, const char *key, const char *lease_id, const 
  *
  * Each call returns 0 when its command is queued: its callback is then
  * called exactly once, from the loop, with the answer or with an error
- * (the connection lost, the context freed). It returns -1, with err and
- * errstr set, when nothing was queued (invalid arguments, the connection
- * already lost, out of memory): the callback is then never called.
+ * (the connection lost, a reply later than sl_rc_async_set_timeout's
+ * limit, the context freed). It returns -1, with err and errstr set, when
+ * nothing was queued (invalid arguments, the connection already lost, out
+ * of memory): the callback is then never called.
  *
  * A NULL callback drops the answer (the call is still counted pending).
  * In a callback, err is 0 (the answer is in the other arguments) or an
@@ -303,7 +305,8 @@ typedef void(sl_rc_lease_cb)(sl_rc_async *ac, int err, const char *errstr,
  * Starts connecting to host:port on `loop` (host an address or a name,
  * which hiredis resolves with a blocking getaddrinfo); AUTH password (user
  * may be NULL) goes first when password is not NULL. A connection not made
- * within connect_timeout_ms (0: no limit) is given up. Calls may be made at
+ * within connect_timeout_ms (0: no limit) is given up; replies have no
+ * limit until sl_rc_async_set_timeout sets one. Calls may be made at
  * once. Returns a context the caller frees with sl_rc_async_free (whatever
  * happens to the connection), with err set when it could not even start,
  * or NULL when out of memory.
@@ -319,6 +322,41 @@ SL_API sl_rc_async *sl_rc_async_connect(struct uv_loop_s *loop, const char *host
  * socket's handle is closed on the loop's next iteration.
  */
 SL_API void sl_rc_async_free(sl_rc_async *ac);
+
+/*
+ * A limit on how long a call may wait for its reply: timeout_ms
+ * milliseconds from when it was queued (0: none, the default). A server
+ * that accepts and then falls silent (stopped, or cut off by a network
+ * that drops packets) would otherwise leave every call pending for ever.
+ *
+ * Replies come in order, so a late reply makes every later one late too:
+ * when the oldest pending call has waited timeout_ms without its reply,
+ * the connection is given up, as one the server closed would be. Every
+ * pending call, the later ones included (which may have waited less), is
+ * called back with SL_RC_ERR_IO and the text "HOST:PORT: no reply to
+ * SL.TAKE within 250 ms" (the oldest call's command and the limit passed;
+ * " (the connection not yet made)" follows when it was not), the context's
+ * err and errstr say the same, and later calls fail at once with it. Free
+ * the context and connect again. A call failed so may still have been
+ * carried out: its command was sent, and a server that wakes up may yet
+ * read it (a take counted, a lease granted that will expire by its TTL).
+ * A call queued while the connection is being made counts from when it
+ * was queued: the limit may end the connection before connect_timeout_ms
+ * does.
+ *
+ * Time is the loop's clock (uv_now), read afresh (uv_update_time) when a
+ * call is queued, so that the limit never starts in the past; the limit
+ * is passed when the loop's clock has moved timeout_ms from there. One
+ * uv_timer on the loop serves the context, armed for the oldest pending
+ * call's deadline and stopped when no call is pending: it never keeps the
+ * loop running on its own. A new limit applies at once to the calls
+ * already pending, counted from when each was queued.
+ *
+ * Returns 0, or -1 with err SL_RC_ERR_ARGS when timeout_ms is negative
+ * (the limit unchanged), or with the error that ended the connection
+ * when it is over (as a call would).
+ */
+SL_API int sl_rc_async_set_timeout(sl_rc_async *ac, int timeout_ms);
 
 /* The error that ended the connection, or of the last call that could not
  * be queued: an sl_rc_err, and its text ("" when none). */

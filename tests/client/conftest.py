@@ -142,10 +142,14 @@ class Driver(JsonLineDriver):
 
 class Tap:
     """A TCP relay from a free port to 127.0.0.1:upstream that keeps both directions of
-    each connection it relays, in the order the connections were accepted."""
+    each connection it relays, in the order the connections were accepted.
+
+    hold() keeps what the server answers from the client (as a network that delays
+    packets would) until release() passes it on; the log records it as it arrives."""
 
     def __init__(self, upstream):
         self.upstream = upstream
+        self.held = None  # while holding: [(socket, bytes)] the client has yet to get
         self.srv = socket.socket()
         self.srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.srv.bind(("127.0.0.1", 0))
@@ -153,6 +157,7 @@ class Tap:
         self.port = self.srv.getsockname()[1]
         self.conns = []  # [{"sent": bytearray, "answered": bytearray}]
         self.lock = threading.Lock()
+        self.gate = threading.Lock()  # the server-to-client sends, and hold()/release()
         self.threads = []
         t = threading.Thread(target=self._accept, daemon=True)
         t.start()
@@ -168,11 +173,12 @@ class Tap:
             with self.lock:
                 self.conns.append(rec)
             for a, b, key in ((c, u, "sent"), (u, c, "answered")):
-                t = threading.Thread(target=self._pipe, args=(a, b, rec[key]), daemon=True)
+                t = threading.Thread(target=self._pipe, args=(a, b, rec[key], key == "answered"),
+                                     daemon=True)
                 t.start()
                 self.threads.append(t)
 
-    def _pipe(self, src, dst, log):
+    def _pipe(self, src, dst, log, holdable):
         while True:
             try:
                 data = src.recv(65536)
@@ -186,7 +192,32 @@ class Tap:
                 return
             with self.lock:
                 log.extend(data)
-            dst.sendall(data)
+            if not holdable:
+                dst.sendall(data)
+                continue
+            with self.gate:
+                # Under the gate, so that release() cannot send held bytes after these.
+                if self.held is not None:
+                    self.held.append((dst, data))
+                else:
+                    dst.sendall(data)
+
+    def hold(self):
+        """From now on, the server's answers wait here."""
+        with self.gate:
+            self.held = []
+
+    def release(self):
+        """Passes on what was held, in order, and stops holding."""
+        with self.gate:
+            for dst, data in self.held:
+                dst.sendall(data)
+            self.held = None
+
+    def answered_len(self, i):
+        """How many bytes the server has answered on connection i so far."""
+        with self.lock:
+            return len(self.conns[i]["answered"]) if i < len(self.conns) else 0
 
     def close(self):
         self.srv.close()

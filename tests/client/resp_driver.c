@@ -22,8 +22,13 @@
  *   s|a adaptive KEY MAX TTL_MS ESTIMATOR|- PRIORITY|-
  *   s|a release KEY LEASE_ID [LATENCY_US OUTCOME]
  *   a pipeline N take KEY LIMIT PERIOD_MS BURST COST ALG   N takes at once
+ *   a timeout MS             sl_rc_async_set_timeout: a limit on each reply
  *   a wait                   reads no further line until every call is answered
  *   a free                   frees the async context, calls pending or not
+ *   a freeincb               the next async callback frees the context (after
+ *                            printing its answer; {"freed":true} follows)
+ *   a timers                 the loop's active handles, the driver's own left
+ *                            out: {"timers":N,"polls":M}
  *   s fd                     hands the socket over (sl_rc_free_keep_fd), PINGs
  *                            on it and closes it
  *   sleep MS
@@ -31,7 +36,9 @@
  * Lines that arrive together run in one loop iteration, so that async calls
  * queued by them leave in one write: a pipeline. An async line whose call
  * could not be queued prints {"id":N,"queued":false,...}; "a pipeline"
- * prints {"queued":N} once its calls are queued. At the end of stdin the
+ * prints {"queued":N} once its calls are queued. An async answer carries
+ * "queued_ms" and "answered_ms", the loop's clock (uv_now) when its call was
+ * queued and when its callback came. At the end of stdin the
  * driver waits for every answer, frees its contexts, lets the loop close
  * their handles, and exits 0. ASan watches it for leaks and double frees:
  * a callback called twice would free its record twice.
@@ -51,7 +58,7 @@ static uv_pipe_t in;
 static uv_timer_t sleeper;
 static char *pending;
 static size_t pending_len;
-static bool eof, sleeping, waiting, closed;
+static bool eof, sleeping, waiting, closed, free_in_cb;
 static uint64_t next_id;
 static const char *host = "127.0.0.1";
 static int port, timeout_ms = 5000;
@@ -140,6 +147,7 @@ static bool parse_limit(char **tok, sl_rc_limit *l, int64_t *cost)
 typedef struct call {
     uint64_t id;
     const char *op;
+    uint64_t queued_ms; /* uv_now once the call was queued */
 } call;
 
 static call *new_call(const char *op)
@@ -149,7 +157,16 @@ static call *new_call(const char *op)
         abort();
     c->id = ++next_id;
     c->op = op;
+    c->queued_ms = 0;
     return c;
+}
+
+/* The start of an async answer: its head, and when it was queued and
+ * answered on the loop's clock. */
+static void async_head(const call *c, int err, const char *errstr)
+{
+    print_head(c->id, 'a', c->op, err, errstr);
+    printf(",\"queued_ms\":%" PRIu64 ",\"answered_ms\":%" PRIu64, c->queued_ms, uv_now(loop));
 }
 
 /* Counts the callback of id; an id called back twice is remembered. */
@@ -167,9 +184,19 @@ static void mark(uint64_t id)
         answered_twice++;
 }
 
-static void after_async(void)
+/* After each async callback: "a freeincb" frees the context from within
+ * it (the calls still pending are called back once it returns), and a
+ * "wait" ends when nothing is pending. */
+static void after_async(sl_rc_async *a)
 {
-    if (waiting && ac && sl_rc_async_pending(ac) == 0) {
+    if (free_in_cb && a == ac) {
+        free_in_cb = false;
+        ac = NULL;
+        sl_rc_async_free(a);
+        printf("{\"freed\":true}\n");
+        fflush(stdout);
+    }
+    if (waiting && (!ac || sl_rc_async_pending(ac) == 0)) {
         waiting = false;
         process();
     }
@@ -178,17 +205,16 @@ static void after_async(void)
 static void on_decision(sl_rc_async *a, int err, const char *errstr, const sl_decision *d,
                         void *priv)
 {
-    (void)a;
     call *c = priv;
     mark(c->id);
-    print_head(c->id, 'a', c->op, err, errstr);
+    async_head(c, err, errstr);
     if (!err) {
         printf(",\"d\":");
         print_decision(d);
     }
     end_answer();
     free(c);
-    after_async();
+    after_async(a);
 }
 
 static void print_info(const sl_rc_policy_info *i)
@@ -202,10 +228,9 @@ static void print_info(const sl_rc_policy_info *i)
 static void on_policy(sl_rc_async *a, int err, const char *errstr, const sl_decision *d,
                       const sl_rc_policy_info *info, void *priv)
 {
-    (void)a;
     call *c = priv;
     mark(c->id);
-    print_head(c->id, 'a', c->op, err, errstr);
+    async_head(c, err, errstr);
     if (!err) {
         printf(",\"d\":");
         print_decision(d);
@@ -213,7 +238,7 @@ static void on_policy(sl_rc_async *a, int err, const char *errstr, const sl_deci
     }
     end_answer();
     free(c);
-    after_async();
+    after_async(a);
 }
 
 static void print_many(const sl_decision *d, size_t n, int rejected_by)
@@ -230,28 +255,26 @@ static void print_many(const sl_decision *d, size_t n, int rejected_by)
 static void on_many(sl_rc_async *a, int err, const char *errstr, const sl_decision *d, size_t n,
                     int rejected_by, void *priv)
 {
-    (void)a;
     call *c = priv;
     mark(c->id);
-    print_head(c->id, 'a', c->op, err, errstr);
+    async_head(c, err, errstr);
     if (!err)
         print_many(d, n, rejected_by);
     end_answer();
     free(c);
-    after_async();
+    after_async(a);
 }
 
 static void on_count(sl_rc_async *a, int err, const char *errstr, int64_t count, void *priv)
 {
-    (void)a;
     call *c = priv;
     mark(c->id);
-    print_head(c->id, 'a', c->op, err, errstr);
+    async_head(c, err, errstr);
     if (!err)
         printf(",\"count\":%" PRId64, count);
     end_answer();
     free(c);
-    after_async();
+    after_async(a);
 }
 
 static void print_lease(const sl_rc_lease *l)
@@ -263,15 +286,14 @@ static void print_lease(const sl_rc_lease *l)
 static void on_lease(sl_rc_async *a, int err, const char *errstr, const sl_rc_lease *lease,
                      void *priv)
 {
-    (void)a;
     call *c = priv;
     mark(c->id);
-    print_head(c->id, 'a', c->op, err, errstr);
+    async_head(c, err, errstr);
     if (!err)
         print_lease(lease);
     end_answer();
     free(c);
-    after_async();
+    after_async(a);
 }
 
 /* An async call that was not queued: its callback will never come. */
@@ -283,6 +305,28 @@ static void not_queued(call *c)
     print_text(sl_rc_async_errstr(ac));
     end_answer();
     free(c);
+}
+
+/* After an async call: rc 0 (queued) stamps the call with the loop's clock
+ * as the client saw it, else says it was not queued. */
+static void submitted(call *c, int rc)
+{
+    if (rc)
+        not_queued(c);
+    else
+        c->queued_ms = uv_now(loop);
+}
+
+/* Counts the loop's active handles that are not the driver's own. */
+static void count_handle(uv_handle_t *h, void *arg)
+{
+    size_t *n = arg;
+    if (h == (uv_handle_t *)&sleeper || h == (uv_handle_t *)&in || !uv_is_active(h))
+        return;
+    if (uv_handle_get_type(h) == UV_TIMER)
+        n[0]++;
+    else if (uv_handle_get_type(h) == UV_POLL)
+        n[1]++;
 }
 
 /* ---- a line ---- */
@@ -432,6 +476,25 @@ static void run_async(char **tok, int nt)
         waiting = sl_rc_async_pending(ac) > 0;
         return;
     }
+    if (strcmp(op, "timers") == 0) {
+        size_t n[2] = {0, 0};
+        uv_walk(loop, count_handle, n);
+        printf("{\"timers\":%zu,\"polls\":%zu}\n", n[0], n[1]);
+        fflush(stdout);
+        return;
+    }
+    if (strcmp(op, "freeincb") == 0) {
+        free_in_cb = true;
+        return;
+    }
+    if (strcmp(op, "timeout") == 0 && nt == 3) {
+        int64_t ms;
+        if (!parse_int(tok[2], &ms) || ms < INT32_MIN || ms > INT32_MAX)
+            return bad_line("timeout MS");
+        int rc = sl_rc_async_set_timeout(ac, (int)ms);
+        print_head(++next_id, 'a', op, rc ? sl_rc_async_err(ac) : 0, sl_rc_async_errstr(ac));
+        return end_answer();
+    }
     if (strcmp(op, "free") == 0) {
         sl_rc_async *a = ac;
         ac = NULL;
@@ -449,10 +512,9 @@ static void run_async(char **tok, int nt)
         int64_t queued = 0;
         for (int64_t i = 0; i < n; i++) {
             call *c = new_call("take");
-            if (sl_rc_async_take(ac, tok[4], &l, cost, on_decision, c) == 0)
-                queued++;
-            else
-                not_queued(c);
+            int r = sl_rc_async_take(ac, tok[4], &l, cost, on_decision, c);
+            submitted(c, r);
+            queued += r == 0;
         }
         printf("{\"queued\":%" PRId64 "}\n", queued);
         fflush(stdout);
@@ -466,24 +528,21 @@ static void run_async(char **tok, int nt)
         call *c = new_call(op[0] == 't' ? "take" : "peek");
         rc = op[0] == 't' ? sl_rc_async_take(ac, tok[2], &l, cost, on_decision, c)
                           : sl_rc_async_peek(ac, tok[2], &l, cost, on_decision, c);
-        if (rc)
-            not_queued(c);
+        submitted(c, rc);
     } else if (strcmp(op, "throttle") == 0 && nt == 7) {
         int64_t v[4];
         for (int i = 0; i < 4; i++)
             if (!parse_int(tok[3 + i], &v[i]))
                 return bad_line("throttle KEY MAX_BURST COUNT PERIOD_S QUANTITY");
         call *c = new_call("throttle");
-        if (sl_rc_async_throttle(ac, tok[2], v[0], v[1], v[2], v[3], on_decision, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_throttle(ac, tok[2], v[0], v[1], v[2], v[3], on_decision, c));
     } else if (strcmp(op, "policy") == 0 && (nt == 6 || nt == 7)) {
         int64_t cost, tokens;
         if (!parse_int(tok[4], &cost) || !parse_int(tok[5], &tokens))
             return bad_line("policy POLICY KEY COST TOKENS [TIER]");
         call *c = new_call("policy");
-        if (sl_rc_async_policy(ac, tok[2], tok[3], cost, tokens, nt == 7 ? tok[6] : NULL,
-                               on_policy, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_policy(ac, tok[2], tok[3], cost, tokens,
+                                        nt == 7 ? tok[6] : NULL, on_policy, c));
     } else if (strcmp(op, "takemany") == 0 && nt >= 3) {
         int64_t k;
         sl_rc_item items[SL_TAKE_MANY_MAX];
@@ -495,19 +554,17 @@ static void run_async(char **tok, int nt)
                 return bad_line("takemany: a bad limit");
         }
         call *c = new_call("takemany");
-        if (sl_rc_async_take_many(ac, items, (size_t)k, on_many, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_take_many(ac, items, (size_t)k, on_many, c));
     } else if (strcmp(op, "reset") == 0 && nt >= 3) {
         call *c = new_call("reset");
-        if (sl_rc_async_reset(ac, (const char *const *)tok + 2, (size_t)nt - 2, on_count, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_reset(ac, (const char *const *)tok + 2, (size_t)nt - 2,
+                                       on_count, c));
     } else if (strcmp(op, "acquire") == 0 && nt == 6) {
         int64_t max, ttl, weight;
         if (!parse_int(tok[3], &max) || !parse_int(tok[4], &ttl) || !parse_int(tok[5], &weight))
             return bad_line("acquire KEY MAX TTL_MS WEIGHT");
         call *c = new_call("acquire");
-        if (sl_rc_async_acquire(ac, tok[2], max, ttl, weight, on_lease, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_acquire(ac, tok[2], max, ttl, weight, on_lease, c));
     } else if (strcmp(op, "adaptive") == 0 && nt == 7) {
         sl_rc_adaptive a = {0};
         if (!parse_int(tok[3], &a.max_in_flight) || !parse_int(tok[4], &a.ttl_ms))
@@ -515,8 +572,7 @@ static void run_async(char **tok, int nt)
         a.estimator = strcmp(tok[5], "-") ? tok[5] : NULL;
         a.priority = strcmp(tok[6], "-") ? tok[6] : NULL;
         call *c = new_call("adaptive");
-        if (sl_rc_async_acquire_adaptive(ac, tok[2], &a, on_lease, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_acquire_adaptive(ac, tok[2], &a, on_lease, c));
     } else if (strcmp(op, "release") == 0 && (nt == 4 || nt == 6)) {
         sl_rc_outcome o = {.latency_us = -1};
         if (nt == 6 && !parse_int(tok[4], &o.latency_us))
@@ -524,8 +580,7 @@ static void run_async(char **tok, int nt)
         if (nt == 6)
             o.outcome = tok[5];
         call *c = new_call("release");
-        if (sl_rc_async_release(ac, tok[2], tok[3], nt == 6 ? &o : NULL, on_count, c))
-            not_queued(c);
+        submitted(c, sl_rc_async_release(ac, tok[2], tok[3], nt == 6 ? &o : NULL, on_count, c));
     } else {
         bad_line("unknown async line");
     }

@@ -200,7 +200,8 @@ def error_lines(data):
 
 
 def strip(answer):
-    return {k: v for k, v in answer.items() if k not in ("id", "client", "op")}
+    return {k: v for k, v in answer.items()
+            if k not in ("id", "client", "op", "queued_ms", "answered_ms")}
 
 
 STABLE = ("allowed", "limit", "remaining")

@@ -24,6 +24,17 @@
  * the connection ended, and is freed only by sl_rc_async_free, once no
  * callback is running and none is pending, so that a callback may free it.
  *
+ * Time limits: one uv_timer_t per context, armed for the nearest deadline,
+ * on the loop's clock (uv_now, in milliseconds): the connect's limit while
+ * the connection is being made, and the oldest pending call's, which was
+ * queued at queued_ms and must be answered by queued_ms + timeout_ms. RESP
+ * answers in order, so the oldest call's deadline is the only one that can
+ * pass first. The timer is re-armed lazily: an answer moves the oldest call
+ * on to a later deadline, never an earlier one, so the timer is left as it
+ * is and, should it fire early, is armed again for the deadline then
+ * current. It is stopped when no call is pending (an idle context holds
+ * no timer on the loop), and closed with the connection.
+ *
  * Ownership of hiredis's context: while the connection lives, ac->data
  * points to our context. The moment this file learns the connection is over
  * (a reply-less callback, a failed connect or AUTH, the connect's time limit,
@@ -33,6 +44,7 @@
  * has been freed.
  */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,12 +54,22 @@
 
 #include "command.h"
 
+/* A deadline that never comes, on the loop's clock. */
+#define NEVER UINT64_MAX
+
+typedef struct sl_rc_call sl_rc_call;
+
 struct sl_rc_async {
     int err;
     char errstr[SL_RC_ERRSTR_MAX];
     uv_loop_t *loop;
     redisAsyncContext *ac; /* NULL once the connection is over */
-    uv_timer_t *timer;     /* the connect's time limit, or NULL */
+    uv_timer_t *timer;     /* the deadlines' timer; NULL once the connection is over */
+    uint64_t due;          /* the loop time the timer is armed for, NEVER when stopped */
+    uint64_t connect_deadline; /* loop ms by which the connection must be made, or NEVER */
+    int timeout_ms;        /* a call's limit for its reply; 0: none */
+    sl_rc_call *oldest;    /* the pending calls (our AUTH included), in the order */
+    sl_rc_call *newest;    /* sent, which is the order of their replies */
     bool connected;
     size_t pending;        /* the caller's calls not yet answered */
     bool auth_pending;     /* our own AUTH, queued first */
@@ -59,8 +81,10 @@ struct sl_rc_async {
 };
 
 /* One queued call: hiredis carries one pointer per command. */
-typedef struct sl_rc_call {
+struct sl_rc_call {
     sl_rc_async *w;
+    sl_rc_call *prev, *next; /* the context's pending calls, oldest first */
+    uint64_t queued_ms;      /* the loop's clock when the call was queued */
     sl_rc_expect expect;
     union {
         sl_rc_decision_cb *decision;
@@ -70,7 +94,7 @@ typedef struct sl_rc_call {
         sl_rc_lease_cb *lease;
     } cb;
     void *priv;
-} sl_rc_call;
+};
 
 static void set_err(sl_rc_async *w, int err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -188,6 +212,95 @@ static void drop_timer(sl_rc_async *w)
         uv_close((uv_handle_t *)w->timer, timer_closed);
         w->timer = NULL;
     }
+    w->due = NEVER;
+}
+
+/* The loop's clock, read afresh: a call queued long after the loop last
+ * looked at the clock (from outside the loop, or late in a slow callback)
+ * would otherwise start its time limit in the past. */
+static uint64_t clock_now(sl_rc_async *w)
+{
+    uv_update_time(w->loop);
+    return uv_now(w->loop);
+}
+
+/* start + ms on the loop's clock: NEVER when ms is 0 (no limit), or when
+ * the sum would not fit (a limit of ~24 days from a clock that large is
+ * as good as none). */
+static uint64_t deadline_after(uint64_t start, int ms)
+{
+    if (ms <= 0 || start > NEVER - 1 - (uint64_t)ms)
+        return NEVER;
+    return start + (uint64_t)ms;
+}
+
+/* The nearest deadline: the connect's while the connection is being made,
+ * or the oldest pending call's, whichever comes first; NEVER for none. */
+static uint64_t next_deadline(const sl_rc_async *w)
+{
+    uint64_t d = w->connected ? NEVER : w->connect_deadline;
+    if (w->oldest) {
+        uint64_t r = deadline_after(w->oldest->queued_ms, w->timeout_ms);
+        if (r < d)
+            d = r;
+    }
+    return d;
+}
+
+static void on_deadline(uv_timer_t *t);
+
+/* Arms the timer for the nearest deadline, or stops it when there is none
+ * (so that it does not keep the loop running); nothing when it is armed
+ * for that deadline already, or the connection is over. */
+static void rearm(sl_rc_async *w)
+{
+    if (!w->timer)
+        return;
+    uint64_t d = next_deadline(w);
+    if (d == w->due)
+        return;
+    w->due = d;
+    if (d == NEVER) {
+        uv_timer_stop(w->timer);
+        return;
+    }
+    uint64_t now = uv_now(w->loop);
+    uv_timer_start(w->timer, on_deadline, d > now ? d - now : 0, 0);
+}
+
+/* Appends a call to the pending ones; the first one pending arms the
+ * timer (later ones have later deadlines). */
+static void link_call(sl_rc_async *w, sl_rc_call *call)
+{
+    call->w = w;
+    call->queued_ms = clock_now(w);
+    call->next = NULL;
+    call->prev = w->newest;
+    if (w->newest)
+        w->newest->next = call;
+    else
+        w->oldest = call;
+    w->newest = call;
+    if (w->oldest == call)
+        rearm(w);
+}
+
+/* Takes an answered call off the pending ones. The timer is left armed
+ * for the deadline of the call answered, which is no later than the next
+ * one's, unless none is pending any more. */
+static void unlink_call(sl_rc_async *w, sl_rc_call *call)
+{
+    if (call->prev)
+        call->prev->next = call->next;
+    else
+        w->oldest = call->next;
+    if (call->next)
+        call->next->prev = call->prev;
+    else
+        w->newest = call->prev;
+    call->prev = call->next = NULL;
+    if (!w->oldest)
+        rearm(w);
 }
 
 /* Frees the context when it was asked to be freed and nothing of it is in
@@ -225,7 +338,7 @@ static void on_connect(const redisAsyncContext *ac, int status)
         return;
     }
     w->connected = true;
-    drop_timer(w);
+    rearm(w); /* the connect's limit is over */
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
@@ -242,14 +355,33 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
     let_go(w, (redisAsyncContext *)ac);
 }
 
-static void on_timeout(uv_timer_t *t)
+/*
+ * The timer: a deadline may have passed. The connection not made in time,
+ * or the oldest call not answered in time, ends the connection: every
+ * pending call is answered with the error, the later ones too, since their
+ * replies would come after the late one. Otherwise (the call the timer was
+ * armed for has been answered) it is armed again. w may be freed by a
+ * callback from within redisAsyncFree: nothing touches it after that.
+ */
+static void on_deadline(uv_timer_t *t)
 {
     sl_rc_async *w = t->data;
     redisAsyncContext *ac = w->ac;
-    if (!ac || w->connected)
+    w->due = NEVER;
+    if (!ac)
         return;
-    set_err(w, SL_RC_ERR_IO, "cannot connect to %s: no connection within %d ms", w->addr,
-            w->connect_timeout_ms);
+    uint64_t now = uv_now(w->loop);
+    if (!w->connected && w->connect_deadline <= now) {
+        set_err(w, SL_RC_ERR_IO, "cannot connect to %s: no connection within %d ms", w->addr,
+                w->connect_timeout_ms);
+    } else if (w->oldest && deadline_after(w->oldest->queued_ms, w->timeout_ms) <= now) {
+        set_err(w, SL_RC_ERR_IO, "%s: no reply to %s within %d ms%s", w->addr,
+                w->oldest->expect.name, w->timeout_ms,
+                w->connected ? "" : " (the connection not yet made)");
+    } else {
+        rearm(w);
+        return;
+    }
     let_go(w, ac);
     /* Every pending call is answered with the error above, now. */
     redisAsyncFree(ac);
@@ -300,6 +432,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *privdata)
     char errbuf[SL_RC_ERRSTR_MAX];
     int err = 0;
     const char *errstr = NULL;
+    unlink_call(w, call);
     if (!reply) {
         if (w->freeing) {
             err = SL_RC_ERR_CLOSED;
@@ -351,6 +484,8 @@ sl_rc_async *sl_rc_async_connect(struct uv_loop_s *loop, const char *host, int p
         return NULL;
     w->loop = loop;
     w->connect_timeout_ms = connect_timeout_ms;
+    w->due = NEVER;
+    w->connect_deadline = NEVER;
     if (!loop || !host || !*host || port <= 0 || port > 65535) {
         set_err(w, SL_RC_ERR_ARGS, "cannot connect: %s", !loop ? "no loop given"
                                                      : "not a host and a port (1-65535)");
@@ -377,6 +512,16 @@ sl_rc_async *sl_rc_async_connect(struct uv_loop_s *loop, const char *host, int p
         redisAsyncFree(ac);
         return w;
     }
+    w->timer = malloc(sizeof *w->timer);
+    if (!w->timer || uv_timer_init(loop, w->timer) != 0) {
+        free(w->timer);
+        w->timer = NULL;
+        set_err(w, SL_RC_ERR_OOM, "cannot connect to %s: cannot make its timer", w->addr);
+        redisAsyncFree(ac);
+        return w;
+    }
+    w->timer->data = w;
+    w->connect_deadline = deadline_after(clock_now(w), connect_timeout_ms);
     ac->data = w;
     w->ac = ac;
     redisAsyncSetConnectCallback(ac, on_connect);
@@ -391,20 +536,11 @@ sl_rc_async *sl_rc_async_connect(struct uv_loop_s *loop, const char *host, int p
             redisAsyncFree(ac);
             return w;
         }
-        call->w = w;
         call->expect = auth.expect;
+        link_call(w, call);
         w->auth_pending = true;
     }
-    if (connect_timeout_ms > 0) {
-        w->timer = malloc(sizeof *w->timer);
-        if (w->timer && uv_timer_init(loop, w->timer) == 0) {
-            w->timer->data = w;
-            uv_timer_start(w->timer, on_timeout, (uint64_t)connect_timeout_ms, 0);
-        } else {
-            free(w->timer);
-            w->timer = NULL;
-        }
-    }
+    rearm(w);
     return w;
 }
 
@@ -465,6 +601,7 @@ static int submit(sl_rc_async *w, sl_rc_cmd *cmd, sl_rc_call proto)
         set_err(w, SL_RC_ERR_OOM, "%s: cannot queue the command", cmd->expect.name);
         return -1;
     }
+    link_call(w, call);
     w->pending++;
     return 0;
 }
@@ -485,6 +622,20 @@ static int refused(sl_rc_async *w)
     if (!w->err)
         set_err(w, SL_RC_ERR_CLOSED, "the connection to %s is closed", w->addr);
     return -1;
+}
+
+int sl_rc_async_set_timeout(sl_rc_async *w, int timeout_ms)
+{
+    if (!usable(w))
+        return refused(w);
+    if (timeout_ms < 0) {
+        set_err(w, SL_RC_ERR_ARGS, "the reply timeout must be 0 (none) or more ms, not %d",
+                timeout_ms);
+        return -1;
+    }
+    w->timeout_ms = timeout_ms;
+    rearm(w);
+    return 0;
 }
 
 int sl_rc_async_throttle(sl_rc_async *w, const char *key, int64_t max_burst,
