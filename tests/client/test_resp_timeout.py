@@ -127,7 +127,7 @@ def test_the_deadline_moves_to_the_next_call(make_sluiced, make_driver):
 
     A's answer is held back by a relay (while sluiced is stopped, so that B's is not
     given) until B is queued; sluiced resumes after A's deadline and before B's."""
-    limit = 1800
+    limit = 3000
     srv = make_sluiced()
     tap = Tap(srv.port)
     drv = make_driver(tap.port)
