@@ -15,11 +15,13 @@ Run: make test-clients (or /usr/bin/python3 -m pytest -q tests/client).
 """
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -296,3 +298,35 @@ def make_driver(request):
             sys.stderr.write("---- resp_driver stderr ----\n%s\n" % "".join(d.stderr))
         if not d.closed:
             d.close()
+
+
+def task_states(pid):
+    """The state letter of each thread of a process (/proc/PID/task/*/stat)."""
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                out.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:  # a thread that has just exited
+            pass
+    return out
+
+
+class Stopped:
+    """sluiced stopped (SIGSTOP) for the with block, resumed (SIGCONT) after it. kill()
+    returns before the signal has taken hold: the block starts once every thread of
+    sluiced is stopped, so that none answers a call sent inside it."""
+
+    def __init__(self, srv):
+        self.pid = srv.proc.pid
+
+    def __enter__(self):
+        os.kill(self.pid, signal.SIGSTOP)
+        deadline = time.monotonic() + 10
+        while not all(s == "T" for s in task_states(self.pid)):
+            assert time.monotonic() < deadline, "sluiced did not stop"
+            time.sleep(0.001)
+        return self
+
+    def __exit__(self, *exc):
+        os.kill(self.pid, signal.SIGCONT)

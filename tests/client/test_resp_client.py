@@ -26,7 +26,7 @@ import uuid
 import pytest
 import redis
 
-from conftest import Tap, free_port, redis_py_commands, redis_py_replies
+from conftest import Stopped, Tap, free_port, redis_py_commands, redis_py_replies
 
 NEVER = 2**63 - 1
 SL_RC_ERR_IO, SL_RC_ERR_SERVER, SL_RC_ERR_CLOSED = 1, 2, 6
@@ -430,10 +430,11 @@ def test_server_gone_mid_pipeline(make_sluiced, make_driver):
     assert drv.call("a take warm 5 60000 0 1 gcra")["d"]["allowed"] is True
     assert drv.call("s take warm 5 60000 0 1 gcra")["d"]["allowed"] is True
     n = 300
-    os.kill(srv.proc.pid, signal.SIGSTOP)
     try:
-        queued = drv.call("a pipeline %d take gone 1000 60000 0 1 gcra" % n)
-        assert queued == {"queued": n}
+        with Stopped(srv):
+            queued = drv.call("a pipeline %d take gone 1000 60000 0 1 gcra" % n)
+            assert queued == {"queued": n}
+            os.kill(srv.proc.pid, signal.SIGKILL)
     finally:
         os.kill(srv.proc.pid, signal.SIGKILL)
         srv.proc.wait(timeout=30)
@@ -460,14 +461,11 @@ def test_freed_with_calls_pending(make_sluiced, make_driver):
     drv = make_driver(srv.port)
     drv.call("a connect")
     assert drv.call("a take warm 5 60000 0 1 gcra")["err"] == 0
-    os.kill(srv.proc.pid, signal.SIGSTOP)
-    try:
+    with Stopped(srv):
         assert drv.call("a pipeline 50 take held 10 60000 0 1 gcra") == {"queued": 50}
         drv.send("a free")
         got = [drv.answer() for _ in range(50)]
         assert drv.answer() == {"freed": True}
-    finally:
-        os.kill(srv.proc.pid, signal.SIGCONT)
     assert [a["err"] for a in got] == [SL_RC_ERR_CLOSED] * 50
     ids = [a["id"] for a in got]
     assert ids == list(range(ids[0], ids[0] + 50))

@@ -9,11 +9,9 @@ counts the timers active on the driver's loop (its own left out), which shows th
 idle context holds none.
 """
 
-import os
-import signal
 import time
 
-from conftest import Tap
+from conftest import Stopped, Tap
 
 SL_RC_ERR_IO, SL_RC_ERR_ARGS, SL_RC_ERR_CLOSED = 1, 4, 6
 
@@ -21,38 +19,6 @@ SL_RC_ERR_IO, SL_RC_ERR_ARGS, SL_RC_ERR_CLOSED = 1, 4, 6
 def no_reply(port, cmd, ms, connected=True):
     return "127.0.0.1:%d: no reply to %s within %d ms%s" % (
         port, cmd, ms, "" if connected else " (the connection not yet made)")
-
-
-def task_states(pid):
-    """The state letter of each thread of a process (/proc/PID/task/*/stat)."""
-    out = []
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                out.append(f.read().rsplit(")", 1)[1].split()[0])
-        except OSError:  # a thread that has just exited
-            pass
-    return out
-
-
-class Stopped:
-    """sluiced stopped (SIGSTOP) for the with block, resumed (SIGCONT) after it. kill()
-    returns before the signal has taken hold: the block starts once every thread of
-    sluiced is stopped, so that none answers a call sent inside it."""
-
-    def __init__(self, srv):
-        self.pid = srv.proc.pid
-
-    def __enter__(self):
-        os.kill(self.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 10
-        while not all(s == "T" for s in task_states(self.pid)):
-            assert time.monotonic() < deadline, "sluiced did not stop"
-            time.sleep(0.001)
-        return self
-
-    def __exit__(self, *exc):
-        os.kill(self.pid, signal.SIGCONT)
 
 
 def test_a_silent_server_times_out(make_sluiced, make_driver):
