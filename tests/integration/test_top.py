@@ -307,8 +307,8 @@ def metric(s, name):
 def test_sampling_above_the_exact_rate(make_server, tmp_path):
     """Above --top-exact-rate decisions a second on a thread, 1 in S is counted with weight
     S: the rows say S, and a heavy key's count is within a few standard deviations
-    (sqrt(true * (S - 1))) of the truth. The load lasts several of the workers' one-second
-    ticks, at which S is chosen."""
+    (sqrt(true * (S - 1))) of the truth. The load lasts for many spans of 8 192 decisions,
+    after each of which the worker chooses S from their rate."""
     s = start(make_server, tmp_path, "--top-exact-rate", "2000", "--threads", "1", exact=False)
     rng = random.Random(7)
     refused = 0

@@ -38,7 +38,7 @@ import pytest
 import requests
 
 from conftest import ROOT, Sluiced, free_port, write
-from respclient import Conn
+from respclient import Conn, pipeline
 
 TOKEN = "ui-s3cret"
 # A policy name that is every character HTML treats specially, and a script.
@@ -737,6 +737,12 @@ def page_top_matches(shown, top):
         assert row["policy"] == (k["policy"] if k["policy"] else "ad hoc")
         assert row["key"] == k["key"]
         assert int(row["count"]) == k["count"]
+        # Shown as the range the true count is in, and marked as an estimate when sampled.
+        low = k["count"] - k["error"]
+        text = (str(k["count"]) if not k["error"] else "%d\u2013%d" % (low, k["count"]))
+        if k.get("sample"):
+            text = "\u2248\u00a0" + text
+        assert row["count_text"].replace("\u202f", "") == text, (row, k)
         assert row["remaining"] == ("" if k["remaining"] is None else str(k["remaining"]))
 
 
@@ -837,4 +843,39 @@ def test_the_page_in_chromium(tmp_path):
         pytest.fail("chromium: %s" % e)
     finally:
         load.close()
+        s.stop()
+
+
+def test_the_page_shows_ranges_and_estimates(tmp_path):
+    """Top keys whose counts are not exact: 4 counters a kind for hundreds of keys (each
+    count then a range, count - error to count) and a rate above --top-exact-rate (counts
+    sampled: marked as estimates). The page shows each row as /v1/top gives it, and says
+    which is which."""
+    from cdp import Browser, CDPError  # python3-websocket (scripts/deps.sh)
+    import random
+    s = start(tmp_path, ["--top-keys", "4", "--top-exact-rate", "2000", "--threads", "1"])
+    rng = random.Random(11)
+    try:
+        with s.conn(timeout=60) as c:
+            for _ in range(10):
+                cmds = [("CL.THROTTLE", "hot" if rng.random() < 0.3 else "k:%d" % rng.randrange(500),
+                         0, 1, 3600) for _ in range(2000)]
+                assert all(isinstance(r, list) for r in pipeline(c, cmds))
+        top = get(s, "/v1/top?kind=refused").json()
+        assert top.get("keys") and top["keys"][0]["key"] == "hot", top
+        assert any(k["error"] > 0 for k in top["keys"]), top
+        assert any(k.get("sample", 1) > 1 for k in top["keys"]), top
+        with Browser() as b:
+            page = b.new_page()
+            page.basic_auth("operator", TOKEN)
+            page.navigate(s.url + "/ui")
+            page.wait_for("document.querySelector('#top-refused table') !== null",
+                          what="the top keys")
+            dom = page.eval(READ_DOM)
+            page_top_matches(dom["top_refused"], top)
+            title = page.eval("document.querySelector('#top-refused td[data-f=count]').title")
+            assert "estimated from 1 in" in title, title
+    except CDPError as e:
+        pytest.fail("chromium: %s" % e)
+    finally:
         s.stop()
