@@ -126,14 +126,21 @@ def wait_for(what, timeout=30.0):
 def wait_steady(nodes, down):
     """Every node sees `down` peers down, and still does a peer's down time later (so that
     a view not yet settled at start has had the time to change)."""
+    seen = []
+
     def steady():
         for _ in range(4):
-            if any(int(info(n)["peers_down"]) != down for n in nodes):
+            seen[:] = [(n.self_, info(n)) for n in nodes]
+            if any(int(i["peers_down"]) != down for _, i in seen):
                 return False
             time.sleep(0.1)
         return True
     steady.__doc__ = "every node to see %d peers down, steadily" % down
-    wait_for(steady)
+    try:
+        wait_for(steady)
+    except BaseException:
+        print("the nodes' INFO peers when given up:", seen)
+        raise
 
 
 def start_node(tmp_path, peers, self_, name, extra=(), http=False):
