@@ -28,8 +28,6 @@
 #include "policy/config.h"
 #include "server/server.h"
 
-enum { SL_TOP_ADMITTED = 0, SL_TOP_REFUSED = 1 };
-
 void sl_top_lock_wait(sl_top *t)
 {
     do
@@ -144,22 +142,6 @@ void sl_top_record_slow(sl_top *t, unsigned i, const sl_check *k, bool refused, 
 
 /* ---- reading: merge, list, peek ---- */
 
-/* A row of the answer. */
-typedef struct sl_top_row {
-    const sl_policy *policy; /* NULL for the ad-hoc limits */
-    sl_topk_entry e;
-    uint64_t sample; /* 1 in how many decisions (at most) were counted: 1 exact */
-    bool has_remaining;
-    int64_t remaining;
-} sl_top_row;
-
-/* What a reader asks. */
-typedef struct sl_top_query {
-    int slot;    /* -1: every policy and the ad-hoc limits; else a table index */
-    int kind;    /* SL_TOP_ADMITTED or SL_TOP_REFUSED */
-    size_t count;
-} sl_top_query;
-
 static int sl_top_row_cmp(const void *a, const void *b)
 {
     const sl_top_row *x = a, *y = b;
@@ -209,13 +191,8 @@ static bool sl_top_remaining(sl_cmd_ctx *c, const sl_policy *p, const sl_topk_en
     return true;
 }
 
-/*
- * Answers q at now: the rows, largest counts first, into a new array the
- * caller frees (*rows; *n of them). c is the reader's context (its worker's
- * backend, for the peeks). Returns SL_OK or SL_ERR_NOMEM.
- */
-static sl_status sl_top_answer(sl_cmd_ctx *c, sl_server *srv, const sl_top_query *q, int64_t now,
-                               sl_top_row **rows, size_t *n)
+sl_status sl_top_answer(sl_cmd_ctx *c, sl_server *srv, const sl_top_query *q, int64_t now,
+                                        sl_top_row **rows, size_t *n)
 {
     const sl_config *cfg = c->config;
     size_t k = srv->cfg.top_keys;
@@ -331,9 +308,7 @@ void sl_cmd_top(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv)
     sl_top_query q = {.slot = -1,
                       .kind = kind && sl_arg_is(kind, "ADMITTED") ? SL_TOP_ADMITTED
                                                                   : SL_TOP_REFUSED,
-                      .count = SL_TOP_COUNT_DEFAULT};
-    if (q.count > srv->cfg.top_keys)
-        q.count = srv->cfg.top_keys;
+                      .count = SL_TOP_COUNT(srv)};
     if (count) {
         int64_t v;
         if (!sl_arg_int(c, count, &v))
@@ -520,8 +495,7 @@ void sl_http_top(sl_conn *conn, const sl_http_request *r, bool keep, bool head)
         return;
     }
     sl_top_query q = {.slot = -1, .kind = SL_TOP_REFUSED,
-                      .count = srv->cfg.top_keys < SL_TOP_COUNT_DEFAULT ? srv->cfg.top_keys
-                                                                          : SL_TOP_COUNT_DEFAULT};
+                      .count = SL_TOP_COUNT(srv)};
     char policy[SL_POLICY_NAME_MAX + 1];
     long plen = -1; /* no policy: all of them */
     if (!sl_top_params(conn, r, keep, &q, policy, &plen))

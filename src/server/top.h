@@ -142,6 +142,38 @@ static inline void sl_top_record(sl_top *t, const sl_check *k, bool refused, int
 
 
 
+/* A row of an answer. */
+typedef struct sl_top_row {
+    const struct sl_policy *policy; /* NULL for the ad-hoc limits */
+    sl_topk_entry e;
+    uint64_t sample; /* 1 in how many decisions (at most) were counted: 1 exact */
+    bool has_remaining;
+    int64_t remaining;
+} sl_top_row;
+
+enum { SL_TOP_ADMITTED = 0, SL_TOP_REFUSED = 1 }; /* the kinds: a summary's index */
+
+/* What a reader asks. */
+typedef struct sl_top_query {
+    int slot;    /* -1: every policy and the ad-hoc limits; else a table index */
+    int kind;    /* SL_TOP_ADMITTED or SL_TOP_REFUSED */
+    size_t count;
+} sl_top_query;
+
+/* The rows an answer gives unless asked for a count: SL_TOP_COUNT_DEFAULT,
+ * or --top-keys when fewer. */
+#define SL_TOP_COUNT(srv) ((srv)->cfg.top_keys < SL_TOP_COUNT_DEFAULT ? (srv)->cfg.top_keys \
+                                                                      : SL_TOP_COUNT_DEFAULT)
+
+/*
+ * Answers q at now: the rows, largest counts first, into a new array the
+ * caller frees with sl_free (*rows; *n of them). c is the reader's context
+ * (its worker's backend, for the peeks of each key's remaining budget).
+ * The top keys must be on (--top-keys > 0). Returns SL_OK or SL_ERR_NOMEM.
+ */
+sl_status sl_top_answer(sl_cmd_ctx *c, struct sl_server *srv, const sl_top_query *q, int64_t now,
+                        sl_top_row **rows, size_t *n);
+
 /* SL.TOP [POLICY name] [COUNT n] [REFUSED|ADMITTED] (commands.c's table). */
 void sl_cmd_top(sl_cmd_ctx *c, int argc, const sl_resp_slice *argv);
 

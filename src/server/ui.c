@@ -25,11 +25,13 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/alloc.h"
 #include "common/parse.h"
 #include "policy/config.h"
 #include "proto/html.h"
 #include "proto/sim_query.h"
 #include "server/log.h"
+#include "server/top.h"
 #include "server/ui.h"
 #include "sim/sim.h"
 
@@ -263,9 +265,83 @@ static void sl_ui_adaptive(sl_buf *out, const sl_ui_snapshot *s)
     }
 }
 
+/* The top keys of a kind, read now as GET /v1/top reads them (every
+ * policy, its default count): a table as the page's script writes it, or a
+ * note when there is none to show. */
+static void sl_ui_top(sl_buf *out, sl_conn *c, int kind)
+{
+    sl_server *srv = c->w->srv;
+    const char *what = kind == SL_TOP_REFUSED ? "refused" : "admitted";
+    if (srv->cfg.top_keys == 0) {
+        sl_out(out, "<p class=\"note\">top keys: not available</p>");
+        return;
+    }
+    sl_cmd_ctx ctx;
+    sl_conn_cmd_ctx(c, &ctx);
+    sl_top_query q = {.slot = -1, .kind = kind, .count = SL_TOP_COUNT(srv)};
+    sl_top_row *rows;
+    size_t n;
+    if (sl_top_answer(&ctx, srv, &q, c->w->now, &rows, &n) != SL_OK) {
+        sl_out(out, "<p class=\"note\">top keys: out of memory</p>");
+        return;
+    }
+    if (n == 0)
+        sl_out(out, "<p class=\"note\">no %s keys in the window</p>", what);
+    else
+        sl_out(out, "<table data-kind=\"%s\"><thead><tr><th>policy</th><th>key</th>"
+                    "<th>count</th><th>remaining</th></tr></thead><tbody>", what);
+    for (size_t i = 0; i < n; i++) {
+        const sl_top_row *r = &rows[i];
+        const char *pol = r->policy ? r->policy->name : NULL;
+        size_t klen = r->e.len < SL_TOPK_KEY_MAX ? r->e.len : SL_TOPK_KEY_MAX;
+        sl_out(out, "<tr><td class=\"pol\" data-f=\"policy\" title=\"");
+        sl_html_escape_str(out, pol ? pol : "ad hoc");
+        sl_out(out, "\">");
+        if (pol)
+            sl_html_escape_str(out, pol);
+        else
+            sl_out(out, "<i>ad hoc</i>");
+        sl_out(out, "</td><td class=\"key\" data-f=\"key\" title=\"");
+        sl_html_escape(out, r->e.key, klen);
+        sl_out(out, "\">");
+        sl_html_escape(out, r->e.key, klen);
+        /* The true count is between count - error and count; a sampled one is
+         * an estimate (as the script shows them). */
+        sl_out(out, "</td><td data-f=\"count\" data-v=\"%llu\"", (unsigned long long)r->e.count);
+        if (r->e.error && r->sample > 1)
+            sl_out(out, " title=\"between %llu and %llu; estimated from 1 in %llu decisions\"",
+                   (unsigned long long)(r->e.count - r->e.error),
+                   (unsigned long long)r->e.count, (unsigned long long)r->sample);
+        else if (r->e.error)
+            sl_out(out, " title=\"between %llu and %llu\"",
+                   (unsigned long long)(r->e.count - r->e.error), (unsigned long long)r->e.count);
+        else if (r->sample > 1)
+            sl_out(out, " title=\"estimated from 1 in %llu decisions\"",
+                   (unsigned long long)r->sample);
+        sl_out(out, ">");
+        if (r->sample > 1)
+            sl_buf_add(out, "\xE2\x89\x88\xC2\xA0", 5); /* U+2248, U+00A0 */
+        if (r->e.error) {
+            sl_ui_count(out, r->e.count - r->e.error);
+            sl_buf_add(out, "\xE2\x80\x93", 3); /* U+2013 */
+        }
+        sl_ui_count(out, r->e.count);
+        if (r->has_remaining) {
+            sl_out(out, "</td><td data-f=\"remaining\" data-v=\"%lld\">", (long long)r->remaining);
+            sl_ui_count(out, (uint64_t)r->remaining);
+        } else {
+            sl_out(out, "</td><td data-f=\"remaining\" data-v=\"\">\xE2\x80\x94"); /* U+2014 */
+        }
+        sl_out(out, "</td></tr>");
+    }
+    if (n)
+        sl_out(out, "</tbody></table>");
+    sl_free(rows);
+}
+
 /* Writes the value of marker name[0 .. n) ("NONCE", "DECISIONS", ...). */
 static void sl_ui_marker(sl_buf *out, const char *name, size_t n, const sl_ui_snapshot *s,
-                         const char *nonce)
+                         const char *nonce, sl_conn *c)
 {
 #define IS(lit) (n == sizeof lit - 1 && memcmp(name, lit, n) == 0)
     if (IS("NONCE"))
@@ -286,11 +362,18 @@ static void sl_ui_marker(sl_buf *out, const char *name, size_t n, const sl_ui_sn
         sl_ui_adaptive(out, s);
     else if (IS("ADAPTIVE_HIDDEN"))
         sl_out(out, "%s", s->adaptive ? "" : " hidden");
+    else if (IS("TOP_REFUSED"))
+        sl_ui_top(out, c, SL_TOP_REFUSED);
+    else if (IS("TOP_ADMITTED"))
+        sl_ui_top(out, c, SL_TOP_ADMITTED);
+    else if (IS("TOP_WINDOW") && c->w->srv->cfg.top_keys)
+        sl_out(out, "the last %d s", c->w->srv->cfg.top_window_s);
 #undef IS
 }
 
 /* The page: the template with its markers filled. */
-static void sl_ui_render_page(sl_buf *out, const sl_ui_snapshot *s, const char *nonce)
+static void sl_ui_render_page(sl_buf *out, const sl_ui_snapshot *s, const char *nonce,
+                              sl_conn *c)
 {
     /* The page holds no NUL but its terminator's. */
     const char *p = sl_ui_page, *end = sl_ui_page + sl_ui_page_len;
@@ -302,7 +385,7 @@ static void sl_ui_render_page(sl_buf *out, const sl_ui_snapshot *s, const char *
             break;
         }
         sl_buf_add(out, p, (size_t)(m - p));
-        sl_ui_marker(out, m + 2, (size_t)(close - m - 2), s, nonce);
+        sl_ui_marker(out, m + 2, (size_t)(close - m - 2), s, nonce, c);
         p = close + 2;
     }
 }
@@ -333,7 +416,7 @@ static void sl_ui_page_request(sl_conn *c, bool keep, bool head)
     if (s) {
         sl_ui_snapshot_take(c->w->srv, atomic_load_explicit(&c->w->srv->config,
                                                             memory_order_acquire), s);
-        sl_ui_render_page(&page, s, nonce);
+        sl_ui_render_page(&page, s, nonce, c);
     }
     if (!s || page.failed) {
         sl_http_write_error(sl_conn_out(c), 503, keep, "out of memory", NULL);

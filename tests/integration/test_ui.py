@@ -43,6 +43,7 @@ from respclient import Conn, pipeline
 TOKEN = "ui-s3cret"
 # A policy name that is every character HTML treats specially, and a script.
 EVIL = "<script>alert(1)</script> & \"q\" 's"
+EVIL_KEY = "<u>k</u> & \"q\""
 CONFIG = """
 policies:
   api:
@@ -102,6 +103,7 @@ def ui(tmp_path_factory):
             c.call("SL.POLICY", "dry", "d")
         for i in range(6):
             c.call("SL.TAKE", "adhoc:1", 4, "1h")
+        c.call("SL.TAKE", EVIL_KEY, 4, "1h")
     yield s
     s.stop()
 
@@ -225,7 +227,7 @@ def test_stats_equal_metrics_at_the_same_moment(ui):
     assert (by["api"]["allowed"], by["api"]["refused"]) == (8, 0)
     assert (by[EVIL]["allowed"], by[EVIL]["refused"]) == (3, 1)
     assert (by["dry"]["allowed"], by["dry"]["shadow_refused"]) == (2, 3)
-    assert (by[None]["allowed"], by[None]["refused"]) == (4, 2)
+    assert (by[None]["allowed"], by[None]["refused"]) == (5, 2)  # adhoc:1, EVIL_KEY
     # RESP's histogram changes no more (HTTP's grows with every request, these included)
     resp = st["latency"][0]
     assert resp["count"] == metric(m, "sluice_request_duration_seconds_count", proto="resp")
@@ -352,8 +354,9 @@ class Tables(html.parser.HTMLParser):
         a = dict(attrs)
         if tag == "script":
             self.scripts.append(a)
-        if tag == "table":
-            self.table = self.tables.setdefault(a.get("id"), [])
+        if tag == "table":  # the top keys' tables: top_refused, top_admitted
+            name = a.get("id") or ("top_" + a["data-kind"] if "data-kind" in a else None)
+            self.table = self.tables.setdefault(name, [])
         elif tag == "tbody":
             self.in_tbody = True
         elif tag == "tr" and self.in_tbody:
@@ -440,6 +443,18 @@ def test_page_without_javascript_shows_the_numbers_of_metrics(ui):
     assert backend["state"][0] == "up" and backend["store"][1] == "memory (in this process)"
     assert "adaptive" not in p.tables or p.tables["adaptive"] == []
     assert 'id="adaptive-card" hidden' in r.text
+    # the top keys, as /v1/top gives them
+    for kind in ("refused", "admitted"):
+        top = get(ui, "/v1/top?kind=" + kind).json()
+        rows = p.tables["top_" + kind]
+        assert len(rows) == len(top["keys"]) > 0, (rows, top)
+        for row, k in zip(rows, top["keys"]):
+            c = row["cells"]
+            assert c["policy"][1] == (k["policy"] or "ad hoc")
+            assert c["key"][1] == k["key"]
+            assert int(c["count"][0]) == k["count"] and digits(c["count"][1]) == k["count"]
+            assert c["remaining"][0] == ("" if k["remaining"] is None else str(k["remaining"]))
+    assert EVIL_KEY in [row["cells"]["key"][1] for row in p.tables["top_admitted"]]
 
 
 def test_page_escapes_every_name_and_runs_only_its_own_script(ui):
@@ -447,9 +462,16 @@ def test_page_escapes_every_name_and_runs_only_its_own_script(ui):
     text = r.text
     assert "<script>alert" not in text
     esc = "&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;q&quot; &#39;s"
-    assert text.count(esc) == 2, "in the row's data-policy and in its header cell"
     p = Tables()
     p.feed(text)
+    # in the decisions row's data-policy and header cell, and in each of its top keys' rows
+    # (the policy cell's title and text)
+    top_rows = sum(1 for kind in ("top_refused", "top_admitted") for row in p.tables[kind]
+                   if row["cells"]["policy"][1] == EVIL)
+    assert top_rows >= 1
+    assert text.count(esc) == 2 + 2 * top_rows
+    # a key is text too: in its cell's title and text
+    assert "<u>" not in text and text.count("&lt;u&gt;k&lt;/u&gt; &amp; &quot;q&quot;") == 2
     assert [r["attrs"]["data-policy"] for r in p.tables["decisions"]] == ["", "api", EVIL, "dry"]
     # one script, the page's own, under the nonce of this response's policy
     assert len(p.scripts) == 1
