@@ -36,12 +36,17 @@ static cJSON *load_vectors(void)
 }
 
 /* A JSON integer (cJSON keeps numbers as doubles: exact below 2^53, which
- * every value of the table is) or null. */
+ * every value of the table is but 2^63 - 1, which a double rounds to 2^63
+ * and is read back as itself) or null. */
 static bool json_int(const cJSON *v, int64_t *out)
 {
     if (v == NULL || cJSON_IsNull(v))
         return false;
     cr_assert(cJSON_IsNumber(v));
+    if (v->valuedouble == 9223372036854775808.0) {
+        *out = INT64_MAX;
+        return true;
+    }
     *out = (int64_t)v->valuedouble;
     cr_assert((double)*out == v->valuedouble);
     return true;

@@ -146,6 +146,10 @@ case("Retry-After: asctime date", [("Retry-After", "Tue Dec  1 12:00:10 2026")],
 case("Retry-After: a date in the past is 0", [("Retry-After", "Sun, 06 Nov 1994 08:49:37 GMT")],
      retry_after_ms=0)
 case("Retry-After: a negative number is ignored", [("Retry-After", "-5")])
+case("Retry-After: more milliseconds than 64 bits hold read as 2^63 - 1",
+     [("Retry-After", "9223372036854775807")], retry_after_ms=2**63 - 1)
+case("Retry-After: seconds past 64 bits are ignored",
+     [("Retry-After", "9223372036854775808")])
 case("Retry-After: a malformed date is ignored", [("Retry-After", "Tue, 32 Dec 2026 12:00:00 GMT")])
 
 # ---- bounds ----

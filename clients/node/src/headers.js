@@ -535,7 +535,10 @@ function httpDateMs(value) {
 
 function retryAfterMs(value, nowMs) {
   const s = trimOws(value);
-  if (isDigit(s.slice(0, 1))) return decimalMs(s);
+  if (isDigit(s.slice(0, 1))) {
+    const ms = decimalMs(s);
+    return ms === null || ms <= INT64_MAX ? ms : INT64_MAX;
+  }
   const at = httpDateMs(s);
   return at === null ? null : max0(at - nowMs);
 }

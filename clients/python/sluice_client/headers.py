@@ -582,7 +582,8 @@ def _http_date_ms(text):
 def _retry_after_ms(text, now_ms):
     s = _trim(text)
     if s[:1] in tuple(_DIGITS):
-        return _decimal_ms(s)
+        ms = _decimal_ms(s)
+        return None if ms is None else min(ms, INT64_MAX)
     at = _http_date_ms(s)
     return None if at is None else max(0, at - now_ms)
 
