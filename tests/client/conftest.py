@@ -21,13 +21,12 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 
 import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
-from harness import (ROOT, SANITIZER_MARKS, JsonLineDriver, ServerProcess, binary, failed, free_port,  # noqa: E402,F401
+from harness import (ROOT, SANITIZER_MARKS, JsonLineDriver, ServerProcess, binary, failed, free_port, sigstop,  # noqa: E402,F401
                      pytest_runtest_makereport)
 
 ANSWER_TIMEOUT = 30.0
@@ -300,18 +299,6 @@ def make_driver(request):
             d.close()
 
 
-def task_states(pid):
-    """The state letter of each thread of a process (/proc/PID/task/*/stat)."""
-    out = []
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                out.append(f.read().rsplit(")", 1)[1].split()[0])
-        except OSError:  # a thread that has just exited
-            pass
-    return out
-
-
 class Stopped:
     """sluiced stopped (SIGSTOP) for the with block, resumed (SIGCONT) after it. kill()
     returns before the signal has taken hold: the block starts once every thread of
@@ -321,11 +308,7 @@ class Stopped:
         self.pid = srv.proc.pid
 
     def __enter__(self):
-        os.kill(self.pid, signal.SIGSTOP)
-        deadline = time.monotonic() + 10
-        while not all(s == "T" for s in task_states(self.pid)):
-            assert time.monotonic() < deadline, "sluiced did not stop"
-            time.sleep(0.001)
+        sigstop(self.pid)
         return self
 
     def __exit__(self, *exc):

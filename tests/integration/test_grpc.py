@@ -29,6 +29,7 @@ import pytest
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 
 from conftest import ROOT, Sluiced, free_port
+from harness import sigstop
 
 HEALTH = "/grpc.health.v1.Health/Check"
 RLS = "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit"
@@ -452,7 +453,7 @@ def paused_store(make_server, tmp_path):
     ch = grpc.insecure_channel("127.0.0.1:%d" % port)
     assert rls(ch)(request(), timeout=10).overall_code == 1
     ch.close()
-    os.kill(redis.proc.pid, signal.SIGSTOP)
+    sigstop(redis.proc.pid)
     s.resume = lambda: os.kill(redis.proc.pid, signal.SIGCONT)
     yield s
     s.resume()

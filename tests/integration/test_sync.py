@@ -27,7 +27,7 @@ import urllib.request
 import pytest
 
 from conftest import Sluiced
-from harness import binary, free_port
+from harness import binary, free_port, sigstop
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from redis_cluster import make_cluster, slot_of  # noqa: E402
@@ -328,7 +328,7 @@ def test_a_node_cut_off_from_the_store_goes_on_at_its_last_share(fleet, engine):
     load = Load(nodes, None, keys, rate=10 * LIMIT, weights=(6, 3, 1))
     load.run(2.0)
     assert all(metrics(n)["sluice_sync_central_up"] == 1 for n in nodes)
-    os.kill(redis.proc.pid, signal.SIGSTOP)
+    sigstop(redis.proc.pid)
     try:
         before = list(load.admitted[keys[0]])
         load.run(3.0)

@@ -71,6 +71,29 @@ def free_port():
         return s.getsockname()[1]
 
 
+def task_states(pid):
+    """The state letter of each thread of a process (/proc/PID/task/*/stat)."""
+    out = []
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                out.append(f.read().rsplit(")", 1)[1].split()[0])
+        except OSError:  # a thread that has just exited
+            pass
+    return out
+
+
+def sigstop(pid, timeout=10):
+    """Stops a process (SIGSTOP) and returns once every thread of it is stopped: kill()
+    returns before the signal has taken hold, and a request sent meanwhile could still be
+    answered."""
+    os.kill(pid, signal.SIGSTOP)
+    deadline = time.monotonic() + timeout
+    while not all(s == "T" for s in task_states(pid)):
+        assert time.monotonic() < deadline, "process %d did not stop" % pid
+        time.sleep(0.001)
+
+
 @pytest.hookimpl(tryfirst=True, hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Keeps each phase's report on the test item: rep_setup, rep_call, rep_teardown."""
