@@ -140,8 +140,6 @@ static inline void sl_top_record(sl_top *t, const sl_check *k, bool refused, int
     sl_top_unlock(t);
 }
 
-
-
 /* A row of an answer. */
 typedef struct sl_top_row {
     const struct sl_policy *policy; /* NULL for the ad-hoc limits */
