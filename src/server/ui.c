@@ -308,16 +308,21 @@ static void sl_ui_top(sl_buf *out, sl_conn *c, int kind)
         /* The true count is between count - error and count; a sampled one is
          * an estimate (as the script shows them). */
         sl_out(out, "</td><td data-f=\"count\" data-v=\"%llu\"", (unsigned long long)r->e.count);
-        if (r->e.error && r->sample > 1)
-            sl_out(out, " title=\"between %llu and %llu; estimated from 1 in %llu decisions\"",
-                   (unsigned long long)(r->e.count - r->e.error),
-                   (unsigned long long)r->e.count, (unsigned long long)r->sample);
-        else if (r->e.error)
-            sl_out(out, " title=\"between %llu and %llu\"",
-                   (unsigned long long)(r->e.count - r->e.error), (unsigned long long)r->e.count);
-        else if (r->sample > 1)
-            sl_out(out, " title=\"estimated from 1 in %llu decisions\"",
-                   (unsigned long long)r->sample);
+        if (r->e.error || r->sample > 1) {
+            sl_out(out, " title=\"");
+            if (r->e.error) {
+                sl_out(out, "between ");
+                sl_ui_count(out, r->e.count - r->e.error);
+                sl_out(out, " and ");
+                sl_ui_count(out, r->e.count);
+            }
+            if (r->sample > 1) {
+                sl_out(out, "%sestimated from 1 in ", r->e.error ? "; " : "");
+                sl_ui_count(out, r->sample);
+                sl_out(out, " decisions");
+            }
+            sl_out(out, "\"");
+        }
         sl_out(out, ">");
         if (r->sample > 1)
             sl_buf_add(out, "\xE2\x89\x88\xC2\xA0", 5); /* U+2248, U+00A0 */
