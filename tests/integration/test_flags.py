@@ -84,6 +84,12 @@ def test_a_bad_value_is_told_what_is_valid():
     assert rc == 2 and "for --on-store-error: fail_open, fail_closed or local" in err, err
     rc, _, err = run("--store", "redis://127.0.0.1", "--threads", "1", "--port", "0")
     assert rc != 0 and "--store: " in err and "has no port" in err, err
+    for flag, value, valid in (("--top-exact-rate", "-1", "an integer from 0 to 1000000000"),
+                               ("--top-exact-rate", "1e5", "an integer from 0 to 1000000000"),
+                               ("--top-keys", "1025", "an integer from 0 to 1024"),
+                               ("--top-window", "0", "seconds, from 1 to 86400")):
+        rc, _, err = run(flag, value)
+        assert rc == 2 and "invalid value '%s' for %s: %s" % (value, flag, valid) in err, err
     for flag, value in (("--http-open", "metrics"), ("--http-open", "/a,b"),
                         ("--http-token", "two words"), ("--http-bind", "localhost")):
         rc, _, err = run(flag, value)
